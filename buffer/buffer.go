@@ -1,0 +1,199 @@
+// Package buffer holds GoNet's packet buffers: pooled byte slices with
+// headroom in front, so that each layer on the way out can prepend its header
+// without copying the payload, and with one owner at a time.
+//
+// A Packet is taken from a Pool with Get and handed back with Release. The
+// goroutine that holds a Packet owns it; passing it through a channel passes
+// ownership. Each Pool counts the packets it has lent and not seen again, so
+// that tests can assert a leak count of zero.
+package buffer
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+)
+
+// Headroom is the space kept in front of a fresh packet's data: enough for a
+// virtio-net header, Ethernet, IPv4 with options and a TCP header with options.
+const Headroom = 160
+
+// classes are the capacities the pools hand out. Frames fit the first; UDP
+// datagrams and reassembled IPv4 datagrams up to 65535 bytes fit the last.
+var classes = [...]int{2048, 16384, 65536 + Headroom}
+
+// MaxSize is the largest data size Get can serve.
+const MaxSize = 65536
+
+// Offload is the per-packet offload metadata of the virtio-net header
+// (virtio spec 1.1 section 5.1.6, struct virtio_net_hdr). It travels with the
+// packet so that checksum offload and TSO/GSO can be switched on without
+// changing the link interface.
+type Offload struct {
+	Flags      uint8  // NeedsCsum, DataValid
+	GSOType    uint8  // GSONone, GSOTCPv4, GSOUDP, GSOTCPv6
+	HdrLen     uint16 // length of the headers to copy onto every segment
+	GSOSize    uint16 // payload bytes per segment
+	CsumStart  uint16 // where checksumming starts, from the frame's start
+	CsumOffset uint16 // where to store the checksum, from CsumStart
+}
+
+// Offload flags and GSO types, with the values of linux/virtio_net.h.
+const (
+	NeedsCsum = 1 // checksum is partial: the receiver (or device) must finish it
+	DataValid = 2 // checksum already checked by the device
+
+	GSONone  = 0
+	GSOTCPv4 = 1
+	GSOUDP   = 3
+	GSOTCPv6 = 4
+)
+
+// Packet is a packet buffer: data in buf[off:end], headroom in buf[:off].
+type Packet struct {
+	buf      []byte
+	off, end int
+	class    int8
+	pool     *Pool
+
+	// Offload is the packet's virtio-net metadata, zero when unused.
+	Offload Offload
+}
+
+// Bytes returns the packet's data. The slice is valid until the packet
+// changes or is released.
+func (p *Packet) Bytes() []byte { return p.buf[p.off:p.end] }
+
+// Len returns the data length.
+func (p *Packet) Len() int { return p.end - p.off }
+
+// Headroom returns the free space in front of the data.
+func (p *Packet) Headroom() int { return p.off }
+
+// Cap returns the most data the packet can hold without its headroom.
+func (p *Packet) Cap() int { return len(p.buf) - p.off }
+
+// Prepend grows the data by n bytes at the front and returns them. It panics
+// when the headroom is too small: headers are bounded, so that is a bug.
+func (p *Packet) Prepend(n int) []byte {
+	if n > p.off {
+		panic(fmt.Sprintf("buffer: prepend %d bytes with %d of headroom", n, p.off))
+	}
+	p.off -= n
+	return p.buf[p.off : p.off+n]
+}
+
+// TrimFront drops n bytes from the front, as a layer does with its header
+// on the way in.
+func (p *Packet) TrimFront(n int) {
+	if n > p.Len() {
+		panic(fmt.Sprintf("buffer: trim %d bytes of %d", n, p.Len()))
+	}
+	p.off += n
+}
+
+// SetLen sets the data length, keeping the front; it trims padding (an
+// Ethernet frame's tail beyond the IP total length) or grows into capacity.
+func (p *Packet) SetLen(n int) {
+	if n < 0 || p.off+n > len(p.buf) {
+		panic(fmt.Sprintf("buffer: length %d out of capacity %d", n, p.Cap()))
+	}
+	p.end = p.off + n
+}
+
+// Reset empties the packet and restores the standard headroom (or all the
+// space, when the buffer is smaller), ready for reuse by its owner.
+func (p *Packet) Reset() {
+	h := Headroom
+	if h > len(p.buf) {
+		h = 0
+	}
+	p.off, p.end = h, h
+	p.Offload = Offload{}
+}
+
+// Release hands the packet back to its pool. The caller must not touch it
+// afterwards.
+func (p *Packet) Release() {
+	pool := p.pool
+	if pool == nil {
+		panic("buffer: release of a packet twice or not from a pool")
+	}
+	p.pool = nil
+	pool.lent.Add(-1)
+	pool.classes[p.class].Put(p)
+}
+
+// Pool lends packets of the size classes above. The zero value is not
+// usable; call NewPool.
+type Pool struct {
+	classes [len(classes)]sync.Pool
+	lent    atomic.Int64
+}
+
+// NewPool returns an empty pool.
+func NewPool() *Pool {
+	p := &Pool{}
+	for i := range classes {
+		size := classes[i]
+		class := int8(i)
+		p.classes[i].New = func() any {
+			return &Packet{buf: make([]byte, size), class: class}
+		}
+	}
+	return p
+}
+
+// Get returns a packet with n bytes of data (contents unspecified) and at
+// least Headroom bytes in front. It panics for n > MaxSize.
+func (p *Pool) Get(n int) *Packet {
+	for i, c := range classes {
+		if Headroom+n <= c {
+			pk := p.classes[i].Get().(*Packet)
+			pk.pool = p
+			pk.off = Headroom
+			pk.end = Headroom + n
+			pk.Offload = Offload{}
+			p.lent.Add(1)
+			return pk
+		}
+	}
+	panic(fmt.Sprintf("buffer: packet of %d bytes exceeds %d", n, MaxSize))
+}
+
+// Outstanding returns how many packets are lent and not yet released. Tests
+// assert it is zero once a stack has shut down.
+func (p *Pool) Outstanding() int64 { return p.lent.Load() }
+
+// Clone returns a copy of pk from pool, with the same offload metadata.
+func (p *Pool) Clone(pk *Packet) *Packet {
+	c := p.Get(pk.Len())
+	copy(c.Bytes(), pk.Bytes())
+	c.Offload = pk.Offload
+	return c
+}
+
+// Batch is a bounded group of packets that travels through a channel as one
+// message, so that a dealer pays one channel operation for many packets.
+type Batch struct {
+	Pkts []*Packet
+}
+
+// MaxBatch bounds a batch: enough to amortise a channel hop, small enough to
+// keep latency and per-batch memory low.
+const MaxBatch = 64
+
+var batches = sync.Pool{New: func() any { return &Batch{Pkts: make([]*Packet, 0, MaxBatch)} }}
+
+// GetBatch returns an empty batch.
+func GetBatch() *Batch { return batches.Get().(*Batch) }
+
+// Full reports whether the batch has reached MaxBatch.
+func (b *Batch) Full() bool { return len(b.Pkts) >= MaxBatch }
+
+// Put returns the batch (not its packets) for reuse.
+func (b *Batch) Put() {
+	clear(b.Pkts)
+	b.Pkts = b.Pkts[:0]
+	batches.Put(b)
+}

@@ -1,0 +1,215 @@
+// Package icmp is GoNet's Internet Control Message Protocol for IPv4
+// (RFC 792), with the host rules of RFC 1122 section 3.2.2: it answers echo
+// requests, reports errors for the layers that drop datagrams (rate-limited,
+// as RFC 1812 section 4.3.2.8 asks), hands received errors to the transport
+// they concern, and runs the stack's own ping client (ping.go).
+package icmp
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Config tunes ICMP. Zero fields take the defaults.
+type Config struct {
+	// ErrorRate is the sustained number of error messages per second
+	// (1000, as Linux's icmp_msgs_per_sec); ErrorBurst is the bucket
+	// depth (50, as icmp_msgs_burst).
+	ErrorRate  float64
+	ErrorBurst float64
+	// EchoBroadcast answers echo requests sent to a broadcast address;
+	// off by default, as Linux's icmp_echo_ignore_broadcasts.
+	EchoBroadcast bool
+}
+
+// ErrorHandler is implemented by transports that want the ICMP errors
+// quoting their datagrams (later TCP for path MTU discovery, UDP for
+// connected sockets).
+type ErrorHandler interface {
+	// HandleICMPError gets the error's type, code and rest-of-header word,
+	// and the quoted datagram: its IP header and at least 8 bytes of it.
+	HandleICMPError(typ, code uint8, rest uint32, quoted wire.IPv4)
+}
+
+// Stats are the ICMP counters, after the SNMP MIB's icmp group (RFC 4293).
+type Stats struct {
+	InMsgs            stats.Counter
+	InErrors          stats.Counter // too short
+	InCsumErrors      stats.Counter
+	InEchos           stats.Counter
+	InEchoReps        stats.Counter
+	InDestUnreachs    stats.Counter
+	InTimeExcds       stats.Counter
+	InOther           stats.Counter
+	InEchoIgnored     stats.Counter // echo to broadcast, not answered
+	InEchoRepUnknown  stats.Counter // reply matching no outstanding ping
+	InEchoRepCorrupt  stats.Counter // reply whose data differs from the request's
+	InErrorsDelivered stats.Counter // errors handed to a transport
+	OutMsgs           stats.Counter
+	OutEchos          stats.Counter
+	OutEchoReps       stats.Counter
+	OutDestUnreachs   stats.Counter
+	OutTimeExcds      stats.Counter
+	OutRateLimited    stats.Counter
+	OutSuppressed     stats.Counter // errors RFC 1122 section 3.2.2 forbids sending
+	OutErrors         stats.Counter // send failed (no route)
+	PingsOutstanding  stats.Gauge
+}
+
+// Protocol is ICMP on one stack.
+type Protocol struct {
+	cfg   Config
+	env   *env.Env
+	ip    *ipv4.Protocol
+	ident uint16 // echo identifier of this stack's ping client
+
+	limMu  sync.Mutex
+	tokens float64
+	last   time.Time
+
+	pingMu  sync.Mutex
+	pings   map[uint16]*ping
+	nextSeq uint16
+	done    chan struct{}
+	wg      sync.WaitGroup
+
+	Stats Stats
+}
+
+// New returns ICMP over ip, registered as its protocol 1 and as its error
+// sender.
+func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
+	if cfg.ErrorRate == 0 {
+		cfg.ErrorRate = 1000
+	}
+	if cfg.ErrorBurst == 0 {
+		cfg.ErrorBurst = 50
+	}
+	p := &Protocol{
+		cfg:    cfg,
+		env:    e,
+		ip:     ip,
+		ident:  uint16(e.Rand.Uint32()),
+		tokens: cfg.ErrorBurst,
+		last:   e.Clock.Now(),
+		pings:  map[uint16]*ping{},
+		done:   make(chan struct{}),
+	}
+	ip.Register(wire.ProtoICMP, p)
+	ip.SetErrorSender(p)
+	return p
+}
+
+// Close fails outstanding pings and waits for their goroutines.
+func (p *Protocol) Close() {
+	p.pingMu.Lock()
+	select {
+	case <-p.done:
+	default:
+		close(p.done)
+	}
+	p.pingMu.Unlock()
+	p.wg.Wait()
+}
+
+// HandleIPv4 takes one ICMP message from the IPv4 dealer.
+func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
+	p.Stats.InMsgs.Inc()
+	h := wire.IPv4(pk.Bytes())
+	body := h.Payload()
+	if len(body) < wire.ICMPHeaderLen {
+		p.Stats.InErrors.Inc()
+		pk.Release()
+		return
+	}
+	m, ok := wire.ParseICMP(body)
+	if !ok {
+		p.Stats.InCsumErrors.Inc()
+		pk.Release()
+		return
+	}
+	switch m.Type() {
+	case wire.ICMPEchoRequest:
+		p.Stats.InEchos.Inc()
+		p.echoReply(pk, h)
+		return
+	case wire.ICMPEchoReply:
+		p.Stats.InEchoReps.Inc()
+		p.echoReplied(m, h.Src())
+	case wire.ICMPDestUnreach:
+		p.Stats.InDestUnreachs.Inc()
+		p.deliverError(m)
+	case wire.ICMPTimeExceeded:
+		p.Stats.InTimeExcds.Inc()
+		p.deliverError(m)
+	case wire.ICMPParamProblem:
+		p.Stats.InOther.Inc()
+		p.deliverError(m)
+	default:
+		// RFC 1122 section 3.2.2: "If an ICMP message of unknown type is
+		// received, it MUST be silently discarded."
+		p.Stats.InOther.Inc()
+	}
+	pk.Release()
+}
+
+// echoReply turns an echo request into its reply in place (RFC 792: "the
+// source and destination addresses are simply reversed, the type code
+// changed to 0, and the checksum recomputed") and sends it. The data is
+// returned whole, as RFC 1122 section 3.2.2.6 requires.
+func (p *Protocol) echoReply(pk *buffer.Packet, h wire.IPv4) {
+	src, dst, tos := h.Src(), h.Dst(), h.TOS()
+	if p.ip.IsBroadcast(dst) && !p.cfg.EchoBroadcast {
+		p.Stats.InEchoIgnored.Inc()
+		pk.Release()
+		return
+	}
+	pk.TrimFront(h.HeaderLen())
+	m := pk.Bytes()
+	// Incremental update (RFC 1624): only the type byte changes.
+	old := uint16(m[0])<<8 | uint16(m[1])
+	m[0] = wire.ICMPEchoReply
+	sum := uint32(^(uint16(m[2])<<8 | uint16(m[3]))) + uint32(^old) + uint32(uint16(m[0])<<8|uint16(m[1]))
+	c := ^wire.Fold(sum)
+	m[2], m[3] = byte(c>>8), byte(c)
+	sp := ipv4.SendParams{Dst: src, Proto: wire.ProtoICMP, TOS: tos}
+	if !p.ip.IsBroadcast(dst) {
+		sp.Src = dst
+	}
+	p.Stats.OutMsgs.Inc()
+	p.Stats.OutEchoReps.Inc()
+	if err := p.ip.Send(pk, sp); err != nil {
+		p.Stats.OutErrors.Inc()
+	}
+}
+
+// deliverError hands a received error to the transport of the datagram it
+// quotes (RFC 1122 section 3.2.2: "MUST be passed to the transport layer").
+func (p *Protocol) deliverError(m wire.ICMP) {
+	q := m.Payload()
+	if len(q) < wire.IPv4MinHeaderLen || q[0]>>4 != 4 {
+		p.Stats.InErrors.Inc()
+		return
+	}
+	hl := int(q[0]&0xf) * 4
+	if hl < wire.IPv4MinHeaderLen || len(q) < hl+8 {
+		p.Stats.InErrors.Inc()
+		return
+	}
+	quoted := wire.IPv4(q)
+	proto := quoted.Protocol()
+	if proto == wire.ProtoICMP {
+		p.pingFailed(m, q[hl:])
+		return
+	}
+	if eh, ok := p.ip.Transport(proto).(ErrorHandler); ok {
+		p.Stats.InErrorsDelivered.Inc()
+		eh.HandleICMPError(m.Type(), m.Code(), m.RestOfHeader(), quoted)
+	}
+}

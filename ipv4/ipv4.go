@@ -1,0 +1,294 @@
+// Package ipv4 is GoNet's Internet Protocol, version 4 (RFC 791), with the
+// host requirements of RFC 1122 section 3.
+//
+// The Protocol's dealer goroutine takes batches of datagrams from the NICs,
+// validates each (section 3.2.1 of RFC 1122), hands fragments to the
+// assembler goroutine of their datagram (reassembly.go), and delivers whole
+// datagrams to the transport protocol registered for their protocol number,
+// by a function call in the dealer's goroutine. On the way out, Send routes a
+// datagram (route.go), fragments it when it exceeds the route's MTU
+// (output.go) and passes it to the interface's link output.
+package ipv4
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ethernet"
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Config tunes the IPv4 layer. Zero fields take the defaults.
+type Config struct {
+	// DefaultTTL is the TTL of datagrams the stack originates (64, as
+	// Linux; RFC 1700 recommends 64 too).
+	DefaultTTL uint8
+	// ReassemblyTimeout bounds the wait for a datagram's missing
+	// fragments (30 s, as Linux's ipfrag_time; RFC 1122 section 3.3.2
+	// recommends 60 to 120 s, but a shorter wait frees memory sooner).
+	ReassemblyTimeout time.Duration
+	// MaxReassemblies bounds the datagrams under reassembly at once.
+	MaxReassemblies int
+	// MaxReassemblyBytes bounds the fragment bytes held at once, besides
+	// the stack's memory budget (4 MiB, as Linux's ipfrag_high_thresh).
+	MaxReassemblyBytes int
+}
+
+func (c *Config) setDefaults() {
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = 64
+	}
+	if c.ReassemblyTimeout == 0 {
+		c.ReassemblyTimeout = 30 * time.Second
+	}
+	if c.MaxReassemblies == 0 {
+		c.MaxReassemblies = 64
+	}
+	if c.MaxReassemblyBytes == 0 {
+		c.MaxReassemblyBytes = 4 << 20
+	}
+}
+
+// Transport is a protocol above IPv4 (ICMP, UDP, later TCP).
+type Transport interface {
+	// HandleIPv4 takes ownership of pkt, a validated, whole datagram
+	// addressed to this host: pkt.Bytes() starts at the IPv4 header.
+	// It runs in the IPv4 dealer's goroutine and must not block.
+	HandleIPv4(pkt *buffer.Packet)
+}
+
+// ErrorSender sends ICMP errors about datagrams the IPv4 layer drops; the
+// icmp package implements it. orig is the offending datagram, header first;
+// the sender copies what it quotes.
+type ErrorSender interface {
+	SendError(orig wire.IPv4, typ, code uint8, rest uint32)
+}
+
+// Stats are the IPv4 counters, named after the IP group of the SNMP MIB
+// (RFC 4293) where one exists.
+type Stats struct {
+	InReceives      stats.Counter
+	InTruncated     stats.Counter
+	InBadVersion    stats.Counter
+	InBadHeaderLen  stats.Counter
+	InBadTotalLen   stats.Counter
+	InCsumErrors    stats.Counter
+	InAddrErrors    stats.Counter // not addressed to us: hosts do not forward
+	InMartians      stats.Counter // source broadcast, multicast or ours (RFC 1122 section 3.2.1.3)
+	InUnknownProtos stats.Counter
+	InDiscards      stats.Counter // dealer queue full
+	InDelivers      stats.Counter
+	InLoopback      stats.Counter
+	OutRequests     stats.Counter
+	OutNoRoutes     stats.Counter
+	OutDiscards     stats.Counter // loopback queue full
+	FragOKs         stats.Counter
+	FragFails       stats.Counter // needed fragmenting but DF was set
+	FragCreates     stats.Counter
+	ReasmReqds      stats.Counter
+	ReasmOKs        stats.Counter
+	ReasmFails      stats.Counter
+	ReasmTimeouts   stats.Counter
+	ReasmOverlaps   stats.Counter
+	ReasmOversize   stats.Counter // would exceed 65535 bytes
+	ReasmMalformed  stats.Counter // inconsistent length or unaligned fragment
+	ReasmDuplicates stats.Counter
+	ReasmLimit      stats.Counter // fragment refused: too many datagrams or bytes in reassembly
+	ReasmActive     stats.Gauge
+	ReasmBytes      stats.Gauge
+}
+
+// Protocol is the IPv4 layer of one stack.
+type Protocol struct {
+	cfg        Config
+	env        *env.Env
+	transports [256]Transport
+	errors     ErrorSender
+
+	tables
+	nextID atomic.Uint32
+
+	in   chan *buffer.Batch
+	loop chan *buffer.Packet // datagrams this host sent to itself
+	done chan struct{}
+	wg   sync.WaitGroup // the dealer and every assembler
+	once sync.Once
+
+	// Reassembly state, owned by the dealer goroutine.
+	reasm      map[fragKey]*assembler
+	reasmBytes int
+	reasmDone  chan reasmResult
+
+	Stats Stats
+}
+
+// New returns an IPv4 layer with no interfaces.
+func New(cfg Config, e *env.Env) *Protocol {
+	cfg.setDefaults()
+	p := &Protocol{
+		cfg:       cfg,
+		env:       e,
+		in:        make(chan *buffer.Batch, 256),
+		loop:      make(chan *buffer.Packet, 256),
+		done:      make(chan struct{}),
+		reasm:     map[fragKey]*assembler{},
+		reasmDone: make(chan reasmResult, cfg.MaxReassemblies),
+	}
+	p.nextID.Store(e.Rand.Uint32())
+	p.tables.init()
+	return p
+}
+
+// Register binds a transport to a protocol number. Call it before Start.
+func (p *Protocol) Register(proto uint8, t Transport) { p.transports[proto] = t }
+
+// Transport returns the transport bound to proto, or nil.
+func (p *Protocol) Transport(proto uint8) Transport { return p.transports[proto] }
+
+// SetErrorSender sets who reports dropped datagrams with ICMP.
+func (p *Protocol) SetErrorSender(e ErrorSender) { p.errors = e }
+
+// DefaultTTL returns the TTL of datagrams the stack originates.
+func (p *Protocol) DefaultTTL() uint8 { return p.cfg.DefaultTTL }
+
+// Start launches the dealer goroutine.
+func (p *Protocol) Start() {
+	p.wg.Add(1)
+	go p.deal()
+}
+
+// Close stops the dealer and every assembler and releases what they hold.
+func (p *Protocol) Close() {
+	p.once.Do(func() {
+		close(p.done)
+		p.wg.Wait()
+		for {
+			select {
+			case b := <-p.in:
+				for _, pk := range b.Pkts {
+					pk.Release()
+				}
+				b.Put()
+			case pk := <-p.loop:
+				pk.Release()
+			default:
+				return
+			}
+		}
+	})
+}
+
+// Deliver hands a batch of datagrams from a NIC to the dealer. When the
+// dealer is that far behind, the batch is dropped and counted, as a NIC
+// drops when its ring is full; blocking would stall ARP on the same NIC.
+func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
+	select {
+	case p.in <- b:
+	default:
+		p.Stats.InDiscards.Add(uint64(len(b.Pkts)))
+		for _, pk := range b.Pkts {
+			pk.Release()
+		}
+		b.Put()
+	}
+}
+
+// deal is the IPv4 dealer: it validates and delivers batches, and takes the
+// results of assemblers.
+func (p *Protocol) deal() {
+	defer p.wg.Done()
+	defer p.stopAssemblers()
+	for {
+		select {
+		case b := <-p.in:
+			for _, pk := range b.Pkts {
+				p.receive(pk, true)
+			}
+			b.Put()
+		case pk := <-p.loop:
+			p.Stats.InLoopback.Inc()
+			p.receive(pk, false)
+		case r := <-p.reasmDone:
+			p.reassembled(r)
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// receive validates one datagram (RFC 1122 section 3.2.1) and delivers it,
+// or hands it to reassembly. It takes ownership of pk. A datagram from one
+// of our own addresses is a martian only when it came from the wire.
+func (p *Protocol) receive(pk *buffer.Packet, fromWire bool) {
+	p.Stats.InReceives.Inc()
+	h, verr := wire.ParseIPv4(pk.Bytes())
+	if verr != wire.IPv4OK {
+		p.countInvalid(verr)
+		pk.Release()
+		return
+	}
+	pk.SetLen(len(h)) // drop link-layer padding
+	t := p.tables.load()
+	dst, src := h.Dst(), h.Src()
+	if !t.acceptsDst(dst) {
+		p.Stats.InAddrErrors.Inc()
+		pk.Release()
+		return
+	}
+	if src.IsMulticast() || t.isBroadcast(src) || (fromWire && t.isLocal(src)) {
+		p.Stats.InMartians.Inc()
+		pk.Release()
+		return
+	}
+	if h.IsFragment() {
+		p.reassemble(pk, h)
+		return
+	}
+	p.deliver(pk, h)
+}
+
+func (p *Protocol) countInvalid(e wire.IPv4Error) {
+	switch e {
+	case wire.IPv4Truncated:
+		p.Stats.InTruncated.Inc()
+	case wire.IPv4BadVersion:
+		p.Stats.InBadVersion.Inc()
+	case wire.IPv4BadIHL:
+		p.Stats.InBadHeaderLen.Inc()
+	case wire.IPv4BadTotalLen:
+		p.Stats.InBadTotalLen.Inc()
+	case wire.IPv4BadChecksum:
+		p.Stats.InCsumErrors.Inc()
+	default:
+		panic(fmt.Sprintf("ipv4: unknown validation error %d", e))
+	}
+}
+
+// deliver hands a whole datagram to its transport, or answers with ICMP
+// protocol unreachable (RFC 1122 section 3.2.2.1).
+func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv4) {
+	t := p.transports[h.Protocol()]
+	if t == nil {
+		p.Stats.InUnknownProtos.Inc()
+		p.sendError(h, wire.ICMPDestUnreach, wire.ICMPCodeProtoUnrch)
+		pk.Release()
+		return
+	}
+	p.Stats.InDelivers.Inc()
+	t.HandleIPv4(pk)
+}
+
+func (p *Protocol) sendError(h wire.IPv4, typ, code uint8) { p.ReportError(h, typ, code, 0) }
+
+// ReportError sends an ICMP error about orig through the error sender, for
+// transports that drop a datagram (UDP's port unreachable).
+func (p *Protocol) ReportError(orig wire.IPv4, typ, code uint8, rest uint32) {
+	if p.errors != nil {
+		p.errors.SendError(orig, typ, code, rest)
+	}
+}

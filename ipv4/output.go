@@ -1,0 +1,127 @@
+package ipv4
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// SendParams describes a datagram to send.
+type SendParams struct {
+	Src   netip.Addr // invalid: chosen by the route
+	Dst   netip.Addr
+	Proto uint8
+	TTL   uint8 // zero: the default TTL
+	TOS   uint8
+	// DF forbids fragmenting: Send fails with EMSGSIZE instead.
+	DF bool
+}
+
+// ErrMessageTooLong is returned when a datagram with DF set exceeds the MTU,
+// or any datagram exceeds 65535 bytes. It wraps syscall.EMSGSIZE.
+var ErrMessageTooLong = fmt.Errorf("ipv4: %w", syscall.EMSGSIZE)
+
+// Send sends pkt, whose data is the transport header and payload, as an IPv4
+// datagram. It takes ownership of pkt in every case. The route is looked up
+// here; callers that already did so may pass it to SendRoute.
+func (p *Protocol) Send(pkt *buffer.Packet, sp SendParams) error {
+	ri, err := p.Route(sp.Dst)
+	if err != nil {
+		p.Stats.OutNoRoutes.Inc()
+		pkt.Release()
+		return err
+	}
+	return p.SendRoute(pkt, sp, ri)
+}
+
+// SendRoute is Send on a route found by Route.
+func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) error {
+	p.Stats.OutRequests.Inc()
+	if !sp.Src.IsValid() || sp.Src.IsUnspecified() {
+		sp.Src = ri.Src
+	}
+	if sp.TTL == 0 {
+		sp.TTL = p.cfg.DefaultTTL
+	}
+	f := wire.IPv4Fields{
+		TOS:      sp.TOS,
+		TotalLen: wire.IPv4MinHeaderLen + pkt.Len(),
+		TTL:      sp.TTL,
+		Protocol: sp.Proto,
+		Src:      sp.Src,
+		Dst:      sp.Dst,
+	}
+	if sp.DF {
+		f.Flags = wire.IPv4FlagDF
+	}
+	if f.TotalLen > wire.IPv4MaxTotalLen {
+		pkt.Release()
+		return ErrMessageTooLong
+	}
+	// RFC 6864 section 4.1: IDs matter only for datagrams that may be
+	// fragmented, but a fresh ID on each costs nothing and helps tools.
+	f.ID = uint16(p.nextID.Add(1))
+	if f.TotalLen <= ri.MTU() {
+		wire.EncodeIPv4(pkt.Prepend(f.HeaderLen()), &f)
+		p.output(ri, pkt)
+		return nil
+	}
+	if sp.DF {
+		p.Stats.FragFails.Inc()
+		pkt.Release()
+		return ErrMessageTooLong
+	}
+	p.fragment(pkt, &f, ri)
+	return nil
+}
+
+// output passes a whole datagram to the interface, or loops it back.
+func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
+	switch {
+	case ri.Local:
+		select {
+		case p.loop <- pkt:
+		default:
+			p.Stats.OutDiscards.Inc()
+			pkt.Release()
+		}
+	case ri.Bcast && ri.NextHop != limitedBroadcast:
+		ri.Iface.out.OutputBroadcast(pkt)
+	default:
+		ri.Iface.out.Output(ri.NextHop, pkt)
+	}
+}
+
+// fragment splits the datagram f describes, with pkt as its payload, into
+// fragments that fit ri's MTU (RFC 791 section 3.2, "An Example
+// Fragmentation Procedure"), and sends them in order. Every fragment but the
+// last carries a multiple of 8 payload bytes.
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri RouteInfo) {
+	defer pkt.Release()
+	payload := pkt.Bytes()
+	hl := f.HeaderLen()
+	chunk := (ri.MTU() - hl) &^ 7
+	for off := 0; off < len(payload); off += chunk {
+		n := min(chunk, len(payload)-off)
+		frag := p.env.Pool.Get(hl + n)
+		ff := *f
+		ff.TotalLen = hl + n
+		ff.FragOff = off
+		if off+n < len(payload) {
+			ff.Flags |= wire.IPv4FlagMF
+		}
+		b := frag.Bytes()
+		wire.EncodeIPv4(b, &ff)
+		copy(b[hl:], payload[off:off+n])
+		p.Stats.FragCreates.Inc()
+		p.output(ri, frag)
+	}
+	p.Stats.FragOKs.Inc()
+}
+
+// IsMessageTooLong reports whether err says a datagram was too big.
+func IsMessageTooLong(err error) bool { return errors.Is(err, syscall.EMSGSIZE) }

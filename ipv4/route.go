@@ -1,0 +1,302 @@
+package ipv4
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gonetstack/gonet/buffer"
+)
+
+// LinkOutput is how IPv4 reaches an interface's link: ARP over Ethernet.
+type LinkOutput interface {
+	// Output sends a datagram to a unicast next hop, or to the link's
+	// address for 255.255.255.255 and multicast groups.
+	Output(nextHop netip.Addr, pkt *buffer.Packet)
+	// OutputBroadcast sends a datagram to the link's broadcast address.
+	OutputBroadcast(pkt *buffer.Packet)
+}
+
+// Interface is an IPv4 interface: a link with addresses.
+type Interface struct {
+	p    *Protocol
+	name string
+	mtu  int
+	out  LinkOutput
+}
+
+// Name returns the interface's name.
+func (i *Interface) Name() string { return i.name }
+
+// MTU returns the interface's MTU.
+func (i *Interface) MTU() int { return i.mtu }
+
+// HasAddress reports whether a is assigned to the interface.
+func (i *Interface) HasAddress(a netip.Addr) bool {
+	for _, ad := range i.p.tables.load().addrs {
+		if ad.iface == i && ad.prefix.Addr() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// SourceFor returns the interface's address on dst's subnet, or its first
+// address when none is on it.
+func (i *Interface) SourceFor(dst netip.Addr) (netip.Addr, bool) {
+	var first netip.Addr
+	for _, ad := range i.p.tables.load().addrs {
+		if ad.iface != i {
+			continue
+		}
+		if ad.prefix.Contains(dst) {
+			return ad.prefix.Addr(), true
+		}
+		if !first.IsValid() {
+			first = ad.prefix.Addr()
+		}
+	}
+	return first, first.IsValid()
+}
+
+// Route is an entry of the routing table.
+type Route struct {
+	Dst     netip.Prefix
+	Gateway netip.Addr // invalid for an on-link route
+	Iface   *Interface
+}
+
+func (r Route) String() string {
+	if r.Gateway.IsValid() {
+		return fmt.Sprintf("%v via %v dev %s", r.Dst, r.Gateway, r.Iface.name)
+	}
+	return fmt.Sprintf("%v dev %s", r.Dst, r.Iface.name)
+}
+
+type address struct {
+	prefix netip.Prefix
+	iface  *Interface
+}
+
+// table is an immutable snapshot of interfaces, addresses and routes: the
+// data path reads it without locks; changes copy it.
+type table struct {
+	ifaces []*Interface
+	addrs  []address
+	routes []Route // longest prefix first
+}
+
+type tables struct {
+	mu  sync.Mutex // serialises writers
+	cur atomic.Pointer[table]
+}
+
+func (t *tables) init()        { t.cur.Store(&table{}) }
+func (t *tables) load() *table { return t.cur.Load() }
+func (t *tables) update(f func(*table) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.cur.Load()
+	n := &table{
+		ifaces: slices.Clone(old.ifaces),
+		addrs:  slices.Clone(old.addrs),
+		routes: slices.Clone(old.routes),
+	}
+	if err := f(n); err != nil {
+		return err
+	}
+	// Longest prefix first; among equals, the older route first.
+	slices.SortStableFunc(n.routes, func(a, b Route) int { return b.Dst.Bits() - a.Dst.Bits() })
+	t.cur.Store(n)
+	return nil
+}
+
+// AddInterface adds an interface of the given MTU whose datagrams leave
+// through out.
+func (p *Protocol) AddInterface(name string, mtu int, out LinkOutput) (*Interface, error) {
+	if mtu < 68 {
+		return nil, fmt.Errorf("ipv4: interface %s: MTU %d below the minimum of 68 (RFC 791)", name, mtu)
+	}
+	i := &Interface{p: p, name: name, mtu: mtu, out: out}
+	err := p.tables.update(func(t *table) error {
+		for _, o := range t.ifaces {
+			if o.name == name {
+				return fmt.Errorf("ipv4: interface %s already exists", name)
+			}
+		}
+		t.ifaces = append(t.ifaces, i)
+		return nil
+	})
+	return i, err
+}
+
+// Interface returns the named interface.
+func (p *Protocol) Interface(name string) (*Interface, bool) {
+	for _, i := range p.tables.load().ifaces {
+		if i.name == name {
+			return i, true
+		}
+	}
+	return nil, false
+}
+
+// AddAddress assigns prefix's address to iface and adds the on-link route
+// for its subnet.
+func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix) error {
+	a := prefix.Addr()
+	if !a.Is4() || !prefix.IsValid() || a.IsUnspecified() || a.IsMulticast() || prefix.Bits() > 32 {
+		return fmt.Errorf("ipv4: %v is not a unicast IPv4 address with a prefix", prefix)
+	}
+	return p.tables.update(func(t *table) error {
+		for _, ad := range t.addrs {
+			if ad.prefix.Addr() == a {
+				return fmt.Errorf("ipv4: address %v already assigned to %s", a, ad.iface.name)
+			}
+		}
+		t.addrs = append(t.addrs, address{prefix, iface})
+		t.routes = append(t.routes, Route{Dst: prefix.Masked(), Iface: iface})
+		return nil
+	})
+}
+
+// AddRoute adds r to the routing table. A gateway must be reachable on-link
+// through r's interface.
+func (p *Protocol) AddRoute(r Route) error {
+	if !r.Dst.IsValid() || !r.Dst.Addr().Is4() {
+		return fmt.Errorf("ipv4: route destination %v is not an IPv4 prefix", r.Dst)
+	}
+	r.Dst = r.Dst.Masked()
+	return p.tables.update(func(t *table) error {
+		if r.Gateway.IsValid() {
+			onLink := false
+			for _, o := range t.routes {
+				if o.Iface == r.Iface && !o.Gateway.IsValid() && o.Dst.Contains(r.Gateway) {
+					onLink = true
+				}
+			}
+			if !onLink {
+				return fmt.Errorf("ipv4: route %v: gateway %v is not on a subnet of %s", r.Dst, r.Gateway, r.Iface.name)
+			}
+		}
+		t.routes = append(t.routes, r)
+		return nil
+	})
+}
+
+// Routes returns a copy of the routing table, longest prefix first.
+func (p *Protocol) Routes() []Route { return slices.Clone(p.tables.load().routes) }
+
+// ErrNoRoute is returned for a destination no route covers (the kernel's
+// ENETUNREACH).
+var ErrNoRoute = errors.New("no route to destination")
+
+// RouteInfo is the result of a route lookup.
+type RouteInfo struct {
+	Src     netip.Addr // the source address to use
+	NextHop netip.Addr // the gateway, or the destination itself on-link
+	Iface   *Interface // nil for a local destination
+	Local   bool       // the destination is this host
+	Bcast   bool       // a directed or limited broadcast on Iface
+}
+
+// MTU returns the route's MTU; local delivery has no link limit.
+func (ri RouteInfo) MTU() int {
+	if ri.Local {
+		return 65535
+	}
+	return ri.Iface.mtu
+}
+
+// Route finds how to reach dst: by longest prefix match, with the source
+// address taken from the outgoing interface (RFC 1122 section 3.3.4.3).
+func (p *Protocol) Route(dst netip.Addr) (RouteInfo, error) {
+	t := p.tables.load()
+	if t.isLocal(dst) {
+		return RouteInfo{Src: dst, NextHop: dst, Local: true}, nil
+	}
+	if dst == limitedBroadcast {
+		// RFC 1122 section 3.3.6: out the first interface with an address.
+		for _, ad := range t.addrs {
+			return RouteInfo{Src: ad.prefix.Addr(), NextHop: dst, Iface: ad.iface, Bcast: true}, nil
+		}
+		return RouteInfo{}, ErrNoRoute
+	}
+	for _, r := range t.routes {
+		if !r.Dst.Contains(dst) {
+			continue
+		}
+		src, ok := r.Iface.SourceFor(dst)
+		if !ok {
+			continue
+		}
+		ri := RouteInfo{Src: src, NextHop: dst, Iface: r.Iface}
+		if r.Gateway.IsValid() {
+			ri.NextHop = r.Gateway
+		} else if t.isSubnetBroadcast(dst, r.Iface) {
+			ri.Bcast = true
+		}
+		return ri, nil
+	}
+	return RouteInfo{}, ErrNoRoute
+}
+
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// isLocal reports whether a is one of our addresses.
+func (t *table) isLocal(a netip.Addr) bool {
+	for _, ad := range t.addrs {
+		if ad.prefix.Addr() == a {
+			return true
+		}
+	}
+	return false
+}
+
+// isBroadcast reports whether a is the limited broadcast or the directed
+// broadcast of one of our subnets.
+func (t *table) isBroadcast(a netip.Addr) bool {
+	if a == limitedBroadcast {
+		return true
+	}
+	for _, ad := range t.addrs {
+		if isDirectedBroadcast(a, ad.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *table) isSubnetBroadcast(a netip.Addr, i *Interface) bool {
+	for _, ad := range t.addrs {
+		if ad.iface == i && isDirectedBroadcast(a, ad.prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// isDirectedBroadcast reports whether a is the all-ones host of prefix
+// (subnets of /31 and /32 have none: RFC 3021).
+func isDirectedBroadcast(a netip.Addr, prefix netip.Prefix) bool {
+	if prefix.Bits() >= 31 || !prefix.Contains(a) {
+		return false
+	}
+	hostMask := uint32(1)<<(32-prefix.Bits()) - 1
+	b := a.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	return v&hostMask == hostMask
+}
+
+// acceptsDst reports whether a host should take a datagram sent to dst: one
+// of our addresses, or a broadcast (RFC 1122 section 3.3.6). Multicast
+// needs group membership, which the stack does not have yet.
+func (t *table) acceptsDst(dst netip.Addr) bool { return t.isLocal(dst) || t.isBroadcast(dst) }
+
+// IsLocal reports whether a is one of the host's addresses.
+func (p *Protocol) IsLocal(a netip.Addr) bool { return p.tables.load().isLocal(a) }
+
+// IsBroadcast reports whether a is a broadcast address for this host.
+func (p *Protocol) IsBroadcast(a netip.Addr) bool { return p.tables.load().isBroadcast(a) }

@@ -1,0 +1,68 @@
+// Package link defines how GoNet reaches a wire: an Endpoint moves batches of
+// Ethernet frames in and out. Implementations are siblings of this package:
+// tap (a Linux TAP device), pipe (two stacks in one process), and the
+// wrappers fault (loss, duplication, reordering, corruption, delay) and pcap
+// (a capture file of every frame in and out).
+package link
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/gonetstack/gonet/buffer"
+)
+
+// Endpoint is one network interface's wire.
+//
+// ReadBatch and WriteBatch may be called concurrently with each other, but
+// each by one goroutine at a time: the stack has one reader and one writer
+// per endpoint.
+type Endpoint interface {
+	// ReadBatch blocks until at least one frame has arrived, then fills
+	// pkts[0:n] with as many queued frames as fit, without blocking again.
+	// The caller provides the packets, each with room for MaxFrame()
+	// bytes; ReadBatch sets their length and offload metadata. After Close
+	// it returns ErrClosed.
+	ReadBatch(pkts []*buffer.Packet) (n int, err error)
+
+	// WriteBatch sends the frames in pkts, each a whole Ethernet frame with
+	// its offload metadata. The caller keeps ownership: the endpoint copies
+	// or writes before it returns. It returns how many frames were taken;
+	// a frame the device refuses is counted and skipped, not retried.
+	WriteBatch(pkts []*buffer.Packet) (n int, err error)
+
+	// MTU is the largest IP packet the link carries, Ethernet header
+	// excluded.
+	MTU() int
+
+	// MAC is the endpoint's hardware address.
+	MAC() net.HardwareAddr
+
+	// Capabilities tells which offloads the endpoint does.
+	Capabilities() Capabilities
+
+	// Close stops the endpoint and wakes a blocked ReadBatch.
+	Close() error
+}
+
+// Capabilities are the offloads an endpoint performs for the stack. With
+// none set, every frame carries complete checksums and is at most
+// MaxFrame(MTU) long.
+type Capabilities struct {
+	// TxChecksum: frames out may carry partial checksums (Offload.NeedsCsum).
+	TxChecksum bool
+	// RxChecksum: frames in may carry partial or pre-validated checksums.
+	RxChecksum bool
+	// TSO: frames out may be TCP super-segments (Offload.GSOType).
+	TSO bool
+}
+
+// EthernetHeaderLen is the length of an untagged Ethernet II header.
+const EthernetHeaderLen = 14
+
+// MaxFrame returns the largest frame an endpoint with this MTU carries.
+func MaxFrame(mtu int) int { return mtu + EthernetHeaderLen }
+
+// ErrClosed is returned by an endpoint's methods after Close. It wraps
+// net.ErrClosed, so errors.Is(err, net.ErrClosed) holds.
+var ErrClosed = fmt.Errorf("link: %w", net.ErrClosed)

@@ -1,0 +1,276 @@
+// Package stack wires GoNet's layers into a working host: NICs (each a link
+// endpoint with its Ethernet dealer and ARP), IPv4 with its addresses and
+// routes, ICMP and UDP, sharing one clock, one random source, one buffer pool
+// and one memory budget (package env).
+package stack
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gonetstack/gonet/arp"
+	"github.com/gonetstack/gonet/budget"
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ethernet"
+	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/udp"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Config is a stack's configuration. The zero value is usable: real clock,
+// random seed from the operating system, 64 MiB budget, RFC timers.
+type Config struct {
+	// Clock drives every timer; clock.Real{} when nil.
+	Clock clock.Clock
+	// Rand is the random source (ephemeral ports, IP IDs, ping idents,
+	// later initial sequence numbers); seeded from crypto/rand when nil.
+	Rand rand.Source
+	// MemoryLimit bounds the bytes the stack holds for others; 64 MiB
+	// when zero.
+	MemoryLimit int64
+
+	ARP  arp.Config
+	IPv4 ipv4.Config
+	ICMP icmp.Config
+	UDP  udp.Config
+}
+
+// DefaultMemoryLimit is the memory budget of a stack configured without one.
+const DefaultMemoryLimit = 64 << 20
+
+// Stack is a GoNet host.
+type Stack struct {
+	cfg  Config
+	env  *env.Env
+	ip   *ipv4.Protocol
+	icmp *icmp.Protocol
+	udp  *udp.Protocol
+
+	mu     sync.Mutex
+	nics   []*nic
+	closed bool
+}
+
+// nic is a NIC with its ARP and IPv4 interface.
+type nic struct {
+	eth   *ethernet.NIC
+	arp   *arp.Protocol
+	iface *ipv4.Interface
+}
+
+// New returns a running stack with no NICs.
+func New(cfg Config) *Stack {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.MemoryLimit == 0 {
+		cfg.MemoryLimit = DefaultMemoryLimit
+	}
+	e := &env.Env{
+		Clock:  cfg.Clock,
+		Rand:   env.NewRand(cfg.Rand),
+		Pool:   buffer.NewPool(),
+		Budget: budget.New(cfg.MemoryLimit),
+	}
+	s := &Stack{cfg: cfg, env: e}
+	s.ip = ipv4.New(cfg.IPv4, e)
+	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
+	s.udp = udp.New(s.ip, cfg.UDP, e)
+	s.ip.Start()
+	return s
+}
+
+// AddNIC attaches a link endpoint under name and starts its goroutines.
+func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("stack: add NIC %s: stack closed", name)
+	}
+	eth, err := ethernet.NewNIC(name, ep, s.env.Pool)
+	if err != nil {
+		return fmt.Errorf("stack: add NIC: %w", err)
+	}
+	n := &nic{eth: eth}
+	// ARP needs the interface for its addresses, the interface needs ARP
+	// for its output: resolve the cycle through the nic.
+	n.iface, err = s.ip.AddInterface(name, eth.MTU(), arpOutput{n})
+	if err != nil {
+		return fmt.Errorf("stack: add NIC: %w", err)
+	}
+	n.arp = arp.New(eth, n.iface, s.cfg.ARP, s.env)
+	eth.Bind(wire.EtherTypeIPv4, s.ip)
+	n.arp.Start()
+	eth.Start()
+	s.nics = append(s.nics, n)
+	return nil
+}
+
+// arpOutput forwards IPv4 output to the NIC's ARP, set after the interface.
+type arpOutput struct{ n *nic }
+
+func (o arpOutput) Output(nextHop netip.Addr, pkt *buffer.Packet) { o.n.arp.Output(nextHop, pkt) }
+func (o arpOutput) OutputBroadcast(pkt *buffer.Packet)            { o.n.arp.OutputBroadcast(pkt) }
+
+func (s *Stack) nic(name string) (*nic, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.nics {
+		if n.eth.Name() == name {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("stack: no NIC named %q", name)
+}
+
+// AddAddress assigns addr (with its prefix) to the named NIC, adds the
+// on-link route, and announces it with a gratuitous ARP.
+func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return err
+	}
+	if err := s.ip.AddAddress(n.iface, addr); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	n.arp.Announce(addr.Addr())
+	return nil
+}
+
+// AddRoute adds a route to dst through gw (invalid gw: on-link) on nic.
+func (s *Stack) AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return err
+	}
+	if err := s.ip.AddRoute(ipv4.Route{Dst: dst, Gateway: gw, Iface: n.iface}); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	return nil
+}
+
+// SetDefaultGateway routes 0.0.0.0/0 through gw on nic.
+func (s *Stack) SetDefaultGateway(gw netip.Addr, nicName string) error {
+	return s.AddRoute(netip.PrefixFrom(netip.IPv4Unspecified(), 0), gw, nicName)
+}
+
+// ListenUDP binds a UDP endpoint to laddr (port 0: an ephemeral port).
+func (s *Stack) ListenUDP(laddr netip.AddrPort) (*udp.Conn, error) { return s.udp.Listen(laddr) }
+
+// Ping sends one ICMP echo request with size bytes of payload to dst and
+// waits for the reply, returning the round-trip time.
+func (s *Stack) Ping(ctx context.Context, dst netip.Addr, size int) (time.Duration, error) {
+	return s.icmp.Ping(ctx, dst, size)
+}
+
+// Neighbor is an ARP cache entry of a NIC.
+type Neighbor = arp.Entry
+
+// Neighbors returns the named NIC's ARP cache.
+func (s *Stack) Neighbors(nicName string) ([]Neighbor, error) {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return nil, err
+	}
+	return n.arp.Entries(), nil
+}
+
+// Routes returns the routing table.
+func (s *Stack) Routes() []ipv4.Route { return s.ip.Routes() }
+
+// Pool returns the stack's buffer pool (tests check its leak count).
+func (s *Stack) Pool() *buffer.Pool { return s.env.Pool }
+
+// Budget returns the stack's memory budget.
+func (s *Stack) Budget() *budget.Budget { return s.env.Budget }
+
+// Env returns the stack's shared environment, for protocols added on top.
+func (s *Stack) Env() *env.Env { return s.env }
+
+// IPv4 returns the IPv4 layer, for protocols added on top.
+func (s *Stack) IPv4() *ipv4.Protocol { return s.ip }
+
+// Counters returns every counter of every layer by dotted name
+// ("IPv4.ReasmOKs", "NIC.tap0.RxFrames").
+func (s *Stack) Counters() map[string]int64 {
+	m := map[string]int64{}
+	add := func(prefix string, v any) {
+		stats.Walk(prefix, v, func(n string, x int64) { m[n] = x })
+	}
+	s.mu.Lock()
+	for _, n := range s.nics {
+		add("NIC."+n.eth.Name(), &n.eth.Stats)
+		add("ARP."+n.eth.Name(), &n.arp.Stats)
+	}
+	s.mu.Unlock()
+	add("IPv4", &s.ip.Stats)
+	add("ICMP", &s.icmp.Stats)
+	add("UDP", &s.udp.Stats)
+	b := s.env.Budget
+	m["Memory.Limit"] = b.Limit()
+	m["Memory.Used"] = b.Used()
+	m["Memory.Peak"] = b.Peak()
+	m["Memory.Refused"] = int64(b.Refused())
+	m["Buffers.Outstanding"] = s.env.Pool.Outstanding()
+	return m
+}
+
+// WriteCounters prints the non-zero counters, one "Layer.Name value" a line,
+// sorted.
+func (s *Stack) WriteCounters(w io.Writer) error {
+	m := s.Counters()
+	names := make([]string, 0, len(m))
+	for n, v := range m {
+		if v != 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if _, err := fmt.Fprintf(w, "%s %d\n", n, m[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops every goroutine of the stack, closes its NICs, and releases
+// every buffer it holds. Sockets left open are not closed: their owners
+// still hold them, and their queues are released when they close.
+//
+// The order matters: first the goroutines that send (pings, ARP
+// resolutions, the IPv4 dealer and its assemblers), then the NICs they send
+// through.
+func (s *Stack) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	nics := s.nics
+	s.mu.Unlock()
+	s.icmp.Close()
+	s.ip.Close()
+	for _, n := range nics {
+		n.arp.Close()
+	}
+	var first error
+	for _, n := range nics {
+		if err := n.eth.Close(); err != nil && first == nil {
+			first = fmt.Errorf("stack: close NIC %s: %w", n.eth.Name(), err)
+		}
+	}
+	return first
+}

@@ -1,0 +1,197 @@
+package udp
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/internal/deadline"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// queueLen bounds the datagrams in a receive queue, besides its bytes.
+const queueLen = 1024
+
+// Conn is a bound UDP endpoint. It implements net.PacketConn; it is safe for
+// concurrent use.
+type Conn struct {
+	p     *Protocol
+	laddr netip.AddrPort
+
+	queue chan *buffer.Packet
+	// queued counts bytes in queue against the read buffer; mu guards it.
+	mu      sync.Mutex
+	queued  int
+	rcvbuf  int
+	closed  bool
+	done    chan struct{}
+	readDL  *deadline.Deadline
+	writeDL *deadline.Deadline
+}
+
+var _ net.PacketConn = (*Conn)(nil)
+
+func newConn(p *Protocol, a netip.Addr) *Conn {
+	return &Conn{
+		p:       p,
+		laddr:   netip.AddrPortFrom(a, 0),
+		queue:   make(chan *buffer.Packet, queueLen),
+		rcvbuf:  p.cfg.ReadBuffer,
+		done:    make(chan struct{}),
+		readDL:  deadline.New(p.env.Clock),
+		writeDL: deadline.New(p.env.Clock),
+	}
+}
+
+// enqueue queues a datagram for readers, reserving its bytes from the
+// socket's buffer and the stack's budget; it reports false when either is
+// full or the conn is closed. Runs in the IPv4 dealer.
+func (c *Conn) enqueue(pk *buffer.Packet) bool {
+	n := pk.Len()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.queued+n > c.rcvbuf || !c.p.env.Budget.Reserve(n) {
+		return false
+	}
+	select {
+	case c.queue <- pk:
+		c.queued += n
+		return true
+	default:
+		c.p.env.Budget.Release(n)
+		return false
+	}
+}
+
+func (c *Conn) dequeued(pk *buffer.Packet) {
+	n := pk.Len()
+	c.mu.Lock()
+	c.queued -= n
+	c.mu.Unlock()
+	c.p.env.Budget.Release(n)
+}
+
+// ReadFromUDPAddrPort reads one datagram into b, returning its size (a
+// datagram larger than b is truncated, as with the kernel's UDP) and its
+// source.
+func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	select {
+	case <-c.done:
+		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+	default:
+	}
+	var pk *buffer.Packet
+	select {
+	case pk = <-c.queue:
+	case <-c.done:
+		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+	case <-c.readDL.Done():
+		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+	}
+	c.dequeued(pk)
+	h := wire.IPv4(pk.Bytes())
+	u := wire.UDP(h.Payload())
+	from := netip.AddrPortFrom(h.Src(), u.SrcPort())
+	n := copy(b, u.Payload())
+	pk.Release()
+	return n, from, nil
+}
+
+// ReadFrom implements net.PacketConn.
+func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, from, err := c.ReadFromUDPAddrPort(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, net.UDPAddrFromAddrPort(from), nil
+}
+
+// WriteToUDPAddrPort sends b as one datagram to addr.
+func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	select {
+	case <-c.done:
+		return 0, c.opError("write", addr, net.ErrClosed)
+	case <-c.writeDL.Done():
+		return 0, c.opError("write", addr, os.ErrDeadlineExceeded)
+	default:
+	}
+	if err := c.p.send(c.laddr, addr, b); err != nil {
+		return 0, c.opError("write", addr, err)
+	}
+	return len(b), nil
+}
+
+// WriteTo implements net.PacketConn; addr must be a *net.UDPAddr.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	ua, ok := addr.(*net.UDPAddr)
+	if !ok || ua == nil {
+		return 0, &net.OpError{Op: "write", Net: "udp", Source: c.LocalAddr(), Addr: addr, Err: syscall.EINVAL}
+	}
+	ap := ua.AddrPort()
+	return c.WriteToUDPAddrPort(b, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+}
+
+// Close unbinds the endpoint, wakes blocked readers and drops what it
+// queued.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opError("close", netip.AddrPort{}, net.ErrClosed)
+	}
+	c.closed = true
+	close(c.done)
+	c.mu.Unlock()
+	c.p.unbind(c)
+	for {
+		select {
+		case pk := <-c.queue:
+			c.dequeued(pk)
+			pk.Release()
+		default:
+			return nil
+		}
+	}
+}
+
+// LocalAddr returns the bound address as a *net.UDPAddr.
+func (c *Conn) LocalAddr() net.Addr { return net.UDPAddrFromAddrPort(c.laddr) }
+
+// LocalAddrPort returns the bound address.
+func (c *Conn) LocalAddrPort() netip.AddrPort { return c.laddr }
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.readDL.Set(t)
+	c.writeDL.Set(t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline for ReadFrom.
+func (c *Conn) SetReadDeadline(t time.Time) error { c.readDL.Set(t); return nil }
+
+// SetWriteDeadline sets the deadline for WriteTo.
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.writeDL.Set(t); return nil }
+
+// SetReadBuffer sets the bytes of datagrams the receive queue holds.
+func (c *Conn) SetReadBuffer(n int) error {
+	if n <= 0 {
+		return c.opError("set", netip.AddrPort{}, syscall.EINVAL)
+	}
+	c.mu.Lock()
+	c.rcvbuf = n
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Conn) opError(op string, raddr netip.AddrPort, err error) error {
+	oe := &net.OpError{Op: op, Net: "udp", Source: c.LocalAddr(), Err: err}
+	if raddr.IsValid() {
+		oe.Addr = net.UDPAddrFromAddrPort(raddr)
+	}
+	return oe
+}

@@ -1,0 +1,228 @@
+// Package udp is GoNet's User Datagram Protocol (RFC 768), with the host
+// rules of RFC 1122 section 4.1.
+//
+// The Protocol demultiplexes datagrams from the IPv4 dealer to bound
+// endpoints by a function call in the dealer's goroutine; each endpoint (a
+// Conn, which is a net.PacketConn) has a bounded receive queue that its
+// readers drain. Datagrams for a port nobody bound are answered with ICMP
+// port unreachable.
+package udp
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Config tunes UDP. Zero fields take the defaults.
+type Config struct {
+	// EphemeralLow and EphemeralHigh bound the ports given to endpoints
+	// bound to port 0 (32768-60999, as Linux's ip_local_port_range).
+	EphemeralLow, EphemeralHigh uint16
+	// ReadBuffer is each endpoint's default receive queue in bytes of
+	// datagrams held (212992, as Linux's rmem_default).
+	ReadBuffer int
+}
+
+// Stats are the UDP counters, after the SNMP MIB's udp group (RFC 4113)
+// and Linux's additions.
+type Stats struct {
+	InDatagrams  stats.Counter
+	NoPorts      stats.Counter
+	InErrors     stats.Counter // malformed: bad length
+	InCsumErrors stats.Counter
+	RcvbufErrors stats.Counter // receive queue or memory budget full
+	OutDatagrams stats.Counter
+	OutErrors    stats.Counter
+	Sockets      stats.Gauge
+}
+
+// Protocol is UDP on one stack.
+type Protocol struct {
+	cfg Config
+	env *env.Env
+	ip  *ipv4.Protocol
+
+	mu    sync.RWMutex
+	ports map[uint16][]*Conn
+
+	Stats Stats
+}
+
+// New returns UDP over ip, registered as its protocol 17.
+func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
+	if cfg.EphemeralLow == 0 {
+		cfg.EphemeralLow, cfg.EphemeralHigh = 32768, 60999
+	}
+	if cfg.ReadBuffer == 0 {
+		cfg.ReadBuffer = 212992
+	}
+	p := &Protocol{cfg: cfg, env: e, ip: ip, ports: map[uint16][]*Conn{}}
+	ip.Register(wire.ProtoUDP, p)
+	return p
+}
+
+// Listen binds an endpoint to laddr: an unspecified address takes datagrams
+// to any of ours, port 0 picks an ephemeral port (RFC 6056 section 3.3.1,
+// algorithm 1: a random port, then the next free one).
+func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
+	a := laddr.Addr()
+	if !a.IsValid() {
+		a = netip.IPv4Unspecified()
+	}
+	if !a.Is4() {
+		return nil, opError("listen", laddr, fmt.Errorf("%v is not an IPv4 address: %w", a, syscall.EAFNOSUPPORT))
+	}
+	if !a.IsUnspecified() && !p.ip.IsLocal(a) {
+		return nil, opError("listen", laddr, syscall.EADDRNOTAVAIL)
+	}
+	c := newConn(p, a)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	port := laddr.Port()
+	if port == 0 {
+		n := int(p.cfg.EphemeralHigh-p.cfg.EphemeralLow) + 1
+		start := p.env.Rand.IntN(n)
+		for i := range n {
+			cand := p.cfg.EphemeralLow + uint16((start+i)%n)
+			if p.free(a, cand) {
+				port = cand
+				break
+			}
+		}
+		if port == 0 {
+			return nil, opError("listen", laddr, syscall.EADDRINUSE)
+		}
+	} else if !p.free(a, port) {
+		return nil, opError("listen", laddr, syscall.EADDRINUSE)
+	}
+	c.laddr = netip.AddrPortFrom(a, port)
+	p.ports[port] = append(p.ports[port], c)
+	p.Stats.Sockets.Add(1)
+	return c, nil
+}
+
+// free reports whether a:port can be bound: a wildcard binding excludes any
+// other on the port, as the kernel does without SO_REUSEADDR. p.mu is held.
+func (p *Protocol) free(a netip.Addr, port uint16) bool {
+	for _, o := range p.ports[port] {
+		if a.IsUnspecified() || o.laddr.Addr().IsUnspecified() || o.laddr.Addr() == a {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Protocol) unbind(c *Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	port := c.laddr.Port()
+	list := p.ports[port]
+	for i, o := range list {
+		if o == c {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(p.ports, port)
+	} else {
+		p.ports[port] = list
+	}
+	p.Stats.Sockets.Add(-1)
+}
+
+// lookup finds the endpoint for a datagram to dst:port: one bound to dst
+// itself before a wildcard one.
+func (p *Protocol) lookup(dst netip.Addr, port uint16) *Conn {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var wild *Conn
+	for _, c := range p.ports[port] {
+		switch c.laddr.Addr() {
+		case dst:
+			return c
+		case netip.IPv4Unspecified():
+			wild = c
+		}
+	}
+	return wild
+}
+
+// HandleIPv4 takes one datagram from the IPv4 dealer.
+func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
+	h := wire.IPv4(pk.Bytes())
+	u, ok := wire.ParseUDP(h.Payload())
+	if !ok {
+		p.Stats.InErrors.Inc()
+		pk.Release()
+		return
+	}
+	if !u.ChecksumValid(h.Src(), h.Dst()) {
+		p.Stats.InCsumErrors.Inc()
+		pk.Release()
+		return
+	}
+	c := p.lookup(h.Dst(), u.DstPort())
+	if c == nil {
+		// RFC 1122 section 4.1.3.1: port unreachable. SendError declines
+		// for broadcasts, as section 3.2.2 requires.
+		p.Stats.NoPorts.Inc()
+		p.ip.ReportError(h, wire.ICMPDestUnreach, wire.ICMPCodePortUnrch, 0)
+		pk.Release()
+		return
+	}
+	// Keep the datagram trimmed to the UDP length; the IPv4 header stays
+	// in front so the reader learns the source.
+	pk.SetLen(h.HeaderLen() + len(u))
+	if !c.enqueue(pk) {
+		p.Stats.RcvbufErrors.Inc()
+		pk.Release()
+		return
+	}
+	p.Stats.InDatagrams.Inc()
+}
+
+// MaxPayload is the largest UDP payload in one IPv4 datagram.
+const MaxPayload = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.UDPHeaderLen
+
+// send builds and sends one datagram from laddr to raddr.
+func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
+	if len(data) > MaxPayload {
+		return syscall.EMSGSIZE
+	}
+	if !raddr.Addr().Is4() || raddr.Port() == 0 {
+		return syscall.EINVAL
+	}
+	ri, err := p.ip.Route(raddr.Addr())
+	if err != nil {
+		p.Stats.OutErrors.Inc()
+		return fmt.Errorf("%w: %w", err, syscall.ENETUNREACH)
+	}
+	src := laddr.Addr()
+	if src.IsUnspecified() {
+		src = ri.Src
+	}
+	pk := p.env.Pool.Get(wire.UDPHeaderLen + len(data))
+	b := pk.Bytes()
+	copy(b[wire.UDPHeaderLen:], data)
+	wire.EncodeUDP(b, src, raddr.Addr(), laddr.Port(), raddr.Port())
+	if err := p.ip.SendRoute(pk, ipv4.SendParams{Src: src, Dst: raddr.Addr(), Proto: wire.ProtoUDP}, ri); err != nil {
+		p.Stats.OutErrors.Inc()
+		return err
+	}
+	p.Stats.OutDatagrams.Inc()
+	return nil
+}
+
+func opError(op string, addr netip.AddrPort, err error) error {
+	return &net.OpError{Op: op, Net: "udp", Addr: net.UDPAddrFromAddrPort(addr), Err: err}
+}

@@ -1,0 +1,41 @@
+package wire
+
+// EtherType values (IEEE 802 numbers) the stack deals on.
+const (
+	EtherTypeIPv4 = 0x0800
+	EtherTypeARP  = 0x0806
+	EtherTypeIPv6 = 0x86dd
+)
+
+// EthernetHeaderLen is the length of an Ethernet II header.
+const EthernetHeaderLen = 14
+
+// Ethernet is a view of an Ethernet II frame.
+type Ethernet []byte
+
+// ParseEthernet checks that b can hold an Ethernet header.
+func ParseEthernet(b []byte) (Ethernet, bool) {
+	if len(b) < EthernetHeaderLen {
+		return nil, false
+	}
+	return Ethernet(b), true
+}
+
+// Dst returns the destination address.
+func (e Ethernet) Dst() MAC { return MAC(e[0:6]) }
+
+// Src returns the source address.
+func (e Ethernet) Src() MAC { return MAC(e[6:12]) }
+
+// Type returns the EtherType.
+func (e Ethernet) Type() uint16 { return be.Uint16(e[12:14]) }
+
+// Payload returns the bytes after the header.
+func (e Ethernet) Payload() []byte { return e[EthernetHeaderLen:] }
+
+// EncodeEthernet writes an Ethernet II header into b[:14].
+func EncodeEthernet(b []byte, dst, src MAC, etherType uint16) {
+	copy(b[0:6], dst[:])
+	copy(b[6:12], src[:])
+	be.PutUint16(b[12:14], etherType)
+}

@@ -1,0 +1,64 @@
+package wire
+
+// ICMPv4 types and codes (RFC 792) the stack sends or answers.
+const (
+	ICMPEchoReply      = 0
+	ICMPDestUnreach    = 3
+	ICMPEchoRequest    = 8
+	ICMPTimeExceeded   = 11
+	ICMPParamProblem   = 12
+	ICMPHeaderLen      = 8
+	ICMPCodeProtoUnrch = 2
+	ICMPCodePortUnrch  = 3
+	ICMPCodeFragNeeded = 4
+	ICMPCodeTTL        = 0 // time to live exceeded in transit
+	ICMPCodeReassembly = 1 // fragment reassembly time exceeded
+)
+
+// ICMP is a view of an ICMPv4 message.
+type ICMP []byte
+
+// ParseICMP checks that b holds an ICMP header and that the checksum over the
+// whole message is right.
+func ParseICMP(b []byte) (ICMP, bool) {
+	if len(b) < ICMPHeaderLen || Checksum(b, 0) != 0 {
+		return nil, false
+	}
+	return ICMP(b), true
+}
+
+// Type returns the message type.
+func (m ICMP) Type() uint8 { return m[0] }
+
+// Code returns the message code.
+func (m ICMP) Code() uint8 { return m[1] }
+
+// Checksum returns the checksum field.
+func (m ICMP) Checksum() uint16 { return be.Uint16(m[2:4]) }
+
+// Ident returns an echo message's identifier.
+func (m ICMP) Ident() uint16 { return be.Uint16(m[4:6]) }
+
+// Seq returns an echo message's sequence number.
+func (m ICMP) Seq() uint16 { return be.Uint16(m[6:8]) }
+
+// RestOfHeader returns bytes 4 to 8 (unused, pointer, or next-hop MTU).
+func (m ICMP) RestOfHeader() uint32 { return be.Uint32(m[4:8]) }
+
+// Payload returns what follows the 8-byte header: echo data, or the quoted
+// datagram of an error.
+func (m ICMP) Payload() []byte { return m[ICMPHeaderLen:] }
+
+// EncodeICMP writes an ICMP header with type, code and the rest-of-header
+// word into b[:8] and computes the checksum over all of b (header and the
+// payload already in place).
+func EncodeICMP(b []byte, typ, code uint8, rest uint32) {
+	b[0], b[1] = typ, code
+	b[2], b[3] = 0, 0
+	be.PutUint32(b[4:8], rest)
+	be.PutUint16(b[2:4], Checksum(b, 0))
+}
+
+// EchoRest packs an echo message's identifier and sequence number into the
+// rest-of-header word.
+func EchoRest(ident, seq uint16) uint32 { return uint32(ident)<<16 | uint32(seq) }

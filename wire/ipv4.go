@@ -1,0 +1,197 @@
+package wire
+
+import (
+	"net/netip"
+	"strconv"
+)
+
+// IPv4 header constants (RFC 791 section 3.1).
+const (
+	IPv4MinHeaderLen = 20
+	IPv4MaxHeaderLen = 60
+	IPv4MaxTotalLen  = 65535
+
+	// Flags in the fragment field.
+	IPv4FlagDF = 0x4000 // don't fragment
+	IPv4FlagMF = 0x2000 // more fragments
+	ipv4OffMsk = 0x1fff
+
+	ProtoICMP = 1
+	ProtoTCP  = 6
+	ProtoUDP  = 17
+)
+
+// IPv4 is a view of an IPv4 datagram, header first.
+type IPv4 []byte
+
+// IPv4Error says why a datagram failed validation; each reason has its own
+// counter in the IPv4 layer.
+type IPv4Error uint8
+
+// Validation failures, in the order ParseIPv4 checks for them.
+const (
+	IPv4OK IPv4Error = iota
+	IPv4Truncated
+	IPv4BadVersion
+	IPv4BadIHL
+	IPv4BadTotalLen
+	IPv4BadChecksum
+)
+
+var ipv4ErrorText = [...]string{"ok", "truncated", "version not 4", "header length out of range", "total length out of range", "bad header checksum"}
+
+func (e IPv4Error) String() string {
+	if int(e) < len(ipv4ErrorText) {
+		return ipv4ErrorText[e]
+	}
+	return "IPv4Error(" + strconv.Itoa(int(e)) + ")"
+}
+
+// ParseIPv4 validates b as RFC 791 and RFC 1122 section 3.2.1.1-3.2.1.2 ask
+// (version, header length, total length against what arrived, header
+// checksum) and returns the datagram trimmed to its total length, dropping
+// link-layer padding.
+func ParseIPv4(b []byte) (IPv4, IPv4Error) {
+	if len(b) < IPv4MinHeaderLen {
+		return nil, IPv4Truncated
+	}
+	if b[0]>>4 != 4 {
+		return nil, IPv4BadVersion
+	}
+	ihl := int(b[0]&0xf) * 4
+	if ihl < IPv4MinHeaderLen || ihl > len(b) {
+		return nil, IPv4BadIHL
+	}
+	total := int(be.Uint16(b[2:4]))
+	if total < ihl || total > len(b) {
+		return nil, IPv4BadTotalLen
+	}
+	if Checksum(b[:ihl], 0) != 0 {
+		return nil, IPv4BadChecksum
+	}
+	return IPv4(b[:total]), IPv4OK
+}
+
+// HeaderLen returns the header length in bytes.
+func (h IPv4) HeaderLen() int { return int(h[0]&0xf) * 4 }
+
+// TOS returns the type-of-service byte (DSCP and ECN).
+func (h IPv4) TOS() uint8 { return h[1] }
+
+// TotalLen returns the total length field.
+func (h IPv4) TotalLen() int { return int(be.Uint16(h[2:4])) }
+
+// ID returns the identification field.
+func (h IPv4) ID() uint16 { return be.Uint16(h[4:6]) }
+
+// Flags returns the DF and MF bits in their field positions.
+func (h IPv4) Flags() uint16 { return be.Uint16(h[6:8]) &^ ipv4OffMsk }
+
+// MoreFragments reports whether MF is set.
+func (h IPv4) MoreFragments() bool { return h.Flags()&IPv4FlagMF != 0 }
+
+// DontFragment reports whether DF is set.
+func (h IPv4) DontFragment() bool { return h.Flags()&IPv4FlagDF != 0 }
+
+// FragmentOffset returns the fragment offset in bytes.
+func (h IPv4) FragmentOffset() int { return int(be.Uint16(h[6:8])&ipv4OffMsk) * 8 }
+
+// IsFragment reports whether the datagram is a fragment of a larger one.
+func (h IPv4) IsFragment() bool { return h.MoreFragments() || h.FragmentOffset() != 0 }
+
+// TTL returns the time to live.
+func (h IPv4) TTL() uint8 { return h[8] }
+
+// Protocol returns the protocol number.
+func (h IPv4) Protocol() uint8 { return h[9] }
+
+// Src returns the source address.
+func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[12:16])) }
+
+// Dst returns the destination address.
+func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[16:20])) }
+
+// Options returns the option bytes, if any.
+func (h IPv4) Options() []byte { return h[IPv4MinHeaderLen:h.HeaderLen()] }
+
+// Payload returns the bytes after the header, up to the total length.
+func (h IPv4) Payload() []byte { return h[h.HeaderLen():h.TotalLen()] }
+
+// SetTTL sets the TTL and updates the checksum incrementally (RFC 1624).
+func (h IPv4) SetTTL(ttl uint8) {
+	old := be.Uint16(h[8:10])
+	h[8] = ttl
+	h.updateChecksum(old, be.Uint16(h[8:10]))
+}
+
+func (h IPv4) updateChecksum(old, new uint16) {
+	// RFC 1624 equation 3: HC' = ~(~HC + ~m + m').
+	s := uint32(^be.Uint16(h[10:12])) + uint32(^old) + uint32(new)
+	be.PutUint16(h[10:12], ^Fold(s))
+}
+
+// IPv4Fields describes an IPv4 header to encode.
+type IPv4Fields struct {
+	TOS      uint8
+	TotalLen int
+	ID       uint16
+	Flags    uint16 // IPv4FlagDF, IPv4FlagMF
+	FragOff  int    // in bytes, a multiple of 8
+	TTL      uint8
+	Protocol uint8
+	Src, Dst netip.Addr
+	Options  []byte // a multiple of 4 bytes, at most 40
+}
+
+// HeaderLen returns the length of the header f describes.
+func (f *IPv4Fields) HeaderLen() int { return IPv4MinHeaderLen + len(f.Options) }
+
+// EncodeIPv4 writes the header f describes into b, checksum included, and
+// returns its length.
+func EncodeIPv4(b []byte, f *IPv4Fields) int {
+	hl := f.HeaderLen()
+	b[0] = 4<<4 | uint8(hl/4)
+	b[1] = f.TOS
+	be.PutUint16(b[2:4], uint16(f.TotalLen))
+	be.PutUint16(b[4:6], f.ID)
+	be.PutUint16(b[6:8], f.Flags|uint16(f.FragOff/8)&ipv4OffMsk)
+	b[8] = f.TTL
+	b[9] = f.Protocol
+	b[10], b[11] = 0, 0
+	s, d := f.Src.As4(), f.Dst.As4()
+	copy(b[12:16], s[:])
+	copy(b[16:20], d[:])
+	copy(b[20:hl], f.Options)
+	be.PutUint16(b[10:12], Checksum(b[:hl], 0))
+	return hl
+}
+
+// CopiedOptions returns the options of h that RFC 791 says every fragment
+// must carry (those with the copied flag set), padded to a multiple of four
+// bytes, appended to dst. Malformed options end the scan.
+func (h IPv4) CopiedOptions(dst []byte) []byte {
+	opts := h.Options()
+	start := len(dst)
+	for len(opts) > 0 {
+		t := opts[0]
+		if t == 0 { // end of option list
+			break
+		}
+		if t == 1 { // no-operation
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
+			break
+		}
+		l := int(opts[1])
+		if t&0x80 != 0 {
+			dst = append(dst, opts[:l]...)
+		}
+		opts = opts[l:]
+	}
+	for (len(dst)-start)%4 != 0 {
+		dst = append(dst, 0)
+	}
+	return dst
+}

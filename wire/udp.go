@@ -1,0 +1,61 @@
+package wire
+
+import "net/netip"
+
+// UDPHeaderLen is the length of a UDP header (RFC 768).
+const UDPHeaderLen = 8
+
+// UDP is a view of a UDP datagram, header first.
+type UDP []byte
+
+// ParseUDP checks the UDP length field against what arrived and returns the
+// datagram trimmed to that length.
+func ParseUDP(b []byte) (UDP, bool) {
+	if len(b) < UDPHeaderLen {
+		return nil, false
+	}
+	l := int(be.Uint16(b[4:6]))
+	if l < UDPHeaderLen || l > len(b) {
+		return nil, false
+	}
+	return UDP(b[:l]), true
+}
+
+// SrcPort returns the source port.
+func (u UDP) SrcPort() uint16 { return be.Uint16(u[0:2]) }
+
+// DstPort returns the destination port.
+func (u UDP) DstPort() uint16 { return be.Uint16(u[2:4]) }
+
+// Length returns the length field.
+func (u UDP) Length() int { return int(be.Uint16(u[4:6])) }
+
+// Checksum returns the checksum field; zero means none was computed.
+func (u UDP) Checksum() uint16 { return be.Uint16(u[6:8]) }
+
+// Payload returns the data after the header.
+func (u UDP) Payload() []byte { return u[UDPHeaderLen:u.Length()] }
+
+// ChecksumValid reports whether the checksum is right or absent (RFC 768:
+// "an all zero transmitted checksum value means that the transmitter
+// generated no checksum").
+func (u UDP) ChecksumValid(src, dst netip.Addr) bool {
+	if u.Checksum() == 0 {
+		return true
+	}
+	return Checksum(u, PseudoHeaderSum(src, dst, ProtoUDP, len(u))) == 0
+}
+
+// EncodeUDP writes a UDP header into b[:8] for the datagram b (header and
+// payload already in place) and computes its checksum over the pseudo-header.
+func EncodeUDP(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
+	be.PutUint16(b[0:2], srcPort)
+	be.PutUint16(b[2:4], dstPort)
+	be.PutUint16(b[4:6], uint16(len(b)))
+	b[6], b[7] = 0, 0
+	c := Checksum(b, PseudoHeaderSum(src, dst, ProtoUDP, len(b)))
+	if c == 0 {
+		c = 0xffff // RFC 768: a computed zero is sent as all ones
+	}
+	be.PutUint16(b[6:8], c)
+}
