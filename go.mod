@@ -3,7 +3,9 @@ module github.com/gonetstack/gonet
 go 1.26.8
 
 require (
-	github.com/gopacket/gopacket v1.7.7 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/gopacket/gopacket v1.7.7
+	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.49.0
 )
+
+require golang.org/x/net v0.55.0 // indirect

@@ -54,8 +54,10 @@ func Sum(b []byte, acc uint32) uint32 {
 		// in little-endian order that is the low byte.
 		s, c = bits.Add64(s, uint64(b[0]), c)
 	}
-	s, c = bits.Add64(s, 0, c)
-	s += c // cannot carry: s is zero if the addition above did
+	// The chain leaves a carry only with s short of all ones (s+w+c can
+	// reach 2**65-1 only from s all ones with a carry pending), so adding
+	// it back cannot overflow.
+	s += c
 	s = s&0xffffffff + s>>32
 	s = s&0xffffffff + s>>32
 	r := uint64(bits.ReverseBytes16(Fold(uint32(s)))) + uint64(acc)

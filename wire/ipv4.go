@@ -40,6 +40,8 @@ const (
 
 var ipv4ErrorText = [...]string{"ok", "truncated", "version not 4", "header length out of range", "total length out of range", "bad header checksum"}
 
+// String names the reason; values outside the list print as a number
+// rather than panic.
 func (e IPv4Error) String() string {
 	if int(e) < len(ipv4ErrorText) {
 		return ipv4ErrorText[e]
