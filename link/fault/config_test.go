@@ -1,0 +1,145 @@
+package fault
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSpec(t *testing.T) {
+	tests := []struct {
+		spec string
+		want Config
+	}{
+		{"", Config{}},
+		{"  ", Config{}},
+		{"loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7",
+			Config{Loss: 0.05, Dup: 0.01, Reorder: 0.02, Corrupt: 0.001, Delay: time.Millisecond, Seed: 7}},
+		{"loss=1", Config{Loss: 1}},
+		{"loss=0,dup=1", Config{Dup: 1}},
+		{" loss = 0.5 , seed = 18446744073709551615 ", Config{Loss: 0.5, Seed: 1<<64 - 1}},
+		{"delay=1.5s", Config{Delay: 1500 * time.Millisecond}},
+		{"corrupt=1e-3", Config{Corrupt: 0.001}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			got, err := ParseSpec(tt.spec)
+			if err != nil {
+				t.Fatalf("ParseSpec(%q): %v", tt.spec, err)
+			}
+			if got != tt.want {
+				t.Errorf("ParseSpec(%q) = %+v, want %+v", tt.spec, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSpecErrorsNameTheBadPart(t *testing.T) {
+	tests := []struct {
+		spec string
+		want string
+	}{
+		{"loss=1.5", "loss=1.5 is not a probability in [0, 1]"},
+		{"dup=-0.1", "dup=-0.1 is not a probability in [0, 1]"},
+		{"reorder=abc", "reorder=abc: want a number"},
+		{"corrupt=NaN", "corrupt=NaN: want a number"},
+		{"corrupt=", "corrupt=: want a number"},
+		{"delay=5", "delay=5: want a duration"},
+		{"delay=-1ms", "delay=-1ms is negative"},
+		{"seed=-1", "seed=-1: want an unsigned integer"},
+		{"seed=0x10", "seed=0x10: want an unsigned integer"},
+		{"jitter=1ms", `unknown key "jitter"`},
+		{"loss", `"loss" is not key=value`},
+		{"loss=0.1,,dup=0.1", `"" is not key=value`},
+		{"=0.1", `"=0.1" is not key=value`},
+		{"loss=0.1,loss=0.2", "loss given twice"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			c, err := ParseSpec(tt.spec)
+			if err == nil {
+				t.Fatalf("ParseSpec(%q) = %+v, want an error", tt.spec, c)
+			}
+			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "fault: ") {
+				t.Errorf("ParseSpec(%q) error %q, want it to start with \"fault: \" and contain %q", tt.spec, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigStringParsesBack(t *testing.T) {
+	tests := []struct {
+		c    Config
+		want string
+	}{
+		{Config{}, "seed=0"},
+		{Config{Loss: 0.05, Dup: 0.01, Reorder: 0.02, Corrupt: 0.001, Delay: time.Millisecond, Seed: 7},
+			"loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7"},
+		{Config{Loss: 1, Delay: 1500 * time.Microsecond, Seed: 1<<64 - 1}, "loss=1,delay=1.5ms,seed=18446744073709551615"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := tt.c.String(); got != tt.want {
+				t.Errorf("String() = %q, want %q", got, tt.want)
+			}
+			back, err := ParseSpec(tt.c.String())
+			if err != nil || back != tt.c {
+				t.Errorf("ParseSpec(String()) = %+v, %v; want %+v", back, err, tt.c)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		c    Config
+		want string // "" for valid
+	}{
+		{"zero", Config{}, ""},
+		{"all certain", Config{Loss: 1, Dup: 1, Reorder: 1, Corrupt: 1, Delay: time.Second}, ""},
+		{"loss above one", Config{Loss: 1.01}, "loss=1.01"},
+		{"negative reorder", Config{Reorder: -1}, "reorder=-1"},
+		{"negative delay", Config{Delay: -time.Millisecond}, "delay=-1ms is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.c.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("Validate() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzParseSpec checks that whatever ParseSpec accepts is a valid Config
+// that prints back to a spec parsing to the same Config.
+func FuzzParseSpec(f *testing.F) {
+	for _, s := range []string{
+		"",
+		"loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7",
+		"loss=1",
+		"delay=1h2m3.5s,seed=18446744073709551615",
+		"corrupt=1e-9",
+		"loss=0.1,loss=0.2",
+		"x=y",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		c, err := ParseSpec(spec)
+		if err != nil {
+			return
+		}
+		if err := c.Validate(); err != nil {
+			t.Fatalf("ParseSpec(%q) = %+v, which Validate rejects: %v", spec, c, err)
+		}
+		back, err := ParseSpec(c.String())
+		if err != nil || back != c {
+			t.Fatalf("ParseSpec(%q) = %+v; its String %q parses to %+v, %v", spec, c, c.String(), back, err)
+		}
+	})
+}

@@ -1,0 +1,508 @@
+// Package fault wraps a link endpoint to make its wire unreliable: frames
+// are lost, duplicated, reordered, corrupted and delayed at random, in both
+// directions, as on the lossy links a stack must survive (smoltcp's
+// FaultInjector and Linux's netem play the same part).
+//
+// Decisions come from a seeded generator per direction, and every frame
+// draws the same number of values whatever happens to it, so the n-th
+// frame in a direction meets the same fate in every run with the same seed:
+// a failing run is replayed by reusing its seed (Config.String prints it).
+//
+// The endpoint keeps only copies it owns, from its own buffer.Pool: the
+// packets a caller passes to WriteBatch stay the caller's, and Close
+// releases whatever is still held back or in flight.
+package fault
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/stats"
+)
+
+// Direction counts the faults injected in one direction.
+type Direction struct {
+	Frames     stats.Counter // frames that entered the fault injector
+	Dropped    stats.Counter // frames lost
+	Duplicated stats.Counter // frames delivered twice
+	Reordered  stats.Counter // frames held back until after the next frame
+	Corrupted  stats.Counter // frames with one bit flipped
+	Delayed    stats.Counter // frames delivered only after Config.Delay
+}
+
+// Stats are the endpoint's counters.
+type Stats struct {
+	Rx Direction // frames read from the inner endpoint
+	Tx Direction // frames written to the inner endpoint
+	// TxErrors counts delayed frames the inner endpoint failed to write:
+	// their writer has already returned, so the error can only be counted.
+	TxErrors stats.Counter
+}
+
+// Endpoint injects faults into the frames of an inner endpoint. It
+// implements link.Endpoint.
+type Endpoint struct {
+	inner     link.Endpoint
+	cfg       Config
+	clk       clock.Clock
+	pool      *buffer.Pool // the copies the endpoint holds
+	frameSize int          // room the rx pump gives each frame
+	stats     Stats
+
+	rx, tx shaper
+
+	// rxq carries shaped frames from the rx pump to ReadBatch; the pump
+	// closes it when the inner endpoint is closed, leaving the error in
+	// rxErr. cur is the delivery ReadBatch is emptying, next its next frame.
+	rxq   chan delivery
+	rxErr error
+	cur   delivery
+	next  int
+
+	// txq carries shaped frames from WriteBatch to the tx pump when
+	// frames are delayed; without delay WriteBatch writes them itself,
+	// through txOut. txErr is the inner endpoint's closing error, once a
+	// delayed write has met it.
+	txq   chan delivery
+	txOut []*buffer.Packet
+	txErr atomic.Pointer[error]
+
+	// mu is held shared by ReadBatch and WriteBatch for their whole call
+	// and exclusively by Close, so that Close releases nothing they use.
+	mu        sync.RWMutex
+	closed    bool
+	done      chan struct{} // closed first thing in Close, to wake waiters
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ link.Endpoint = (*Endpoint)(nil)
+
+// delivery is a batch of shaped frames due at a time, or an error from the
+// inner endpoint to pass on to the reader.
+type delivery struct {
+	b   *buffer.Batch
+	due time.Time
+	err error
+}
+
+func (d delivery) release() {
+	if d.b == nil {
+		return
+	}
+	for _, p := range d.b.Pkts {
+		if p != nil {
+			p.Release()
+		}
+	}
+	d.b.Put()
+}
+
+// queueLen bounds the deliveries in flight each way: when the reader or the
+// inner endpoint falls behind, the rx pump stops reading (the inner
+// endpoint then drops as it would without the wrapper) and delayed writers
+// wait.
+const queueLen = 64
+
+// Streams of the per-direction generators, so that the directions draw
+// independent sequences from one seed and traffic in one does not perturb
+// the other.
+const (
+	rxStream = 0x7278 // "rx"
+	txStream = 0x7478 // "tx"
+)
+
+// New wraps inner. The endpoint owns inner from then on: Close closes it.
+// New panics when cfg is invalid (see Config.Validate): a configuration
+// comes from code or from ParseSpec, which has already checked it.
+func New(inner link.Endpoint, cfg Config) *Endpoint {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	e := &Endpoint{
+		inner:     inner,
+		cfg:       cfg,
+		clk:       cfg.Clock,
+		pool:      buffer.NewPool(),
+		frameSize: link.MaxFrame(inner.MTU()),
+		rxq:       make(chan delivery, queueLen),
+		done:      make(chan struct{}),
+	}
+	if e.clk == nil {
+		e.clk = clock.Real{}
+	}
+	e.rx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, rxStream)), pool: e.pool, st: &e.stats.Rx}
+	e.tx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, txStream)), pool: e.pool, st: &e.stats.Tx}
+	e.wg.Add(1)
+	go e.rxPump()
+	if cfg.Delay > 0 {
+		e.txq = make(chan delivery, queueLen)
+		e.wg.Add(1)
+		go e.txPump()
+	}
+	return e
+}
+
+// shaper applies the faults to one direction's frames, in order.
+type shaper struct {
+	cfg  *Config
+	rng  *rand.Rand
+	pool *buffer.Pool
+	st   *Direction
+	held []*buffer.Packet // a frame, and its duplicate, held back to reorder
+}
+
+// shape decides the fate of p, which the shaper now owns, and appends to
+// out what is to be delivered now.
+func (s *shaper) shape(p *buffer.Packet, out []*buffer.Packet) []*buffer.Packet {
+	// Counted last, so that whoever sees the count also sees the shaper's
+	// state after this frame.
+	defer s.st.Frames.Inc()
+	// Every frame draws all its values, used or not, so that one frame's
+	// fate does not shift the next frame's draws.
+	loss, corrupt, dup, reorder, bit := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Uint64()
+
+	if loss < s.cfg.Loss {
+		s.st.Dropped.Inc()
+		p.Release()
+		return out
+	}
+	// Flip a bit past the Ethernet header, where the IP, TCP, UDP or ICMP
+	// checksums cover it (the FCS that would catch it on a real wire is
+	// gone by the time a frame reaches the stack).
+	if corrupt < s.cfg.Corrupt && p.Len() > link.EthernetHeaderLen {
+		b := p.Bytes()[link.EthernetHeaderLen:]
+		i := bit % uint64(len(b)*8)
+		b[i/8] ^= 1 << (i % 8)
+		s.st.Corrupted.Inc()
+	}
+	frames := []*buffer.Packet{p}
+	var both [2]*buffer.Packet
+	if dup < s.cfg.Dup {
+		both[0], both[1] = p, s.pool.Clone(p)
+		frames = both[:]
+		s.st.Duplicated.Inc()
+	}
+	if len(s.held) == 0 && reorder < s.cfg.Reorder {
+		s.held = append(s.held, frames...)
+		s.st.Reordered.Inc()
+		return out
+	}
+	out = append(out, frames...)
+	if len(s.held) > 0 {
+		out = append(out, s.held...)
+		clear(s.held)
+		s.held = s.held[:0]
+	}
+	return out
+}
+
+// drop releases a frame held back for reordering.
+func (s *shaper) drop() {
+	for _, p := range s.held {
+		p.Release()
+	}
+	clear(s.held)
+	s.held = s.held[:0]
+}
+
+// rxPump reads the inner endpoint, shapes what it reads and queues it for
+// ReadBatch, until the inner endpoint closes.
+func (e *Endpoint) rxPump() {
+	defer e.wg.Done()
+	defer close(e.rxq)
+	in := make([]*buffer.Packet, buffer.MaxBatch)
+	defer func() {
+		for _, p := range in {
+			if p != nil {
+				p.Release()
+			}
+		}
+	}()
+	for {
+		for i, p := range in {
+			if p == nil {
+				in[i] = e.pool.Get(e.frameSize)
+			}
+		}
+		n, err := e.inner.ReadBatch(in)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				e.rxErr = err
+				return
+			}
+			if !e.send(e.rxq, delivery{err: err}) {
+				return
+			}
+			continue
+		}
+		b := buffer.GetBatch()
+		for i := range in[:n] {
+			b.Pkts = e.rx.shape(in[i], b.Pkts)
+			in[i] = nil
+		}
+		if len(b.Pkts) == 0 {
+			b.Put()
+			continue
+		}
+		d := delivery{b: b}
+		if e.cfg.Delay > 0 {
+			d.due = e.clk.Now().Add(e.cfg.Delay)
+			e.stats.Rx.Delayed.Add(uint64(len(b.Pkts)))
+		}
+		if !e.send(e.rxq, d) {
+			d.release()
+			return
+		}
+	}
+}
+
+// send queues d on q unless the endpoint closes first.
+func (e *Endpoint) send(q chan<- delivery, d delivery) bool {
+	select {
+	case q <- d:
+		return true
+	case <-e.done:
+		return false
+	}
+}
+
+// txPump writes delayed frames to the inner endpoint once they are due.
+func (e *Endpoint) txPump() {
+	defer e.wg.Done()
+	for {
+		var d delivery
+		select {
+		case d = <-e.txq:
+		case <-e.done:
+			return
+		}
+		if !e.waitUntil(d.due) {
+			d.release()
+			return
+		}
+		n, err := e.inner.WriteBatch(d.b.Pkts)
+		if err != nil {
+			e.stats.TxErrors.Add(uint64(len(d.b.Pkts) - n))
+			if errors.Is(err, net.ErrClosed) {
+				e.txErr.CompareAndSwap(nil, &err)
+			}
+		}
+		d.release()
+	}
+}
+
+// waitUntil waits for due on the endpoint's clock; it reports false when
+// the endpoint closes first.
+func (e *Endpoint) waitUntil(due time.Time) bool {
+	if due.IsZero() {
+		return true
+	}
+	d := due.Sub(e.clk.Now())
+	if d <= 0 {
+		return true
+	}
+	t := e.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-e.done:
+		return false
+	}
+}
+
+// ReadBatch returns frames read from the inner endpoint after the faults:
+// it blocks until at least one frame survives them (and, with Delay, until
+// it is due), then fills pkts with as many due frames as are ready. Each
+// packet needs room for link.MaxFrame(MTU()) bytes.
+func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
+	for i, p := range pkts {
+		if p.Cap() < e.frameSize {
+			return 0, fmt.Errorf("fault: ReadBatch: packet %d has room for %d bytes, frames need %d", i, p.Cap(), e.frameSize)
+		}
+	}
+	if len(pkts) == 0 {
+		return 0, nil
+	}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return 0, link.ErrClosed
+	}
+	if e.cur.b == nil {
+		if err := e.take(true); err != nil {
+			return 0, err
+		}
+	}
+	if !e.waitUntil(e.cur.due) {
+		return 0, link.ErrClosed
+	}
+	n := 0
+	for n < len(pkts) {
+		// Go on with the next delivery only if it is there and due; an
+		// error found there waits for the next call.
+		if e.cur.b == nil && (e.take(false) != nil || e.cur.b == nil || e.cur.due.After(e.clk.Now())) {
+			break
+		}
+		src := e.cur.b.Pkts[e.next]
+		e.cur.b.Pkts[e.next] = nil
+		e.next++
+		dst := pkts[n]
+		dst.SetLen(src.Len())
+		copy(dst.Bytes(), src.Bytes())
+		dst.Offload = src.Offload
+		src.Release()
+		n++
+		if e.next == len(e.cur.b.Pkts) {
+			e.cur.b.Put()
+			e.cur = delivery{}
+		}
+	}
+	return n, nil
+}
+
+// take makes the next delivery current, waiting for one when block is set.
+// It returns an error delivered by the inner endpoint, the closing error
+// once the rx pump has stopped, or link.ErrClosed when Close interrupts the
+// wait. A delivered error found without blocking stays pending for the
+// next call.
+func (e *Endpoint) take(block bool) error {
+	if err := e.cur.err; err != nil {
+		e.cur = delivery{}
+		return err
+	}
+	var d delivery
+	var ok bool
+	if block {
+		select {
+		case d, ok = <-e.rxq:
+		case <-e.done:
+			return link.ErrClosed
+		}
+	} else {
+		select {
+		case d, ok = <-e.rxq:
+		default:
+			return nil
+		}
+	}
+	switch {
+	case !ok:
+		return e.rxErr
+	case d.err != nil && block:
+		return d.err
+	}
+	e.cur, e.next = d, 0
+	if d.err != nil {
+		return d.err
+	}
+	return nil
+}
+
+// WriteBatch copies the frames, applies the faults to the copies and writes
+// what survives to the inner endpoint, now or, with Delay, from a goroutine
+// once due; the caller's packets are untouched. Frames lost to a fault are
+// taken all the same: it returns len(pkts), or 0 and the inner endpoint's
+// error.
+func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return 0, link.ErrClosed
+	}
+	if err := e.txErr.Load(); err != nil {
+		return 0, *err
+	}
+	if e.cfg.Delay == 0 {
+		out := e.txOut[:0]
+		for _, p := range pkts {
+			out = e.tx.shape(e.pool.Clone(p), out)
+		}
+		var err error
+		if len(out) > 0 {
+			_, err = e.inner.WriteBatch(out)
+		}
+		for _, p := range out {
+			p.Release()
+		}
+		clear(out)
+		e.txOut = out[:0]
+		if err != nil {
+			return 0, err
+		}
+		return len(pkts), nil
+	}
+
+	b := buffer.GetBatch()
+	for _, p := range pkts {
+		b.Pkts = e.tx.shape(e.pool.Clone(p), b.Pkts)
+	}
+	if len(b.Pkts) == 0 {
+		b.Put()
+		return len(pkts), nil
+	}
+	e.stats.Tx.Delayed.Add(uint64(len(b.Pkts)))
+	d := delivery{b: b, due: e.clk.Now().Add(e.cfg.Delay)}
+	if !e.send(e.txq, d) {
+		d.release()
+		return 0, link.ErrClosed
+	}
+	return len(pkts), nil
+}
+
+// MTU returns the inner endpoint's MTU.
+func (e *Endpoint) MTU() int { return e.inner.MTU() }
+
+// MAC returns the inner endpoint's MAC.
+func (e *Endpoint) MAC() net.HardwareAddr { return e.inner.MAC() }
+
+// Capabilities returns the inner endpoint's: frames keep their offload
+// metadata through the fault injector.
+func (e *Endpoint) Capabilities() link.Capabilities { return e.inner.Capabilities() }
+
+// Config returns the configuration the endpoint was made with.
+func (e *Endpoint) Config() Config { return e.cfg }
+
+// Stats returns the endpoint's live counters.
+func (e *Endpoint) Stats() *Stats { return &e.stats }
+
+// Close closes the inner endpoint, wakes a blocked ReadBatch and releases
+// every frame still held back, queued or delayed: those are lost, as on a
+// wire that is cut. It returns the inner endpoint's Close error; later calls
+// return the same.
+func (e *Endpoint) Close() error {
+	e.closeOnce.Do(func() {
+		// Wake what waits on the endpoint, then on the inner endpoint (a
+		// write may be parked in its poller), before waiting for the
+		// calls in flight to return.
+		close(e.done)
+		e.closeErr = e.inner.Close()
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
+		e.wg.Wait()
+		for d := range e.rxq { // closed by the rx pump as it stopped
+			d.release()
+		}
+		for len(e.txq) > 0 {
+			(<-e.txq).release()
+		}
+		if e.cur.b != nil {
+			e.cur.release()
+		}
+		e.cur = delivery{}
+		e.rx.drop()
+		e.tx.drop()
+	})
+	return e.closeErr
+}
