@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runArgs runs gonet with args and returns the exit code and what it wrote.
+func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// checkUsageError checks that a bad command line exits 2 with exactly one
+// line on stderr, mentioning want, and nothing on stdout.
+func checkUsageError(t *testing.T, args []string, want string) {
+	t.Helper()
+	code, stdout, stderr := runArgs(t, args...)
+	if code != exitUsage {
+		t.Errorf("gonet %s: exit code %d, want %d", strings.Join(args, " "), code, exitUsage)
+	}
+	if stdout != "" {
+		t.Errorf("gonet %s: wrote %q on stdout, want nothing", strings.Join(args, " "), stdout)
+	}
+	if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+		t.Errorf("gonet %s: stderr %q is not one line", strings.Join(args, " "), stderr)
+	}
+	if !strings.Contains(stderr, want) {
+		t.Errorf("gonet %s: stderr %q does not mention %q", strings.Join(args, " "), stderr, want)
+	}
+}
+
+func TestParseUpAcceptsGoodFlags(t *testing.T) {
+	root := t.TempDir()
+	tests := []struct {
+		name  string
+		args  []string
+		check func(t *testing.T, c *upConfig)
+	}{
+		{"the least: a TAP and an address", []string{"-tap", "tap0", "-addr", "10.0.0.2/24"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.tap != "tap0" || c.link.addr != netip.MustParsePrefix("10.0.0.2/24") {
+					t.Errorf("tap %q addr %v, want tap0 10.0.0.2/24", c.link.tap, c.link.addr)
+				}
+				if c.link.mtu != 1500 || c.link.mac != nil || c.link.gw.IsValid() || c.link.memory != 0 {
+					t.Errorf("defaults: mtu %d mac %v gw %v memory %d, want 1500, none, none, 0",
+						c.link.mtu, c.link.mac, c.link.gw, c.link.memory)
+				}
+				if len(c.services) != 0 || c.http {
+					t.Errorf("services %v, want none by default", c.services)
+				}
+			}},
+		{"every flag", []string{"-tap", "tap0", "-addr", "192.168.7.2/24", "-gw", "192.168.7.1",
+			"-mac", "02:00:5e:10:00:01", "-mtu", "9000", "-serve", "echo,daytime", "-memory", "16M",
+			"-pcap", filepath.Join(root, "x.pcap")},
+			func(t *testing.T, c *upConfig) {
+				if c.link.gw != netip.MustParseAddr("192.168.7.1") {
+					t.Errorf("gw %v, want 192.168.7.1", c.link.gw)
+				}
+				if c.link.mac.String() != "02:00:5e:10:00:01" {
+					t.Errorf("mac %v, want 02:00:5e:10:00:01", c.link.mac)
+				}
+				if c.link.mtu != 9000 || c.link.memory != 16<<20 {
+					t.Errorf("mtu %d memory %d, want 9000 and %d", c.link.mtu, c.link.memory, 16<<20)
+				}
+				if got := serviceNames(c); !slices.Equal(got, []string{"echo", "daytime"}) {
+					t.Errorf("services %v, want echo, daytime", got)
+				}
+				if c.link.pcap == "" {
+					t.Error("-pcap lost")
+				}
+			}},
+		{"the MTU's bounds", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-mtu", "68"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.mtu != 68 {
+					t.Errorf("mtu %d, want 68", c.link.mtu)
+				}
+			}},
+		{"the MTU's upper bound", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-mtu", "65535"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.mtu != 65535 {
+					t.Errorf("mtu %d, want 65535", c.link.mtu)
+				}
+			}},
+		{"a TAP name pattern for the kernel to fill", []string{"-tap", "gn%d", "-addr", "10.0.0.2/24"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.tap != "gn%d" {
+					t.Errorf("tap %q, want gn%%d", c.link.tap)
+				}
+			}},
+		{"a /32 host address", []string{"-tap", "t", "-addr", "10.0.0.2/32"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.addr.Bits() != 32 {
+					t.Errorf("addr %v, want /32", c.link.addr)
+				}
+			}},
+		{"http with a root directory", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-serve", "http,echo", "-http-root", root},
+			func(t *testing.T, c *upConfig) {
+				if !c.http || c.httpRoot != root {
+					t.Errorf("http %v root %q, want true %q", c.http, c.httpRoot, root)
+				}
+			}},
+		{"http with no root is accepted: it waits for TCP anyway", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-serve", "http"},
+			func(t *testing.T, c *upConfig) {
+				if !c.http {
+					t.Error("http not noted")
+				}
+			}},
+		{"an impaired link", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-impair", "loss=0.05,delay=1ms,seed=7"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.fault.Loss != 0.05 || c.link.fault.Delay != time.Millisecond || c.link.fault.Seed != 7 {
+					t.Errorf("-impair parsed as %+v, want loss 0.05, delay 1ms, seed 7", c.link.fault)
+				}
+			}},
+		{"memory as a plain byte count", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-memory", "1048576"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.memory != 1<<20 {
+					t.Errorf("memory %d, want %d", c.link.memory, 1<<20)
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseUp(tt.args)
+			if err != nil {
+				t.Fatalf("parseUp(%q): %v", tt.args, err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+func serviceNames(c *upConfig) []string {
+	var names []string
+	for _, s := range c.services {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := []string{"-tap", "tap0", "-addr", "10.0.0.2/24"}
+	with := func(extra ...string) []string { return append(slices.Clone(ok), extra...) }
+	tests := []struct {
+		name string
+		args []string
+		want string // in the error line
+	}{
+		{"no flags", nil, "-tap is required"},
+		{"no address", []string{"-tap", "tap0"}, "-addr is required"},
+		{"address without prefix", []string{"-tap", "t", "-addr", "10.0.0.2"}, "needs a prefix length"},
+		{"address that does not parse", []string{"-tap", "t", "-addr", "10.0.0.300/24"}, `invalid value "10.0.0.300/24" for flag -addr`},
+		{"IPv6 address", []string{"-tap", "t", "-addr", "fd00::2/64"}, "IPv4 only"},
+		{"unspecified address", []string{"-tap", "t", "-addr", "0.0.0.0/24"}, "not a host address"},
+		{"multicast address", []string{"-tap", "t", "-addr", "224.0.0.9/4"}, "multicast"},
+		{"a /0 prefix", []string{"-tap", "t", "-addr", "10.0.0.2/0"}, "/0"},
+		{"unknown service", with("-serve", "echo,telnet"), `unknown service "telnet"`},
+		{"two unknown services", with("-serve", "ftp,gopher"), `"ftp", "gopher"`},
+		{"MAC that does not parse", with("-mac", "zz:zz"), "-mac"},
+		{"multicast MAC", with("-mac", "01:00:5e:00:00:01"), "multicast"},
+		{"all-zero MAC", with("-mac", "00:00:00:00:00:00"), "all-zero"},
+		{"EUI-64 is not Ethernet", with("-mac", "02:00:5e:10:00:00:00:01"), "8 bytes"},
+		{"MTU below 68", with("-mtu", "67"), "-mtu 67 is outside 68..65535"},
+		{"MTU above 65535", with("-mtu", "65536"), "-mtu 65536 is outside 68..65535"},
+		{"negative MTU", with("-mtu", "-1"), "outside 68..65535"},
+		{"MTU not a number", with("-mtu", "big"), "-mtu"},
+		{"gateway off the network", with("-gw", "10.0.1.1"), "not on -addr's network 10.0.0.0/24"},
+		{"gateway is our own address", with("-gw", "10.0.0.2"), "GoNet's own address"},
+		{"gateway by name", with("-gw", "router"), "no name resolver"},
+		{"http root missing", with("-serve", "http", "-http-root", filepath.Join(t.TempDir(), "nope")), "-http-root"},
+		{"http root is a file", with("-http-root", file), "not a directory"},
+		{"impairment that is not a probability", with("-impair", "loss=2"), "not a probability"},
+		{"impairment of an unknown kind", with("-impair", "jitter=1ms"), `unknown key "jitter"`},
+		{"memory not a number", with("-memory", "lots"), "-memory"},
+		{"memory zero", with("-memory", "0"), "must be positive"},
+		{"TAP name too long", []string{"-tap", "a-very-long-tap-name", "-addr", "10.0.0.2/24"}, "at most 15"},
+		{"TAP name with a slash", []string{"-tap", "a/b", "-addr", "10.0.0.2/24"}, "not a valid interface name"},
+		{"positional argument", with("tap1"), `unexpected argument "tap1"`},
+		{"unknown flag", with("-verbose"), "flag provided but not defined: -verbose"},
+		{"flag without its value", []string{"-tap"}, "flag needs an argument: -tap"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkUsageError(t, append([]string{"up"}, tt.args...), tt.want)
+		})
+	}
+}
+
+func TestParsePingAcceptsGoodFlags(t *testing.T) {
+	link := []string{"-tap", "tap0", "-addr", "10.0.0.2/24"}
+	tests := []struct {
+		name string
+		args []string
+		want pingConfig // link not compared
+	}{
+		{"defaults as the kernel's ping", append(slices.Clone(link), "10.0.0.1"),
+			pingConfig{dest: netip.MustParseAddr("10.0.0.1"), count: 0, size: 56, interval: time.Second, timeout: 2 * time.Second}},
+		{"every ping flag", append(slices.Clone(link), "-c", "3", "-s", "1472", "-i", "0.2", "-W", "500ms", "10.0.0.1"),
+			pingConfig{dest: netip.MustParseAddr("10.0.0.1"), count: 3, size: 1472, interval: 200 * time.Millisecond, timeout: 500 * time.Millisecond}},
+		{"flags after DEST", []string{"10.0.0.9", "-tap", "t", "-addr", "10.0.0.2/24", "-c", "1", "-W", "3"},
+			pingConfig{dest: netip.MustParseAddr("10.0.0.9"), count: 1, size: 56, interval: time.Second, timeout: 3 * time.Second}},
+		{"DEST after --", append(slices.Clone(link), "-c", "2", "--", "10.0.0.1"),
+			pingConfig{dest: netip.MustParseAddr("10.0.0.1"), count: 2, size: 56, interval: time.Second, timeout: 2 * time.Second}},
+		{"the largest payload", append(slices.Clone(link), "-s", "65507", "10.0.0.1"),
+			pingConfig{dest: netip.MustParseAddr("10.0.0.1"), size: 65507, interval: time.Second, timeout: 2 * time.Second}},
+		{"an empty payload and no wait", append(slices.Clone(link), "-s", "0", "-i", "0", "10.0.0.1"),
+			pingConfig{dest: netip.MustParseAddr("10.0.0.1"), size: 0, interval: 0, timeout: 2 * time.Second}},
+		{"a destination through the gateway", append(slices.Clone(link), "-gw", "10.0.0.1", "192.0.2.7"),
+			pingConfig{dest: netip.MustParseAddr("192.0.2.7"), size: 56, interval: time.Second, timeout: 2 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parsePing(tt.args)
+			if err != nil {
+				t.Fatalf("parsePing(%q): %v", tt.args, err)
+			}
+			if c.dest != tt.want.dest || c.count != tt.want.count || c.size != tt.want.size ||
+				c.interval != tt.want.interval || c.timeout != tt.want.timeout {
+				t.Errorf("parsePing(%q) = dest %v -c %d -s %d -i %v -W %v; want dest %v -c %d -s %d -i %v -W %v",
+					tt.args, c.dest, c.count, c.size, c.interval, c.timeout,
+					tt.want.dest, tt.want.count, tt.want.size, tt.want.interval, tt.want.timeout)
+			}
+			if c.link.tap == "" || !c.link.addr.IsValid() {
+				t.Errorf("parsePing(%q) lost the link flags: %+v", tt.args, c.link)
+			}
+		})
+	}
+}
+
+func TestPingRejectsBadFlagsWithExitCode2(t *testing.T) {
+	link := []string{"-tap", "tap0", "-addr", "10.0.0.2/24"}
+	with := func(extra ...string) []string { return append(slices.Clone(link), extra...) }
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no DEST", link, "missing DEST"},
+		{"two DESTs", with("10.0.0.1", "10.0.0.3"), `unexpected argument "10.0.0.3"`},
+		{"DEST by name", with("example.com"), "no name resolver"},
+		{"DEST IPv6", with("::1"), "IPv4 only"},
+		{"DEST broadcast", with("255.255.255.255"), "limited broadcast"},
+		{"no TAP", []string{"-addr", "10.0.0.2/24", "10.0.0.1"}, "-tap is required"},
+		{"no address", []string{"-tap", "t", "10.0.0.1"}, "-addr is required"},
+		{"negative count", with("-c", "-1", "10.0.0.1"), "-c -1 is negative"},
+		{"negative size", with("-s", "-1", "10.0.0.1"), "-s -1 is outside 0..65507"},
+		{"size beyond one datagram", with("-s", "65508", "10.0.0.1"), "-s 65508 is outside 0..65507"},
+		{"zero timeout", with("-W", "0", "10.0.0.1"), "-W 0"},
+		{"negative interval", with("-i", "-1", "10.0.0.1"), "must not be negative"},
+		{"interval not a duration", with("-i", "often", "10.0.0.1"), "not a duration"},
+		{"bad MTU", with("-mtu", "40", "10.0.0.1"), "-mtu 40"},
+		{"unknown flag", with("-f", "10.0.0.1"), "flag provided but not defined: -f"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkUsageError(t, append([]string{"ping"}, tt.args...), tt.want)
+		})
+	}
+}
+
+func TestDemoFlags(t *testing.T) {
+	c, err := parseDemo([]string{"-mem"})
+	if err != nil || !c.mem {
+		t.Errorf("parseDemo(-mem) = %+v, %v; want mem", c, err)
+	}
+	c, err = parseDemo(nil)
+	if err != nil || c.mem {
+		t.Errorf("parseDemo() = %+v, %v; want the namespace demo", c, err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"positional argument", []string{"now"}, `unexpected argument "now"`},
+		{"unknown flag", []string{"-fast"}, "flag provided but not defined: -fast"},
+		{"-mem with a bad value", []string{"-mem=maybe"}, "-mem"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			checkUsageError(t, append([]string{"demo"}, tt.args...), tt.want)
+		})
+	}
+}
+
+func TestBytesFlagParsesMemorySizes(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"1", 1, true},
+		{"67108864", 64 << 20, true},
+		{"64K", 64 << 10, true},
+		{"64k", 64 << 10, true},
+		{"64M", 64 << 20, true},
+		{"64MiB", 64 << 20, true},
+		{"2G", 2 << 30, true},
+		{"2GiB", 2 << 30, true},
+		{"100B", 100, true},
+		{"0", 0, false},
+		{"-1M", 0, false},
+		{"M", 0, false},
+		{"1.5M", 0, false},
+		{"9999999999G", 0, false},
+		{"", 0, false},
+	}
+	for _, tt := range tests {
+		var f bytesFlag
+		err := f.Set(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && int64(f) != tt.want) {
+			t.Errorf("bytesFlag.Set(%q) = %d, %v; want %d, ok %v", tt.in, f, err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestSecondsFlagTakesSecondsOrGoDurations(t *testing.T) {
+	tests := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"1", time.Second, true},
+		{"0.2", 200 * time.Millisecond, true},
+		{"0", 0, true},
+		{"250ms", 250 * time.Millisecond, true},
+		{"1m", time.Minute, true},
+		{"-1", 0, false},
+		{"-5ms", 0, false},
+		{"NaN", 0, false},
+		{"Inf", 0, false},
+		{"soon", 0, false},
+	}
+	for _, tt := range tests {
+		var f secondsFlag
+		err := f.Set(tt.in)
+		if (err == nil) != tt.ok || (tt.ok && time.Duration(f) != tt.want) {
+			t.Errorf("secondsFlag.Set(%q) = %v, %v; want %v, ok %v", tt.in, time.Duration(f), err, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestMACFlagKeepsTheAddress(t *testing.T) {
+	var f macFlag
+	if err := f.Set("02:00:5E:10:00:01"); err != nil {
+		t.Fatal(err)
+	}
+	if want := (net.HardwareAddr{2, 0, 0x5e, 0x10, 0, 1}); net.HardwareAddr(f).String() != want.String() {
+		t.Errorf("macFlag = %v, want %v", net.HardwareAddr(f), want)
+	}
+}
+
+func TestParseInterspersedSeparatesFlagsFromArguments(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		pos  []string
+		c    int
+	}{
+		{"flags first", []string{"-c", "3", "a"}, []string{"a"}, 3},
+		{"flags last", []string{"a", "-c", "3"}, []string{"a"}, 3},
+		{"flags between", []string{"a", "-c", "3", "b"}, []string{"a", "b"}, 3},
+		{"after -- everything is an argument", []string{"a", "--", "-c", "3"}, []string{"a", "-c", "3"}, 0},
+		{"nothing", nil, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := newFlagSet("test")
+			c := fs.Int("c", 0, "")
+			pos, err := parseInterspersed(fs, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(pos, tt.pos) || *c != tt.c {
+				t.Errorf("parseInterspersed(%q) = %q with -c %d, want %q with -c %d", tt.args, pos, *c, tt.pos, tt.c)
+			}
+		})
+	}
+}
+
+func TestImpairWithoutSeedGetsARandomSeedItReports(t *testing.T) {
+	seeds := map[uint64]bool{}
+	for range 3 {
+		c, err := parseUp([]string{"-tap", "t", "-addr", "10.0.0.2/24", "-impair", "loss=0.1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds[c.link.fault.Seed] = true
+		line := c.link.describeImpairment("up")
+		if want := fmt.Sprintf("seed=%d", c.link.fault.Seed); !strings.Contains(line, want) || !strings.Contains(line, "loss=0.1") {
+			t.Errorf("impairment line %q does not give loss=0.1 and %s", line, want)
+		}
+	}
+	if len(seeds) < 2 {
+		t.Errorf("three runs without a seed all used seed %v", seeds)
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/fault"
+	"github.com/gonetstack/gonet/link/pcap"
+	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/services"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// Limits on -mtu. RFC 791: "Every internet module must be able to forward a
+// datagram of 68 octets without further fragmentation"; the IPv4 total
+// length field caps a datagram at 65535.
+const (
+	minMTU     = 68
+	maxMTU     = 65535
+	defaultMTU = 1500 // Ethernet's (RFC 894)
+)
+
+// ifNameMax is the longest Linux interface name: IFNAMSIZ (16) less the
+// terminating NUL.
+const ifNameMax = 15
+
+// linkConfig is what up and ping share: a GoNet host on a TAP device.
+type linkConfig struct {
+	tap    string
+	addr   netip.Prefix
+	gw     netip.Addr       // invalid: no default route
+	mac    net.HardwareAddr // nil: a random locally administered one
+	mtu    int
+	pcap   string // capture file; empty: no capture
+	impair string // fault.ParseSpec syntax; empty: a perfect link
+	fault  fault.Config
+	memory int64 // stack's memory limit; 0: the stack's default
+}
+
+// register adds the TAP and host flags to fs, writing into c.
+func (c *linkConfig) register(fs *flag.FlagSet) {
+	c.mtu = defaultMTU
+	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
+	fs.Var((*ipv4PrefixFlag)(&c.addr), "addr", "GoNet's IPv4 address and prefix `A.B.C.D/NN`, as in 10.0.0.2/24")
+	fs.Var((*ipv4AddrFlag)(&c.gw), "gw", "route everything off-link through the gateway at `A.B.C.D`, on -addr's network (default: no gateway)")
+	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
+	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
+	fs.StringVar(&c.pcap, "pcap", "", "write every frame GoNet sends and receives to pcap `FILE`")
+	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7 (default seed: random, printed)")
+	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 64M)")
+}
+
+// check validates what the flags alone cannot, and parses -impair.
+func (c *linkConfig) check() error {
+	switch {
+	case c.tap == "":
+		return usagef("-tap is required: the TAP device GoNet uses")
+	case len(c.tap) > ifNameMax:
+		return usagef("-tap %q is %d bytes; a Linux interface name holds at most %d", c.tap, len(c.tap), ifNameMax)
+	case strings.ContainsAny(c.tap, "/: \t\n\x00") || c.tap == "." || c.tap == "..":
+		return usagef("-tap %q is not a valid interface name", c.tap)
+	case !c.addr.IsValid():
+		return usagef("-addr is required: GoNet's address and prefix, as in 10.0.0.2/24")
+	case c.mtu < minMTU || c.mtu > maxMTU:
+		return usagef("-mtu %d is outside %d..%d", c.mtu, minMTU, maxMTU)
+	}
+	if c.gw.IsValid() {
+		// The stack reaches its gateway on-link, through the route
+		// AddAddress made for -addr's network.
+		if !c.addr.Contains(c.gw) {
+			return usagef("-gw %v is not on -addr's network %v", c.gw, c.addr.Masked())
+		}
+		if c.gw == c.addr.Addr() {
+			return usagef("-gw %v is GoNet's own address", c.gw)
+		}
+	}
+	if c.impair != "" {
+		cfg, err := fault.ParseSpec(c.impair)
+		if err != nil {
+			return usagef("-impair %q: %s", c.impair, strings.TrimPrefix(err.Error(), "fault: "))
+		}
+		if !specHasSeed(c.impair) {
+			// A random run, replayable: the seed is printed with
+			// the rest of the impairment when the link comes up.
+			cfg.Seed = rand.Uint64()
+		}
+		c.fault = cfg
+	}
+	return nil
+}
+
+// specHasSeed reports whether an -impair spec sets the seed itself.
+func specHasSeed(spec string) bool {
+	for field := range strings.SplitSeq(spec, ",") {
+		if key, _, _ := strings.Cut(field, "="); strings.TrimSpace(key) == "seed" {
+			return true
+		}
+	}
+	return false
+}
+
+// describeImpairment returns the line up and ping print on stderr when
+// -impair is in force, so that the run can be replayed; empty when not.
+func (c *linkConfig) describeImpairment(cmd string) string {
+	if c.impair == "" {
+		return ""
+	}
+	return fmt.Sprintf("gonet %s: impairing the link with -impair %s (give the same to replay this run)", cmd, c.fault)
+}
+
+// host is a GoNet stack up on a TAP device.
+type host struct {
+	stack *stack.Stack
+	nic   string           // the NIC's name in the stack: the TAP device's
+	mac   net.HardwareAddr // GoNet's address on the link
+	// capture is the -pcap endpoint; nil without -pcap.
+	capture *pcap.Endpoint
+}
+
+// bringUp opens the TAP device, wraps it as the flags ask, and starts a
+// stack on it with its address and default route. On error it leaves
+// nothing open.
+func bringUp(c *linkConfig) (*host, error) {
+	// With no -mac, tap picks a random locally administered address, so
+	// that GoNet's station never collides with a manufacturer's address
+	// or with the kernel's side of the TAP.
+	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac})
+	if err != nil {
+		return nil, fmt.Errorf("opening TAP device %s: %w", c.tap, err)
+	}
+	var ep link.Endpoint = dev
+	var capture *pcap.Endpoint
+
+	// The order is stack ← pcap ← fault ← tap. The capture sits next to
+	// the stack, so it holds exactly the frames the stack sent and
+	// received: a frame -impair drops on the way in is not in it (the
+	// stack never saw it), and one it drops on the way out is (the stack
+	// sent it, and will retransmit it). Read that way a capture explains
+	// the stack's behaviour and agrees with its counters; the wire's
+	// view is what tcpdump on the TAP shows.
+	if c.impair != "" {
+		ep = fault.New(ep, c.fault)
+	}
+	if c.pcap != "" {
+		p, err := pcap.Create(ep, c.pcap)
+		if err != nil {
+			ep.Close()
+			return nil, fmt.Errorf("creating capture file %s: %w", c.pcap, err)
+		}
+		ep, capture = p, p
+	}
+
+	s := stack.New(stack.Config{MemoryLimit: c.memory})
+	// The kernel names the device when -tap is a pattern ("gn%d").
+	h := &host{stack: s, nic: dev.Name(), mac: ep.MAC(), capture: capture}
+	if err := s.AddNIC(h.nic, ep); err != nil {
+		s.Close()
+		ep.Close()
+		return nil, fmt.Errorf("attaching %s to the stack: %w", h.nic, err)
+	}
+	// From here the stack owns the endpoint, and closes it (flushing the
+	// capture) when it closes.
+	if err := s.AddAddress(h.nic, c.addr); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("assigning %v to %s: %w", c.addr, h.nic, err)
+	}
+	if c.gw.IsValid() {
+		if err := s.SetDefaultGateway(c.gw, h.nic); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("setting default gateway %v on %s: %w", c.gw, h.nic, err)
+		}
+	}
+	return h, nil
+}
+
+// Close stops the stack, which closes the link under it and the capture
+// file if there is one. A capture cut short by a write error (a full disk)
+// is reported here, since the frames themselves flowed on regardless.
+func (h *host) Close() error {
+	err := h.stack.Close()
+	if h.capture != nil {
+		if cerr := h.capture.Err(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("capture file incomplete: %w", cerr))
+		}
+	}
+	return err
+}
+
+// udpServices is a set of services running on a stack's UDP.
+type udpServices struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// failed receives the error of each service that stopped on its own;
+	// it has room for all of them, so a service never blocks on it.
+	failed chan error
+}
+
+// startUDPServices binds each service with a UDP form to its well-known
+// port on every address of s, and runs it until Stop. Services without one
+// (http) are skipped. On error nothing is left running.
+func startUDPServices(ctx context.Context, s *stack.Stack, list []services.Service) (*udpServices, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	u := &udpServices{cancel: cancel, failed: make(chan error, len(list))}
+	for _, svc := range list {
+		if svc.ServeUDP == nil {
+			continue
+		}
+		laddr := netip.AddrPortFrom(netip.IPv4Unspecified(), svc.Port)
+		conn, err := s.ListenUDP(laddr)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("%s: binding UDP %v: %w", svc.Name, laddr, err), u.Stop())
+		}
+		u.wg.Go(func() {
+			// The service closes conn when ctx is done; this close is
+			// for when it stops on an error of its own.
+			defer conn.Close()
+			if err := svc.ServeUDP(ctx, conn); err != nil {
+				u.failed <- err
+			}
+		})
+	}
+	return u, nil
+}
+
+// Failed delivers the error of a service that stopped on its own.
+func (u *udpServices) Failed() <-chan error { return u.failed }
+
+// Stop stops the services, waits for them, and returns the errors of those
+// that had stopped on their own and were not yet taken from Failed.
+func (u *udpServices) Stop() error {
+	u.cancel()
+	u.wg.Wait()
+	var errs []error
+	for {
+		select {
+		case err := <-u.failed:
+			errs = append(errs, err)
+		default:
+			return errors.Join(errs...)
+		}
+	}
+}

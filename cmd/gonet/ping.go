@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// icmpEchoHeaderLen is the ICMP echo header (RFC 792): type, code,
+// checksum, identifier, sequence number.
+const icmpEchoHeaderLen = 8
+
+// maxPingSize is the most payload an echo request can carry in one IPv4
+// datagram: 65535 less the IPv4 header (20) and the ICMP header (8).
+const maxPingSize = 65535 - 20 - icmpEchoHeaderLen
+
+var pingCommand = &command{
+	name:    "ping",
+	summary: "ping an address from a GoNet host on a TAP device",
+	usage:   "gonet ping -tap NAME -addr A.B.C.D/NN [-gw A.B.C.D] [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
+	about: `Brings up a GoNet stack on the TAP device, as gonet up does, and sends ICMP
+echo requests to DEST (an IPv4 address) with the stack's own ping client,
+printing a line per reply and a summary as the kernel's ping does. Exits 0
+if any reply came back, 1 if none did, 2 on a bad command line. Ctrl-C
+stops early and still prints the summary.`,
+	flags: func() *flag.FlagSet { fs, _ := pingFlags(); return fs },
+	run:   runPing,
+}
+
+// pingConfig is gonet ping's command line, parsed.
+type pingConfig struct {
+	link     linkConfig
+	dest     netip.Addr
+	count    int           // 0: until interrupted
+	size     int           // ICMP payload bytes
+	interval time.Duration // between requests
+	timeout  time.Duration // wait for each reply
+}
+
+func pingFlags() (*flag.FlagSet, *pingConfig) {
+	c := &pingConfig{size: 56, interval: time.Second, timeout: 2 * time.Second}
+	fs := newFlagSet("ping")
+	c.link.register(fs)
+	fs.IntVar(&c.count, "c", 0, "stop after `N` requests (default: until interrupted)")
+	fs.IntVar(&c.size, "s", c.size, "send `SIZE` bytes of payload, 0.."+strconv.Itoa(maxPingSize))
+	fs.Var((*secondsFlag)(&c.interval), "i", "wait `INTERVAL` between requests, in seconds or as 200ms")
+	fs.Var((*secondsFlag)(&c.timeout), "W", "wait `TIMEOUT` for each reply, in seconds or as 500ms")
+	return fs, c
+}
+
+// parsePing parses gonet ping's arguments. Flags may follow DEST, as with
+// the kernel's ping.
+func parsePing(args []string) (*pingConfig, error) {
+	fs, c := pingFlags()
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	switch len(pos) {
+	case 0:
+		return nil, usagef("missing DEST, the IPv4 address to ping")
+	case 1:
+	default:
+		return nil, usagef("unexpected argument %q after DEST %q", pos[1], pos[0])
+	}
+	if c.dest, err = parseIPv4(pos[0]); err != nil {
+		return nil, usagef("DEST %q: %v", pos[0], err)
+	}
+	if err := c.link.check(); err != nil {
+		return nil, err
+	}
+	switch {
+	case c.count < 0:
+		return nil, usagef("-c %d is negative", c.count)
+	case c.size < 0 || c.size > maxPingSize:
+		return nil, usagef("-s %d is outside 0..%d", c.size, maxPingSize)
+	case c.timeout == 0:
+		return nil, usagef("-W 0 would wait for no reply")
+	}
+	return c, nil
+}
+
+func runPing(ctx context.Context, cmd *command, out *output, args []string) int {
+	c, err := parsePing(args)
+	if err != nil {
+		return reportParseError(out, cmd, err)
+	}
+	h, err := bringUp(&c.link)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "gonet ping: %v\n", err)
+		return exitFail
+	}
+	if line := c.link.describeImpairment("ping"); line != "" {
+		fmt.Fprintln(out.stderr, line)
+	}
+	defer h.Close()
+
+	fmt.Fprintf(out.stdout, "PING %v (%v) %d(%d) bytes of data.\n", c.dest, c.dest, c.size, c.size+20+icmpEchoHeaderLen)
+	var st pingStats
+	start := time.Now()
+	// Requests go out every interval, counted from one start to the
+	// next as the kernel's ping does; after a late reply the next goes
+	// at once, without trying to catch up on the lost time.
+	next := start
+	for seq := 1; c.count == 0 || seq <= c.count; seq++ {
+		if !sleepCtx(ctx, time.Until(next)) {
+			break
+		}
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+		next = next.Add(c.interval)
+		pctx, cancel := context.WithTimeout(ctx, c.timeout)
+		rtt, err := h.stack.Ping(pctx, c.dest, c.size)
+		cancel()
+		if ctx.Err() != nil {
+			break // interrupted: this request's fate is unknown
+		}
+		st.sent++
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				fmt.Fprintf(out.stdout, "no reply from %v: icmp_seq=%d within %v\n", c.dest, seq, c.timeout)
+			} else {
+				fmt.Fprintf(out.stdout, "from %v: icmp_seq=%d: %v\n", c.dest, seq, err)
+			}
+			continue
+		}
+		st.add(rtt)
+		fmt.Fprintf(out.stdout, "%d bytes from %v: icmp_seq=%d time=%s ms\n", c.size+icmpEchoHeaderLen, c.dest, seq, formatMS(rtt))
+	}
+	fmt.Fprintf(out.stdout, "\n--- %v ping statistics ---\n", c.dest)
+	st.writeSummary(out.stdout, time.Since(start))
+	if st.received() == 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+// sleepCtx waits for d or until ctx is done; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// pingStats are the figures of a run of pings.
+type pingStats struct {
+	sent int
+	rtts []time.Duration
+}
+
+func (s *pingStats) add(rtt time.Duration) { s.rtts = append(s.rtts, rtt) }
+
+func (s *pingStats) received() int { return len(s.rtts) }
+
+// minAvgMaxMdev returns the round-trip figures the kernel's ping prints;
+// mdev is the population standard deviation.
+func (s *pingStats) minAvgMaxMdev() (lo, avg, hi, mdev time.Duration) {
+	if len(s.rtts) == 0 {
+		return 0, 0, 0, 0
+	}
+	lo, hi = s.rtts[0], s.rtts[0]
+	var sum, sumSq float64
+	for _, r := range s.rtts {
+		lo, hi = min(lo, r), max(hi, r)
+		sum += float64(r)
+		sumSq += float64(r) * float64(r)
+	}
+	n := float64(len(s.rtts))
+	mean := sum / n
+	return lo, time.Duration(mean), hi, time.Duration(math.Sqrt(max(0, sumSq/n-mean*mean)))
+}
+
+// writeSummary prints the kernel ping's closing lines: counts and loss, then
+// round-trip times when there were replies.
+func (s *pingStats) writeSummary(w io.Writer, elapsed time.Duration) {
+	loss := 0.0
+	if s.sent > 0 {
+		loss = 100 * float64(s.sent-s.received()) / float64(s.sent)
+	}
+	fmt.Fprintf(w, "%d packets transmitted, %d received, %s%% packet loss, time %dms\n",
+		s.sent, s.received(), strconv.FormatFloat(loss, 'g', 4, 64), elapsed.Milliseconds())
+	if s.received() > 0 {
+		lo, avg, hi, mdev := s.minAvgMaxMdev()
+		fmt.Fprintf(w, "rtt min/avg/max/mdev = %.3f/%.3f/%.3f/%.3f ms\n", ms(lo), ms(avg), ms(hi), ms(mdev))
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// formatMS writes a round-trip time in milliseconds with three significant
+// digits or more, as the kernel's ping does (0.045, 1.23, 12.3, 123).
+func formatMS(d time.Duration) string {
+	m := ms(d)
+	switch {
+	case m < 1:
+		return strconv.FormatFloat(m, 'f', 3, 64)
+	case m < 10:
+		return strconv.FormatFloat(m, 'f', 2, 64)
+	case m < 100:
+		return strconv.FormatFloat(m, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(m, 'f', 0, 64)
+}

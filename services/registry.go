@@ -1,0 +1,91 @@
+package services
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+)
+
+// Service is one service the daemon can run, with its well-known port.
+type Service struct {
+	// Name is how the command line names the service ("echo").
+	Name string
+	// Port is the service's well-known port, for UDP and TCP alike.
+	Port uint16
+	// ServeUDP runs the service on a bound UDP endpoint; nil when the
+	// service has no UDP form (http).
+	ServeUDP func(ctx context.Context, conn net.PacketConn) error
+	// ServeTCP runs the service on a listener. It is nil for every service
+	// for now: it is filled when GoNet's TCP lands.
+	ServeTCP func(ctx context.Context, ln net.Listener) error
+}
+
+// known lists the services in port order, which is the order Lookup and
+// Known return them in.
+var known = []Service{
+	{Name: "echo", Port: 7, ServeUDP: ServeEchoUDP},        // RFC 862
+	{Name: "discard", Port: 9, ServeUDP: ServeDiscardUDP},  // RFC 863
+	{Name: "daytime", Port: 13, ServeUDP: ServeDaytimeUDP}, // RFC 867
+	{Name: "chargen", Port: 19, ServeUDP: ServeChargenUDP}, // RFC 864
+	{Name: "http", Port: 80},                               // RFC 9110; TCP only
+}
+
+// Known returns every service Lookup knows, in port order.
+func Known() []Service {
+	return append([]Service(nil), known...)
+}
+
+// KnownNames returns the names of the services Lookup knows, in port order.
+func KnownNames() []string {
+	names := make([]string, len(known))
+	for i, s := range known {
+		names[i] = s.Name
+	}
+	return names
+}
+
+// Lookup parses a comma-separated list of service names, as the command
+// line gives it ("echo,discard,chargen,daytime,http"), and returns the
+// services in port order. Names are case-insensitive and may be surrounded
+// by spaces; a name given twice is taken once; an empty list gives no
+// services. Names it does not know are an error that names them all.
+func Lookup(names string) ([]Service, error) {
+	want := map[string]bool{}
+	var unknown []string
+	for name := range strings.SplitSeq(names, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if name == "" {
+			continue
+		}
+		if !isKnown(name) {
+			unknown = append(unknown, fmt.Sprintf("%q", name))
+			continue
+		}
+		want[name] = true
+	}
+	if len(unknown) > 0 {
+		noun := "service"
+		if len(unknown) > 1 {
+			noun = "services"
+		}
+		return nil, fmt.Errorf("services: unknown %s %s in %q (known: %s)",
+			noun, strings.Join(unknown, ", "), names, strings.Join(KnownNames(), ", "))
+	}
+	var out []Service
+	for _, s := range known {
+		if want[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func isKnown(name string) bool {
+	for _, s := range known {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
