@@ -1,0 +1,106 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/internal/netns"
+	"github.com/gonetstack/gonet/internal/netnstest"
+)
+
+// buildGonet compiles the daemon once per test binary.
+func buildGonet(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gonet")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/gonetstack/gonet/cmd/gonet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build gonet: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestDaemonServesUntilSignalled runs `gonet up` in a namespace as a user
+// would, checks its ready line, talks to its services with the kernel's
+// tools, stops it with SIGTERM and reads its counters.
+func TestDaemonServesUntilSignalled(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	netnstest.RequireTool(t, "socat")
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", gonetAddr.String(), "-serve", "echo,daytime")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatalf("gonet up printed nothing; stderr: %s", stderr.String())
+	}
+	ready := lines.Text()
+	if f := strings.Fields(ready); len(f) != 5 || f[0] != "gonet:" || f[1] != "up" || f[2] != dev || f[3] != gonetAddr.String() {
+		t.Fatalf("ready line %q, want \"gonet: up %s %s <mac>\"", ready, dev, gonetAddr)
+	}
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	h := &host{ns: ns, dev: dev}
+	h.run(t, 10*time.Second, "ping", "-c", "2", "-i", "0.2", "-W", "2", "-s", "8000", gonetAddr.Addr().String())
+	day := h.run(t, 10*time.Second, "sh", "-c", "echo | socat -t 1 -T 3 STDIO UDP:"+gonetUDPAddr(13))
+	if _, err := time.Parse(time.RFC1123, strings.TrimSpace(day)); err != nil {
+		t.Errorf("daytime answered %q: %v", day, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var counters strings.Builder
+	for lines.Scan() {
+		counters.WriteString(lines.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gonet up after SIGTERM: %v; stderr: %s", err, stderr.String())
+	}
+	for _, want := range []string{"ICMP.OutEchoReps 2", "IPv4.ReasmOKs 2", "UDP.InDatagrams 1"} {
+		if !strings.Contains(counters.String(), want) {
+			t.Errorf("counters lack %q:\n%s", want, counters.String())
+		}
+	}
+}
+
+func TestDaemonRejectsBadFlagsWithExit2(t *testing.T) {
+	bin := buildGonet(t)
+	for _, args := range [][]string{
+		{"up", "-tap", "x", "-addr", "10.1.2.3"}, // no prefix
+		{"up", "-tap", "x", "-addr", "10.1.2.3/24", "-mtu", "20"},
+		{"up", "-tap", "x", "-addr", "10.1.2.3/24", "-serve", "gopher"},
+		{"up", "-nosuchflag"},
+	} {
+		cmd := exec.Command(bin, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("gonet %v: %v, want exit status 2", args, err)
+		}
+		if n := strings.Count(strings.TrimRight(stderr.String(), "\n"), "\n"); n != 0 {
+			t.Errorf("gonet %v: %d-line error, want one line:\n%s", args, n+1, stderr.String())
+		}
+	}
+}
