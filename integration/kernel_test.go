@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -283,5 +284,28 @@ func TestPingsAnsweredThroughLossyLink(t *testing.T) {
 	c := h.stack.Counters()
 	if st.Rx.Corrupted.Load() > 0 && c["IPv4.InCsumErrors"]+c["ICMP.InCsumErrors"]+c["NIC."+h.dev+".RxNotForUs"]+c["ARP."+h.dev+".InMalformed"]+c["IPv4.InAddrErrors"]+c["IPv4.InBadVersion"]+c["IPv4.InBadHeaderLen"]+c["IPv4.InBadTotalLen"]+c["NIC."+h.dev+".RxUnknownType"]+c["IPv4.InMartians"] == 0 {
 		t.Errorf("frames were corrupted on the way in but no layer counted a bad one")
+	}
+}
+
+// TestDefaultGatewayRoutesOffLink gives the kernel an address on another
+// subnet (on its loopback, inside the namespace) and has GoNet reach it
+// through the kernel as its default gateway.
+func TestDefaultGatewayRoutesOffLink(t *testing.T) {
+	h := newHost(t, options{})
+	far := netip.MustParseAddr("10.98.0.1")
+	h.run(t, 5*time.Second, "ip", "addr", "add", far.String()+"/32", "dev", "lo")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.stack.Ping(ctx, far, 56); err == nil {
+		t.Fatalf("ping %v without a route succeeded", far)
+	}
+	if err := h.stack.SetDefaultGateway(kernelAddr.Addr(), h.dev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.stack.Ping(ctx, far, 56); err != nil {
+		t.Fatalf("ping %v through the gateway: %v", far, err)
+	}
+	if got := h.stack.Counters()["IPv4.OutNoRoutes"]; got != 1 {
+		t.Errorf("IPv4.OutNoRoutes = %d, want 1 (the ping before the route)", got)
 	}
 }

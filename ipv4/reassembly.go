@@ -201,6 +201,13 @@ func (p *Protocol) assemble(a *assembler) {
 				return
 			}
 			if complete(frags, total) {
+				// The datagram takes the first fragment's header, whose
+				// options can make it longer than the header each
+				// fragment was checked with in addFragment.
+				if wire.IPv4(frags[0].pk.Bytes()).HeaderLen()+total > wire.IPv4MaxTotalLen {
+					report(reasmResult{outcome: reasmOversize})
+					return
+				}
 				dg := p.build(frags, total)
 				frags = nil // build released them
 				report(reasmResult{outcome: reasmDone, datagram: dg})

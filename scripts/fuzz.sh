@@ -43,4 +43,4 @@ if ((${#failed[@]} > 0)); then
 	printf '  %s\n' "${failed[@]}"
 	exit 1
 fi
-echo "fuzz: ${#targets[@]} targets passed"
+echo "fuzz: ${#targets[@]} passed, 0 failed"

@@ -79,9 +79,13 @@ func (c *Conn) dequeued(pk *buffer.Packet) {
 // datagram larger than b is truncated, as with the kernel's UDP) and its
 // source.
 func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	// A passed deadline fails the read even with a datagram queued, as
+	// net.Conn requires; the select below would pick at random.
 	select {
 	case <-c.done:
 		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+	case <-c.readDL.Done():
+		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	default:
 	}
 	var pk *buffer.Packet

@@ -17,6 +17,7 @@ type Deadline struct {
 	mu    sync.Mutex
 	timer clock.Timer
 	fired chan struct{} // closed when the deadline has passed
+	gen   uint64        // counts Set calls, so a stale callback knows it is one
 }
 
 // New returns a deadline that is not set.
@@ -29,9 +30,10 @@ func New(clk clock.Clock) *Deadline {
 func (d *Deadline) Set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.gen++
 	if d.timer != nil {
-		// A callback already running finds its channel replaced below
-		// and leaves the new one alone.
+		// A callback already running finds d.gen moved on and leaves
+		// the deadline alone.
 		d.timer.Stop()
 		d.timer = nil
 	}
@@ -52,11 +54,14 @@ func (d *Deadline) Set(t time.Time) {
 	if closed {
 		d.fired = make(chan struct{})
 	}
-	fired := d.fired
+	fired, gen := d.fired, d.gen
 	d.timer = d.clk.AfterFunc(wait, func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if d.fired == fired && !isClosed(fired) {
+		// A timer that Set stopped too late (its callback already
+		// started) must not expire the deadline Set armed after it,
+		// which may share its channel.
+		if d.gen == gen && d.fired == fired && !isClosed(fired) {
 			close(fired)
 		}
 	})

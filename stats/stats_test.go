@@ -1,0 +1,101 @@
+package stats_test
+
+import (
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/gonetstack/gonet/stats"
+)
+
+type inner struct {
+	Hits   stats.Counter
+	Queued stats.Gauge
+}
+
+type sample struct {
+	In       stats.Counter
+	Out      stats.Counter
+	Level    stats.Gauge
+	Name     string // not a counter: skipped
+	Limit    int    // likewise
+	private  stats.Counter
+	Cache    inner
+	Ptr      *inner
+	NilPtr   *inner
+	IntPtr   *int
+	Embedded struct{ Deep struct{ Drops stats.Counter } }
+}
+
+func TestWalkNamesEveryCounterAndGaugeInFieldOrder(t *testing.T) {
+	var s sample
+	s.In.Add(3)
+	s.Out.Inc()
+	s.Level.Add(-5)
+	s.private.Inc()
+	s.Cache.Hits.Add(7)
+	s.Cache.Queued.Add(2)
+	s.Ptr = &inner{}
+	s.Ptr.Hits.Inc()
+	s.Embedded.Deep.Drops.Add(9)
+	type kv struct {
+		name string
+		v    int64
+	}
+	tests := []struct {
+		prefix string
+		want   []kv
+	}{
+		{"L", []kv{
+			{"L.In", 3}, {"L.Out", 1}, {"L.Level", -5},
+			{"L.Cache.Hits", 7}, {"L.Cache.Queued", 2},
+			{"L.Ptr.Hits", 1}, {"L.Ptr.Queued", 0},
+			{"L.Embedded.Deep.Drops", 9},
+		}},
+		{"", []kv{
+			{"In", 3}, {"Out", 1}, {"Level", -5},
+			{"Cache.Hits", 7}, {"Cache.Queued", 2},
+			{"Ptr.Hits", 1}, {"Ptr.Queued", 0},
+			{"Embedded.Deep.Drops", 9},
+		}},
+	}
+	for _, tt := range tests {
+		var got []kv
+		stats.Walk(tt.prefix, &s, func(n string, v int64) { got = append(got, kv{n, v}) })
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Walk(%q) = %v, want %v", tt.prefix, got, tt.want)
+		}
+	}
+}
+
+func TestMap(t *testing.T) {
+	var s inner
+	s.Hits.Add(4)
+	got := stats.Map("X", &s)
+	want := map[string]int64{"X.Hits": 4, "X.Queued": 0}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Map = %v, want %v", got, want)
+	}
+}
+
+func TestCountersAreSafeForConcurrentUse(t *testing.T) {
+	var c stats.Counter
+	var g stats.Gauge
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				c.Inc()
+				c.Add(2)
+				g.Add(1)
+				g.Add(-1)
+			}
+		}()
+	}
+	wg.Wait()
+	if c.Load() != 8*3000 || g.Load() != 0 {
+		t.Errorf("Counter = %d Gauge = %d, want %d and 0", c.Load(), g.Load(), 8*3000)
+	}
+}
