@@ -55,8 +55,13 @@ type NIC struct {
 
 	tx      chan *buffer.Packet
 	done    chan struct{}
+	sendMu  sync.RWMutex // Send holds it shared; Close exclusively, to end sending
+	closed  bool         // guarded by sendMu
+	stopRx  sync.Once
 	closing sync.Once
-	wg      sync.WaitGroup
+	epErr   error
+	rxWG    sync.WaitGroup
+	txWG    sync.WaitGroup
 	started bool
 	Stats   Stats
 }
@@ -103,7 +108,8 @@ func (n *NIC) Bind(etherType uint16, h Handler) {
 // Start launches the receive and transmit goroutines.
 func (n *NIC) Start() {
 	n.started = true
-	n.wg.Add(2)
+	n.rxWG.Add(1)
+	n.txWG.Add(1)
 	go n.receive()
 	go n.transmit()
 }
@@ -113,12 +119,12 @@ func (n *NIC) Start() {
 // full, and drops the packet once the NIC is closed.
 func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 	wire.EncodeEthernet(pkt.Prepend(wire.EthernetHeaderLen), dst, n.mac, etherType)
-	select {
-	case <-n.done:
+	n.sendMu.RLock()
+	defer n.sendMu.RUnlock()
+	if n.closed {
 		n.Stats.TxDroppedClose.Inc()
 		pkt.Release()
 		return
-	default:
 	}
 	select {
 	case n.tx <- pkt:
@@ -134,7 +140,7 @@ func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 // far cheaper than the channel hop that separating them would cost (see
 // ARCHITECTURE.md).
 func (n *NIC) receive() {
-	defer n.wg.Done()
+	defer n.rxWG.Done()
 	frame := link.MaxFrame(n.mtu)
 	pkts := make([]*buffer.Packet, buffer.MaxBatch)
 	for i := range pkts {
@@ -157,15 +163,10 @@ func (n *NIC) receive() {
 		}
 		cnt, err := n.ep.ReadBatch(pkts)
 		if err != nil {
-			select {
-			case <-n.done:
-				return
-			default:
-			}
-			n.Stats.RxLinkErrors.Inc()
 			if isClosed(err) {
 				return
 			}
+			n.Stats.RxLinkErrors.Inc()
 			continue
 		}
 		for i := 0; i < cnt; i++ {
@@ -218,8 +219,10 @@ func (n *NIC) receive() {
 
 // transmit is the NIC's transmit dealer: it takes the first queued frame,
 // drains up to a batch of more without blocking, and writes them together.
+// Once the endpoint is closed its writes fail at once, so the dealer keeps
+// draining (and releasing) until Close: a sender never waits on a dead link.
 func (n *NIC) transmit() {
-	defer n.wg.Done()
+	defer n.txWG.Done()
 	batch := make([]*buffer.Packet, 0, buffer.MaxBatch)
 	for {
 		select {
@@ -250,11 +253,7 @@ func (n *NIC) transmit() {
 		}
 		clear(batch)
 		batch = batch[:0]
-		if err != nil && isClosed(err) {
-			<-n.done
-			n.drainTx()
-			return
-		}
+		_ = err // counted per frame above
 	}
 }
 
@@ -271,13 +270,29 @@ func (n *NIC) drainTx() {
 	}
 }
 
-// Close stops the NIC's goroutines and closes its endpoint.
+// StopReceive closes the endpoint and waits for the receive goroutine to
+// exit, so that nothing more is dealt to the protocols. Frames sent from
+// then on are dropped by the closed endpoint (TxLinkErrors). A stack shuts
+// down in three steps: StopReceive on every NIC, then the protocols, then
+// Close, so that neither a protocol nor the NIC is left holding a packet.
+func (n *NIC) StopReceive() error {
+	n.stopRx.Do(func() {
+		n.epErr = n.ep.Close()
+		n.rxWG.Wait()
+	})
+	return n.epErr
+}
+
+// Close stops the NIC's goroutines, closes its endpoint, and drops what is
+// still queued for transmission. Send after Close drops its packet.
 func (n *NIC) Close() error {
-	var err error
+	err := n.StopReceive()
 	n.closing.Do(func() {
-		close(n.done)
-		err = n.ep.Close()
-		n.wg.Wait()
+		close(n.done) // wakes senders blocked on a full queue
+		n.sendMu.Lock()
+		n.closed = true
+		n.sendMu.Unlock()
+		n.txWG.Wait()
 		n.drainTx()
 	})
 	return err

@@ -249,9 +249,10 @@ func (s *Stack) WriteCounters(w io.Writer) error {
 // every buffer it holds. Sockets left open are not closed: their owners
 // still hold them, and their queues are released when they close.
 //
-// The order matters: first the goroutines that send (pings, ARP
-// resolutions, the IPv4 dealer and its assemblers), then the NICs they send
-// through.
+// The order matters: first the NICs' receive sides, so nothing more is
+// dealt upwards; then the goroutines that hold packets and send (pings, the
+// IPv4 dealer and its assemblers, ARP resolutions); then the NICs' transmit
+// sides they send through.
 func (s *Stack) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -261,16 +262,19 @@ func (s *Stack) Close() error {
 	s.closed = true
 	nics := s.nics
 	s.mu.Unlock()
+	var first error
+	for _, n := range nics {
+		if err := n.eth.StopReceive(); err != nil && first == nil {
+			first = fmt.Errorf("stack: close NIC %s: %w", n.eth.Name(), err)
+		}
+	}
 	s.icmp.Close()
 	s.ip.Close()
 	for _, n := range nics {
 		n.arp.Close()
 	}
-	var first error
 	for _, n := range nics {
-		if err := n.eth.Close(); err != nil && first == nil {
-			first = fmt.Errorf("stack: close NIC %s: %w", n.eth.Name(), err)
-		}
+		n.eth.Close()
 	}
 	return first
 }
