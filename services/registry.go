@@ -16,19 +16,20 @@ type Service struct {
 	// ServeUDP runs the service on a bound UDP endpoint; nil when the
 	// service has no UDP form (http).
 	ServeUDP func(ctx context.Context, conn net.PacketConn) error
-	// ServeTCP runs the service on a listener. It is nil for every service
-	// for now: it is filled when GoNet's TCP lands.
+	// ServeTCP runs the service on a listener. Every service has a TCP
+	// form; http's serves the status pages of no stack, and the daemon
+	// runs its own with HTTPHandler and ServeHTTP instead.
 	ServeTCP func(ctx context.Context, ln net.Listener) error
 }
 
 // known lists the services in port order, which is the order Lookup and
 // Known return them in.
 var known = []Service{
-	{Name: "echo", Port: 7, ServeUDP: ServeEchoUDP},        // RFC 862
-	{Name: "discard", Port: 9, ServeUDP: ServeDiscardUDP},  // RFC 863
-	{Name: "daytime", Port: 13, ServeUDP: ServeDaytimeUDP}, // RFC 867
-	{Name: "chargen", Port: 19, ServeUDP: ServeChargenUDP}, // RFC 864
-	{Name: "http", Port: 80},                               // RFC 9110; TCP only
+	{Name: "echo", Port: 7, ServeUDP: ServeEchoUDP, ServeTCP: ServeEchoTCP},           // RFC 862
+	{Name: "discard", Port: 9, ServeUDP: ServeDiscardUDP, ServeTCP: ServeDiscardTCP},  // RFC 863
+	{Name: "daytime", Port: 13, ServeUDP: ServeDaytimeUDP, ServeTCP: ServeDaytimeTCP}, // RFC 867
+	{Name: "chargen", Port: 19, ServeUDP: ServeChargenUDP, ServeTCP: ServeChargenTCP}, // RFC 864
+	{Name: "http", Port: 80, ServeTCP: serveHTTPDefault},                              // RFC 9110; TCP only
 }
 
 // Known returns every service Lookup knows, in port order.

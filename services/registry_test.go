@@ -70,9 +70,8 @@ func TestKnownServicesHaveTheirForms(t *testing.T) {
 		if wantUDP := s.Name != "http"; (s.ServeUDP != nil) != wantUDP {
 			t.Errorf("%s: has UDP form %v, want %v", s.Name, s.ServeUDP != nil, wantUDP)
 		}
-		// Until GoNet has TCP no service has a TCP form.
-		if s.ServeTCP != nil {
-			t.Errorf("%s: has a TCP form before GoNet has TCP", s.Name)
+		if s.ServeTCP == nil {
+			t.Errorf("%s: has no TCP form", s.Name)
 		}
 	}
 }

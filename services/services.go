@@ -1,9 +1,11 @@
-// Package services holds the classic small Internet services: echo
-// (RFC 862), discard (RFC 863), character generator (RFC 864) and daytime
-// (RFC 867). They are written against the standard library's interfaces
-// (net.PacketConn now, net.Listener once GoNet has TCP), so they run on any
-// stack: GoNet's, whose *udp.Conn implements net.PacketConn, or the kernel's
-// through package net, which is how this package is tested.
+// Package services holds the classic small Internet services, over UDP and
+// TCP: echo (RFC 862), discard (RFC 863), character generator (RFC 864) and
+// daytime (RFC 867); and a web server (RFC 9110, over TCP) that serves a
+// directory or, without one, a stack's counters and connection table. They
+// are written against the standard library's interfaces (net.PacketConn,
+// net.Listener, net.Conn), so they run on any stack: GoNet's, whose
+// *udp.Conn and TCP listener implement them, or the kernel's through package
+// net, which is how this package is tested.
 //
 // The services count nothing themselves: the stack underneath already counts
 // every datagram in and out.

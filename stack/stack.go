@@ -24,6 +24,7 @@ import (
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/udp"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -44,6 +45,7 @@ type Config struct {
 	IPv4 ipv4.Config
 	ICMP icmp.Config
 	UDP  udp.Config
+	TCP  tcp.Config
 }
 
 // DefaultMemoryLimit is the memory budget of a stack configured without one.
@@ -56,6 +58,7 @@ type Stack struct {
 	ip   *ipv4.Protocol
 	icmp *icmp.Protocol
 	udp  *udp.Protocol
+	tcp  *tcp.Protocol
 
 	mu     sync.Mutex
 	nics   []*nic
@@ -87,6 +90,7 @@ func New(cfg Config) *Stack {
 	s.ip = ipv4.New(cfg.IPv4, e)
 	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
 	s.udp = udp.New(s.ip, cfg.UDP, e)
+	s.tcp = tcp.New(s.ip, cfg.TCP, e)
 	s.ip.Start()
 	return s
 }
@@ -217,6 +221,7 @@ func (s *Stack) Counters() map[string]int64 {
 	add("IPv4", &s.ip.Stats)
 	add("ICMP", &s.icmp.Stats)
 	add("UDP", &s.udp.Stats)
+	add("TCP", &s.tcp.Stats)
 	b := s.env.Budget
 	m["Memory.Limit"] = b.Limit()
 	m["Memory.Used"] = b.Used()
@@ -268,6 +273,7 @@ func (s *Stack) Close() error {
 			first = fmt.Errorf("stack: close NIC %s: %w", n.eth.Name(), err)
 		}
 	}
+	s.tcp.Close()
 	s.icmp.Close()
 	s.ip.Close()
 	for _, n := range nics {

@@ -137,7 +137,7 @@ func (s *stepper) say(format string, args ...any) {
 }
 
 // startServices runs the demo's services on s's UDP.
-func startServices(ctx context.Context, s *stack.Stack) (*udpServices, error) {
+func startServices(ctx context.Context, s *stack.Stack) (*serviceGroup, error) {
 	list, err := services.Lookup(demoServices)
 	if err != nil {
 		return nil, err

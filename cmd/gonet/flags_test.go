@@ -110,7 +110,7 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 					t.Errorf("http %v root %q, want true %q", c.http, c.httpRoot, root)
 				}
 			}},
-		{"http with no root is accepted: it waits for TCP anyway", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-serve", "http"},
+		{"http with no root serves the status page", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-serve", "http"},
 			func(t *testing.T, c *upConfig) {
 				if !c.http {
 					t.Error("http not noted")

@@ -41,7 +41,9 @@ func TestHelpCommandShowsItsFlags(t *testing.T) {
 		cmd   string
 		flags []string
 	}{
-		{"up", []string{"-tap", "-addr", "-gw", "-mac", "-mtu", "-serve", "-http-root", "-pcap", "-impair", "-memory"}},
+		{"up", []string{"-tap", "-addr", "-gw", "-mac", "-mtu", "-serve", "-http-root", "-control", "-pcap", "-impair", "-memory", "/.gonet/"}},
+		{"ss", []string{"-tap", "-control", "ss -tan"}},
+		{"stats", []string{"-a", "-tap", "-control"}},
 		{"ping", []string{"-tap", "-addr", "-gw", "-c", "-s", "-i", "-W", "DEST"}},
 		{"demo", []string{"-mem"}},
 		{"version", []string{"gonet version"}},

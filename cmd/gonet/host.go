@@ -60,13 +60,13 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 
 // check validates what the flags alone cannot, and parses -impair.
 func (c *linkConfig) check() error {
-	switch {
-	case c.tap == "":
+	if c.tap == "" {
 		return usagef("-tap is required: the TAP device GoNet uses")
-	case len(c.tap) > ifNameMax:
-		return usagef("-tap %q is %d bytes; a Linux interface name holds at most %d", c.tap, len(c.tap), ifNameMax)
-	case strings.ContainsAny(c.tap, "/: \t\n\x00") || c.tap == "." || c.tap == "..":
-		return usagef("-tap %q is not a valid interface name", c.tap)
+	}
+	if err := checkTapName(c.tap); err != nil {
+		return err
+	}
+	switch {
 	case !c.addr.IsValid():
 		return usagef("-addr is required: GoNet's address and prefix, as in 10.0.0.2/24")
 	case c.mtu < minMTU || c.mtu > maxMTU:
@@ -93,6 +93,18 @@ func (c *linkConfig) check() error {
 			cfg.Seed = rand.Uint64()
 		}
 		c.fault = cfg
+	}
+	return nil
+}
+
+// checkTapName refuses a -tap the kernel could not take as an interface
+// name.
+func checkTapName(name string) error {
+	switch {
+	case len(name) > ifNameMax:
+		return usagef("-tap %q is %d bytes; a Linux interface name holds at most %d", name, len(name), ifNameMax)
+	case strings.ContainsAny(name, "/: \t\n\x00") || name == "." || name == "..":
+		return usagef("-tap %q is not a valid interface name", name)
 	}
 	return nil
 }
@@ -194,21 +206,44 @@ func (h *host) Close() error {
 	return err
 }
 
-// udpServices is a set of services running on a stack's UDP.
-type udpServices struct {
+// serviceGroup is a set of services running on a stack, each on its own
+// goroutine, until Stop.
+type serviceGroup struct {
+	ctx    context.Context // cancelled by Stop
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	// failed receives the error of each service that stopped on its own;
-	// it has room for all of them, so a service never blocks on it.
-	failed chan error
+
+	mu   sync.Mutex
+	errs []error // of the services that stopped on their own
+	// failed is closed when the first service stops on its own.
+	failed   chan struct{}
+	failOnce sync.Once
 }
 
-// startUDPServices binds each service with a UDP form to its well-known
-// port on every address of s, and runs it until Stop. Services without one
-// (http) are skipped. On error nothing is left running.
-func startUDPServices(ctx context.Context, s *stack.Stack, list []services.Service) (*udpServices, error) {
+func newServiceGroup(ctx context.Context) *serviceGroup {
 	ctx, cancel := context.WithCancel(ctx)
-	u := &udpServices{cancel: cancel, failed: make(chan error, len(list))}
+	return &serviceGroup{ctx: ctx, cancel: cancel, failed: make(chan struct{})}
+}
+
+// run runs serve on a goroutine of its own until Stop. serve must return
+// when its context is done; an error it returns before that is a failure,
+// which Failed announces and Stop returns.
+func (g *serviceGroup) run(serve func(ctx context.Context) error) {
+	g.wg.Go(func() {
+		if err := serve(g.ctx); err != nil {
+			g.mu.Lock()
+			g.errs = append(g.errs, err)
+			g.mu.Unlock()
+			g.failOnce.Do(func() { close(g.failed) })
+		}
+	})
+}
+
+// startUDP binds each service with a UDP form to its well-known port on
+// every address of s, and runs it until Stop. Services without one (http)
+// are skipped. On error the services already started go on running: the
+// caller stops them.
+func (g *serviceGroup) startUDP(s *stack.Stack, list []services.Service) error {
 	for _, svc := range list {
 		if svc.ServeUDP == nil {
 			continue
@@ -216,35 +251,60 @@ func startUDPServices(ctx context.Context, s *stack.Stack, list []services.Servi
 		laddr := netip.AddrPortFrom(netip.IPv4Unspecified(), svc.Port)
 		conn, err := s.ListenUDP(laddr)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("%s: binding UDP %v: %w", svc.Name, laddr, err), u.Stop())
+			return fmt.Errorf("%s: binding UDP %v: %w", svc.Name, laddr, err)
 		}
-		u.wg.Go(func() {
+		g.run(func(ctx context.Context) error {
 			// The service closes conn when ctx is done; this close is
 			// for when it stops on an error of its own.
 			defer conn.Close()
-			if err := svc.ServeUDP(ctx, conn); err != nil {
-				u.failed <- err
-			}
+			return svc.ServeUDP(ctx, conn)
 		})
 	}
-	return u, nil
+	return nil
 }
 
-// Failed delivers the error of a service that stopped on its own.
-func (u *udpServices) Failed() <-chan error { return u.failed }
+// startTCP listens on each service's well-known TCP port on every address
+// of s, and runs the service there until Stop. Services without a TCP form
+// are skipped. On error the services already started go on running: the
+// caller stops them.
+func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
+	for _, svc := range list {
+		if svc.ServeTCP == nil {
+			continue
+		}
+		laddr := netip.AddrPortFrom(netip.IPv4Unspecified(), svc.Port)
+		ln, err := s.ListenTCP(laddr)
+		if err != nil {
+			return fmt.Errorf("%s: listening on TCP %v: %w", svc.Name, laddr, err)
+		}
+		g.run(func(ctx context.Context) error {
+			defer ln.Close()
+			return svc.ServeTCP(ctx, ln)
+		})
+	}
+	return nil
+}
+
+// startUDPServices runs each service of list that has a UDP form on s's
+// UDP, as startUDP does. On error nothing is left running.
+func startUDPServices(ctx context.Context, s *stack.Stack, list []services.Service) (*serviceGroup, error) {
+	g := newServiceGroup(ctx)
+	if err := g.startUDP(s, list); err != nil {
+		return nil, errors.Join(err, g.Stop())
+	}
+	return g, nil
+}
+
+// Failed is closed when a service has stopped on its own; Stop returns its
+// error.
+func (g *serviceGroup) Failed() <-chan struct{} { return g.failed }
 
 // Stop stops the services, waits for them, and returns the errors of those
-// that had stopped on their own and were not yet taken from Failed.
-func (u *udpServices) Stop() error {
-	u.cancel()
-	u.wg.Wait()
-	var errs []error
-	for {
-		select {
-		case err := <-u.failed:
-			errs = append(errs, err)
-		default:
-			return errors.Join(errs...)
-		}
-	}
+// that had stopped on their own.
+func (g *serviceGroup) Stop() error {
+	g.cancel()
+	g.wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return errors.Join(g.errs...)
 }

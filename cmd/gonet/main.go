@@ -1,7 +1,8 @@
 // Command gonet runs GoNet, the user-space TCP/IP stack, on a Linux TAP
-// device: as a daemon serving the small Internet services (gonet up), as a
-// ping client (gonet ping), or as a self-contained demonstration against the
-// kernel in a private network namespace (gonet demo).
+// device: as a daemon serving the small Internet services and a web server
+// (gonet up), whose connections and counters gonet ss and gonet stats show;
+// as a ping client (gonet ping); or as a self-contained demonstration
+// against the kernel in a private network namespace (gonet demo).
 //
 // Usage:
 //

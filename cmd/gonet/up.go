@@ -5,7 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/gonetstack/gonet/services"
@@ -14,12 +18,20 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device and serve until interrupted",
-	usage:   "gonet up -tap NAME -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
+	usage:   "gonet up -tap NAME -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
-with the given address, and runs the services named by -serve on UDP. When
-ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout. On
-SIGINT or SIGTERM it shuts down, prints the stack's counters and exits 0.
-The kernel's side of the TAP device is left for you to configure.`,
+with the given address, and runs the services named by -serve on their
+well-known ports, over UDP and TCP alike; http (TCP port 80) serves the
+files under -http-root, or without it a page of the stack's counters and
+connections. Whatever the root, the status is also at /.gonet/
+(/.gonet/status.json, /.gonet/status.txt, /.gonet/ss).
+
+It also serves that status on a Unix socket, -control (by default
+/run/gonet/TAP.sock, removed on exit), which gonet ss and gonet stats read.
+
+When ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout.
+On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
+0. The kernel's side of the TAP device is left for you to configure.`,
 	flags: func() *flag.FlagSet { fs, _ := upFlags(); return fs },
 	run:   runUp,
 }
@@ -29,14 +41,15 @@ type upConfig struct {
 	link     linkConfig
 	services []services.Service
 	http     bool   // http was in -serve
-	httpRoot string // directory http will serve; empty: not given
+	httpRoot string // directory http serves; empty: the status page
+	control  string // control socket; empty: the default; noControl: none
 }
 
 func upFlags() (*flag.FlagSet, *upConfig) {
 	c := &upConfig{}
 	fs := newFlagSet("up")
 	c.link.register(fs)
-	fs.Func("serve", "serve the comma-separated services in `LIST`: "+strings.Join(services.KnownNames(), ", ")+" (default: none)",
+	fs.Func("serve", "serve the comma-separated services in `LIST` on UDP and TCP: "+strings.Join(services.KnownNames(), ", ")+" (default: none)",
 		func(s string) error {
 			list, err := services.Lookup(s)
 			if err != nil {
@@ -45,7 +58,9 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 			c.services = list
 			return nil
 		})
-	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (once GoNet has TCP)")
+	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
+	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
+		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
 	return fs, c
 }
 
@@ -83,8 +98,8 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
-	if c.http {
-		fmt.Fprintln(out.stderr, "gonet up: warning: http needs TCP, which GoNet does not have yet; it will start once TCP lands")
+	if c.httpRoot != "" && !c.http {
+		fmt.Fprintf(out.stderr, "gonet up: warning: -http-root %s does nothing without http in -serve\n", c.httpRoot)
 	}
 	h, err := bringUp(&c.link)
 	if err != nil {
@@ -95,7 +110,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		fmt.Fprintln(out.stderr, line)
 	}
 
-	svc, err := startUDPServices(ctx, h.stack, c.services)
+	svc, err := startUpServices(ctx, out, c, h)
 	if err != nil {
 		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
 		h.Close()
@@ -107,14 +122,13 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	code := exitOK
 	select {
 	case <-ctx.Done():
-	case err := <-svc.Failed():
+	case <-svc.Failed():
 		// A service that stops on its own leaves a daemon that no
 		// longer does what it said it would: shut down and say so.
-		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
 		code = exitFail
 	}
 	if err := svc.Stop(); err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
+		writeErrors(out.stderr, "gonet up", err)
 		code = exitFail
 	}
 	if err := h.Close(); err != nil {
@@ -126,4 +140,61 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		code = exitFail
 	}
 	return code
+}
+
+// startUpServices starts what gonet up serves on h: the -serve services on
+// UDP and TCP, http with -http-root or the stack's status, and the control
+// socket. On error nothing is left running.
+func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*serviceGroup, error) {
+	status := stackStatus{h.stack}
+	list := slices.Clone(c.services)
+	for i := range list {
+		if list[i].Name == "http" {
+			handler := services.HTTPHandler(c.httpRoot, status)
+			list[i].ServeTCP = func(ctx context.Context, ln net.Listener) error {
+				return services.ServeHTTP(ctx, ln, handler)
+			}
+		}
+	}
+	g := newServiceGroup(ctx)
+	err := g.startUDP(h.stack, list)
+	if err == nil {
+		err = g.startTCP(h.stack, list)
+	}
+	if err == nil && c.control != noControl {
+		path := c.control
+		if path == "" {
+			path = defaultControlPath(h.nic)
+		}
+		ln, lerr := listenControl(path)
+		switch {
+		case lerr == nil:
+			g.run(func(ctx context.Context) error {
+				defer ln.Close()
+				return serveControl(ctx, ln, status)
+			})
+		case c.control == "":
+			// The default place may not be writable (gonet up run
+			// by a user who owns the TAP device): the daemon is
+			// still worth running without ss.
+			fmt.Fprintf(out.stderr, "gonet up: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", lerr)
+		default:
+			err = lerr
+		}
+	}
+	if err != nil {
+		return nil, errors.Join(err, g.Stop())
+	}
+	return g, nil
+}
+
+// writeErrors prints each error joined in err on a line of its own.
+func writeErrors(w io.Writer, prefix string, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		fmt.Fprintf(w, "%s: %v\n", prefix, e)
+	}
 }

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/gonetstack/gonet/services"
+)
+
+var ssCommand = &command{
+	name:    "ss",
+	summary: "show the connection table of a running gonet up, as ss -tan does",
+	usage:   "gonet ss [-tap NAME | -control PATH]",
+	about: `Asks a running gonet up for its TCP connection table through its control
+socket and prints it as the kernel's ss -tan does (State, Recv-Q, Send-Q,
+Local Address:Port, Peer Address:Port), with the figures ss -ti adds as
+columns: the smoothed round-trip time and the retransmission timeout in
+milliseconds, the congestion window, the slow-start threshold and the
+retransmissions. With neither flag it asks the only daemon running.
+Exits 0 on success, 1 when no daemon answers.`,
+	flags: func() *flag.FlagSet { fs, _ := ssFlags(); return fs },
+	run:   runSS,
+}
+
+var statsCommand = &command{
+	name:    "stats",
+	summary: "print the counters of a running gonet up",
+	usage:   "gonet stats [-a] [-tap NAME | -control PATH]",
+	about: `Asks a running gonet up for its stack's counters through its control socket
+and prints them one "Layer.Name value" a line, sorted, as gonet up prints
+them when it stops: the non-zero ones, or all of them with -a. With
+neither -tap nor -control it asks the only daemon running. Exits 0 on
+success, 1 when no daemon answers.`,
+	flags: func() *flag.FlagSet { fs, _ := statsFlags(); return fs },
+	run:   runStats,
+}
+
+func ssFlags() (*flag.FlagSet, *controlFlags) {
+	c := &controlFlags{}
+	fs := newFlagSet("ss")
+	c.register(fs)
+	return fs, c
+}
+
+// statsConfig is gonet stats's command line, parsed.
+type statsConfig struct {
+	controlFlags
+	all bool
+}
+
+func statsFlags() (*flag.FlagSet, *statsConfig) {
+	c := &statsConfig{}
+	fs := newFlagSet("stats")
+	c.register(fs)
+	fs.BoolVar(&c.all, "a", false, "print every counter, zeros too")
+	return fs, c
+}
+
+// parseControl parses the arguments of a command that talks to a daemon.
+func parseControl(name string, fs *flag.FlagSet, c *controlFlags, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q: %s takes only flags", fs.Arg(0), name)
+	}
+	return c.check()
+}
+
+// askDaemon fetches the status of the daemon c names, reporting failure on
+// stderr as command name.
+func askDaemon(ctx context.Context, out *output, name string, c *controlFlags) (services.Status, bool) {
+	path, err := c.socket()
+	if err == nil {
+		var st services.Status
+		if st, err = fetchStatus(ctx, path); err == nil {
+			return st, true
+		}
+	}
+	fmt.Fprintf(out.stderr, "gonet %s: %v\n", name, err)
+	return services.Status{}, false
+}
+
+func runSS(ctx context.Context, cmd *command, out *output, args []string) int {
+	fs, c := ssFlags()
+	if err := parseControl("ss", fs, c, args); err != nil {
+		return reportParseError(out, cmd, err)
+	}
+	st, ok := askDaemon(ctx, out, "ss", c)
+	if !ok {
+		return exitFail
+	}
+	if err := services.WriteConnTable(out.stdout, st.Connections); err != nil {
+		fmt.Fprintf(out.stderr, "gonet ss: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}
+
+func runStats(ctx context.Context, cmd *command, out *output, args []string) int {
+	fs, c := statsFlags()
+	if err := parseControl("stats", fs, &c.controlFlags, args); err != nil {
+		return reportParseError(out, cmd, err)
+	}
+	st, ok := askDaemon(ctx, out, "stats", &c.controlFlags)
+	if !ok {
+		return exitFail
+	}
+	if err := services.WriteCounters(out.stdout, st.Counters, c.all); err != nil {
+		fmt.Fprintf(out.stderr, "gonet stats: %v\n", err)
+		return exitFail
+	}
+	return exitOK
+}

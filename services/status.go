@@ -1,0 +1,214 @@
+package services
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// StatusSource is what the status pages show: a stack's counters and its
+// connection table. cmd/gonet adapts GoNet's stack to it; tests use fakes.
+type StatusSource interface {
+	// Counters returns every counter by dotted name ("TCP.ActiveOpens").
+	Counters() map[string]int64
+	// Connections returns the connection table, listeners included.
+	Connections() []ConnRow
+}
+
+// ConnRow is one row of a connection table, as ss -ti shows it. It mirrors
+// the TCP layer's own description of a connection, so that this package
+// need not depend on it.
+type ConnRow struct {
+	// State is the RFC 9293 state, as the TCP layer names it
+	// ("ESTABLISHED", "LISTEN").
+	State string `json:"state"`
+	// Local and Remote are the endpoints; a listener's Remote is the
+	// zero AddrPort.
+	Local  netip.AddrPort `json:"local"`
+	Remote netip.AddrPort `json:"remote"`
+	// SendQueue is the bytes sent but not yet acknowledged or not yet
+	// sent; RecvQueue the bytes received but not yet read.
+	SendQueue int `json:"send_queue"`
+	RecvQueue int `json:"recv_queue"`
+	// RTT is the smoothed round-trip time (zero before the first
+	// sample) and RTO the retransmission timeout (RFC 6298).
+	RTT time.Duration `json:"rtt_ns"`
+	RTO time.Duration `json:"rto_ns"`
+	// CWnd and SSThresh are the congestion window and slow-start
+	// threshold (RFC 5681), in bytes.
+	CWnd     int `json:"cwnd"`
+	SSThresh int `json:"ssthresh"`
+	// Retransmits counts the segments retransmitted on the connection.
+	Retransmits uint64 `json:"retransmits"`
+}
+
+// Status is a snapshot of a StatusSource, as /.gonet/status.json carries it.
+type Status struct {
+	Counters    map[string]int64 `json:"counters"`
+	Connections []ConnRow        `json:"connections"`
+}
+
+// Snapshot takes a Status from src; a nil src gives an empty one. The
+// connections are sorted as WriteConnTable prints them, and neither field
+// is nil, so JSON shows {} and [] rather than null.
+func Snapshot(src StatusSource) Status {
+	st := Status{Counters: map[string]int64{}, Connections: []ConnRow{}}
+	if src == nil {
+		return st
+	}
+	if c := src.Counters(); c != nil {
+		st.Counters = c
+	}
+	if rows := src.Connections(); rows != nil {
+		st.Connections = slices.Clone(rows)
+	}
+	sortRows(st.Connections)
+	return st
+}
+
+// sortRows orders a connection table as ss does for a single socket
+// table: listeners first, then by local and remote endpoint.
+func sortRows(rows []ConnRow) {
+	slices.SortStableFunc(rows, func(a, b ConnRow) int {
+		la, lb := ssState(a.State) == "LISTEN", ssState(b.State) == "LISTEN"
+		if la != lb {
+			if la {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(a.Local.Compare(b.Local), a.Remote.Compare(b.Remote))
+	})
+}
+
+// ssStates maps the spellings of the RFC 9293 states, reduced to upper-case
+// letters, to the names ss prints.
+var ssStates = map[string]string{
+	"LISTEN":      "LISTEN",
+	"SYNSENT":     "SYN-SENT",
+	"SYNRECEIVED": "SYN-RECV",
+	"SYNRCVD":     "SYN-RECV",
+	"SYNRECV":     "SYN-RECV",
+	"ESTABLISHED": "ESTAB",
+	"ESTAB":       "ESTAB",
+	"FINWAIT1":    "FIN-WAIT-1",
+	"FINWAIT2":    "FIN-WAIT-2",
+	"CLOSEWAIT":   "CLOSE-WAIT",
+	"CLOSING":     "CLOSING",
+	"LASTACK":     "LAST-ACK",
+	"TIMEWAIT":    "TIME-WAIT",
+	"CLOSED":      "CLOSED",
+}
+
+// ssState returns the name ss gives state, however the TCP layer spells it
+// ("SYN-RECEIVED", "SynReceived", "syn_rcvd"); a state it does not know is
+// returned as it came.
+func ssState(state string) string {
+	key := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+			return r
+		}
+		return -1
+	}, state)
+	if s, ok := ssStates[key]; ok {
+		return s
+	}
+	if state == "" {
+		return "?"
+	}
+	return state
+}
+
+// ssEndpoint formats an endpoint as ss -n does: "10.0.0.2:80", with "*" for
+// an unspecified port and "*:*" for no endpoint at all.
+func ssEndpoint(ap netip.AddrPort, listener bool) string {
+	switch {
+	case !ap.Addr().IsValid() && listener:
+		return "0.0.0.0:*"
+	case !ap.Addr().IsValid():
+		return "*:*"
+	case ap.Port() == 0:
+		return ap.Addr().String() + ":*"
+	}
+	return ap.String()
+}
+
+// ssMillis formats a duration in milliseconds to the microsecond, as ss
+// prints rtt and rto ("0.045", "204"); "-" for zero, which means no value.
+func ssMillis(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(d.Round(time.Microsecond))/float64(time.Millisecond), 'f', -1, 64)
+}
+
+// ssThresh formats a slow-start threshold; "-" while it is still the
+// "arbitrarily high" initial value of RFC 5681 section 3.1, or unset, as ss
+// leaves it out. Any value of 2^30 bytes or more is taken for that: no
+// window can be larger (RFC 7323 section 2.3).
+func ssThresh(n int) string {
+	if n <= 0 || n >= 1<<30 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+// WriteConnTable prints a connection table as ss -tan does (State, Recv-Q,
+// Send-Q, Local Address:Port, Peer Address:Port), with the figures ss -ti
+// adds as further columns: rtt and rto in milliseconds, cwnd, ssthresh and
+// retrans. Listeners come first, then the rest by local and remote
+// endpoint; a listener has no figures of its own, and shows "-".
+func WriteConnTable(w io.Writer, rows []ConnRow) error {
+	rows = slices.Clone(rows)
+	sortRows(rows)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(connHeader, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(connCells(r), "\t"))
+	}
+	return tw.Flush()
+}
+
+// connHeader names the connection table's columns.
+var connHeader = []string{"State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port",
+	"rtt/ms", "rto/ms", "cwnd", "ssthresh", "retrans"}
+
+// connCells formats one row of the connection table, under connHeader.
+func connCells(r ConnRow) []string {
+	state := ssState(r.State)
+	listener := state == "LISTEN"
+	cells := []string{state, strconv.Itoa(r.RecvQueue), strconv.Itoa(r.SendQueue),
+		ssEndpoint(r.Local, false), ssEndpoint(r.Remote, listener)}
+	if listener {
+		return append(cells, "-", "-", "-", "-", "-")
+	}
+	return append(cells, ssMillis(r.RTT), ssMillis(r.RTO), strconv.Itoa(r.CWnd), ssThresh(r.SSThresh),
+		strconv.FormatUint(r.Retransmits, 10))
+}
+
+// WriteCounters prints counters one "Layer.Name value" a line, sorted by
+// name: the non-zero ones, or all of them when all is set.
+func WriteCounters(w io.Writer, counters map[string]int64, all bool) error {
+	names := make([]string, 0, len(counters))
+	for n, v := range counters {
+		if all || v != 0 {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if _, err := fmt.Fprintf(w, "%s %d\n", n, counters[n]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,380 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"time"
+)
+
+// The socket API: a *Conn is a net.Conn with the methods of *net.TCPConn
+// that Go programs use, and errors shaped as the standard library's
+// (*net.OpError wrapping a syscall.Errno, so errors.Is works).
+
+var _ net.Conn = (*Conn)(nil)
+
+// Dial opens a connection to raddr (active open, RFC 9293 3.10.1) from
+// laddr (zero: the route's source address and an ephemeral port), and waits
+// for the handshake, ctx's end, or failure.
+func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn, error) {
+	fail := func(err error) error {
+		oe := &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(raddr), Err: err}
+		if laddr.IsValid() {
+			oe.Source = net.TCPAddrFromAddrPort(laddr)
+		}
+		return oe
+	}
+	if !raddr.Addr().Is4() || raddr.Port() == 0 {
+		return nil, fail(syscall.EINVAL)
+	}
+	route, err := p.ip.Route(raddr.Addr())
+	if err != nil {
+		return nil, fail(fmt.Errorf("%w: %w", err, syscall.ENETUNREACH))
+	}
+	local := laddr.Addr()
+	if !local.IsValid() || local.IsUnspecified() {
+		local = route.Src
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fail(net.ErrClosed)
+	}
+	port := laddr.Port()
+	if port == 0 {
+		var ok bool
+		if port, ok = p.pickPort(local, raddr); !ok {
+			p.mu.Unlock()
+			return nil, fail(syscall.EADDRNOTAVAIL)
+		}
+	}
+	id := fourTuple{netip.AddrPortFrom(local, port), raddr}
+	if p.conns[id] != nil {
+		p.mu.Unlock()
+		return nil, fail(syscall.EADDRINUSE)
+	}
+	c := p.newConn(id, route, SynSent)
+	c.cc = newNewReno(c.sndMSS)
+	p.conns[id] = c
+	p.wg.Add(1)
+	p.Stats.Connections.Add(1)
+	p.mu.Unlock()
+	p.Stats.ActiveOpens.Inc()
+	c.start()
+	select {
+	case <-c.established:
+		return c, nil
+	case <-c.done:
+		return nil, fail(c.err)
+	case <-ctx.Done():
+		c.abort(ctx.Err())
+		<-c.done
+		select {
+		case <-c.established: // it raced to completion: still give up
+		default:
+		}
+		return nil, fail(mapContextErr(ctx.Err()))
+	}
+}
+
+func mapContextErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return os.ErrDeadlineExceeded
+	}
+	return err
+}
+
+// Read reads received data. It returns io.EOF after the peer's FIN, and a
+// *net.OpError wrapping ECONNRESET or ETIMEDOUT after a reset or timeout.
+func (c *Conn) Read(b []byte) (int, error) {
+	for {
+		select {
+		case <-c.readDL.Done():
+			return 0, c.opError("read", os.ErrDeadlineExceeded)
+		default:
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return 0, c.opError("read", net.ErrClosed)
+		}
+		if c.rcv.n > 0 {
+			if len(b) == 0 {
+				c.mu.Unlock()
+				return 0, nil
+			}
+			n := c.rcv.read(b)
+			more := c.rcv.n > 0
+			c.mu.Unlock()
+			c.p.env.Budget.Release(n)
+			if more {
+				signal(c.readable) // for another reader
+			}
+			c.poke() // the window may have opened enough to say so
+			return n, nil
+		}
+		switch {
+		case c.rdShut || c.rcvEOF:
+			c.mu.Unlock()
+			return 0, io.EOF
+		case c.err != nil && c.state == Closed:
+			err := c.err
+			c.mu.Unlock()
+			return 0, c.opError("read", err)
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.readable:
+		case <-c.readDL.Done():
+		case <-c.done:
+		}
+	}
+}
+
+// Write queues b for sending, waiting while the send buffer is full. It
+// returns a *net.OpError wrapping EPIPE after CloseWrite, ECONNRESET after a
+// reset, and net.ErrClosed after Close.
+func (c *Conn) Write(b []byte) (int, error) {
+	written := 0
+	for {
+		select {
+		case <-c.writeDL.Done():
+			return written, c.opError("write", os.ErrDeadlineExceeded)
+		default:
+		}
+		c.mu.Lock()
+		switch {
+		case c.closed:
+			c.mu.Unlock()
+			return written, c.opError("write", net.ErrClosed)
+		case c.state == Closed:
+			err := c.err
+			if err == nil || err == errConnClosed {
+				err = syscall.EPIPE
+			}
+			c.mu.Unlock()
+			return written, c.opError("write", err)
+		case c.wrShut:
+			c.mu.Unlock()
+			return written, c.opError("write", syscall.EPIPE)
+		}
+		if written == len(b) {
+			c.mu.Unlock()
+			return written, nil
+		}
+		if room := c.sndBufSize - c.snd.n; room > 0 {
+			k := c.snd.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
+			written += k
+			c.mu.Unlock()
+			if k > 0 {
+				c.poke()
+				continue
+			}
+		} else {
+			c.mu.Unlock()
+		}
+		select {
+		case <-c.writable:
+		case <-c.writeDL.Done():
+		case <-c.done:
+		}
+	}
+}
+
+// Close closes the connection: a FIN after the data already written, sent
+// in the background (or a RST if received data was left unread, RFC 2525
+// 2.17, or SetLinger(0) was called). Later reads and writes fail with
+// net.ErrClosed.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opError("close", net.ErrClosed)
+	}
+	c.closed = true
+	c.rdShut = true
+	unread := c.rcv.n > 0
+	c.p.env.Budget.Release(c.rcv.clear())
+	linger := c.linger
+	switch {
+	case c.state == Closed:
+	case unread || linger == 0:
+		c.abortReq = errClosedByApp
+	default:
+		c.wrShut = true
+		if c.state == FinWait2 {
+			c.closeAt = c.p.env.Clock.Now().Add(c.p.cfg.FinTimeout)
+		}
+	}
+	c.mu.Unlock()
+	c.poke()
+	signal(c.readable)
+	signal(c.writable)
+	if linger > 0 {
+		// SO_LINGER with a time: wait for the send buffer to drain.
+		t := c.p.env.Clock.NewTimer(time.Duration(linger) * time.Second)
+		defer t.Stop()
+		for {
+			c.mu.Lock()
+			drained := c.snd.n == 0 || c.state == Closed
+			c.mu.Unlock()
+			if drained {
+				return nil
+			}
+			select {
+			case <-c.writable:
+			case <-c.done:
+			case <-t.C():
+				c.abort(errClosedByApp)
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// CloseWrite shuts the sending side: a FIN follows the data written.
+func (c *Conn) CloseWrite() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opError("close", net.ErrClosed)
+	}
+	if c.state == Closed {
+		c.mu.Unlock()
+		return c.opError("close", syscall.ENOTCONN)
+	}
+	c.wrShut = true
+	c.mu.Unlock()
+	c.poke()
+	return nil
+}
+
+// CloseRead shuts the receiving side: reads return io.EOF, and data that
+// arrives is acknowledged and dropped.
+func (c *Conn) CloseRead() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.opError("close", net.ErrClosed)
+	}
+	c.rdShut = true
+	c.p.env.Budget.Release(c.rcv.clear())
+	c.mu.Unlock()
+	c.poke()
+	signal(c.readable)
+	return nil
+}
+
+// LocalAddr returns the local address as a *net.TCPAddr.
+func (c *Conn) LocalAddr() net.Addr { return net.TCPAddrFromAddrPort(c.id.local) }
+
+// RemoteAddr returns the peer's address as a *net.TCPAddr.
+func (c *Conn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.id.remote) }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.readDL.Set(t)
+	c.writeDL.Set(t)
+	return nil
+}
+
+// SetReadDeadline sets the deadline for Read.
+func (c *Conn) SetReadDeadline(t time.Time) error { c.readDL.Set(t); return nil }
+
+// SetWriteDeadline sets the deadline for Write.
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.writeDL.Set(t); return nil }
+
+// SetNoDelay turns Nagle's algorithm off (true, the default, as in Go's
+// net package) or on.
+func (c *Conn) SetNoDelay(noDelay bool) error {
+	c.mu.Lock()
+	c.noDelay = noDelay
+	c.mu.Unlock()
+	c.poke()
+	return nil
+}
+
+// SetKeepAlive turns keepalive probes on or off (RFC 1122 4.2.3.6; off by
+// default at the TCP level, as RFC 1122 asks).
+func (c *Conn) SetKeepAlive(on bool) error {
+	c.mu.Lock()
+	c.keepalive = on
+	c.mu.Unlock()
+	c.poke()
+	return nil
+}
+
+// SetKeepAlivePeriod sets the idle time before the first probe and the
+// interval between probes, as Go's net package does.
+func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	if d <= 0 {
+		return c.opError("set", syscall.EINVAL)
+	}
+	c.mu.Lock()
+	c.kaIdle, c.kaInterval = d, d
+	c.mu.Unlock()
+	c.poke()
+	return nil
+}
+
+// SetKeepAliveConfig sets keepalive as net.TCPConn.SetKeepAliveConfig does.
+func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
+	c.mu.Lock()
+	c.keepalive = cfg.Enable
+	if cfg.Idle > 0 {
+		c.kaIdle = cfg.Idle
+	}
+	if cfg.Interval > 0 {
+		c.kaInterval = cfg.Interval
+	}
+	if cfg.Count > 0 {
+		c.kaCount = cfg.Count
+	}
+	c.mu.Unlock()
+	c.poke()
+	return nil
+}
+
+// SetLinger sets what Close does with unsent data: sec < 0 (the default)
+// sends it in the background; sec == 0 discards it and resets; sec > 0
+// waits up to sec seconds for it to be sent.
+func (c *Conn) SetLinger(sec int) error {
+	c.mu.Lock()
+	c.linger = sec
+	c.mu.Unlock()
+	return nil
+}
+
+// SetReadBuffer sets the receive buffer, which bounds the window.
+func (c *Conn) SetReadBuffer(bytes int) error {
+	if bytes <= 0 {
+		return c.opError("set", syscall.EINVAL)
+	}
+	c.mu.Lock()
+	c.rcvBufSize = bytes
+	c.mu.Unlock()
+	c.poke()
+	return nil
+}
+
+// SetWriteBuffer sets the send buffer.
+func (c *Conn) SetWriteBuffer(bytes int) error {
+	if bytes <= 0 {
+		return c.opError("set", syscall.EINVAL)
+	}
+	c.mu.Lock()
+	c.sndBufSize = bytes
+	c.mu.Unlock()
+	signal(c.writable)
+	return nil
+}
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}

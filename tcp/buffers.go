@@ -1,0 +1,151 @@
+package tcp
+
+import (
+	"sync"
+
+	"github.com/gonetstack/gonet/budget"
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/seqnum"
+)
+
+// sendBuffer holds the bytes the application wrote and the peer has not
+// acknowledged: a queue of fixed-size chunks, so it grows with the data in
+// it and costs nothing when idle. Each chunk is reserved from the stack's
+// memory budget while held.
+type sendBuffer struct {
+	chunks []*[chunkSize]byte
+	head   int // offset of the first byte in chunks[0]
+	n      int // bytes held
+}
+
+const chunkSize = 16 << 10
+
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
+// room returns how many bytes can be appended without a new chunk.
+func (s *sendBuffer) room() int { return len(s.chunks)*chunkSize - s.head - s.n }
+
+// write appends as much of b as the budget allows, and returns how much.
+func (s *sendBuffer) write(b []byte, bud *budget.Budget) int {
+	written := 0
+	for len(b) > 0 {
+		if s.room() == 0 {
+			if !bud.Reserve(chunkSize) {
+				break
+			}
+			s.chunks = append(s.chunks, chunkPool.Get().(*[chunkSize]byte))
+		}
+		end := s.head + s.n
+		c := s.chunks[end/chunkSize]
+		k := copy(c[end%chunkSize:], b)
+		s.n += k
+		written += k
+		b = b[k:]
+	}
+	return written
+}
+
+// copyAt copies len(dst) bytes starting off bytes into the buffer.
+func (s *sendBuffer) copyAt(dst []byte, off int) {
+	pos := s.head + off
+	for len(dst) > 0 {
+		c := s.chunks[pos/chunkSize]
+		k := copy(dst, c[pos%chunkSize:])
+		dst = dst[k:]
+		pos += k
+	}
+}
+
+// discard drops n bytes from the front, freeing emptied chunks.
+func (s *sendBuffer) discard(n int, bud *budget.Budget) {
+	s.head += n
+	s.n -= n
+	for s.head >= chunkSize || (s.n == 0 && len(s.chunks) > 0) {
+		chunkPool.Put(s.chunks[0])
+		s.chunks[0] = nil
+		s.chunks = s.chunks[1:]
+		bud.Release(chunkSize)
+		if s.head >= chunkSize {
+			s.head -= chunkSize
+		} else {
+			s.head = 0
+		}
+	}
+	if len(s.chunks) == 0 {
+		s.chunks = nil
+		s.head = 0
+	}
+}
+
+// rcvSeg is received data waiting for the application: a view into the
+// packet that carried it, which the queue owns.
+type rcvSeg struct {
+	pk   *buffer.Packet
+	data []byte
+}
+
+// oooSeg is data that arrived ahead of a hole (RFC 9293 3.10.7.4: "segments
+// with higher beginning sequence numbers SHOULD be held for later
+// processing").
+type oooSeg struct {
+	seq  seqnum.Value
+	pk   *buffer.Packet
+	data []byte
+	fin  bool
+}
+
+func (o *oooSeg) end() seqnum.Value {
+	e := o.seq.Add(seqnum.Size(len(o.data)))
+	if o.fin {
+		e++
+	}
+	return e
+}
+
+// rcvQueue is the in-order data waiting for Read.
+type rcvQueue struct {
+	segs []rcvSeg
+	n    int
+}
+
+func (q *rcvQueue) push(pk *buffer.Packet, data []byte) {
+	q.segs = append(q.segs, rcvSeg{pk, data})
+	q.n += len(data)
+}
+
+// read copies into b from the front, releasing emptied packets, and returns
+// the bytes copied.
+func (q *rcvQueue) read(b []byte) int {
+	done := 0
+	i := 0
+	for ; i < len(q.segs) && done < len(b); i++ {
+		s := &q.segs[i]
+		k := copy(b[done:], s.data)
+		done += k
+		s.data = s.data[k:]
+		if len(s.data) > 0 {
+			break
+		}
+		s.pk.Release()
+		s.pk = nil
+	}
+	// Drop the released packets from the front.
+	n := copy(q.segs, q.segs[i:])
+	clear(q.segs[n:])
+	q.segs = q.segs[:n]
+	q.n -= done
+	return done
+}
+
+// clear releases everything queued and returns the bytes dropped.
+func (q *rcvQueue) clear() int {
+	for _, s := range q.segs {
+		if s.pk != nil {
+			s.pk.Release()
+		}
+	}
+	n := q.n
+	q.segs = nil
+	q.n = 0
+	return n
+}

@@ -1,0 +1,122 @@
+package tcp
+
+import (
+	"fmt"
+	"time"
+)
+
+// CongestionControl decides the congestion window. The sender owns loss
+// detection and recovery (when to retransmit what: RFC 5681, RFC 6582,
+// later SACK and RACK); the congestion control only answers how much may
+// be in flight, told of each event. NewReno is the first implementation;
+// CUBIC slots in beside it.
+type CongestionControl interface {
+	// CWnd and SSThresh are in bytes.
+	CWnd() int
+	SSThresh() int
+	// OnAck is told of newly acknowledged bytes outside recovery, with the
+	// bytes in flight before the ACK and an RTT sample (zero if none).
+	OnAck(acked, inflight int, rtt time.Duration, now time.Time)
+	// OnEnterRecovery is told of a loss found by duplicate ACKs (fast
+	// retransmit), with the bytes in flight.
+	OnEnterRecovery(inflight int)
+	// OnRecoveryAck is told of each ACK during fast recovery: a duplicate
+	// (acked 0) or a partial acknowledgement of acked bytes.
+	OnRecoveryAck(acked int)
+	// OnExitRecovery is told of the ACK that ends fast recovery.
+	OnExitRecovery(inflight int)
+	// OnRTO is told of a retransmission timeout.
+	OnRTO(inflight int)
+	// OnIdle is told that the connection sent nothing for longer than an
+	// RTO (RFC 5681 section 4.1: restart from the restart window).
+	OnIdle()
+	// SetMSS updates the sender's maximum segment size.
+	SetMSS(mss int)
+}
+
+// newCongestion makes the named congestion control.
+func newCongestion(name string, mss int) (CongestionControl, error) {
+	switch name {
+	case "newreno", "reno":
+		return newNewReno(mss), nil
+	}
+	return nil, fmt.Errorf("tcp: unknown congestion control %q", name)
+}
+
+// initialWindow is RFC 6928's initial window: min(10*MSS, max(2*MSS, 14600)).
+func initialWindow(mss int) int { return min(10*mss, max(2*mss, 14600)) }
+
+// newReno is RFC 5681's congestion control with RFC 6582's fast recovery.
+type newReno struct {
+	mss      int
+	cwnd     int
+	ssthresh int
+	// acc accumulates acknowledged bytes in congestion avoidance, so the
+	// window grows by one MSS per window of data (RFC 5681 section 3.1,
+	// the byte-counting variant of RFC 3465).
+	acc int
+}
+
+func newNewReno(mss int) *newReno {
+	return &newReno{mss: mss, cwnd: initialWindow(mss), ssthresh: 1 << 30}
+}
+
+func (r *newReno) CWnd() int            { return r.cwnd }
+func (r *newReno) SSThresh() int        { return r.ssthresh }
+func (r *newReno) SetMSS(mss int)       { r.mss = mss }
+func (r *newReno) OnIdle()              { r.cwnd = min(r.cwnd, initialWindow(r.mss)) }
+func (r *newReno) lossThresh(f int) int { return max(f/2, 2*r.mss) }
+
+func (r *newReno) OnAck(acked, inflight int, _ time.Duration, _ time.Time) {
+	// RFC 5681 section 3.1: grow only when the window was the limit, so
+	// an application-limited sender does not inflate it without use.
+	if inflight+r.mss < r.cwnd {
+		return
+	}
+	if r.cwnd < r.ssthresh {
+		// Slow start, with RFC 3465's limit of L=2 MSS per ACK.
+		r.cwnd += min(acked, 2*r.mss)
+		return
+	}
+	r.acc += acked
+	if r.acc >= r.cwnd {
+		r.acc -= r.cwnd
+		r.cwnd += r.mss
+	}
+}
+
+// OnEnterRecovery: RFC 6582 section 3.2 step 3 (RFC 5681 section 3.2
+// steps 2-3): ssthresh = max(FlightSize/2, 2*SMSS), cwnd = ssthresh+3*SMSS.
+func (r *newReno) OnEnterRecovery(inflight int) {
+	r.ssthresh = r.lossThresh(inflight)
+	r.cwnd = r.ssthresh + 3*r.mss
+}
+
+// OnRecoveryAck: a duplicate inflates the window by one MSS (RFC 5681 step
+// 4); a partial ACK deflates it by the amount acknowledged and adds back one
+// MSS if that was at least one (RFC 6582 section 3.2 step 5).
+func (r *newReno) OnRecoveryAck(acked int) {
+	if acked == 0 {
+		r.cwnd += r.mss
+		return
+	}
+	r.cwnd -= acked
+	if acked >= r.mss {
+		r.cwnd += r.mss
+	}
+	r.cwnd = max(r.cwnd, r.mss)
+}
+
+// OnExitRecovery: RFC 6582 section 3.2 step 6, option 1:
+// cwnd = min(ssthresh, max(FlightSize, SMSS) + SMSS).
+func (r *newReno) OnExitRecovery(inflight int) {
+	r.cwnd = min(r.ssthresh, max(inflight, r.mss)+r.mss)
+	r.acc = 0
+}
+
+// OnRTO: RFC 5681 section 3.1 equation 4, and a loss window of one MSS.
+func (r *newReno) OnRTO(inflight int) {
+	r.ssthresh = r.lossThresh(inflight)
+	r.cwnd = r.mss
+	r.acc = 0
+}

@@ -1,0 +1,179 @@
+package tcp
+
+import (
+	"net/netip"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// segment is a received segment as the connection sees it: the packet
+// holding the datagram, and views into it.
+type segment struct {
+	pk      *buffer.Packet
+	ip      wire.IPv4
+	tcp     wire.TCP
+	seq     seqnum.Value
+	ack     seqnum.Value
+	flags   uint8
+	wnd     uint16
+	payload []byte
+}
+
+func (s *segment) has(f uint8) bool { return s.flags&f != 0 }
+
+// len is the segment's length in sequence space: data plus SYN and FIN.
+func (s *segment) len() seqnum.Size {
+	n := seqnum.Size(len(s.payload))
+	if s.has(wire.TCPFlagSYN) {
+		n++
+	}
+	if s.has(wire.TCPFlagFIN) {
+		n++
+	}
+	return n
+}
+
+func parseSegment(pk *buffer.Packet) (segment, bool) {
+	h := wire.IPv4(pk.Bytes())
+	t, ok := wire.ParseTCP(h.Payload())
+	if !ok {
+		return segment{}, false
+	}
+	return segment{
+		pk: pk, ip: h, tcp: t,
+		seq: seqnum.Value(t.Seq()), ack: seqnum.Value(t.Ack()),
+		flags: t.Flags(), wnd: t.Window(), payload: t.Payload(),
+	}, true
+}
+
+// HandleIPv4 is the TCP dealer: it checks a segment and deals it to its
+// connection, to the listener of its port (a SYN), or answers it with a
+// reset (RFC 9293 section 3.10.7.1). It runs in the IPv4 dealer.
+func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
+	p.Stats.InSegs.Inc()
+	seg, ok := parseSegment(pk)
+	if !ok {
+		p.Stats.InErrs.Inc()
+		pk.Release()
+		return
+	}
+	src, dst := seg.ip.Src(), seg.ip.Dst()
+	if !seg.tcp.ChecksumValid(src, dst) {
+		p.Stats.InCsumErrors.Inc()
+		pk.Release()
+		return
+	}
+	// RFC 9293 3.9.1: TCP is unicast; a segment to a broadcast is dropped.
+	if p.ip.IsBroadcast(dst) || dst.IsMulticast() {
+		p.Stats.InErrs.Inc()
+		pk.Release()
+		return
+	}
+	id := fourTuple{netip.AddrPortFrom(dst, seg.tcp.DstPort()), netip.AddrPortFrom(src, seg.tcp.SrcPort())}
+	p.mu.RLock()
+	c := p.conns[id]
+	var l *Listener
+	if c == nil {
+		l = p.listenerFor(id.local)
+	}
+	p.mu.RUnlock()
+	switch {
+	case c != nil:
+		c.deliver(pk)
+	case l != nil:
+		l.handle(&seg, id)
+	default:
+		p.resetClosed(&seg)
+		pk.Release()
+	}
+}
+
+// listenerFor finds the listener for a local address: one bound to it
+// before a wildcard one. p.mu is held.
+func (p *Protocol) listenerFor(local netip.AddrPort) *Listener {
+	var wild *Listener
+	for _, l := range p.listeners[local.Port()] {
+		switch l.laddr.Addr() {
+		case local.Addr():
+			return l
+		case netip.IPv4Unspecified():
+			wild = l
+		}
+	}
+	return wild
+}
+
+// resetClosed answers a segment that has no connection, as RFC 9293
+// section 3.10.7.1 says for the CLOSED state: "If the ACK bit is off,
+// sequence number zero is used, <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
+// If the ACK bit is on, <SEQ=SEG.ACK><CTL=RST>." A reset is never answered.
+func (p *Protocol) resetClosed(seg *segment) {
+	if seg.has(wire.TCPFlagRST) {
+		return
+	}
+	if seg.has(wire.TCPFlagACK) {
+		p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+		return
+	}
+	p.sendReset(seg, 0, seg.seq.Add(seg.len()), wire.TCPFlagRST|wire.TCPFlagACK)
+}
+
+// sendReset sends a bare segment back to where seg came from.
+func (p *Protocol) sendReset(seg *segment, seq, ack seqnum.Value, flags uint8) {
+	pk := p.env.Pool.Get(wire.TCPMinHeaderLen)
+	b := pk.Bytes()
+	wire.EncodeTCP(b, &wire.TCPFields{
+		SrcPort: seg.tcp.DstPort(), DstPort: seg.tcp.SrcPort(),
+		Seq: uint32(seq), Ack: uint32(ack), Flags: flags,
+	}, 0)
+	src, dst := seg.ip.Dst(), seg.ip.Src()
+	wire.SetTCPChecksum(b, src, dst)
+	p.Stats.OutRsts.Inc()
+	p.Stats.OutSegs.Inc()
+	p.ip.Send(pk, ipv4.SendParams{Src: src, Dst: dst, Proto: wire.ProtoTCP})
+}
+
+// register adds c to the demultiplexing table; it fails if the 4-tuple is
+// taken or the stack is closing.
+func (p *Protocol) register(c *Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.conns[c.id] != nil {
+		return false
+	}
+	p.conns[c.id] = c
+	p.wg.Add(1)
+	p.Stats.Connections.Add(1)
+	return true
+}
+
+func (p *Protocol) unregister(c *Conn) {
+	p.mu.Lock()
+	if p.conns[c.id] == c {
+		delete(p.conns, c.id)
+	}
+	p.mu.Unlock()
+	p.Stats.Connections.Add(-1)
+}
+
+// pickPort chooses a local port for an active open to remote, by RFC 6056
+// section 3.3.1 (algorithm 1): a random start in the ephemeral range, then
+// the next port whose 4-tuple is free and that no listener holds. p.mu is
+// held.
+func (p *Protocol) pickPort(local netip.Addr, remote netip.AddrPort) (uint16, bool) {
+	n := int(p.cfg.EphemeralHigh-p.cfg.EphemeralLow) + 1
+	start := p.env.Rand.IntN(n)
+	for i := range n {
+		port := p.cfg.EphemeralLow + uint16((start+i)%n)
+		if len(p.listeners[port]) > 0 {
+			continue
+		}
+		if p.conns[fourTuple{netip.AddrPortFrom(local, port), remote}] == nil {
+			return port, true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,78 @@
+package tcp
+
+import (
+	"net/netip"
+	"sort"
+	"time"
+)
+
+// ConnInfo is one row of the connection table, like a line of `ss -tani`.
+type ConnInfo struct {
+	State       string
+	Local       netip.AddrPort
+	Remote      netip.AddrPort
+	SendQueue   int // bytes written and not yet acknowledged
+	RecvQueue   int // bytes received and not yet read
+	RTT         time.Duration
+	RTTVar      time.Duration
+	RTO         time.Duration
+	MSS         int
+	CWnd        int // bytes
+	SSThresh    int // bytes
+	SendWindow  int // the peer's window, bytes
+	Retransmits uint64
+}
+
+// Info returns the connection's row of the table.
+func (c *Conn) Info() ConnInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ci := ConnInfo{
+		State:       c.state.String(),
+		Local:       c.id.local,
+		Remote:      c.id.remote,
+		SendQueue:   c.snd.n,
+		RecvQueue:   c.rcv.n,
+		RTT:         c.srtt,
+		RTTVar:      c.rttvar,
+		RTO:         c.rto,
+		MSS:         c.sndMSS,
+		SendWindow:  int(c.sndWnd),
+		Retransmits: c.retransmits,
+	}
+	if c.cc != nil {
+		ci.CWnd, ci.SSThresh = c.cc.CWnd(), c.cc.SSThresh()
+	}
+	return ci
+}
+
+// Connections returns the table of connections, listeners first, then by
+// local and remote address.
+func (p *Protocol) Connections() []ConnInfo {
+	p.mu.RLock()
+	conns := make([]*Conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		conns = append(conns, c)
+	}
+	var rows []ConnInfo
+	for _, ls := range p.listeners {
+		for _, l := range ls {
+			rows = append(rows, ConnInfo{State: Listen.String(), Local: l.laddr})
+		}
+	}
+	p.mu.RUnlock()
+	for _, c := range conns {
+		rows = append(rows, c.Info())
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if (a.State == "LISTEN") != (b.State == "LISTEN") {
+			return a.State == "LISTEN"
+		}
+		if a.Local != b.Local {
+			return a.Local.Compare(b.Local) < 0
+		}
+		return a.Remote.Compare(b.Remote) < 0
+	})
+	return rows
+}

@@ -1,0 +1,583 @@
+package tcp
+
+import (
+	"time"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Segment arrival (RFC 9293 section 3.10.7). Everything here runs in the
+// connection's goroutine with mu held.
+
+// input processes one segment from the dealer and releases it, unless its
+// data was queued for the application.
+func (c *Conn) input(pk *buffer.Packet) {
+	seg, ok := parseSegment(pk)
+	if !ok || c.state == Closed {
+		pk.Release()
+		return
+	}
+	var opts wire.TCPOptions
+	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
+		c.p.Stats.InErrs.Inc()
+		pk.Release()
+		return
+	}
+	now := c.p.env.Clock.Now()
+	kept := false
+	if c.state == SynSent {
+		c.inputSynSent(&seg, &opts, now)
+	} else {
+		kept = c.inputSynchronized(&seg, &opts, now)
+	}
+	if !kept {
+		pk.Release()
+	}
+}
+
+// negotiate takes the options of the peer's SYN (RFC 9293 3.7.1, RFC 6691,
+// RFC 7323 sections 1.3 and 2.2: scaling and timestamps only if both
+// sides offered them) and starts congestion control with the agreed MSS.
+func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
+	c.irs = seg.seq
+	c.rcvNxt = seg.seq + 1
+	c.rcvAdv = c.rcvNxt
+	mss := 536 // RFC 9293 3.7.1: the default when no MSS option came
+	if o.MSS != 0 {
+		mss = int(o.MSS)
+	}
+	c.sndMSS = min(mss, c.rcvMSS)
+	if o.HasWScale {
+		c.wsOK = true
+		c.sndWScale = min(o.WScale, 14) // RFC 7323 2.3: larger values mean 14
+	} else {
+		c.wsOK = false
+		c.rcvWScale = 0
+	}
+	if o.HasTimestamp {
+		c.tsOK = true
+		c.tsRecent = o.TSVal
+		c.sndMSS -= 12 // RFC 6691: the option takes room from each segment
+	}
+	c.sndMSS = max(c.sndMSS, 64)
+	cc, err := newCongestion(c.p.cfg.Congestion, c.sndMSS)
+	if err != nil {
+		cc = newNewReno(c.sndMSS) // Config was validated by the stack
+	}
+	c.cc = cc
+}
+
+// inputSynSent handles a segment in SYN-SENT (RFC 9293 3.10.7.3).
+func (c *Conn) inputSynSent(seg *segment, o *wire.TCPOptions, now time.Time) {
+	ackOK := false
+	if seg.has(wire.TCPFlagACK) {
+		// "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless
+		// the RST bit is set, if so drop the segment and return)."
+		if seg.ack.LessThanEq(c.iss) || seg.ack.GreaterThan(c.sndNxt) {
+			if !seg.has(wire.TCPFlagRST) {
+				c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+			}
+			return
+		}
+		ackOK = true
+	}
+	if seg.has(wire.TCPFlagRST) {
+		// RFC 5961 3.2 for SYN-SENT: a reset counts only with an
+		// acceptable ACK; then "connection reset", refused to the caller.
+		if ackOK {
+			c.p.Stats.InRsts.Inc()
+			c.finish(errConnRefused)
+		}
+		return
+	}
+	if !seg.has(wire.TCPFlagSYN) {
+		return
+	}
+	c.negotiate(seg, o)
+	c.sndWnd = uint32(seg.wnd) // a SYN's window is never scaled
+	c.sndWl1, c.sndWl2 = seg.seq, seg.ack
+	c.maxSndWnd = c.sndWnd
+	c.ackNow = true
+	if !ackOK {
+		// Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment
+		// <SEQ=ISS><ACK=RCV.NXT><CTL=SYN,ACK> and send it."
+		c.setState(SynReceived)
+		return
+	}
+	c.ackSYN(seg.ack, now)
+	c.establish(now)
+}
+
+// ackSYN takes the acknowledgement of our SYN, with an RTT sample if it
+// was not retransmitted (Karn's rule).
+func (c *Conn) ackSYN(ack seqnum.Value, now time.Time) {
+	c.sndUna = ack
+	if c.sndNxt.LessThan(c.sndUna) {
+		c.sndNxt = c.sndUna
+	}
+	if c.synRetries == 0 {
+		c.sampleRTT(now.Sub(c.lastSend))
+	} else {
+		// RFC 6298 5.7: a SYN that timed out leaves an RTO of 3 s.
+		c.rto = max(c.rto, 3*time.Second)
+	}
+	c.backoff = 0
+	c.rexmitAt = noTime
+}
+
+// establish enters ESTABLISHED and tells whoever waits.
+func (c *Conn) establish(now time.Time) {
+	c.setState(Established)
+	c.armKeepalive(now)
+	close(c.established)
+	if c.lis != nil {
+		lis := c.lis
+		c.lis = nil
+		lis.halfOpenDone(c, true)
+	}
+	signal(c.writable)
+}
+
+// acceptable is the sequence test of RFC 9293 3.10.7.4 ("first, check
+// sequence number"), on the window we advertised.
+func (c *Conn) acceptable(seg *segment) bool {
+	wnd := seqnum.Size(c.rcvAdv.Sub(c.rcvNxt))
+	if c.rcvAdv.LessThan(c.rcvNxt) {
+		wnd = 0
+	}
+	n := seg.len()
+	switch {
+	case n == 0 && wnd == 0:
+		return seg.seq == c.rcvNxt
+	case n == 0:
+		return seg.seq.InWindow(c.rcvNxt, wnd)
+	case wnd == 0:
+		// "If the RCV.WND is zero, no segments will be acceptable, but
+		// special allowance should be made to accept valid ACKs, URGs,
+		// and RSTs": a segment at RCV.NXT is processed, its data dropped.
+		return seg.seq == c.rcvNxt
+	default:
+		return seg.seq.InWindow(c.rcvNxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcvNxt, wnd)
+	}
+}
+
+// inputSynchronized handles a segment in SYN-RECEIVED and every later state
+// (RFC 9293 3.10.7.4), in the RFC's order of checks. It reports whether the
+// segment's packet was kept for its data.
+func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time) bool {
+	// First, check sequence number.
+	if !c.acceptable(seg) {
+		c.p.Stats.OutOfWindow.Inc()
+		if !seg.has(wire.TCPFlagRST) {
+			c.ackNow = true // "send an acknowledgment"; keepalives get theirs here
+		}
+		if c.state == TimeWait && seg.has(wire.TCPFlagFIN) {
+			c.closeAt = now.Add(2 * c.p.cfg.MSL)
+		}
+		return false
+	}
+	// Second, check the RST bit (RFC 9293 3.10.7.4, after RFC 5961 3.2):
+	// exactly at RCV.NXT it resets; elsewhere in the window it earns a
+	// challenge ACK, so a blind attacker must guess the exact number.
+	if seg.has(wire.TCPFlagRST) {
+		if seg.seq != c.rcvNxt {
+			c.p.Stats.ChallengeACKs.Inc()
+			c.ackNow = true
+			return false
+		}
+		c.p.Stats.InRsts.Inc()
+		switch c.state {
+		case SynReceived:
+			if c.lis != nil {
+				c.finish(nil) // passive: the listener forgets it
+			} else {
+				c.finish(errConnRefused)
+			}
+		case Established, FinWait1, FinWait2, CloseWait:
+			c.p.Stats.EstabResets.Inc()
+			c.finish(errConnReset)
+		default: // CLOSING, LAST-ACK, TIME-WAIT
+			c.finish(nil)
+		}
+		return false
+	}
+	// Fourth, check the SYN bit: in a synchronized state, a challenge ACK
+	// (RFC 5961 4.2, adopted by RFC 9293). A retransmitted SYN in
+	// SYN-RECEIVED gets our SYN-ACK again.
+	if seg.has(wire.TCPFlagSYN) {
+		if c.state == SynReceived && seg.seq == c.irs {
+			c.ackNow = true
+			return false
+		}
+		c.p.Stats.ChallengeACKs.Inc()
+		c.ackNow = true
+		return false
+	}
+	// Fifth, check the ACK field.
+	if !seg.has(wire.TCPFlagACK) {
+		return false
+	}
+	if c.tsOK && o.HasTimestamp && !seg.seq.GreaterThan(c.rcvNxt) {
+		c.tsRecent = o.TSVal // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
+	}
+	c.armKeepalive(now)
+	if c.state == SynReceived {
+		if !seg.ack.InRange(c.sndUna+1, c.sndNxt+1) {
+			c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+			return false
+		}
+		c.ackSYN(seg.ack, now)
+		c.sndWnd = uint32(seg.wnd) << c.sndWScaleIf()
+		c.sndWl1, c.sndWl2 = seg.seq, seg.ack
+		c.maxSndWnd = c.sndWnd
+		c.establish(now)
+	} else if !c.processAck(seg, now) {
+		return false
+	}
+	switch c.state {
+	case FinWait1:
+		if c.finAcked() {
+			c.setState(FinWait2)
+			if c.closed {
+				c.closeAt = now.Add(c.p.cfg.FinTimeout)
+			}
+		}
+	case Closing:
+		if c.finAcked() {
+			c.enterTimeWait(now)
+		}
+	case LastAck:
+		if c.finAcked() {
+			c.finish(nil)
+			return false
+		}
+	}
+	// Sixth, the URG bit: urgent data is delivered inline (RFC 6093
+	// recommends it); the pointer is not acted on.
+	// Seventh, process the segment text.
+	kept := false
+	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
+		kept = c.receiveText(seg, now)
+	}
+	return kept
+}
+
+// sndWScaleIf is the shift for the peer's window fields.
+func (c *Conn) sndWScaleIf() uint8 {
+	if c.wsOK {
+		return c.sndWScale
+	}
+	return 0
+}
+
+// finAcked reports whether our FIN has been acknowledged.
+func (c *Conn) finAcked() bool { return c.wrShut && c.sndUna.GreaterThan(c.finSeq()) }
+
+func (c *Conn) enterTimeWait(now time.Time) {
+	c.setState(TimeWait)
+	c.rexmitAt, c.keepaliveAt, c.delackAt = noTime, noTime, noTime
+	c.closeAt = now.Add(2 * c.p.cfg.MSL)
+}
+
+// processAck handles the ACK field in a synchronized state: the send
+// window (3.10.7.4 "fifth"), newly acknowledged data, duplicate ACKs and
+// fast retransmit and recovery (RFC 5681 3.2, RFC 6582 3.2, RFC 3042). It
+// reports false if the segment must be dropped.
+func (c *Conn) processAck(seg *segment, now time.Time) bool {
+	ack := seg.ack
+	if ack.GreaterThan(c.sndMax) {
+		// "If the ACK acks something not yet sent (SEG.ACK > SND.NXT)
+		// then send an ACK, drop the segment, and return."
+		c.ackNow = true
+		return false
+	}
+	wnd := uint32(seg.wnd) << c.sndWScaleIf()
+	if ack.LessThan(c.sndUna) {
+		return true // an old duplicate: ignore the ACK, keep the text
+	}
+	isDup := ack == c.sndUna && len(seg.payload) == 0 && !seg.has(wire.TCPFlagFIN) &&
+		wnd == c.sndWnd && c.sndUna != c.sndMax
+	// RFC 9293 3.10.7.4: update the window if the segment is newer.
+	if c.sndWl1.LessThan(seg.seq) || (c.sndWl1 == seg.seq && c.sndWl2.LessThanEq(ack)) {
+		c.sndWnd = wnd
+		c.sndWl1, c.sndWl2 = seg.seq, ack
+		c.maxSndWnd = max(c.maxSndWnd, wnd)
+	}
+	acked := int(ack.Sub(c.sndUna))
+	if acked > 0 {
+		c.newAck(ack, acked, now)
+		return true
+	}
+	if !isDup {
+		c.dupAcks = 0
+		return true
+	}
+	c.p.Stats.DupAcks.Inc()
+	c.dupAcks++
+	inflight := int(c.sndMax.Sub(c.sndUna))
+	switch {
+	case c.inRecovery:
+		c.cc.OnRecoveryAck(0)
+	case c.dupAcks == 3 && ack.GreaterThan(c.recover):
+		// Fast retransmit (RFC 6582 3.2 steps 2-4; the "covers more than
+		// recover" check avoids a second reduction for one loss).
+		c.p.Stats.FastRetrans.Inc()
+		c.cc.OnEnterRecovery(inflight)
+		c.recover = c.sndMax
+		c.inRecovery = true
+		c.retransmitHead()
+	}
+	// Fewer than three duplicates: limited transmit (RFC 3042) lets
+	// output send new data beyond cwnd (see usableWindow).
+	return true
+}
+
+// newAck takes an acknowledgement of acked new bytes up to ack.
+func (c *Conn) newAck(ack seqnum.Value, acked int, now time.Time) {
+	inflight := int(c.sndMax.Sub(c.sndUna))
+	// Free the acknowledged data (the FIN's sequence number is not data).
+	dataEnd := c.sndBufSeq.Add(seqnum.Size(c.snd.n))
+	if upTo := seqnum.Min(ack, dataEnd); upTo.GreaterThan(c.sndBufSeq) {
+		n := int(upTo.Sub(c.sndBufSeq))
+		c.snd.discard(n, c.p.env.Budget)
+		c.sndBufSeq = upTo
+		signal(c.writable)
+	}
+	c.sndUna = ack
+	if c.sndNxt.LessThan(ack) {
+		c.sndNxt = ack
+	}
+	// The retransmission queue: drop what is acknowledged, and take an RTT
+	// sample from the newest segment never retransmitted (Karn's rule).
+	var rtt time.Duration
+	i := 0
+	for ; i < len(c.sent) && c.sent[i].end.LessThanEq(ack); i++ {
+		if !c.sent[i].retrans {
+			rtt = now.Sub(c.sent[i].sentAt)
+		}
+	}
+	if i > 0 {
+		n := copy(c.sent, c.sent[i:])
+		c.sent = c.sent[:n]
+	}
+	if rtt > 0 {
+		c.sampleRTT(rtt)
+	}
+	c.backoff = 0
+	if c.inRecovery {
+		if !ack.LessThan(c.recover) {
+			c.inRecovery = false
+			c.dupAcks = 0
+			c.cc.OnExitRecovery(int(c.sndMax.Sub(c.sndUna)))
+		} else {
+			// Partial acknowledgement (RFC 6582 3.2 step 5): the next hole
+			// is lost too; retransmit it at once.
+			c.p.Stats.PartialAcks.Inc()
+			c.cc.OnRecoveryAck(acked)
+			c.retransmitHead()
+		}
+	} else {
+		c.dupAcks = 0
+		c.cc.OnAck(acked, inflight, rtt, now)
+	}
+	// RFC 6298 5.2-5.3: stop the timer when all is acknowledged, else
+	// restart it.
+	if c.sndUna == c.sndMax {
+		c.rexmitAt = noTime
+	} else {
+		c.armRexmit(now)
+	}
+}
+
+// retransmitHead resends the first unacknowledged segment.
+func (c *Conn) retransmitHead() {
+	off := int(c.sndUna.Sub(c.sndBufSeq))
+	n := min(max(c.snd.n-off, 0), c.sndMSS)
+	fin := c.wrShut && n == c.snd.n-off && c.sndMax.GreaterThan(c.finSeq())
+	if n == 0 && !fin {
+		return
+	}
+	flags := uint8(wire.TCPFlagACK)
+	if fin {
+		flags |= wire.TCPFlagFIN
+	}
+	c.sendSegment(c.sndUna, flags, off, n)
+	c.noteSent(c.sndUna, n, fin)
+}
+
+// receiveText queues the segment's data for the application (in order) or
+// holds it (out of order), and takes its FIN (RFC 9293 3.10.7.4 "seventh"
+// and "eighth"). It reports whether it kept the packet.
+func (c *Conn) receiveText(seg *segment, now time.Time) bool {
+	if !c.state.canReceive() {
+		// CLOSE-WAIT and later: the peer already sent its FIN. A FIN
+		// retransmitted into TIME-WAIT restarts the 2 MSL wait.
+		if c.state == TimeWait && seg.has(wire.TCPFlagFIN) {
+			c.closeAt = now.Add(2 * c.p.cfg.MSL)
+		}
+		c.ackNow = true
+		return false
+	}
+	data := seg.payload
+	seq := seg.seq
+	fin := seg.has(wire.TCPFlagFIN)
+	// Trim what we already have, and what lies beyond the window.
+	if seq.LessThan(c.rcvNxt) {
+		skip := int(c.rcvNxt.Sub(seq))
+		if skip > len(data) {
+			skip = len(data)
+		}
+		data = data[skip:]
+		seq = seq.Add(seqnum.Size(skip))
+	}
+	if wndEnd := c.rcvAdv; seq.Add(seqnum.Size(len(data))).GreaterThan(wndEnd) {
+		keep := 0
+		if wndEnd.GreaterThan(seq) {
+			keep = int(wndEnd.Sub(seq))
+		}
+		data = data[:keep]
+		fin = false
+	}
+	if len(data) > 0 && c.closed {
+		// The application closed and will never read this: RFC 9293
+		// 3.6.1 / RFC 1122 4.2.2.13, answer with a reset.
+		c.p.Stats.DataAfterClose.Inc()
+		c.reset(errConnReset)
+		return false
+	}
+	if seq != c.rcvNxt {
+		if seq.GreaterThan(c.rcvNxt) {
+			c.holdOutOfOrder(seq, seg.pk, data, fin)
+			c.ackNow = true // RFC 5681 4.2: a duplicate ACK at once
+			return true
+		}
+		c.ackNow = true
+		return false
+	}
+	kept := false
+	filled := len(c.ooo) > 0
+	if len(data) > 0 {
+		kept = c.queueData(seg.pk, data)
+	}
+	if kept || len(data) == 0 {
+		c.rcvNxt = c.rcvNxt.Add(seqnum.Size(len(data)))
+		if fin {
+			c.takeFIN(now)
+		}
+		c.pullOutOfOrder(now)
+	}
+	if filled || fin || !kept && len(data) > 0 {
+		c.ackNow = true
+	} else if len(data) > 0 {
+		// Delayed ACK (RFC 9293 3.8.6.3, RFC 5681 4.2): at least every
+		// second full-sized segment, and within DelayedAck.
+		c.segsUnacked++
+		if c.segsUnacked >= 2 {
+			c.ackNow = true
+		} else if c.delackAt.IsZero() {
+			c.delackAt = now.Add(c.p.cfg.DelayedAck)
+		}
+	}
+	return kept
+}
+
+// queueData puts in-order data on the receive queue, within the stack's
+// memory budget; data after CloseRead is acknowledged and dropped.
+func (c *Conn) queueData(pk *buffer.Packet, data []byte) bool {
+	if c.rdShut {
+		return false
+	}
+	if !c.p.env.Budget.Reserve(len(data)) {
+		c.p.Stats.RcvBufDrops.Inc()
+		return false
+	}
+	c.rcv.push(pk, data)
+	signal(c.readable)
+	return true
+}
+
+// holdOutOfOrder keeps data that arrived beyond a hole, sorted by sequence
+// number; data already held is not stored twice.
+func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, fin bool) {
+	end := seq.Add(seqnum.Size(len(data)))
+	i := 0
+	for ; i < len(c.ooo); i++ {
+		o := &c.ooo[i]
+		if !o.seq.GreaterThan(seq) && !o.end().LessThan(end) && (!fin || o.fin) {
+			pk.Release() // a duplicate of what we hold
+			return
+		}
+		if o.seq.GreaterThan(seq) {
+			break
+		}
+	}
+	if !c.p.env.Budget.Reserve(len(data)) {
+		c.p.Stats.RcvBufDrops.Inc()
+		pk.Release()
+		return
+	}
+	c.p.Stats.OFOQueue.Inc()
+	c.ooo = append(c.ooo, oooSeg{})
+	copy(c.ooo[i+1:], c.ooo[i:])
+	c.ooo[i] = oooSeg{seq: seq, pk: pk, data: data, fin: fin}
+	c.oooN += len(data)
+}
+
+// pullOutOfOrder moves held data that the new RCV.NXT reaches to the
+// receive queue.
+func (c *Conn) pullOutOfOrder(now time.Time) {
+	bud := c.p.env.Budget
+	for len(c.ooo) > 0 && !c.ooo[0].seq.GreaterThan(c.rcvNxt) && c.state.canReceive() {
+		o := c.ooo[0]
+		c.ooo = c.ooo[1:]
+		c.oooN -= len(o.data)
+		skip := int(c.rcvNxt.Sub(o.seq))
+		if skip > len(o.data) || (skip == len(o.data) && !o.fin) {
+			bud.Release(len(o.data))
+			o.pk.Release()
+			continue
+		}
+		data := o.data[skip:]
+		bud.Release(skip)
+		if len(data) > 0 {
+			if c.rdShut {
+				bud.Release(len(data))
+				o.pk.Release()
+			} else {
+				c.rcv.push(o.pk, data)
+				signal(c.readable)
+			}
+		} else {
+			o.pk.Release()
+		}
+		c.rcvNxt = c.rcvNxt.Add(seqnum.Size(len(data)))
+		if o.fin {
+			c.takeFIN(now)
+		}
+	}
+	if len(c.ooo) == 0 {
+		c.ooo = nil
+	}
+}
+
+// takeFIN processes the peer's FIN (RFC 9293 3.10.7.4 "eighth").
+func (c *Conn) takeFIN(now time.Time) {
+	c.rcvNxt++
+	c.rcvEOF = true
+	c.ackNow = true
+	signal(c.readable)
+	switch c.state {
+	case Established:
+		c.setState(CloseWait)
+	case FinWait1:
+		if c.finAcked() {
+			c.enterTimeWait(now)
+		} else {
+			c.setState(Closing)
+		}
+	case FinWait2:
+		c.enterTimeWait(now)
+	}
+}

@@ -1,0 +1,249 @@
+package tcp
+
+import (
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gonetstack/gonet/internal/deadline"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Listener is a passive open (RFC 9293 3.10.7.2, the LISTEN state). It
+// implements net.Listener. The backlog bounds both half-open connections
+// and those established but not yet accepted.
+type Listener struct {
+	p       *Protocol
+	laddr   netip.AddrPort
+	backlog int
+
+	accepted chan *Conn // established, waiting for Accept
+	done     chan struct{}
+	acceptDL *deadline.Deadline
+
+	mu       sync.Mutex
+	halfOpen int
+	closed   bool
+}
+
+var _ net.Listener = (*Listener)(nil)
+
+// Listen opens a listener on laddr (unspecified address: all of ours) with
+// the given backlog (0: the configured default).
+func (p *Protocol) Listen(laddr netip.AddrPort, backlog int) (*Listener, error) {
+	a := laddr.Addr()
+	if !a.IsValid() {
+		a = netip.IPv4Unspecified()
+	}
+	if !a.Is4() {
+		return nil, listenError(laddr, syscall.EAFNOSUPPORT)
+	}
+	if !a.IsUnspecified() && !p.ip.IsLocal(a) {
+		return nil, listenError(laddr, syscall.EADDRNOTAVAIL)
+	}
+	if backlog <= 0 {
+		backlog = p.cfg.Backlog
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, listenError(laddr, net.ErrClosed)
+	}
+	port := laddr.Port()
+	if port == 0 {
+		n := int(p.cfg.EphemeralHigh-p.cfg.EphemeralLow) + 1
+		start := p.env.Rand.IntN(n)
+		for i := range n {
+			cand := p.cfg.EphemeralLow + uint16((start+i)%n)
+			if len(p.listeners[cand]) == 0 && !p.portInUse(cand) {
+				port = cand
+				break
+			}
+		}
+		if port == 0 {
+			return nil, listenError(laddr, syscall.EADDRINUSE)
+		}
+	}
+	for _, o := range p.listeners[port] {
+		if a.IsUnspecified() || o.laddr.Addr().IsUnspecified() || o.laddr.Addr() == a {
+			return nil, listenError(laddr, syscall.EADDRINUSE)
+		}
+	}
+	l := &Listener{
+		p:        p,
+		laddr:    netip.AddrPortFrom(a, port),
+		backlog:  backlog,
+		accepted: make(chan *Conn, backlog),
+		done:     make(chan struct{}),
+		acceptDL: deadline.New(p.env.Clock),
+	}
+	p.listeners[port] = append(p.listeners[port], l)
+	return l, nil
+}
+
+// portInUse reports whether a connection uses port locally; p.mu is held.
+func (p *Protocol) portInUse(port uint16) bool {
+	for id := range p.conns {
+		if id.local.Port() == port {
+			return true
+		}
+	}
+	return false
+}
+
+func listenError(laddr netip.AddrPort, err error) error {
+	return &net.OpError{Op: "listen", Net: "tcp", Addr: net.TCPAddrFromAddrPort(laddr), Err: err}
+}
+
+// handle takes a segment for the listener, in the dealer (RFC 9293
+// 3.10.7.2): a RST is ignored, an ACK is answered with a RST, and a SYN
+// opens a connection in SYN-RECEIVED, within the backlog.
+func (l *Listener) handle(seg *segment, id fourTuple) {
+	p := l.p
+	defer seg.pk.Release()
+	switch {
+	case seg.has(wire.TCPFlagRST):
+		return
+	case seg.has(wire.TCPFlagACK):
+		p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+		return
+	case !seg.has(wire.TCPFlagSYN):
+		return
+	}
+	var opts wire.TCPOptions
+	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
+		p.Stats.InErrs.Inc()
+		return
+	}
+	l.mu.Lock()
+	full := l.closed || l.halfOpen+len(l.accepted) >= l.backlog
+	if !full {
+		l.halfOpen++
+	}
+	l.mu.Unlock()
+	if full {
+		// Linux drops the SYN, so the client retries; SYN cookies
+		// (RFC 4987 3.6) will answer instead.
+		p.Stats.ListenOverflows.Inc()
+		p.Stats.ListenDrops.Inc()
+		return
+	}
+	route, err := p.ip.Route(id.remote.Addr())
+	if err != nil {
+		p.Stats.ListenDrops.Inc()
+		l.halfOpenDone(nil, false)
+		return
+	}
+	c := p.newConn(id, route, SynReceived)
+	c.lis = l
+	c.negotiate(seg, &opts)
+	c.sndWnd = uint32(seg.wnd)
+	c.sndWl1 = seg.seq
+	c.maxSndWnd = c.sndWnd
+	if !p.register(c) {
+		p.Stats.ListenDrops.Inc()
+		l.halfOpenDone(nil, false)
+		return
+	}
+	p.Stats.PassiveOpens.Inc()
+	c.start()
+}
+
+// halfOpenDone is told that a half-open connection was established (ok) or
+// failed; an established one joins the accept queue.
+func (l *Listener) halfOpenDone(c *Conn, ok bool) {
+	l.mu.Lock()
+	l.halfOpen--
+	closed := l.closed
+	if ok && !closed {
+		select {
+		case l.accepted <- c:
+			l.mu.Unlock()
+			return
+		default:
+		}
+	}
+	l.mu.Unlock()
+	if ok {
+		// Accept queue full or listener closed: reset it. Called from
+		// c's goroutine with c.mu held, so ask, do not reset directly.
+		c.abortReq = errConnReset
+		c.poke()
+	}
+}
+
+// Accept waits for the next established connection.
+func (l *Listener) Accept() (net.Conn, error) { return l.AcceptTCP() }
+
+// AcceptTCP is Accept returning the concrete type.
+func (l *Listener) AcceptTCP() (*Conn, error) {
+	select {
+	case <-l.done:
+		return nil, l.opError(net.ErrClosed)
+	case <-l.acceptDL.Done():
+		return nil, l.opError(os.ErrDeadlineExceeded)
+	default:
+	}
+	select {
+	case c := <-l.accepted:
+		return c, nil
+	case <-l.done:
+		return nil, l.opError(net.ErrClosed)
+	case <-l.acceptDL.Done():
+		return nil, l.opError(os.ErrDeadlineExceeded)
+	}
+}
+
+// SetDeadline sets the deadline for Accept.
+func (l *Listener) SetDeadline(t time.Time) error {
+	l.acceptDL.Set(t)
+	return nil
+}
+
+// Close stops listening; connections not yet accepted are reset.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return l.opError(net.ErrClosed)
+	}
+	l.closed = true
+	close(l.done)
+	l.mu.Unlock()
+	p := l.p
+	p.mu.Lock()
+	list := p.listeners[l.laddr.Port()]
+	for i, o := range list {
+		if o == l {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(p.listeners, l.laddr.Port())
+	} else {
+		p.listeners[l.laddr.Port()] = list
+	}
+	p.mu.Unlock()
+	for {
+		select {
+		case c := <-l.accepted:
+			c.abort(errConnReset)
+		default:
+			return nil
+		}
+	}
+}
+
+// Addr returns the listening address as a *net.TCPAddr.
+func (l *Listener) Addr() net.Addr { return net.TCPAddrFromAddrPort(l.laddr) }
+
+// AddrPort returns the listening address.
+func (l *Listener) AddrPort() netip.AddrPort { return l.laddr }
+
+func (l *Listener) opError(err error) error {
+	return &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: err}
+}

@@ -1,0 +1,253 @@
+package tcp
+
+import (
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Sending (RFC 9293 sections 3.8.6 and 3.10.4). Everything here runs in the
+// connection's goroutine with mu held.
+
+// output sends what the TCB allows: new or retransmitted data within the
+// congestion and receive windows (Nagle and sender-side SWS avoidance
+// decide about small segments), the FIN once the application shut its side
+// and the data before it went out, and an ACK if one is owed and nothing
+// else carried it.
+func (c *Conn) output() {
+	if c.state == SynSent || c.state == SynReceived {
+		if c.ackNow {
+			c.sendSYN(c.synFlags()) // a duplicate SYN gets our SYN again
+		}
+		return
+	}
+	now := c.p.env.Clock.Now()
+	if c.sndUna == c.sndMax && !c.lastSend.IsZero() && now.Sub(c.lastSend) > c.rto {
+		c.cc.OnIdle() // RFC 5681 section 4.1: restart after idle
+	}
+	sent := false
+	for c.sendData() {
+		sent = true
+	}
+	if !sent && c.ackNow {
+		c.sendFlags(c.sndNxt, wire.TCPFlagACK)
+	}
+}
+
+func (c *Conn) synFlags() uint8 {
+	if c.state == SynReceived {
+		return wire.TCPFlagSYN | wire.TCPFlagACK
+	}
+	return wire.TCPFlagSYN
+}
+
+// sendData sends one segment of data (or the FIN) if allowed, and reports
+// whether it did.
+func (c *Conn) sendData() bool {
+	if !c.state.synchronized() || c.state == TimeWait {
+		return false
+	}
+	off := int(c.sndNxt.Sub(c.sndBufSeq))
+	unsent := max(c.snd.n-off, 0)
+	finDue := c.finPending()
+	if unsent == 0 && !finDue {
+		return false
+	}
+	inflight := int(c.sndNxt.Sub(c.sndUna))
+	usable := max(min(int(c.sndWnd), c.cc.CWnd()+c.limitedTransmit())-inflight, 0)
+	n := min(unsent, c.sndMSS, usable)
+	if unsent > 0 && n == 0 {
+		// Zero usable window. If the peer's window is the cause and
+		// nothing is in flight, the persist timer (RFC 9293 3.8.6.1)
+		// probes it; otherwise ACKs or the retransmission timer will.
+		if c.sndWnd == 0 && inflight == 0 && c.rexmitAt.IsZero() {
+			c.armRexmit(c.p.env.Clock.Now())
+		}
+		return false
+	}
+	if n < c.sndMSS && n == unsent && n > 0 && !c.noDelay && inflight > 0 && !finDue {
+		// Nagle (RFC 9293 3.7.4): hold a small segment while data is
+		// unacknowledged.
+		return false
+	}
+	if n < unsent && n < c.sndMSS && n < int(c.maxSndWnd/2) {
+		// Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment
+		// while more data waits for a larger window.
+		return false
+	}
+	flags := uint8(wire.TCPFlagACK)
+	fin := finDue && n == unsent
+	if fin {
+		flags |= wire.TCPFlagFIN
+	}
+	if n > 0 && n == unsent {
+		flags |= wire.TCPFlagPSH
+	}
+	c.sendSegment(c.sndNxt, flags, off, n)
+	c.noteSent(c.sndNxt, n, fin)
+	return true
+}
+
+// limitedTransmit is the extra window RFC 3042 grants on the first two
+// duplicate ACKs: one segment each beyond cwnd, so that a small window
+// still produces the three duplicates fast retransmit needs.
+func (c *Conn) limitedTransmit() int {
+	if c.inRecovery || c.dupAcks == 0 {
+		return 0
+	}
+	return min(c.dupAcks, 2) * c.sndMSS
+}
+
+// finSeq is the FIN's sequence number once the application shut its side:
+// right after the last byte it wrote.
+func (c *Conn) finSeq() seqnum.Value { return c.sndBufSeq.Add(seqnum.Size(c.snd.n)) }
+
+// finPending reports whether a FIN is due and sndNxt has not passed it.
+func (c *Conn) finPending() bool { return c.wrShut && !c.sndNxt.GreaterThan(c.finSeq()) }
+
+// noteSent advances the send variables after a segment of n bytes (and a
+// FIN) from seq, records it in the retransmission queue and arms the timer.
+func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
+	end := seq.Add(seqnum.Size(n))
+	if fin {
+		end++
+		switch c.state {
+		case Established:
+			c.setState(FinWait1)
+		case CloseWait:
+			c.setState(LastAck)
+		}
+	}
+	now := c.p.env.Clock.Now()
+	c.lastSend = now
+	if seq.LessThan(c.sndMax) {
+		c.retransmits++
+		c.p.Stats.RetransSegs.Inc()
+		for i := range c.sent {
+			if c.sent[i].start.LessThan(end) && seq.LessThan(c.sent[i].end) {
+				c.sent[i].retrans = true
+				c.sent[i].sentAt = now
+			}
+		}
+	}
+	if end.GreaterThan(c.sndMax) {
+		start := seqnum.Max(seq, c.sndMax)
+		c.sent = append(c.sent, sentSeg{start: start, end: end, sentAt: now, retrans: start != seq})
+		c.sndMax = end
+	}
+	if end.GreaterThan(c.sndNxt) {
+		c.sndNxt = end
+	}
+	if c.rexmitAt.IsZero() {
+		c.armRexmit(now)
+	}
+}
+
+// sendSYN sends our SYN (or SYN-ACK) with the options we offer.
+func (c *Conn) sendSYN(flags uint8) {
+	now := c.p.env.Clock.Now()
+	c.sendSegment(c.iss, flags, 0, 0)
+	c.sndNxt = c.iss + 1
+	if c.sndMax.LessThan(c.sndNxt) {
+		c.sndMax = c.sndNxt
+	}
+	c.lastSend = now
+	if c.rexmitAt.IsZero() {
+		c.armRexmit(now)
+	}
+}
+
+// sendFlags sends a segment without data (an ACK, a RST, a probe).
+func (c *Conn) sendFlags(seq seqnum.Value, flags uint8) { c.sendSegment(seq, flags, 0, 0) }
+
+// sendSegment builds and sends one segment with n bytes from the send
+// buffer at offset off.
+func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
+	var opts wire.TCPOptions
+	syn := flags&wire.TCPFlagSYN != 0
+	if syn {
+		opts.MSS = uint16(min(c.rcvMSS, 65535))
+		// Offer window scaling and timestamps on our SYN; on a SYN-ACK
+		// only if the peer offered them (RFC 7323 sections 1.3, 3.2).
+		if c.state == SynSent || c.wsOK {
+			opts.HasWScale, opts.WScale = true, c.rcvWScale
+		}
+		if c.state == SynSent || c.tsOK {
+			opts.HasTimestamp = true
+		}
+	} else if c.tsOK && flags&wire.TCPFlagRST == 0 {
+		opts.HasTimestamp = true
+	}
+	if opts.HasTimestamp {
+		opts.TSVal = c.p.tsNow() + c.tsOffset
+		if flags&wire.TCPFlagACK != 0 {
+			opts.TSEcr = c.tsRecent
+		}
+	}
+	optLen := wire.TCPOptionsLen(&opts)
+	hl := wire.TCPMinHeaderLen + optLen
+	pk := c.p.env.Pool.Get(hl + n)
+	b := pk.Bytes()
+	wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &opts)
+	if n > 0 {
+		c.snd.copyAt(b[hl:], off)
+	}
+	f := wire.TCPFields{
+		SrcPort: c.id.local.Port(), DstPort: c.id.remote.Port(),
+		Seq: uint32(seq), Flags: flags,
+	}
+	if flags&wire.TCPFlagACK != 0 {
+		f.Ack = uint32(c.rcvNxt)
+		f.Window = c.windowField(syn)
+		c.ackNow = false
+		c.segsUnacked = 0
+		c.delackAt = noTime
+	}
+	wire.EncodeTCP(b, &f, optLen)
+	wire.SetTCPChecksum(b, c.id.local.Addr(), c.id.remote.Addr())
+	c.p.Stats.OutSegs.Inc()
+	c.p.ip.SendRoute(pk, ipv4.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP}, c.route)
+}
+
+// windowField computes the window to advertise and records its right edge.
+// Receiver SWS avoidance (RFC 9293 3.8.6.2.2): the right edge moves only
+// by at least min(buffer/2, MSS); it never moves left (3.8.6.2.2, "shrinking
+// the window" is strongly discouraged).
+func (c *Conn) windowField(syn bool) uint16 {
+	free := max(c.rcvBufSize-c.rcv.n-c.oooN, 0)
+	if c.rdShut {
+		free = c.rcvBufSize // data after CloseRead is discarded
+	}
+	right := c.rcvNxt.Add(seqnum.Size(free))
+	if c.rcvAdv.LessThan(c.rcvNxt) {
+		c.rcvAdv = c.rcvNxt
+	}
+	if right.GreaterThan(c.rcvAdv) {
+		grow := int(right.Sub(c.rcvAdv))
+		if grow >= min(c.rcvBufSize/2, c.rcvMSS) || c.rcvAdv == c.rcvNxt && grow > 0 && free >= c.rcvMSS {
+			c.rcvAdv = right
+		}
+	}
+	wnd := int(c.rcvAdv.Sub(c.rcvNxt))
+	shift := c.rcvWScale
+	if syn || !c.wsOK {
+		shift = 0 // RFC 7323 2.2: a SYN's window is never scaled
+	}
+	field := min(wnd>>shift, 65535)
+	// The edge the peer will compute from the field, rounded down.
+	c.rcvAdv = c.rcvNxt.Add(seqnum.Size(field << shift))
+	return uint16(field)
+}
+
+// windowUpdateDue reports whether the receive window has opened enough
+// since the last advertisement to tell the peer unprompted.
+func (c *Conn) windowUpdateDue() bool {
+	free := max(c.rcvBufSize-c.rcv.n-c.oooN, 0)
+	right := c.rcvNxt.Add(seqnum.Size(free))
+	if !right.GreaterThan(c.rcvAdv) {
+		return false
+	}
+	grow := int(right.Sub(c.rcvAdv))
+	// Tell at once if the advertised window had (nearly) closed.
+	return grow >= min(c.rcvBufSize/2, 2*c.rcvMSS) || int(c.rcvAdv.Sub(c.rcvNxt)) < c.rcvMSS && grow >= c.rcvMSS
+}

@@ -1,0 +1,230 @@
+// Package tcp is GoNet's Transmission Control Protocol (RFC 9293), with the
+// options of RFC 7323 (window scaling, timestamps), loss recovery after
+// RFC 6298, RFC 5681, RFC 6582 and RFC 3042, and initial sequence numbers
+// and ephemeral ports after RFC 6528 and RFC 6056.
+//
+// Each connection is a process: one goroutine (conn.run) owns its
+// Transmission Control Block, takes segments from a channel that the TCP
+// dealer fills, and keeps one timer. The application's goroutines reach it
+// through the send buffer and the receive queue, guarded by the
+// connection's own mutex, and a wake-up channel; no lock is shared between
+// connections on the data path. The dealer (HandleIPv4, running in the IPv4
+// dealer's goroutine) finds a segment's connection by its 4-tuple, or its
+// listener for a SYN, or answers with a reset.
+//
+// Files follow RFC 9293's sections: demux.go (3.10.7.1 and the dealer),
+// listener.go (passive open, 3.10.7.2), conn.go (the connection process and
+// the socket API), input.go (3.10.7.3 and 3.10.7.4, segment arrival),
+// output.go (3.10.4, 3.8.6: sending, Nagle and window management),
+// timer.go (3.8.1 and RFC 6298), reno.go (congestion control).
+package tcp
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Config tunes TCP. Zero fields take the defaults, which follow Linux.
+type Config struct {
+	// MSL is the maximum segment lifetime; TIME_WAIT lasts 2*MSL (30 s,
+	// so 60 s as Linux's TCP_TIMEWAIT_LEN). Tests make it short.
+	MSL time.Duration
+	// RTOMin, RTOMax and RTOInitial bound the retransmission timeout
+	// (RFC 6298: 1 s initial; Linux: 200 ms minimum, 120 s maximum).
+	RTOMin, RTOMax, RTOInitial time.Duration
+	// SendBuffer and ReceiveBuffer size each connection's buffers (4 MiB:
+	// a bulk transfer on a fast link). Memory is taken from the stack's
+	// budget as data fills them, not when the connection opens.
+	SendBuffer, ReceiveBuffer int
+	// DelayedAck is the longest an ACK waits for company (40 ms, as
+	// Linux's minimum; RFC 9293 3.8.6.3 allows up to 500 ms).
+	DelayedAck time.Duration
+	// SynRetries and SynAckRetries bound handshake retransmissions (6 and
+	// 5, as Linux); Retries bounds retransmissions of data before the
+	// connection is aborted with ETIMEDOUT (15, as tcp_retries2).
+	SynRetries, SynAckRetries, Retries int
+	// FinTimeout bounds FIN_WAIT_2 for a connection the application has
+	// closed (60 s, as tcp_fin_timeout).
+	FinTimeout time.Duration
+	// Keepalive defaults: idle time before the first probe, interval, and
+	// probes before giving up (2 h, 75 s, 9: RFC 1122 4.2.3.6, Linux).
+	KeepaliveIdle, KeepaliveInterval time.Duration
+	KeepaliveCount                   int
+	// Backlog is the listen backlog when Listen is given none (4096, as
+	// Linux's somaxconn, which Go's net.Listen uses).
+	Backlog int
+	// EphemeralLow and EphemeralHigh bound the local ports of active opens
+	// (32768-60999).
+	EphemeralLow, EphemeralHigh uint16
+	// Congestion names the default congestion control ("newreno").
+	Congestion string
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(d *int, v int) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.MSL, 30*time.Second)
+	def(&c.RTOMin, 200*time.Millisecond)
+	def(&c.RTOMax, 120*time.Second)
+	def(&c.RTOInitial, time.Second)
+	def(&c.DelayedAck, 40*time.Millisecond)
+	def(&c.FinTimeout, 60*time.Second)
+	def(&c.KeepaliveIdle, 2*time.Hour)
+	def(&c.KeepaliveInterval, 75*time.Second)
+	defInt(&c.SendBuffer, 4<<20)
+	defInt(&c.ReceiveBuffer, 4<<20)
+	defInt(&c.SynRetries, 6)
+	defInt(&c.SynAckRetries, 5)
+	defInt(&c.Retries, 15)
+	defInt(&c.KeepaliveCount, 9)
+	defInt(&c.Backlog, 4096)
+	if c.EphemeralLow == 0 {
+		c.EphemeralLow, c.EphemeralHigh = 32768, 60999
+	}
+	if c.Congestion == "" {
+		c.Congestion = "newreno"
+	}
+}
+
+// Stats are TCP's counters, named after the kernel's Tcp MIB (RFC 4022)
+// and TcpExt where one exists.
+type Stats struct {
+	ActiveOpens     stats.Counter
+	PassiveOpens    stats.Counter
+	AttemptFails    stats.Counter
+	EstabResets     stats.Counter
+	CurrEstab       stats.Gauge
+	InSegs          stats.Counter
+	OutSegs         stats.Counter
+	RetransSegs     stats.Counter
+	InErrs          stats.Counter // malformed header or options
+	InCsumErrors    stats.Counter
+	OutRsts         stats.Counter
+	InRsts          stats.Counter
+	ListenOverflows stats.Counter // SYN dropped: backlog full
+	ListenDrops     stats.Counter // SYN dropped for any reason
+	FastRetrans     stats.Counter
+	Timeouts        stats.Counter // retransmission timer expiries
+	DelayedACKs     stats.Counter // ACKs sent by the delayed-ACK timer
+	PersistProbes   stats.Counter // zero-window probes
+	KeepaliveProbes stats.Counter
+	KeepaliveAborts stats.Counter
+	TimeoutAborts   stats.Counter // retransmissions exhausted
+	OFOQueue        stats.Counter // segments queued out of order
+	PartialAcks     stats.Counter // NewReno partial acknowledgements
+	DupAcks         stats.Counter
+	ChallengeACKs   stats.Counter
+	OutOfWindow     stats.Counter // segments failing the acceptability test
+	InQueueDrops    stats.Counter // connection's input queue full
+	RcvBufDrops     stats.Counter // data beyond the receive buffer or budget
+	DataAfterClose  stats.Counter // data for a closed application: answered by RST
+	TimeWaits       stats.Counter
+	Connections     stats.Gauge // connections with a goroutine, any state
+}
+
+// Protocol is TCP on one stack.
+type Protocol struct {
+	cfg Config
+	env *env.Env
+	ip  *ipv4.Protocol
+
+	secret [32]byte // RFC 6528's secret key
+	start  time.Time
+
+	mu        sync.RWMutex
+	conns     map[fourTuple]*Conn
+	listeners map[uint16][]*Listener
+	closed    bool
+	wg        sync.WaitGroup // every connection's goroutine
+
+	Stats Stats
+}
+
+// fourTuple identifies a connection, local side first.
+type fourTuple struct {
+	local, remote netip.AddrPort
+}
+
+// New returns TCP over ip, registered as its protocol 6.
+func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
+	cfg.setDefaults()
+	p := &Protocol{
+		cfg:       cfg,
+		env:       e,
+		ip:        ip,
+		start:     e.Clock.Now(),
+		conns:     map[fourTuple]*Conn{},
+		listeners: map[uint16][]*Listener{},
+	}
+	for i := 0; i < len(p.secret); i += 8 {
+		binary.LittleEndian.PutUint64(p.secret[i:], e.Rand.Uint64())
+	}
+	ip.Register(wire.ProtoTCP, p)
+	return p
+}
+
+// Config returns the configuration in force.
+func (p *Protocol) Config() Config { return p.cfg }
+
+// isn chooses an initial sequence number as RFC 6528 section 3 does:
+// ISN = M + F(localip, localport, remoteip, remoteport, secretkey), with M a
+// timer ticking every 4 microseconds and F a keyed cryptographic hash, so
+// that sequence numbers are neither predictable nor reused by an
+// incarnation of the same 4-tuple too soon.
+func (p *Protocol) isn(id fourTuple) seqnum.Value {
+	var buf [32 + 12]byte
+	copy(buf[:32], p.secret[:])
+	l, r := id.local.Addr().As4(), id.remote.Addr().As4()
+	copy(buf[32:], l[:])
+	copy(buf[36:], r[:])
+	binary.BigEndian.PutUint16(buf[40:], id.local.Port())
+	binary.BigEndian.PutUint16(buf[42:], id.remote.Port())
+	sum := sha256.Sum256(buf[:])
+	m := uint32(p.env.Clock.Now().Sub(p.start) / (4 * time.Microsecond))
+	return seqnum.Value(m + binary.BigEndian.Uint32(sum[:4]))
+}
+
+// tsNow is the timestamp clock of RFC 7323 section 5.4: milliseconds.
+func (p *Protocol) tsNow() uint32 {
+	return uint32(p.env.Clock.Now().Sub(p.start) / time.Millisecond)
+}
+
+// Close aborts every connection and listener and waits for their
+// goroutines; the stack calls it on shutdown.
+func (p *Protocol) Close() {
+	p.mu.Lock()
+	p.closed = true
+	conns := make([]*Conn, 0, len(p.conns))
+	for _, c := range p.conns {
+		conns = append(conns, c)
+	}
+	var ls []*Listener
+	for _, l := range p.listeners {
+		ls = append(ls, l...)
+	}
+	p.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	for _, c := range conns {
+		c.abort(errStackClosed)
+	}
+	p.wg.Wait()
+}

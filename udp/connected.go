@@ -1,0 +1,42 @@
+package udp
+
+import (
+	"net"
+	"net/netip"
+	"syscall"
+)
+
+// Connected is a UDP endpoint connected to one peer, as a net.Conn (what
+// net.Dial("udp", ...) returns): Write sends to the peer, and Read returns
+// only the peer's datagrams.
+type Connected struct {
+	*Conn
+	raddr netip.AddrPort
+}
+
+var _ net.Conn = (*Connected)(nil)
+
+// Connect fixes c's peer to raddr.
+func (c *Conn) Connect(raddr netip.AddrPort) (*Connected, error) {
+	if !raddr.Addr().Is4() || raddr.Port() == 0 {
+		c.Close()
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: syscall.EINVAL}
+	}
+	return &Connected{Conn: c, raddr: raddr}, nil
+}
+
+// Read reads the next datagram from the peer; others are dropped.
+func (c *Connected) Read(b []byte) (int, error) {
+	for {
+		n, from, err := c.ReadFromUDPAddrPort(b)
+		if err != nil || from == c.raddr {
+			return n, err
+		}
+	}
+}
+
+// Write sends b as one datagram to the peer.
+func (c *Connected) Write(b []byte) (int, error) { return c.WriteToUDPAddrPort(b, c.raddr) }
+
+// RemoteAddr returns the peer's address as a *net.UDPAddr.
+func (c *Connected) RemoteAddr() net.Addr { return net.UDPAddrFromAddrPort(c.raddr) }
