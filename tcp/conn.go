@@ -274,7 +274,7 @@ func (c *Conn) request() {
 // reset aborts the connection: a RST to a synchronized peer, and the end.
 func (c *Conn) reset(err error) {
 	if c.state.synchronized() || c.state == SynReceived {
-		c.sendFlags(c.sndNxt, wire.TCPFlagRST|wire.TCPFlagACK)
+		c.sendFlags(c.sndMax, wire.TCPFlagRST|wire.TCPFlagACK)
 		c.p.Stats.OutRsts.Inc()
 		if c.state.countsEstablished() {
 			c.p.Stats.EstabResets.Inc()

@@ -233,7 +233,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		c.sndWl1, c.sndWl2 = seg.seq, seg.ack
 		c.maxSndWnd = c.sndWnd
 		c.establish(now)
-	} else if !c.processAck(seg, now) {
+	} else if !c.processAck(seg, o.TSEcr, now) {
 		return false
 	}
 	switch c.state {
@@ -285,7 +285,7 @@ func (c *Conn) enterTimeWait(now time.Time) {
 // window (3.10.7.4 "fifth"), newly acknowledged data, duplicate ACKs and
 // fast retransmit and recovery (RFC 5681 3.2, RFC 6582 3.2, RFC 3042). It
 // reports false if the segment must be dropped.
-func (c *Conn) processAck(seg *segment, now time.Time) bool {
+func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 	ack := seg.ack
 	if ack.GreaterThan(c.sndMax) {
 		// "If the ACK acks something not yet sent (SEG.ACK > SND.NXT)
@@ -307,7 +307,7 @@ func (c *Conn) processAck(seg *segment, now time.Time) bool {
 	}
 	acked := int(ack.Sub(c.sndUna))
 	if acked > 0 {
-		c.newAck(ack, acked, now)
+		c.newAck(ack, acked, tsEcr, now)
 		return true
 	}
 	if !isDup {
@@ -335,7 +335,7 @@ func (c *Conn) processAck(seg *segment, now time.Time) bool {
 }
 
 // newAck takes an acknowledgement of acked new bytes up to ack.
-func (c *Conn) newAck(ack seqnum.Value, acked int, now time.Time) {
+func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) {
 	inflight := int(c.sndMax.Sub(c.sndUna))
 	// Free the acknowledged data (the FIN's sequence number is not data).
 	dataEnd := c.sndBufSeq.Add(seqnum.Size(c.snd.n))
@@ -352,15 +352,28 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, now time.Time) {
 	// The retransmission queue: drop what is acknowledged, and take an RTT
 	// sample from the newest segment never retransmitted (Karn's rule).
 	var rtt time.Duration
+	ambiguous := false
 	i := 0
 	for ; i < len(c.sent) && c.sent[i].end.LessThanEq(ack); i++ {
-		if !c.sent[i].retrans {
+		if c.sent[i].retrans {
+			ambiguous = true
+		} else {
 			rtt = now.Sub(c.sent[i].sentAt)
 		}
 	}
 	if i > 0 {
 		n := copy(c.sent, c.sent[i:])
 		c.sent = c.sent[:n]
+	}
+	if ambiguous {
+		// Karn's rule: an ACK that covers a retransmission cannot time
+		// the segments before it either (it may have waited for the
+		// repair). A timestamp echo, if negotiated, still can (RFC 7323
+		// section 4.1).
+		rtt = 0
+		if c.tsOK && tsEcr != 0 {
+			rtt = time.Duration(c.p.tsNow()+c.tsOffset-tsEcr) * time.Millisecond
+		}
 	}
 	if rtt > 0 {
 		c.sampleRTT(rtt)

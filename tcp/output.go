@@ -30,7 +30,11 @@ func (c *Conn) output() {
 		sent = true
 	}
 	if !sent && c.ackNow {
-		c.sendFlags(c.sndNxt, wire.TCPFlagACK)
+		// SND.MAX, not SND.NXT: after a timeout SND.NXT goes back to
+		// SND.UNA, and an ACK carrying a sequence number the peer has
+		// passed would fail its acceptability test and be dropped with the
+		// acknowledgement it carries (as Linux's tcp_acceptable_seq avoids).
+		c.sendFlags(c.sndMax, wire.TCPFlagACK)
 	}
 }
 
@@ -199,9 +203,15 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	if flags&wire.TCPFlagACK != 0 {
 		f.Ack = uint32(c.rcvNxt)
 		f.Window = c.windowField(syn)
-		c.ackNow = false
-		c.segsUnacked = 0
-		c.delackAt = noTime
+		// A retransmission may carry data the peer already has: it then
+		// fails the peer's acceptability test and is dropped, ACK field
+		// and all. Only a segment at SND.MAX settles an ACK we owe; after
+		// a retransmission output sends a pure ACK as well.
+		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.sndMax) {
+			c.ackNow = false
+			c.segsUnacked = 0
+			c.delackAt = noTime
+		}
 	}
 	wire.EncodeTCP(b, &f, optLen)
 	wire.SetTCPChecksum(b, c.id.local.Addr(), c.id.remote.Addr())

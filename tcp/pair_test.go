@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
+	"strings"
 	"net"
 	"net/netip"
 	"testing"
@@ -103,8 +104,20 @@ func dial(t *testing.T, a *stack.Stack, port uint16) *tcp.Conn {
 
 // transfer sends size random bytes through the echo server, writing and
 // reading at once, and checks the SHA-256 of what came back.
-func transfer(t *testing.T, c *tcp.Conn, size int) {
+func transfer(t *testing.T, c *tcp.Conn, size int, stacks ...*stack.Stack) {
 	t.Helper()
+	defer func() {
+		if t.Failed() {
+			for i, s := range stacks {
+				for _, ci := range s.Connections() {
+					t.Logf("stack %d: %+v", i, ci)
+				}
+				var sb strings.Builder
+				s.WriteCounters(&sb)
+				t.Logf("stack %d counters:\n%s", i, sb.String())
+			}
+		}
+	}()
 	data := make([]byte, size)
 	rand.Read(data)
 	want := sha256.Sum256(data)
@@ -117,7 +130,7 @@ func transfer(t *testing.T, c *tcp.Conn, size int) {
 		errc <- err
 	}()
 	h := sha256.New()
-	c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	n, err := io.Copy(h, c)
 	if err != nil {
 		t.Fatalf("read after %d bytes: %v", n, err)
@@ -150,7 +163,7 @@ func TestEchoThroughFaults(t *testing.T) {
 			a, b := pair(t, stack.Config{TCP: tcp.Config{RTOMin: 20 * time.Millisecond, RTOInitial: 100 * time.Millisecond}}, &cfg)
 			echoServer(t, b)
 			c := dial(t, a, 7)
-			transfer(t, c, 4<<20)
+			transfer(t, c, 4<<20, a, b)
 			c.Close()
 			ca := a.Counters()
 			t.Logf("a: retrans %d fast %d timeouts %d; b: retrans %d fast %d timeouts %d",

@@ -153,8 +153,9 @@ func (c *Conn) sampleRTT(r time.Duration) {
 }
 
 // onKeepalive sends a keepalive probe, or gives up after kaCount
-// unanswered ones (RFC 1122 4.2.3.6): a segment with SEG.SEQ = SND.NXT-1,
-// which the peer must acknowledge.
+// unanswered ones (RFC 1122 4.2.3.6): a segment with a sequence number the
+// peer has already acknowledged (SND.UNA-1, as Linux), which fails its
+// acceptability test and so must be answered with an ACK.
 func (c *Conn) onKeepalive(now time.Time) {
 	if !c.keepalive || !c.state.synchronized() {
 		return
@@ -166,7 +167,7 @@ func (c *Conn) onKeepalive(now time.Time) {
 	}
 	c.kaProbes++
 	c.p.Stats.KeepaliveProbes.Inc()
-	c.sendFlags(c.sndNxt-1, wire.TCPFlagACK)
+	c.sendFlags(c.sndUna-1, wire.TCPFlagACK)
 	c.keepaliveAt = now.Add(c.kaInterval)
 }
 
