@@ -6,9 +6,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
-	"strings"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
