@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -136,13 +137,20 @@ func (s *stepper) say(format string, args ...any) {
 	fmt.Fprintf(s.w, "      %s\n", fmt.Sprintf(format, args...))
 }
 
-// startServices runs the demo's services on s's UDP.
+// startServices runs the demo's services on s's UDP and TCP.
 func startServices(ctx context.Context, s *stack.Stack) (*serviceGroup, error) {
 	list, err := services.Lookup(demoServices)
 	if err != nil {
 		return nil, err
 	}
-	return startUDPServices(ctx, s, list)
+	g, err := startUDPServices(ctx, s, list)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.startTCP(s, list); err != nil {
+		return nil, errors.Join(err, g.Stop())
+	}
+	return g, nil
 }
 
 // serviceList describes the demo's services for the reader.
@@ -297,10 +305,10 @@ func demoNamespace(ctx context.Context, w io.Writer) (err error) {
 	}()
 
 	fmt.Fprintf(w, "gonet demo: namespace %s, TAP device %s, MTU %d\n", ns, demoDev, demoMTU)
-	fmt.Fprintf(w, "gonet demo: the kernel is %v; GoNet is %v (%v), serving %s on UDP\n",
+	fmt.Fprintf(w, "gonet demo: the kernel is %v; GoNet is %v (%v), serving %s on UDP and TCP\n",
 		demoKernel, demoGoNet, dev.MAC(), serviceList())
 
-	st := &stepper{w: w, of: 5}
+	st := &stepper{w: w, of: 7}
 	gonet := demoDest(demoGoNet.Addr()).String()
 
 	for _, p := range []struct {
@@ -319,6 +327,25 @@ func demoNamespace(ctx context.Context, w io.Writer) (err error) {
 
 	st.step("UDP round trips from the kernel to GoNet's services")
 	if err := kernelUDP(ctx, st, ns, gonet); err != nil {
+		return err
+	}
+
+	st.step("TCP: a kernel socket streams %s through GoNet's echo service", demoBulkText)
+	var kconn net.Conn
+	if err := ns.Do(func() error {
+		var err error
+		d := net.Dialer{Timeout: demoTimeout}
+		kconn, err = d.DialContext(ctx, "tcp", net.JoinHostPort(gonet, "7"))
+		return err
+	}); err != nil {
+		return fmt.Errorf("TCP: the kernel connecting to GoNet's echo: %w", err)
+	}
+	if err := tcpEcho(ctx, st, kconn); err != nil {
+		return err
+	}
+
+	st.step("HTTP: GoNet's net/http client fetches from a kernel net/http server")
+	if err := httpFromKernel(ctx, st, ns, s); err != nil {
 		return err
 	}
 
@@ -466,9 +493,9 @@ func demoMemory(ctx context.Context, w io.Writer) (err error) {
 
 	fmt.Fprintf(w, "gonet demo: stack A is %v (%v), stack B is %v (%v), on an in-memory link with MTU %d\n",
 		demoKernel, macA, demoGoNet, macB, demoMTU)
-	fmt.Fprintf(w, "gonet demo: stack B serves %s on UDP\n", serviceList())
+	fmt.Fprintf(w, "gonet demo: stack B serves %s on UDP and TCP\n", serviceList())
 
-	st := &stepper{w: w, of: 3}
+	st := &stepper{w: w, of: 4}
 	dstB := demoDest(demoGoNet.Addr())
 
 	st.step("stack A pings stack B")
@@ -492,8 +519,103 @@ func demoMemory(ctx context.Context, w io.Writer) (err error) {
 		return err
 	}
 
+	st.step("TCP: stack A streams %s through stack B's echo service", demoBulkText)
+	dctx, cancel := context.WithTimeout(ctx, demoTimeout)
+	conn, err := a.DialTCP(dctx, netip.AddrPortFrom(dstB, 7))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("TCP: stack A connecting to stack B's echo: %w", err)
+	}
+	if err := tcpEcho(ctx, st, conn); err != nil {
+		return err
+	}
+
 	st.step("stack A's counters")
 	writeCounters(st, a)
+	return nil
+}
+
+// demoBulk is what the TCP step streams each way.
+const (
+	demoBulk     = 32 << 20
+	demoBulkText = "32 MiB"
+)
+
+// tcpEcho streams demoBulk bytes through an echo service on conn, writing
+// and reading at once, checks them, and prints the throughput.
+func tcpEcho(ctx context.Context, st *stepper, conn net.Conn) error {
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	msg := make([]byte, demoBulk)
+	for i := range msg {
+		msg[i] = byte(i*7 + i>>13)
+	}
+	start := time.Now()
+	werr := make(chan error, 1)
+	go func() {
+		_, err := conn.Write(msg)
+		if err == nil {
+			err = conn.(interface{ CloseWrite() error }).CloseWrite()
+		}
+		werr <- err
+	}()
+	conn.SetReadDeadline(time.Now().Add(demoTimeout * 6))
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		return fmt.Errorf("TCP echo: reading after %d bytes: %w", len(got), err)
+	}
+	if err := <-werr; err != nil {
+		return fmt.Errorf("TCP echo: writing: %w", err)
+	}
+	elapsed := time.Since(start)
+	if !bytes.Equal(got, msg) {
+		return fmt.Errorf("TCP echo: sent %d bytes, got back %d bytes that differ", len(msg), len(got))
+	}
+	st.say("%s sent and echoed back identical in %s ms: %.0f Mbit/s each way",
+		plural(len(msg), "byte"), formatMS(elapsed), float64(len(msg))*8/elapsed.Seconds()/1e6)
+	return nil
+}
+
+// httpFromKernel starts a net/http server on a kernel socket in ns and
+// fetches from it with a net/http client whose connections are GoNet's.
+func httpFromKernel(ctx context.Context, st *stepper, ns *netns.NS, s *stack.Stack) error {
+	var ln net.Listener
+	if err := ns.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", net.JoinHostPort(demoKernel.Addr().String(), "8080"))
+		return err
+	}); err != nil {
+		return fmt.Errorf("HTTP: listening on the kernel's side: %w", err)
+	}
+	body := bytes.Repeat([]byte("GoNet speaks HTTP through net/http, unchanged.\n"), 1<<14)
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Server", "Linux kernel TCP, Go net/http")
+			w.Write(body)
+		}),
+		ReadHeaderTimeout: demoTimeout,
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	client := &http.Client{Transport: &http.Transport{DialContext: s.DialContext}, Timeout: demoTimeout * 3}
+	defer client.CloseIdleConnections()
+	url := "http://" + net.JoinHostPort(demoDest(demoKernel.Addr()).String(), "8080") + "/"
+	for range 2 {
+		start := time.Now()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("HTTP: GET %s over GoNet: %w", url, err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || !bytes.Equal(got, body) {
+			return fmt.Errorf("HTTP: GET %s over GoNet: %d bytes, err %v", url, len(got), err)
+		}
+		st.say("GET %s: %s, %s from %q in %s ms", url, resp.Status, plural(len(got), "byte"), resp.Header.Get("Server"), formatMS(time.Since(start)))
+	}
+	st.say("the second request reused the connection: keep-alive over GoNet's TCP")
 	return nil
 }
 
