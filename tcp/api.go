@@ -198,8 +198,9 @@ func (c *Conn) Close() error {
 	}
 	c.closed = true
 	c.rdShut = true
-	unread := c.rcv.n > 0
+	unread := c.rcv.n > 0 && c.state != Closed
 	c.p.env.Budget.Release(c.rcv.clear())
+	c.p.forgetUnread(c)
 	linger := c.linger
 	switch {
 	case c.state == Closed:
@@ -305,6 +306,7 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 func (c *Conn) SetKeepAlive(on bool) error {
 	c.mu.Lock()
 	c.keepalive = on
+	c.kaReset = true
 	c.mu.Unlock()
 	c.poke()
 	return nil
@@ -318,6 +320,7 @@ func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
 	}
 	c.mu.Lock()
 	c.kaIdle, c.kaInterval = d, d
+	c.kaReset = true
 	c.mu.Unlock()
 	c.poke()
 	return nil
@@ -336,6 +339,7 @@ func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
 	if cfg.Count > 0 {
 		c.kaCount = cfg.Count
 	}
+	c.kaReset = true
 	c.mu.Unlock()
 	c.poke()
 	return nil

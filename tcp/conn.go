@@ -59,7 +59,8 @@ type Conn struct {
 	kaIdle     time.Duration
 	kaInterval time.Duration
 	kaCount    int
-	linger     int // seconds; -1: default (close in the background)
+	kaReset    bool // keepalive settings changed: run restarts the idle clock
+	linger     int  // seconds; -1: default (close in the background)
 
 	// The TCB, owned by run. Send sequence variables (RFC 9293 3.3.1).
 	iss       seqnum.Value
@@ -99,6 +100,7 @@ type Conn struct {
 	// ACKs owed to the peer.
 	ackNow      bool
 	segsUnacked int
+	dupAcksOwed int // segments that arrived out of order since the last output
 	// Timers, as deadlines; one clock timer fires for the earliest.
 	timer       clock.Timer
 	timerAt     time.Time
@@ -267,6 +269,13 @@ func (c *Conn) request() {
 		c.finish(errClosedByApp)
 		return
 	}
+	if c.kaReset {
+		// Keepalive turned on or retimed: the idle clock starts now, as
+		// Linux's setsockopt restarts it, not at the next segment, which
+		// an idle connection may never receive.
+		c.kaReset = false
+		c.armKeepalive(c.p.env.Clock.Now())
+	}
 	// A Read freed receive space: say so if the window grew enough
 	// (checked in output); a Write queued data; a shutdown queued a FIN.
 }
@@ -319,7 +328,14 @@ func (c *Conn) exit() {
 	c.timer.Stop()
 	c.mu.Lock()
 	bud := c.p.env.Budget
-	bud.Release(c.rcv.clear())
+	// Data received in order stays readable after an orderly end: the
+	// application reads it, then io.EOF, and Close releases it. A reset
+	// discards it, as Read then reports the reset.
+	if c.rcv.n > 0 && (c.err != nil || c.closed) {
+		bud.Release(c.rcv.clear())
+	} else if c.rcv.n > 0 {
+		c.p.keepUnread(c)
+	}
 	for _, o := range c.ooo {
 		o.pk.Release()
 		bud.Release(len(o.data))

@@ -167,6 +167,15 @@ func (c *Conn) acceptable(seg *segment) bool {
 // (RFC 9293 3.10.7.4), in the RFC's order of checks. It reports whether the
 // segment's packet was kept for its data.
 func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time) bool {
+	// Simultaneous open (RFC 9293 figure 8, line 6): the peer's SYN-ACK
+	// repeats the SYN we hold and acknowledges ours. Take it as the ACK
+	// it carries, as Linux does: answering it as a duplicate SYN would
+	// start a SYN-ACK ping-pong with a peer doing the same.
+	if c.state == SynReceived && c.lis == nil && seg.seq == c.irs && seg.ack == c.iss+1 &&
+		seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
+		seg.flags &^= wire.TCPFlagSYN
+		seg.seq++
+	}
 	// First, check sequence number.
 	if !c.acceptable(seg) {
 		c.p.Stats.OutOfWindow.Inc()
@@ -198,7 +207,10 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		case Established, FinWait1, FinWait2, CloseWait:
 			c.p.Stats.EstabResets.Inc()
 			c.finish(errConnReset)
-		default: // CLOSING, LAST-ACK, TIME-WAIT
+		case TimeWait:
+			// RFC 1337 section 3 (TIME-WAIT assassination): a reset does
+			// not cut TIME-WAIT short.
+		default: // CLOSING, LAST-ACK
 			c.finish(nil)
 		}
 		return false
@@ -464,6 +476,7 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 		if seq.GreaterThan(c.rcvNxt) {
 			c.holdOutOfOrder(seq, seg.pk, data, fin)
 			c.ackNow = true // RFC 5681 4.2: a duplicate ACK at once
+			c.dupAcksOwed++
 			return true
 		}
 		c.ackNow = true

@@ -25,11 +25,18 @@ func (c *Conn) output() {
 	if c.sndUna == c.sndMax && !c.lastSend.IsZero() && now.Sub(c.lastSend) > c.rto {
 		c.cc.OnIdle() // RFC 5681 section 4.1: restart after idle
 	}
+	// RFC 5681 4.2: one immediate duplicate ACK per segment that arrived
+	// out of order, even when a batch brought several, and without data:
+	// a segment carrying data is no duplicate ACK to the sender (RFC 5681
+	// section 2), which would then wait for its timer to repair the loss.
+	for ; c.dupAcksOwed > 0; c.dupAcksOwed-- {
+		c.sendFlags(c.sndMax, wire.TCPFlagACK)
+	}
 	sent := false
 	for c.sendData() {
 		sent = true
 	}
-	if !sent && c.ackNow {
+	if !sent && (c.ackNow || c.windowUpdateDue()) {
 		// SND.MAX, not SND.NXT: after a timeout SND.NXT goes back to
 		// SND.UNA, and an ACK carrying a sequence number the peer has
 		// passed would fail its acceptability test and be dropped with the
@@ -76,7 +83,12 @@ func (c *Conn) sendData() bool {
 	}
 	if n < unsent && n < c.sndMSS && n < int(c.maxSndWnd/2) {
 		// Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment
-		// while more data waits for a larger window.
+		// while more data waits for a larger window. With nothing in
+		// flight no ACK will come to reopen it: the persist timer is the
+		// RFC's override timeout.
+		if inflight == 0 && c.rexmitAt.IsZero() {
+			c.armRexmit(c.p.env.Clock.Now())
+		}
 		return false
 	}
 	flags := uint8(wire.TCPFlagACK)
@@ -200,6 +212,9 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		SrcPort: c.id.local.Port(), DstPort: c.id.remote.Port(),
 		Seq: uint32(seq), Flags: flags,
 	}
+	if syn && flags&wire.TCPFlagACK == 0 {
+		f.Window = c.windowField(true) // a SYN offers a window too
+	}
 	if flags&wire.TCPFlagACK != 0 {
 		f.Ack = uint32(c.rcvNxt)
 		f.Window = c.windowField(syn)
@@ -253,6 +268,8 @@ func (c *Conn) windowField(syn bool) uint16 {
 // since the last advertisement to tell the peer unprompted.
 func (c *Conn) windowUpdateDue() bool {
 	free := max(c.rcvBufSize-c.rcv.n-c.oooN, 0)
+	// No more than the window field can say: beyond it nothing would change.
+	free = min(free, 65535<<c.rcvWScale)
 	right := c.rcvNxt.Add(seqnum.Size(free))
 	if !right.GreaterThan(c.rcvAdv) {
 		return false

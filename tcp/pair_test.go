@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
+	"os"
 	"net"
 	"net/netip"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
+	"github.com/gonetstack/gonet/link/pcap"
 	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
@@ -36,6 +38,13 @@ func pair(t *testing.T, cfg stack.Config, faults *fault.Config) (a, b *stack.Sta
 	var epA link.Endpoint = ea
 	if faults != nil {
 		epA = fault.New(ea, *faults)
+	}
+	if path := os.Getenv("GONET_TEST_PCAP"); path != "" {
+		pc, err := pcap.Create(epA, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		epA = pc
 	}
 	a, b = stack.New(cfg), stack.New(cfg)
 	for _, x := range []struct {
@@ -83,7 +92,9 @@ func echoServer(t *testing.T, b *stack.Stack) *tcp.Listener {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				if n, err := io.Copy(c, c); err != nil {
+					t.Logf("echo server: copied %d bytes: %v", n, err)
+				}
 			}()
 		}
 	}()
@@ -131,7 +142,18 @@ func transfer(t *testing.T, c *tcp.Conn, size int, stacks ...*stack.Stack) {
 	}()
 	h := sha256.New()
 	c.SetReadDeadline(time.Now().Add(20 * time.Second))
-	n, err := io.Copy(h, c)
+	var got bytes.Buffer
+	n, err := io.Copy(io.MultiWriter(h, &got), c)
+	if n != int64(size) {
+		g := got.Bytes()
+		i := 0
+		for i < len(g) && g[i] == data[i] {
+			i++
+		}
+		// Where does the received tail come from in the sent data?
+		tail := g[i:min(len(g), i+64)]
+		t.Logf("first difference at byte %d of %d received; the next 64 bytes received are sent bytes at %d", i, len(g), bytes.Index(data, tail))
+	}
 	if err != nil {
 		t.Fatalf("read after %d bytes: %v", n, err)
 	}
@@ -146,7 +168,7 @@ func transfer(t *testing.T, c *tcp.Conn, size int, stacks ...*stack.Stack) {
 func TestEchoOverPipe(t *testing.T) {
 	a, b := pair(t, stack.Config{}, nil)
 	echoServer(t, b)
-	for _, size := range []int{1, 64 << 10, 8 << 20} {
+	for _, size := range []int{1, 64 << 10, 8 << 20, 32 << 20} {
 		c := dial(t, a, 7)
 		transfer(t, c, size)
 		c.Close()

@@ -153,6 +153,10 @@ type Protocol struct {
 	listeners map[uint16][]*Listener
 	closed    bool
 	wg        sync.WaitGroup // every connection's goroutine
+	// unread holds ended connections whose received data the application
+	// has not read yet: their buffers are released by Close, or by the
+	// stack's shutdown.
+	unread map[*Conn]struct{}
 
 	Stats Stats
 }
@@ -172,6 +176,7 @@ func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
 		start:     e.Clock.Now(),
 		conns:     map[fourTuple]*Conn{},
 		listeners: map[uint16][]*Listener{},
+		unread:    map[*Conn]struct{}{},
 	}
 	for i := 0; i < len(p.secret); i += 8 {
 		binary.LittleEndian.PutUint64(p.secret[i:], e.Rand.Uint64())
@@ -227,4 +232,27 @@ func (p *Protocol) Close() {
 		c.abort(errStackClosed)
 	}
 	p.wg.Wait()
+	p.mu.Lock()
+	unread := p.unread
+	p.unread = map[*Conn]struct{}{}
+	p.mu.Unlock()
+	for c := range unread {
+		c.mu.Lock()
+		p.env.Budget.Release(c.rcv.clear())
+		c.mu.Unlock()
+	}
+}
+
+// keepUnread remembers an ended connection with data left to read.
+func (p *Protocol) keepUnread(c *Conn) {
+	p.mu.Lock()
+	p.unread[c] = struct{}{}
+	p.mu.Unlock()
+}
+
+// forgetUnread is told that the application closed c.
+func (p *Protocol) forgetUnread(c *Conn) {
+	p.mu.Lock()
+	delete(p.unread, c)
+	p.mu.Unlock()
 }

@@ -93,18 +93,23 @@ func (c *Conn) onRexmit(now time.Time) {
 	if inflight == 0 && (unsent <= 0 || c.sndWnd != 0) {
 		return // nothing to do: everything was acknowledged
 	}
-	if c.sndWnd == 0 && inflight <= 1 {
-		// Persist: probe the closed window with one byte (RFC 9293
-		// 3.8.6.1). Probes never abort a connection whose peer answers.
+	if inflight == 0 && unsent > 0 || c.sndWnd == 0 && inflight <= 1 {
+		// Persist (RFC 9293 3.8.6.1): the peer's window is closed, or too
+		// small for sender SWS avoidance to use. Probe with what it
+		// allows, at least one byte. Probes never abort a connection
+		// whose peer answers them.
 		c.p.Stats.PersistProbes.Inc()
 		c.backoffRTO()
 		c.backoff = 0
-		if inflight == 0 {
-			c.sendSegment(c.sndNxt, wire.TCPFlagACK, int(c.sndNxt.Sub(c.sndBufSeq)), 1)
-			c.noteSent(c.sndNxt, 1, false)
-		} else {
-			c.sendSegment(c.sndUna, wire.TCPFlagACK, int(c.sndUna.Sub(c.sndBufSeq)), 1)
-			c.noteSent(c.sndUna, 1, false)
+		seq := c.sndNxt
+		if inflight > 0 {
+			seq = c.sndUna
+		}
+		off := int(seq.Sub(c.sndBufSeq))
+		n := min(max(int(c.sndWnd), 1), c.snd.n-off, c.sndMSS)
+		if n > 0 {
+			c.sendSegment(seq, wire.TCPFlagACK, off, n)
+			c.noteSent(seq, n, false)
 		}
 		c.armRexmit(now)
 		return
