@@ -36,8 +36,9 @@ type host struct {
 
 // options changes how newHost sets a host up.
 type options struct {
-	mtu  int
-	wrap func(t *testing.T, ep link.Endpoint) link.Endpoint // fault, pcap
+	mtu   int
+	wrap  func(t *testing.T, ep link.Endpoint) link.Endpoint // fault, pcap
+	stack stack.Config                                       // the zero value: defaults
 }
 
 // newHost sets up a namespace, a TAP in it, and a stack on it. Cleanup
@@ -66,7 +67,7 @@ func newHost(t *testing.T, o options) *host {
 	if o.wrap != nil {
 		ep = o.wrap(t, ep)
 	}
-	h.stack = stack.New(stack.Config{})
+	h.stack = stack.New(o.stack)
 	t.Cleanup(func() {
 		if err := h.stack.Close(); err != nil {
 			t.Errorf("close stack: %v", err)

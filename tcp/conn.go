@@ -151,6 +151,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 	}
 	c.iss = p.isn(id)
 	c.sndUna, c.sndNxt, c.sndMax = c.iss, c.iss, c.iss
+	c.recover = c.iss // RFC 6582 3.2 step 1: "initialized to the ISS"
 	c.sndBufSeq = c.iss + 1
 	// RFC 9293 3.7.1 and RFC 6691: the MSS announced is the route's MTU
 	// less the fixed IP and TCP headers.

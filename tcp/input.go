@@ -309,13 +309,18 @@ func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 	if ack.LessThan(c.sndUna) {
 		return true // an old duplicate: ignore the ACK, keep the text
 	}
+	// A closed window's answers to zero-window probes are not duplicate
+	// ACKs: they signal no loss (FreeBSD counts none in persist either).
 	isDup := ack == c.sndUna && len(seg.payload) == 0 && !seg.has(wire.TCPFlagFIN) &&
-		wnd == c.sndWnd && c.sndUna != c.sndMax
+		wnd == c.sndWnd && wnd != 0 && c.sndUna != c.sndMax
 	// RFC 9293 3.10.7.4: update the window if the segment is newer.
 	if c.sndWl1.LessThan(seg.seq) || (c.sndWl1 == seg.seq && c.sndWl2.LessThanEq(ack)) {
 		c.sndWnd = wnd
 		c.sndWl1, c.sndWl2 = seg.seq, ack
 		c.maxSndWnd = max(c.maxSndWnd, wnd)
+	}
+	if c.sndWnd == 0 {
+		c.backoff = 0 // an answer to the zero-window probes: the peer lives
 	}
 	acked := int(ack.Sub(c.sndUna))
 	if acked > 0 {
@@ -464,6 +469,10 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 		}
 		data = data[:keep]
 		fin = false
+		// Say at once what was taken and what the window is: a zero-
+		// window probe must be answered (RFC 9293 3.8.6.1), and the
+		// sender of the rest learns to wait.
+		c.ackNow = true
 	}
 	if len(data) > 0 && c.closed {
 		// The application closed and will never read this: RFC 9293

@@ -258,8 +258,13 @@ func (c *Conn) windowField(syn bool) uint16 {
 	if syn || !c.wsOK {
 		shift = 0 // RFC 7323 2.2: a SYN's window is never scaled
 	}
-	field := min(wnd>>shift, 65535)
-	// The edge the peer will compute from the field, rounded down.
+	// Round the scaled field up, as Linux's tcp_select_window does:
+	// rounding down would move the right edge left by up to 2^shift-1
+	// bytes each time RCV.NXT moves, shrinking a window the peer may
+	// already have filled (RFC 9293 3.8.6.2.2: SHLD-15), and data it sent
+	// within it would be dropped and retransmitted.
+	field := min((wnd+1<<shift-1)>>shift, 65535)
+	// The edge the peer will compute from the field.
 	c.rcvAdv = c.rcvNxt.Add(seqnum.Size(field << shift))
 	return uint16(field)
 }

@@ -90,17 +90,23 @@ func (c *Conn) onRexmit(now time.Time) {
 	}
 	inflight := int(c.sndMax.Sub(c.sndUna))
 	unsent := c.snd.n - int(c.sndNxt.Sub(c.sndBufSeq))
-	if inflight == 0 && (unsent <= 0 || c.sndWnd != 0) {
+	if inflight == 0 && unsent <= 0 {
 		return // nothing to do: everything was acknowledged
 	}
 	if inflight == 0 && unsent > 0 || c.sndWnd == 0 && inflight <= 1 {
 		// Persist (RFC 9293 3.8.6.1): the peer's window is closed, or too
 		// small for sender SWS avoidance to use. Probe with what it
 		// allows, at least one byte. Probes never abort a connection
-		// whose peer answers them.
+		// whose peer answers them (processAck counts an answer); Retries
+		// unanswered ones do, as Linux's tcp_probe_timer.
+		c.backoff++
+		if c.backoff > c.p.cfg.Retries {
+			c.p.Stats.TimeoutAborts.Inc()
+			c.reset(errTimedOut)
+			return
+		}
 		c.p.Stats.PersistProbes.Inc()
 		c.backoffRTO()
-		c.backoff = 0
 		seq := c.sndNxt
 		if inflight > 0 {
 			seq = c.sndUna
@@ -110,6 +116,12 @@ func (c *Conn) onRexmit(now time.Time) {
 		if n > 0 {
 			c.sendSegment(seq, wire.TCPFlagACK, off, n)
 			c.noteSent(seq, n, false)
+		}
+		if c.sndWnd == 0 {
+			// A closed window drops the probe's byte: once it opens,
+			// send from SND.UNA again, the probe's byte first (as BSD
+			// pulls snd_nxt back to a closed window).
+			c.sndNxt = c.sndUna
 		}
 		c.armRexmit(now)
 		return
