@@ -260,6 +260,8 @@ func Describe(frame []byte) string {
 			parts = append(parts, fmt.Sprintf("icmp %v id %d seq %d", l.TypeCode, l.Id, l.Seq))
 		case *layers.UDP:
 			parts = append(parts, fmt.Sprintf("udp %d>%d len %d", l.SrcPort, l.DstPort, l.Length))
+		case *layers.TCP:
+			parts = append(parts, fmt.Sprintf("tcp %d>%d [%s] seq %d ack %d win %d len %d", l.SrcPort, l.DstPort, FlagString(TCPFlags(l)), l.Seq, l.Ack, l.Window, len(l.Payload)))
 		}
 	}
 	if len(parts) == 0 {
