@@ -59,7 +59,7 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		return nil, fail(syscall.EADDRINUSE)
 	}
 	c := p.newConn(id, route, SynSent)
-	c.cc = newNewReno(c.sndMSS)
+	c.cc = p.congestion(c.sndMSS)
 	p.conns[id] = c
 	p.wg.Add(1)
 	p.Stats.Connections.Add(1)
@@ -376,6 +376,35 @@ func (c *Conn) SetWriteBuffer(bytes int) error {
 	c.sndBufSize = bytes
 	c.mu.Unlock()
 	signal(c.writable)
+	return nil
+}
+
+// SetCongestion chooses the connection's congestion control by name, as
+// Linux's TCP_CONGESTION socket option does: "cubic" (the stack's default
+// unless Config.Congestion says otherwise) or "newreno". An unknown name is
+// an error wrapping ENOENT. It is meant for before data flows, when the
+// new algorithm starts as the old one would have. Switched mid-connection,
+// the new algorithm takes over the congestion window and ssthresh in force
+// but none of the old one's history: CUBIC starts a congestion avoidance
+// stage from the current window as after a timeout (RFC 9438 section
+// 4.8), HyStart++ runs only if the initial slow start was under way, and a
+// fast recovery in progress is finished by the new algorithm.
+func (c *Conn) SetCongestion(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cc, err := newCongestion(name, c.sndMSS, &c.p.Stats)
+	if err != nil {
+		return c.opError("set", err)
+	}
+	if c.cc != nil {
+		if c.cc.Name() == cc.Name() {
+			return nil // the same algorithm keeps its history
+		}
+		if s, ok := cc.(seeder); ok {
+			s.seed(c.cc.CWnd(), c.cc.SSThresh(), c.inRecovery)
+		}
+	}
+	c.cc = cc
 	return nil
 }
 

@@ -2,21 +2,26 @@ package tcp
 
 import (
 	"fmt"
+	"syscall"
 	"time"
+
+	"github.com/gonetstack/gonet/seqnum"
 )
 
 // CongestionControl decides the congestion window. The sender owns loss
 // detection and recovery (when to retransmit what: RFC 5681, RFC 6582,
 // later SACK and RACK); the congestion control only answers how much may
-// be in flight, told of each event. NewReno is the first implementation;
-// CUBIC slots in beside it.
+// be in flight, told of each event. NewReno (below) and CUBIC (cubic.go,
+// the default) implement it.
 type CongestionControl interface {
+	// Name is the algorithm's name, as Config.Congestion and
+	// Conn.SetCongestion take it.
+	Name() string
 	// CWnd and SSThresh are in bytes.
 	CWnd() int
 	SSThresh() int
-	// OnAck is told of newly acknowledged bytes outside recovery, with the
-	// bytes in flight before the ACK and an RTT sample (zero if none).
-	OnAck(acked, inflight int, rtt time.Duration, now time.Time)
+	// OnAck is told of newly acknowledged bytes outside recovery.
+	OnAck(a AckEvent)
 	// OnEnterRecovery is told of a loss found by duplicate ACKs (fast
 	// retransmit), with the bytes in flight.
 	OnEnterRecovery(inflight int)
@@ -34,13 +39,49 @@ type CongestionControl interface {
 	SetMSS(mss int)
 }
 
-// newCongestion makes the named congestion control.
-func newCongestion(name string, mss int) (CongestionControl, error) {
+// AckEvent is an acknowledgement of new data outside recovery, as the
+// sender saw it.
+type AckEvent struct {
+	// Acked is the bytes newly acknowledged; Inflight the bytes in flight
+	// before the ACK (SND.MAX - SND.UNA).
+	Acked, Inflight int
+	// RTT is the sample this ACK gave, zero if none (Karn's rule); SRTT
+	// the smoothed RTT after it (RFC 6298), zero before any sample.
+	RTT, SRTT time.Duration
+	// SndUna is SND.UNA after the ACK, SndMax the highest sequence number
+	// sent: HyStart++ ends a round when SND.UNA passes the SND.MAX of the
+	// round's start (RFC 9406 section 4.2).
+	SndUna, SndMax seqnum.Value
+	// Now is the time on the stack's clock.
+	Now time.Time
+}
+
+// newCongestion makes the named congestion control; st takes its counters.
+func newCongestion(name string, mss int, st *Stats) (CongestionControl, error) {
 	switch name {
+	case "cubic":
+		return newCubic(mss, st), nil
 	case "newreno", "reno":
 		return newNewReno(mss), nil
 	}
-	return nil, fmt.Errorf("tcp: unknown congestion control %q", name)
+	return nil, fmt.Errorf("tcp: unknown congestion control %q: %w", name, syscall.ENOENT)
+}
+
+// congestion makes the stack's congestion control for a new connection.
+// An unknown Config.Congestion falls back to the default, CUBIC.
+func (p *Protocol) congestion(mss int) CongestionControl {
+	cc, err := newCongestion(p.cfg.Congestion, mss, &p.Stats)
+	if err != nil {
+		cc = newCubic(mss, &p.Stats)
+	}
+	return cc
+}
+
+// seeder is implemented by GoNet's congestion controls: one that takes
+// over a connection mid-way starts from the window in force, not from the
+// initial window (see Conn.SetCongestion).
+type seeder interface {
+	seed(cwnd, ssthresh int, inRecovery bool)
 }
 
 // initialWindow is RFC 6928's initial window: min(10*MSS, max(2*MSS, 14600)).
@@ -61,24 +102,29 @@ func newNewReno(mss int) *newReno {
 	return &newReno{mss: mss, cwnd: initialWindow(mss), ssthresh: 1 << 30}
 }
 
+func (r *newReno) Name() string         { return "newreno" }
 func (r *newReno) CWnd() int            { return r.cwnd }
 func (r *newReno) SSThresh() int        { return r.ssthresh }
 func (r *newReno) SetMSS(mss int)       { r.mss = mss }
 func (r *newReno) OnIdle()              { r.cwnd = min(r.cwnd, initialWindow(r.mss)) }
 func (r *newReno) lossThresh(f int) int { return max(f/2, 2*r.mss) }
 
-func (r *newReno) OnAck(acked, inflight int, _ time.Duration, _ time.Time) {
+func (r *newReno) seed(cwnd, ssthresh int, _ bool) {
+	r.cwnd, r.ssthresh, r.acc = cwnd, ssthresh, 0
+}
+
+func (r *newReno) OnAck(a AckEvent) {
 	// RFC 5681 section 3.1: grow only when the window was the limit, so
 	// an application-limited sender does not inflate it without use.
-	if inflight+r.mss < r.cwnd {
+	if a.Inflight+r.mss < r.cwnd {
 		return
 	}
 	if r.cwnd < r.ssthresh {
 		// Slow start, with RFC 3465's limit of L=2 MSS per ACK.
-		r.cwnd += min(acked, 2*r.mss)
+		r.cwnd += min(a.Acked, 2*r.mss)
 		return
 	}
-	r.acc += acked
+	r.acc += a.Acked
 	if r.acc >= r.cwnd {
 		r.acc -= r.cwnd
 		r.cwnd += r.mss

@@ -82,7 +82,13 @@ type Conn struct {
 	sndWScale, rcvWScale uint8
 	wsOK                 bool
 	tsOK                 bool
+	sackOK               bool      // both sides sent SACK-permitted (RFC 2018)
+	dsack                sackRange // a duplicate to report (RFC 2883)
+	lastOOO              sackRange // the latest out-of-order arrival
+	sackBuf              [wire.TCPMaxSACKBlocks]wire.SACKBlock
 	tsRecent             uint32
+	tsRecentAt           time.Time // when tsRecent was taken: PAWS (paws.go)
+	lastChallenge        time.Time // the last challenge ACK (challenge.go)
 	tsOffset             uint32
 	sndMSS               int // payload bytes per segment, options excluded
 	rcvMSS               int // the MSS we announce
@@ -245,6 +251,9 @@ func (c *Conn) run() {
 // begin sends the opening segment: SYN for an active open, SYN-ACK for a
 // passive one.
 func (c *Conn) begin() {
+	if c.state == Established {
+		return // made from a SYN cookie: the handshake is over
+	}
 	flags := uint8(wire.TCPFlagSYN)
 	if c.state == SynReceived {
 		flags |= wire.TCPFlagACK

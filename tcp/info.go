@@ -21,6 +21,8 @@ type ConnInfo struct {
 	SSThresh    int // bytes
 	SendWindow  int // the peer's window, bytes
 	Retransmits uint64
+	// Congestion names the congestion control ("cubic", "newreno").
+	Congestion string
 }
 
 // Info returns the connection's row of the table.
@@ -41,7 +43,7 @@ func (c *Conn) Info() ConnInfo {
 		Retransmits: c.retransmits,
 	}
 	if c.cc != nil {
-		ci.CWnd, ci.SSThresh = c.cc.CWnd(), c.cc.SSThresh()
+		ci.Congestion, ci.CWnd, ci.SSThresh = c.cc.Name(), c.cc.CWnd(), c.cc.SSThresh()
 	}
 	return ci
 }

@@ -56,17 +56,16 @@ func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
 		c.wsOK = false
 		c.rcvWScale = 0
 	}
+	// RFC 2018 section 2: SACK only when both SYNs carried SACK-permitted
+	// (a passive open replies with it only if the SYN had it).
+	c.sackOK = o.SACKPermitted
 	if o.HasTimestamp {
 		c.tsOK = true
-		c.tsRecent = o.TSVal
+		c.tsRecent, c.tsRecentAt = o.TSVal, c.p.env.Clock.Now()
 		c.sndMSS -= 12 // RFC 6691: the option takes room from each segment
 	}
 	c.sndMSS = max(c.sndMSS, 64)
-	cc, err := newCongestion(c.p.cfg.Congestion, c.sndMSS)
-	if err != nil {
-		cc = newNewReno(c.sndMSS) // Config was validated by the stack
-	}
-	c.cc = cc
+	c.cc = c.p.congestion(c.sndMSS)
 }
 
 // inputSynSent handles a segment in SYN-SENT (RFC 9293 3.10.7.3).
@@ -176,10 +175,21 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		seg.flags &^= wire.TCPFlagSYN
 		seg.seq++
 	}
+	// RFC 7323 5.3 R1: PAWS comes before the sequence number test.
+	if c.pawsReject(seg, o, now) {
+		return false
+	}
 	// First, check sequence number.
 	if !c.acceptable(seg) {
 		c.p.Stats.OutOfWindow.Inc()
-		if !seg.has(wire.TCPFlagRST) {
+		if n := seg.len(); n > 0 && seg.seq.LessThan(c.rcvNxt) {
+			c.noteDuplicate(seg.seq, seqnum.Min(seg.seq.Add(n), c.rcvNxt))
+		}
+		switch {
+		case seg.has(wire.TCPFlagRST):
+		case seg.has(wire.TCPFlagSYN) && c.state != SynReceived:
+			c.challengeACK(now) // RFC 5961 4.2: "irrespective of the sequence number"
+		default:
 			c.ackNow = true // "send an acknowledgment"; keepalives get theirs here
 		}
 		if c.state == TimeWait && seg.has(wire.TCPFlagFIN) {
@@ -192,8 +202,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// challenge ACK, so a blind attacker must guess the exact number.
 	if seg.has(wire.TCPFlagRST) {
 		if seg.seq != c.rcvNxt {
-			c.p.Stats.ChallengeACKs.Inc()
-			c.ackNow = true
+			c.challengeACK(now)
 			return false
 		}
 		c.p.Stats.InRsts.Inc()
@@ -223,16 +232,18 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 			c.ackNow = true
 			return false
 		}
-		c.p.Stats.ChallengeACKs.Inc()
-		c.ackNow = true
+		c.challengeACK(now)
 		return false
 	}
 	// Fifth, check the ACK field.
 	if !seg.has(wire.TCPFlagACK) {
 		return false
 	}
+	if c.state != SynReceived && !c.ackAcceptable(seg, now) {
+		return false // RFC 5961 5.2 (challenge.go)
+	}
 	if c.tsOK && o.HasTimestamp && !seg.seq.GreaterThan(c.rcvNxt) {
-		c.tsRecent = o.TSVal // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
+		c.tsRecent, c.tsRecentAt = o.TSVal, now // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
 	}
 	c.armKeepalive(now)
 	if c.state == SynReceived {
@@ -410,7 +421,8 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 		}
 	} else {
 		c.dupAcks = 0
-		c.cc.OnAck(acked, inflight, rtt, now)
+		c.cc.OnAck(AckEvent{Acked: acked, Inflight: inflight, RTT: rtt, SRTT: c.srtt,
+			SndUna: c.sndUna, SndMax: c.sndMax, Now: now})
 	}
 	// RFC 6298 5.2-5.3: stop the timer when all is acknowledged, else
 	// restart it.
@@ -455,6 +467,7 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 	fin := seg.has(wire.TCPFlagFIN)
 	// Trim what we already have, and what lies beyond the window.
 	if seq.LessThan(c.rcvNxt) {
+		c.noteDuplicate(seq, seqnum.Min(seq.Add(seqnum.Size(len(data))), c.rcvNxt))
 		skip := int(c.rcvNxt.Sub(seq))
 		if skip > len(data) {
 			skip = len(data)
@@ -541,6 +554,7 @@ func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, 
 	for ; i < len(c.ooo); i++ {
 		o := &c.ooo[i]
 		if !o.seq.GreaterThan(seq) && !o.end().LessThan(end) && (!fin || o.fin) {
+			c.noteDuplicate(seq, end)
 			pk.Release() // a duplicate of what we hold
 			return
 		}
@@ -554,6 +568,7 @@ func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, 
 		return
 	}
 	c.p.Stats.OFOQueue.Inc()
+	c.lastOOO = sackRange{seq, end, true}
 	c.ooo = append(c.ooo, oooSeg{})
 	copy(c.ooo[i+1:], c.ooo[i:])
 	c.ooo[i] = oooSeg{seq: seq, pk: pk, data: data, fin: fin}

@@ -27,6 +27,7 @@ type Listener struct {
 	mu       sync.Mutex
 	halfOpen int
 	closed   bool
+	cookieAt time.Time // the last SYN cookie sent (syncookie.go)
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -99,8 +100,9 @@ func listenError(laddr netip.AddrPort, err error) error {
 }
 
 // handle takes a segment for the listener, in the dealer (RFC 9293
-// 3.10.7.2): a RST is ignored, an ACK is answered with a RST, and a SYN
-// opens a connection in SYN-RECEIVED, within the backlog.
+// 3.10.7.2): a RST is ignored, an ACK is answered with a RST unless it
+// returns a SYN cookie, and a SYN opens a connection in SYN-RECEIVED
+// within the backlog, or beyond it gets a SYN cookie (syncookie.go).
 func (l *Listener) handle(seg *segment, id fourTuple) {
 	p := l.p
 	defer seg.pk.Release()
@@ -108,6 +110,9 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	case seg.has(wire.TCPFlagRST):
 		return
 	case seg.has(wire.TCPFlagACK):
+		if l.cookieACK(seg, id) {
+			return
+		}
 		p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
 		return
 	case !seg.has(wire.TCPFlagSYN):
@@ -120,13 +125,18 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	}
 	l.mu.Lock()
 	full := l.closed || l.halfOpen+len(l.accepted) >= l.backlog
-	if !full {
+	cookie := l.wantCookie(full, p.env.Clock.Now())
+	if !full && !cookie {
 		l.halfOpen++
 	}
 	l.mu.Unlock()
+	if cookie {
+		l.sendCookie(seg, id, &opts)
+		return
+	}
 	if full {
-		// Linux drops the SYN, so the client retries; SYN cookies
-		// (RFC 4987 3.6) will answer instead.
+		// No cookie (turned off, or the accept queue is full too): drop
+		// the SYN, as Linux does, and the client retries.
 		p.Stats.ListenOverflows.Inc()
 		p.Stats.ListenDrops.Inc()
 		return

@@ -30,7 +30,7 @@ func (c *Conn) output() {
 	// a segment carrying data is no duplicate ACK to the sender (RFC 5681
 	// section 2), which would then wait for its timer to repair the loss.
 	for ; c.dupAcksOwed > 0; c.dupAcksOwed-- {
-		c.sendFlags(c.sndMax, wire.TCPFlagACK)
+		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
 	}
 	sent := false
 	for c.sendData() {
@@ -41,8 +41,21 @@ func (c *Conn) output() {
 		// SND.UNA, and an ACK carrying a sequence number the peer has
 		// passed would fail its acceptability test and be dropped with the
 		// acknowledgement it carries (as Linux's tcp_acceptable_seq avoids).
-		c.sendFlags(c.sndMax, wire.TCPFlagACK)
+		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
 	}
+}
+
+// ackSeq is the sequence number of a segment without data: SND.MAX, or
+// the right edge of the peer's window if that is less, as Linux's
+// tcp_acceptable_seq. A peer whose window closed before all we sent
+// arrived accepts, with its zero window, only a segment at its RCV.NXT
+// (RFC 9293 3.10.7.4): at SND.MAX our ACKs, and the acknowledgement of its
+// data they carry, would be dropped until a zero-window probe got through.
+func (c *Conn) ackSeq() seqnum.Value {
+	if end := c.sndUna.Add(seqnum.Size(c.sndWnd)); end.LessThan(c.sndMax) {
+		return end
+	}
+	return c.sndMax
 }
 
 func (c *Conn) synFlags() uint8 {
@@ -191,8 +204,13 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		if c.state == SynSent || c.tsOK {
 			opts.HasTimestamp = true
 		}
+		opts.SACKPermitted = c.state == SynSent || c.sackOK
 	} else if c.tsOK && flags&wire.TCPFlagRST == 0 {
 		opts.HasTimestamp = true
+	}
+	if !syn && c.sackOK && flags&wire.TCPFlagACK != 0 && flags&wire.TCPFlagRST == 0 && (len(c.ooo) > 0 || c.dsack.valid) {
+		opts.SACK = c.sackBlocks(c.sackBuf[:0])
+		c.dsack.valid = false
 	}
 	if opts.HasTimestamp {
 		opts.TSVal = c.p.tsNow() + c.tsOffset
@@ -201,6 +219,13 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		}
 	}
 	optLen := wire.TCPOptionsLen(&opts)
+	if len(opts.SACK) > 0 && wire.IPv4MinHeaderLen+wire.TCPMinHeaderLen+optLen+n > c.route.MTU() {
+		// The MSS left room for timestamps only (RFC 6691): a full data
+		// segment goes without SACK blocks rather than be fragmented;
+		// the next pure ACK carries them.
+		opts.SACK = nil
+		optLen = wire.TCPOptionsLen(&opts)
+	}
 	hl := wire.TCPMinHeaderLen + optLen
 	pk := c.p.env.Pool.Get(hl + n)
 	b := pk.Bytes()
@@ -220,9 +245,10 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		f.Window = c.windowField(syn)
 		// A retransmission may carry data the peer already has: it then
 		// fails the peer's acceptability test and is dropped, ACK field
-		// and all. Only a segment at SND.MAX settles an ACK we owe; after
-		// a retransmission output sends a pure ACK as well.
-		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.sndMax) {
+		// and all. Only a segment at SND.MAX (or at ackSeq, where the
+		// peer's window ends before it) settles an ACK we owe; after a
+		// retransmission output sends a pure ACK as well.
+		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.ackSeq()) {
 			c.ackNow = false
 			c.segsUnacked = 0
 			c.delackAt = noTime

@@ -150,7 +150,7 @@ func TestRTOMin(t *testing.T) {
 // window of ten segments, 14 segments written, the first 10 in flight,
 // and their sequence numbers.
 func recoveryConn(t *testing.T) (*rig, *tcp.Conn, *peer, uint32) {
-	r := newRig(t, tcp.Config{})
+	r := newRig(t, tcp.Config{Congestion: "newreno"})
 	c, p := r.accepted(rawtest.TCPOpts{MSS: 1000})
 	write(t, c, pattern(14000))
 	una := p.rcv

@@ -95,7 +95,7 @@ func TestActiveOpenUsesOnlyTheOptionsTheSynAckCarried(t *testing.T) {
 			raddr := netip.AddrPortFrom(rawtest.PeerAddr, 80)
 			ch := r.dial(context.Background(), raddr)
 			syn := r.nextSeg()
-			want := rawtest.TCPOpts{MSS: stackMSS, HasWScale: true, WScale: stackWScale, HasTimestamp: true}
+			want := rawtest.TCPOpts{MSS: stackMSS, HasWScale: true, WScale: stackWScale, SACKPermitted: true, HasTimestamp: true}
 			if syn.Flags != S || syn.Ack != 0 || syn.Window != 65535 || !sameOpts(syn.Opts, want) {
 				t.Fatalf("SYN %v, want flags S, window 65535, options %v", syn, want)
 			}

@@ -16,7 +16,11 @@
 // listener.go (passive open, 3.10.7.2), conn.go (the connection process and
 // the socket API), input.go (3.10.7.3 and 3.10.7.4, segment arrival),
 // output.go (3.10.4, 3.8.6: sending, Nagle and window management),
-// timer.go (3.8.1 and RFC 6298), reno.go (congestion control).
+// timer.go (3.8.1 and RFC 6298), congestion.go (the congestion control
+// interface and NewReno), cubic.go (RFC 9438, the default) and hystart.go
+// (RFC 9406, CUBIC's slow start); the defences against attack: paws.go
+// (RFC 7323 section 5), challenge.go (RFC 5961) and syncookie.go (RFC 4987
+// section 3.6).
 package tcp
 
 import (
@@ -62,10 +66,26 @@ type Config struct {
 	// Backlog is the listen backlog when Listen is given none (4096, as
 	// Linux's somaxconn, which Go's net.Listen uses).
 	Backlog int
+	// SynCookies says when a listener answers a SYN with a SYN cookie
+	// (RFC 4987 section 3.6, syncookie.go) instead of a half-open
+	// connection: when its backlog is full (the default, as Linux's
+	// tcp_syncookies=1), always, or never (the SYN is dropped).
+	SynCookies SynCookieMode
+	// ChallengeACKLimit bounds the challenge ACKs (RFC 5961 section 7)
+	// the stack sends per second over all its connections (1000, as
+	// Linux's tcp_challenge_ack_limit before 6.0; negative: no limit).
+	// ChallengeACKInterval is the least time between two on one
+	// connection (500 ms, as Linux's tcp_invalid_ratelimit; negative:
+	// none).
+	ChallengeACKLimit    int
+	ChallengeACKInterval time.Duration
 	// EphemeralLow and EphemeralHigh bound the local ports of active opens
 	// (32768-60999).
 	EphemeralLow, EphemeralHigh uint16
-	// Congestion names the default congestion control ("newreno").
+	// Congestion names the default congestion control: "cubic" (RFC
+	// 9438 with HyStart++, RFC 9406; the default, as Linux's) or
+	// "newreno" (RFC 5681, RFC 6582). Conn.SetCongestion overrides it
+	// per connection.
 	Congestion string
 }
 
@@ -95,11 +115,13 @@ func (c *Config) setDefaults() {
 	defInt(&c.Retries, 15)
 	defInt(&c.KeepaliveCount, 9)
 	defInt(&c.Backlog, 4096)
+	defInt(&c.ChallengeACKLimit, 1000)
+	def(&c.ChallengeACKInterval, 500*time.Millisecond)
 	if c.EphemeralLow == 0 {
 		c.EphemeralLow, c.EphemeralHigh = 32768, 60999
 	}
 	if c.Congestion == "" {
-		c.Congestion = "newreno"
+		c.Congestion = "cubic"
 	}
 }
 
@@ -137,6 +159,26 @@ type Stats struct {
 	DataAfterClose  stats.Counter // data for a closed application: answered by RST
 	TimeWaits       stats.Counter
 	Connections     stats.Gauge // connections with a goroutine, any state
+
+	// RFC 5961 and RFC 7323 section 5: challenge ACKs not sent for the
+	// rate limits (ChallengeACKs counts those sent), ACKs outside
+	// SND.UNA-MAX.SND.WND..SND.NXT dropped, segments dropped by PAWS.
+	ChallengeACKsLimited stats.Counter
+	BadACKs              stats.Counter
+	PAWSEstab            stats.Counter
+	// SYN cookies (RFC 4987 3.6): SYN-ACKs sent with a cookie, ACKs whose
+	// cookie made a connection, and ACKs to a listener that had sent
+	// cookies whose cookie was wrong or expired (answered by a reset).
+	SynCookiesSent      stats.Counter
+	SynCookiesValidated stats.Counter
+	SynCookiesFailed    stats.Counter
+
+	// HyStart++ (RFC 9406): slow start left for CSS on an RTT increase,
+	// CSS found spurious (back to slow start), and CSS run to its end
+	// (congestion avoidance before any loss).
+	HyStartDelayDetect stats.Counter
+	HyStartSpurious    stats.Counter
+	HyStartCSSExits    stats.Counter
 }
 
 // Protocol is TCP on one stack.
@@ -147,6 +189,8 @@ type Protocol struct {
 
 	secret [32]byte // RFC 6528's secret key
 	start  time.Time
+
+	challenges challengeBudget // the stack's challenge ACKs (challenge.go)
 
 	mu        sync.RWMutex
 	conns     map[fourTuple]*Conn

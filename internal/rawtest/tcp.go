@@ -54,6 +54,10 @@ type TCPOpts struct {
 	SACKPermitted bool
 	HasTimestamp  bool
 	TSVal, TSEcr  uint32
+	// SACK holds the first NumSACK blocks of a SACK option, [start, end)
+	// each (decoded only; the builders do not send SACK blocks).
+	SACK    [4][2]uint32
+	NumSACK int
 }
 
 // String lists the options present.
@@ -118,6 +122,14 @@ func TCPOptsOf(tb testing.TB, t *layers.TCP) TCPOpts {
 		case layers.TCPOptionKindSACKPermitted:
 			bad(0)
 			o.SACKPermitted = true
+		case layers.TCPOptionKindSACK:
+			if len(opt.OptionData)%8 != 0 || len(opt.OptionData) > 32 {
+				tb.Fatalf("rawtest: SACK option with %d bytes of data", len(opt.OptionData))
+			}
+			for d := opt.OptionData; len(d) >= 8; d = d[8:] {
+				o.SACK[o.NumSACK] = [2]uint32{binary.BigEndian.Uint32(d), binary.BigEndian.Uint32(d[4:])}
+				o.NumSACK++
+			}
 		case layers.TCPOptionKindTimestamps:
 			bad(8)
 			o.HasTimestamp = true

@@ -1,0 +1,65 @@
+package tcp
+
+import (
+	"time"
+
+	"github.com/gonetstack/gonet/wire"
+)
+
+// PAWS, Protection Against Wrapped Sequences (RFC 7323 section 5). On a
+// fast connection the 32-bit sequence space wraps within a segment's
+// lifetime, and an old duplicate could land in the window of a later
+// wrap. With timestamps negotiated, every segment carries the sender's
+// clock, and one older than TS.Recent, the last timestamp taken from the
+// peer in order, is such a duplicate.
+
+// pawsIdle is how long TS.Recent stays valid on an idle connection (RFC
+// 7323 section 5.5): after 24 days a timestamp clock ticking as fast as
+// once a millisecond may have gone half-way round, and "older" no longer
+// means anything.
+const pawsIdle = 24 * 24 * time.Hour
+
+// pawsReject is test R1 of RFC 7323 section 5.3, made before the sequence
+// number test: "If there is a Timestamps option in the arriving segment,
+// SEG.TSval < TS.Recent, TS.Recent is valid (see later discussion) and the
+// RST bit is not set, then treat the arriving segment as not acceptable:
+// Send an acknowledgment in reply [...] and drop the segment." A SYN gets
+// a challenge ACK instead, as any SYN on a synchronized connection does
+// (RFC 5961 4.2). It reports whether the segment is dropped.
+//
+// A RST is exempt because the peer may have rebooted, and its clock with
+// it; RFC 5961 makes a reset guess the exact sequence number instead.
+func (c *Conn) pawsReject(seg *segment, o *wire.TCPOptions, now time.Time) bool {
+	if !c.tsOK || !o.HasTimestamp || seg.has(wire.TCPFlagRST) {
+		return false
+	}
+	if int32(o.TSVal-c.tsRecent) >= 0 || now.Sub(c.tsRecentAt) >= pawsIdle || c.disorderedACK(seg, o) {
+		return false
+	}
+	c.p.Stats.PAWSEstab.Inc()
+	if seg.has(wire.TCPFlagSYN) && c.state != SynReceived {
+		c.challengeACK(now)
+	} else {
+		c.ackNow = true
+	}
+	return true
+}
+
+// disorderedACK recognises, as Linux's tcp_disordered_ack does, a pure
+// duplicate ACK that only lost a race on the path with a later segment: it
+// is at RCV.NXT, acknowledges SND.UNA, would not move the send window, and
+// its timestamp is older than TS.Recent by less than an RTO. PAWS has
+// nothing to protect there, and dropping it would only cost the sender a
+// duplicate ACK it counts on for fast retransmit.
+func (c *Conn) disorderedACK(seg *segment, o *wire.TCPOptions) bool {
+	if seg.flags&(wire.TCPFlagSYN|wire.TCPFlagFIN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagACK || len(seg.payload) != 0 {
+		return false
+	}
+	if seg.seq != c.rcvNxt || seg.ack != c.sndUna || c.state == SynReceived {
+		return false
+	}
+	if seg.seq.GreaterThan(c.sndWl1) || uint32(seg.wnd)<<c.sndWScaleIf() > c.sndWnd {
+		return false // it would update the window: not a mere duplicate
+	}
+	return int32(c.tsRecent-o.TSVal) <= int32(c.rto/time.Millisecond)
+}
