@@ -28,6 +28,8 @@ type ConnRow struct {
 	// State is the RFC 9293 state, as the TCP layer names it
 	// ("ESTABLISHED", "LISTEN").
 	State string `json:"state"`
+	// Congestion names the congestion control ("cubic", "newreno").
+	Congestion string `json:"congestion,omitempty"`
 	// Local and Remote are the endpoints; a listener's Remote is the
 	// zero AddrPort.
 	Local  netip.AddrPort `json:"local"`

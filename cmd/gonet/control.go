@@ -52,6 +52,7 @@ func (st stackStatus) Connections() []services.ConnRow {
 	for _, c := range infos {
 		rows = append(rows, services.ConnRow{
 			State:       c.State,
+			Congestion:  c.Congestion,
 			Local:       c.Local,
 			Remote:      c.Remote,
 			SendQueue:   c.SendQueue,
