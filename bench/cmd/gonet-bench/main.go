@@ -1,0 +1,144 @@
+// Command gonet-bench is the benchmark suite of issue 5: GoNet against
+// gVisor netstack and the Linux kernel on the same topology.
+//
+//	gonet-bench run [-quick] [-out DIR] [-md FILE] [-check]
+//	gonet-bench server -stack gonet|gvisor|kernel -addr A.B.C.D/NN [-tap NAME]
+//	gonet-bench client WORKLOAD [flags]
+//
+// run (as root) is what make bench and make bench-quick do; it starts this
+// same program as server and client inside the network namespaces it
+// creates, and removes them when it ends, also on an interrupt.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/gonetstack/gonet/bench/load"
+	"github.com/gonetstack/gonet/bench/server"
+	"github.com/gonetstack/gonet/bench/suite"
+	"github.com/gonetstack/gonet/internal/netns"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: gonet-bench run|server|client ...")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "run":
+		err = run(os.Args[2:])
+	case "server":
+		err = server.Main(os.Args[2:])
+	case "client":
+		err = load.Main(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q: run, server or client", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gonet-bench %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "the smoke run: every stack and workload once at the smallest size")
+	out := fs.String("out", "results", "directory for results.json, plots and profiles")
+	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
+	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
+	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale)")
+	reps := fs.Int("reps", 0, "repetitions (default: the plan's)")
+	noProfile := fs.Bool("no-profile", false, "skip the CPU profiles")
+	quietWait := fs.Duration("quiet-wait", -1, "how long the run may wait, in all, for other processes to leave the CPUs (default: the plan's)")
+	root := fs.String("root", "..", "the GoNet module, whose own Go benchmarks the report includes")
+	version := fs.String("gonet-version", "", "what to call the GoNet under test in the report (default: its git commit)")
+	skip := fs.Bool("skip-unavailable", false, "without root, /dev/net/tun or ip, say so and succeed (but fail when CI=true), as the stack's tests skip")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := netns.Available(); err != nil {
+		if *skip && os.Getenv("CI") != "true" {
+			fmt.Fprintf(os.Stderr, "bench: skipped: %v\n", err)
+			return nil
+		}
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	plan := suite.Full
+	if *quick {
+		plan = suite.Quick
+	}
+	if *reps > 0 {
+		plan.Reps = *reps
+	}
+	if *noProfile {
+		plan.ProfileDur = 0
+	}
+	if *quietWait >= 0 {
+		plan.QuietWait = *quietWait
+	}
+	absOut, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	if *md != "" {
+		if *md, err = filepath.Abs(*md); err != nil {
+			return err
+		}
+	}
+	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version}
+	if *only != "" {
+		s.Only = strings.Split(*only, ",")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "\ngonet-bench: %v: stopping the servers and removing the namespaces\n", sig)
+		cancel()
+		suite.CloseAll()
+		os.Exit(130)
+	}()
+
+	if err := s.Run(ctx); err != nil {
+		suite.CloseAll()
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "bench: results in %s\n", absOut)
+	if !*check {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(absOut, "results.json"))
+	if err != nil {
+		return err
+	}
+	var res suite.Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return err
+	}
+	missing, checked := suite.Check(res)
+	for _, m := range missing {
+		fmt.Fprintf(os.Stderr, "bench: no numbers: %s\n", m)
+	}
+	// The closing line CI reads, in the plain form any runner may use.
+	fmt.Printf("bench: %d passed, %d failed\n", checked-len(missing), len(missing))
+	if len(missing) > 0 {
+		return fmt.Errorf("%d stack/workload combinations produced no numbers", len(missing))
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+// Package load is the client side of every benchmark: load generators
+// that run in the client network namespace on the kernel's own TCP/IP and
+// drive whichever stack the server runs. They are the same for all three
+// stacks; each prints one JSON result on stdout.
+package load
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"time"
+)
+
+// Main runs the workload named by args[0] with the flags that follow and
+// prints its result as JSON on stdout.
+func Main(args []string) error {
+	if len(args) == 0 {
+		return errors.New("client: name a workload: ping, short, bulk, rr, udp, scale")
+	}
+	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
+	addr := fs.String("addr", "", "the server's address")
+	n := fs.Int("n", 1, "pingers, clients, streams or connections")
+	dur := fs.Duration("dur", 2*time.Second, "how long to run")
+	interval := fs.Duration("interval", 20*time.Millisecond, "ping: interval of each pinger")
+	size := fs.Int("size", 4096, "short, udp: bytes per transfer or datagram")
+	dir := fs.String("dir", "up", "bulk: up (client to server) or down")
+	rate := fs.Float64("rate", 0, "udp: offered Mbit/s (0: as fast as possible)")
+	conc := fs.Int("concurrency", 256, "scale: dials at once")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	var res any
+	var err error
+	switch args[0] {
+	case "ping":
+		res, err = Ping(*addr, *n, *interval, *dur)
+	case "short":
+		res, err = Short(*addr, *n, *size, *dur)
+	case "bulk":
+		res, err = Bulk(*addr, *dir, *n, *dur)
+	case "rr":
+		res, err = RR(*addr, *n, *dur)
+	case "udp":
+		res, err = UDP(*addr, *size, *rate, *dur)
+	case "scale":
+		res, err = Scale(*addr, *n, *conc, os.Stdin, os.Stdout)
+	default:
+		return fmt.Errorf("client: unknown workload %q", args[0])
+	}
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// Latency summarises samples in microseconds.
+type Latency struct {
+	Samples int     `json:"samples"`
+	MeanUS  float64 `json:"mean_us"`
+	P50US   float64 `json:"p50_us"`
+	P99US   float64 `json:"p99_us"`
+	MaxUS   float64 `json:"max_us"`
+}
+
+func summarise(us []float64) Latency {
+	if len(us) == 0 {
+		return Latency{}
+	}
+	slices.Sort(us)
+	var sum float64
+	for _, v := range us {
+		sum += v
+	}
+	q := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(us)))) - 1
+		return us[max(0, min(i, len(us)-1))]
+	}
+	return Latency{
+		Samples: len(us),
+		MeanUS:  sum / float64(len(us)),
+		P50US:   q(0.50),
+		P99US:   q(0.99),
+		MaxUS:   us[len(us)-1],
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d) / 1e3 }
+
+// drain reads r to EOF, returning what it read.
+func drain(r io.Reader) (int64, error) {
+	var b [64 << 10]byte
+	var n int64
+	for {
+		m, err := r.Read(b[:])
+		n += int64(m)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

@@ -1,0 +1,105 @@
+package load
+
+import (
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+)
+
+// PingResult is the ping workload's result.
+type PingResult struct {
+	Pingers int     `json:"pingers"`
+	Sent    int     `json:"sent"`
+	Lost    int     `json:"lost"` // no reply within a second
+	RTT     Latency `json:"rtt"`
+}
+
+// Ping runs n concurrent pingers against addr for dur, each sending a
+// 56-byte echo request every interval (as ping -i) and waiting up to a
+// second for its reply; the pingers start at random phases so the load is
+// spread. Each pinger has an ICMP datagram socket of its own (the kernel's
+// "ping socket", which demultiplexes replies by identifier as ping does),
+// so the kernel side never wakes a thousand readers for one reply.
+func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
+	dst := &net.UDPAddr{IP: net.ParseIP(addr)}
+	conns := make([]*icmp.PacketConn, n)
+	for i := range conns {
+		c, err := icmp.ListenPacket("udp4", "0.0.0.0")
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close()
+			}
+			return PingResult{}, err
+		}
+		conns[i] = c
+	}
+	start := time.Now().Add(50 * time.Millisecond)
+	end := start.Add(dur)
+	var mu sync.Mutex
+	res := PingResult{Pingers: n}
+	var all []float64
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			defer c.Close()
+			rtts, sent, lost := pinger(c, dst, start.Add(rand.N(interval)), end, interval)
+			mu.Lock()
+			all = append(all, rtts...)
+			res.Sent += sent
+			res.Lost += lost
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.RTT = summarise(all)
+	return res, nil
+}
+
+func pinger(c *icmp.PacketConn, dst net.Addr, next, end time.Time, interval time.Duration) (rtts []float64, sent, lost int) {
+	payload := make([]byte, 56)
+	buf := make([]byte, 1500)
+	for seq := 1; ; seq++ {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d)
+		}
+		if !time.Now().Before(end) {
+			return
+		}
+		msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{Seq: seq & 0xffff, Data: payload}}
+		b, _ := msg.Marshal(nil)
+		t0 := time.Now()
+		if _, err := c.WriteTo(b, dst); err != nil {
+			lost++
+			sent++
+			next = next.Add(interval)
+			continue
+		}
+		sent++
+		c.SetReadDeadline(t0.Add(time.Second))
+		for {
+			m, _, err := c.ReadFrom(buf)
+			if err != nil {
+				lost++
+				break
+			}
+			rtt := time.Since(t0)
+			r, err := icmp.ParseMessage(1, buf[:m])
+			if err != nil || r.Type != ipv4.ICMPTypeEchoReply {
+				continue
+			}
+			if e, ok := r.Body.(*icmp.Echo); !ok || e.Seq != seq&0xffff {
+				continue // a late reply to an earlier request
+			}
+			rtts = append(rtts, us(rtt))
+			break
+		}
+		next = next.Add(interval)
+		if now := time.Now(); next.Before(now) {
+			next = now // behind schedule: send at once, do not burst
+		}
+	}
+}

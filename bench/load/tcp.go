@@ -1,0 +1,328 @@
+package load
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gonetstack/gonet/bench/handlers"
+)
+
+func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strconv.Itoa(port)) }
+
+// ShortResult is the short-transfers workload's result.
+type ShortResult struct {
+	Clients   int     `json:"clients"`
+	Transfers int64   `json:"transfers"` // completed
+	Errors    int64   `json:"errors"`
+	Bytes     int64   `json:"bytes"`
+	Seconds   float64 `json:"seconds"`
+	Mbps      float64 `json:"mbit_s"`
+	ConnsPerS float64 `json:"conns_s"`
+	FirstErr  string  `json:"first_error,omitempty"`
+}
+
+// Short runs n concurrent clients for dur, each in a loop connecting to the
+// discard port, sending size bytes and closing (the GoNet paper's Figure
+// 4). A transfer counts once the server has read every byte: the client
+// half-closes and waits for the server's FIN, which the discard handler
+// sends only after it read the client's.
+func Short(addr string, n, size int, dur time.Duration) (ShortResult, error) {
+	target := hostPort(addr, handlers.DiscardPort)
+	payload := make([]byte, size)
+	var done, errs atomic.Int64
+	var firstErr atomic.Value
+	fail := func(err error) {
+		errs.Add(1)
+		firstErr.CompareAndSwap(nil, err.Error())
+	}
+	start := time.Now()
+	end := start.Add(dur)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			d := net.Dialer{Timeout: 5 * time.Second}
+			for time.Now().Before(end) {
+				c, err := d.Dial("tcp4", target)
+				if err != nil {
+					fail(err)
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, err = c.Write(payload)
+				if err == nil {
+					err = c.(*net.TCPConn).CloseWrite()
+				}
+				if err == nil {
+					_, err = drain(c)
+				}
+				c.Close()
+				if err != nil {
+					fail(err)
+					continue
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	r := ShortResult{Clients: n, Transfers: done.Load(), Errors: errs.Load(), Seconds: secs}
+	r.Bytes = r.Transfers * int64(size)
+	r.Mbps = float64(r.Bytes) * 8 / secs / 1e6
+	r.ConnsPerS = float64(r.Transfers) / secs
+	if e, ok := firstErr.Load().(string); ok {
+		r.FirstErr = e
+	}
+	return r, nil
+}
+
+// BulkResult is the bulk workload's result.
+type BulkResult struct {
+	Dir     string  `json:"dir"`
+	Streams int     `json:"streams"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+	Gbps    float64 `json:"gbit_s"`
+}
+
+// Bulk moves data for dur over n streams: "up" writes to the discard port
+// (counted once the server has read it all: half-close, then wait for its
+// FIN), "down" reads from the source port.
+func Bulk(addr, dir string, n int, dur time.Duration) (BulkResult, error) {
+	port := handlers.DiscardPort
+	if dir == "down" {
+		port = handlers.SourcePort
+	} else if dir != "up" {
+		return BulkResult{}, fmt.Errorf("bulk: -dir %q: up or down", dir)
+	}
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.DialTimeout("tcp4", hostPort(addr, port), 5*time.Second)
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close()
+			}
+			return BulkResult{}, err
+		}
+		conns[i] = c
+	}
+	var total atomic.Int64
+	errc := make(chan error, n)
+	start := time.Now()
+	end := start.Add(dur)
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			defer c.Close()
+			buf := make([]byte, handlers.BufSize)
+			if dir == "down" {
+				c.SetReadDeadline(end)
+				for {
+					m, err := c.Read(buf)
+					total.Add(int64(m))
+					if err != nil {
+						if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+							errc <- err
+						}
+						return
+					}
+				}
+			}
+			c.SetWriteDeadline(end)
+			for {
+				m, err := c.Write(buf)
+				total.Add(int64(m))
+				if err != nil {
+					if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+						errc <- err
+						return
+					}
+					break
+				}
+			}
+			c.SetDeadline(time.Now().Add(30 * time.Second))
+			if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+				errc <- err
+				return
+			}
+			if _, err := drain(c); err != nil {
+				errc <- fmt.Errorf("waiting for the server to read everything: %w", err)
+			}
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	close(errc)
+	if err := <-errc; err != nil {
+		return BulkResult{}, err
+	}
+	b := total.Load()
+	return BulkResult{Dir: dir, Streams: n, Bytes: b, Seconds: secs, Gbps: float64(b) * 8 / secs / 1e9}, nil
+}
+
+// RRResult is the request-response workload's result.
+type RRResult struct {
+	Conns        int     `json:"conns"`
+	Transactions int64   `json:"transactions"`
+	PerSecond    float64 `json:"transactions_s"`
+	Latency      Latency `json:"latency"`
+}
+
+// RR runs n connections for dur, each sending a 1-byte request to the RR
+// port and waiting for the 1-byte response before the next (netperf's
+// TCP_RR). The first 100 ms are a warm-up and not recorded.
+func RR(addr string, n int, dur time.Duration) (RRResult, error) {
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := net.DialTimeout("tcp4", hostPort(addr, handlers.RRPort), 5*time.Second)
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close()
+			}
+			return RRResult{}, err
+		}
+		conns[i] = c
+	}
+	warm := time.Now().Add(100 * time.Millisecond)
+	end := warm.Add(dur)
+	var mu sync.Mutex
+	var all []float64
+	var firstErr error
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			defer c.Close()
+			c.SetDeadline(end.Add(10 * time.Second))
+			samples := make([]float64, 0, 1<<14)
+			var b [1]byte
+			var err error
+			for {
+				t0 := time.Now()
+				if !t0.Before(end) {
+					break
+				}
+				if _, err = c.Write(b[:]); err != nil {
+					break
+				}
+				if _, err = io.ReadFull(c, b[:]); err != nil {
+					break
+				}
+				if t0.After(warm) {
+					samples = append(samples, us(time.Since(t0)))
+				}
+			}
+			mu.Lock()
+			all = append(all, samples...)
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return RRResult{}, firstErr
+	}
+	r := RRResult{Conns: n, Transactions: int64(len(all)), PerSecond: float64(len(all)) / dur.Seconds()}
+	r.Latency = summarise(all)
+	return r, nil
+}
+
+// ScaleResult is the scale workload's result.
+type ScaleResult struct {
+	Conns        int     `json:"conns"`
+	EstablishS   float64 `json:"establish_s"`
+	ConnsPerS    float64 `json:"conns_s"`
+	UseS         float64 `json:"use_s"` // all used once: 1 byte each way
+	Failed       int     `json:"failed"`
+	FirstFailure string  `json:"first_failure,omitempty"`
+}
+
+// Scale opens n connections to the echo port, concurrency at a time, and
+// holds them idle; it prints the establishment as a first JSON line and
+// waits for a line on in (the suite measures the server meanwhile), then
+// uses every connection once, one byte echoed, and returns.
+func Scale(addr string, n, concurrency int, in io.Reader, out io.Writer) (ScaleResult, error) {
+	target := hostPort(addr, handlers.EchoPort)
+	conns := make([]net.Conn, n)
+	r := ScaleResult{Conns: n}
+	var mu sync.Mutex
+	failed := func(err error) {
+		mu.Lock()
+		r.Failed++
+		if r.FirstFailure == "" {
+			r.FirstFailure = err.Error()
+		}
+		mu.Unlock()
+	}
+	work := make(chan int)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for i := range work {
+				c, err := net.DialTimeout("tcp4", target, 10*time.Second)
+				if err != nil {
+					failed(err)
+					continue
+				}
+				conns[i] = c
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	r.EstablishS = time.Since(start).Seconds()
+	r.ConnsPerS = float64(n-r.Failed) / r.EstablishS
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	if err := json.NewEncoder(out).Encode(r); err != nil {
+		return r, err
+	}
+	bufio.NewReader(in).ReadString('\n')
+
+	work = make(chan int)
+	start = time.Now()
+	for range concurrency {
+		wg.Go(func() {
+			var b [1]byte
+			for i := range work {
+				c := conns[i]
+				if c == nil {
+					continue
+				}
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				_, err := c.Write(b[:])
+				if err == nil {
+					_, err = io.ReadFull(c, b[:])
+				}
+				if err != nil {
+					failed(err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	r.UseS = time.Since(start).Seconds()
+	return r, nil
+}

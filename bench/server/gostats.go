@@ -1,0 +1,123 @@
+package server
+
+import (
+	"math"
+	"runtime/metrics"
+	"sort"
+)
+
+// GoStats is what the Go runtime says of itself (runtime/metrics), the
+// Biscuit paper's "HLL tax": cumulative, so the suite subtracts two.
+type GoStats struct {
+	GCCPU      float64       `json:"gc_cpu_s"`    // /cpu/classes/gc/total
+	GoCPU      float64       `json:"go_cpu_s"`    // /cpu/classes/total minus idle
+	GCCycles   uint64        `json:"gc_cycles"`   // /gc/cycles/total
+	Allocs     uint64        `json:"allocs"`      // heap allocations, tiny ones included
+	AllocBytes uint64        `json:"alloc_bytes"` // /gc/heap/allocs:bytes
+	HeapBytes  uint64        `json:"heap_bytes"`  // live and unswept objects now
+	Goroutines uint64        `json:"goroutines"`  // now
+	Created    uint64        `json:"goroutines_created"`
+	Pauses     []PauseBucket `json:"gc_pauses"` // /sched/pauses/total/gc, non-empty buckets
+}
+
+// PauseBucket is one bucket of the GC pause histogram: N pauses of at
+// most Hi seconds (and more than the previous bucket's Hi).
+type PauseBucket struct {
+	Hi float64 `json:"hi_s"`
+	N  uint64  `json:"n"`
+}
+
+var goMetrics = []string{
+	"/cpu/classes/gc/total:cpu-seconds",
+	"/cpu/classes/total:cpu-seconds",
+	"/cpu/classes/idle:cpu-seconds",
+	"/gc/cycles/total:gc-cycles",
+	"/gc/heap/allocs:objects",
+	"/gc/heap/tiny/allocs:objects",
+	"/gc/heap/allocs:bytes",
+	"/memory/classes/heap/objects:bytes",
+	"/sched/goroutines:goroutines",
+	"/sched/goroutines-created:goroutines",
+	"/sched/pauses/total/gc:seconds",
+}
+
+func readGoStats() GoStats {
+	s := make([]metrics.Sample, len(goMetrics))
+	for i, n := range goMetrics {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	u := func(i int) uint64 {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			return s[i].Value.Uint64()
+		}
+		return 0
+	}
+	f := func(i int) float64 {
+		if s[i].Value.Kind() == metrics.KindFloat64 {
+			return s[i].Value.Float64()
+		}
+		return 0
+	}
+	g := GoStats{
+		GCCPU:      f(0),
+		GoCPU:      f(1) - f(2),
+		GCCycles:   u(3),
+		Allocs:     u(4) + u(5),
+		AllocBytes: u(6),
+		HeapBytes:  u(7),
+		Goroutines: u(8),
+		Created:    u(9),
+	}
+	if s[10].Value.Kind() == metrics.KindFloat64Histogram {
+		h := s[10].Value.Float64Histogram()
+		for i, c := range h.Counts {
+			if c == 0 {
+				continue
+			}
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.Buckets[i] // the last bucket: its lower bound
+			}
+			g.Pauses = append(g.Pauses, PauseBucket{Hi: hi, N: c})
+		}
+	}
+	return g
+}
+
+// PauseDelta returns the pauses of after that are not in before.
+func PauseDelta(before, after []PauseBucket) []PauseBucket {
+	m := map[float64]uint64{}
+	for _, b := range before {
+		m[b.Hi] = b.N
+	}
+	var d []PauseBucket
+	for _, a := range after {
+		if n := a.N - m[a.Hi]; n > 0 {
+			d = append(d, PauseBucket{Hi: a.Hi, N: n})
+		}
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i].Hi < d[j].Hi })
+	return d
+}
+
+// PauseQuantile returns the upper bound of the bucket holding quantile q of
+// the pauses (0 when there are none).
+func PauseQuantile(p []PauseBucket, q float64) float64 {
+	var total uint64
+	for _, b := range p {
+		total += b.N
+	}
+	if total == 0 {
+		return 0
+	}
+	want := uint64(math.Ceil(q * float64(total)))
+	var seen uint64
+	for _, b := range p {
+		seen += b.N
+		if seen >= want {
+			return b.Hi
+		}
+	}
+	return p[len(p)-1].Hi
+}

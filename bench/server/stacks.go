@@ -1,0 +1,187 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	"gvisor.dev/gvisor/pkg/tcpip"
+	gvgonet "gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
+	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
+	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	gvstack "gvisor.dev/gvisor/pkg/tcpip/stack"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
+	gvtcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
+	"gvisor.dev/gvisor/pkg/tcpip/transport/udp"
+
+	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// goNetHost is GoNet on a TAP device, set up as its daemon and its
+// integration tests set it up: the default configuration.
+type goNetHost struct {
+	s   *stack.Stack
+	dev string
+}
+
+func newGoNet(c Config) (*goNetHost, error) {
+	ep, err := tap.Open(c.TAP, tap.Options{MTU: c.MTU})
+	if err != nil {
+		return nil, err
+	}
+	s := stack.New(stack.Config{})
+	if err := s.AddNIC(ep.Name(), ep); err != nil {
+		s.Close()
+		ep.Close()
+		return nil, err
+	}
+	if err := s.AddAddress(ep.Name(), c.Addr); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return &goNetHost{s: s, dev: ep.Name()}, nil
+}
+
+func (h *goNetHost) listen(port int) (net.Listener, error) {
+	return h.s.Listen("tcp", ":"+strconv.Itoa(port))
+}
+
+func (h *goNetHost) listenPacket(port int) (net.PacketConn, error) {
+	return h.s.ListenPacket("udp", ":"+strconv.Itoa(port))
+}
+
+func (h *goNetHost) frames() (int64, int64) {
+	m := h.s.Counters()
+	return m["NIC."+h.dev+".RxFrames"], m["NIC."+h.dev+".TxFrames"]
+}
+
+func (h *goNetHost) counters() map[string]int64 {
+	m := h.s.Counters()
+	for k, v := range m {
+		if v == 0 {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+func (h *goNetHost) close() { h.s.Close() }
+
+// gVisorHost is gVisor netstack on a TAP with offloads (gvisorTAP), its
+// servers on the gonet adapter, SACK and receive-buffer moderation on and
+// Nagle off (as Go's net package and GoNet): the set-up a careful user of
+// gVisor would choose.
+type gVisorHost struct {
+	s    *gvstack.Stack
+	link *gvisorTAP
+}
+
+const gvisorNIC = 1
+
+func newGVisor(c Config) (*gVisorHost, error) {
+	mac := net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}
+	link, err := openGvisorTAP(c.TAP, c.MTU, mac, 4096)
+	if err != nil {
+		return nil, err
+	}
+	s := gvstack.New(gvstack.Options{
+		NetworkProtocols:   []gvstack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
+		TransportProtocols: []gvstack.TransportProtocolFactory{gvtcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4},
+	})
+	opts := []tcpip.SettableTransportProtocolOption{
+		ptr(tcpip.TCPSACKEnabled(true)),
+		ptr(tcpip.TCPModerateReceiveBufferOption(true)),
+		ptr(tcpip.TCPDelayEnabled(false)),
+		// runsc's defaults for a sandbox: 1 MiB buffers growing to 4 MiB
+		// (GoNet's buffers are 4 MiB).
+		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 4 << 20},
+		&tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 4 << 20},
+	}
+	for _, o := range opts {
+		if err := s.SetTransportProtocolOption(gvtcp.ProtocolNumber, o); err != nil {
+			link.close()
+			return nil, fmt.Errorf("tcp option %T: %v", o, err)
+		}
+	}
+	if err := s.CreateNIC(gvisorNIC, ethernet.New(link.ch)); err != nil {
+		link.close()
+		return nil, fmt.Errorf("create NIC: %v", err)
+	}
+	addr := tcpip.AddrFrom4(c.Addr.Addr().As4())
+	if err := s.AddProtocolAddress(gvisorNIC, tcpip.ProtocolAddress{
+		Protocol:          ipv4.ProtocolNumber,
+		AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr, PrefixLen: c.Addr.Bits()},
+	}, gvstack.AddressProperties{}); err != nil {
+		link.close()
+		return nil, fmt.Errorf("add address: %v", err)
+	}
+	subnet := tcpip.AddressWithPrefix{Address: addr, PrefixLen: c.Addr.Bits()}.Subnet()
+	s.SetRouteTable([]tcpip.Route{{Destination: subnet, NIC: gvisorNIC}})
+	link.start()
+	return &gVisorHost{s: s, link: link}, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (h *gVisorHost) listen(port int) (net.Listener, error) {
+	return gvgonet.ListenTCP(h.s, tcpip.FullAddress{NIC: gvisorNIC, Port: uint16(port)}, ipv4.ProtocolNumber)
+}
+
+func (h *gVisorHost) listenPacket(port int) (net.PacketConn, error) {
+	return gvgonet.DialUDP(h.s, &tcpip.FullAddress{NIC: gvisorNIC, Port: uint16(port)}, nil, ipv4.ProtocolNumber)
+}
+
+func (h *gVisorHost) frames() (int64, int64) { return h.link.rxFrames.Load(), h.link.txFrames.Load() }
+
+func (h *gVisorHost) counters() map[string]int64 {
+	st := h.s.Stats()
+	t := st.TCP
+	m := map[string]int64{
+		"TCP.InSegs":          int64(t.ValidSegmentsReceived.Value()),
+		"TCP.OutSegs":         int64(t.SegmentsSent.Value()),
+		"TCP.RetransSegs":     int64(t.Retransmits.Value()),
+		"TCP.FastRetrans":     int64(t.FastRetransmit.Value()),
+		"TCP.Timeouts":        int64(t.Timeouts.Value()),
+		"TCP.ListenOverflows": int64(t.ListenOverflowSynDrop.Value()),
+		"TCP.InErrs":          int64(t.InvalidSegmentsReceived.Value()),
+		"UDP.RcvBufErrors":    int64(st.UDP.ReceiveBufferErrors.Value()),
+		"IP.InDrops":          int64(st.IP.MalformedPacketsReceived.Value() + st.IP.InvalidDestinationAddressesReceived.Value()),
+		"NIC.RxDropped":       int64(st.NICs.MalformedL4RcvdPackets.Value()),
+		"Link.RxErrors":       h.link.rxErrors.Load(),
+		"Link.TxErrors":       h.link.txErrors.Load(),
+		"Link.TxQueueFull":    int64(st.NICs.TxPacketsDroppedNoBufferSpace.Value()),
+	}
+	for k, v := range m {
+		if v == 0 {
+			delete(m, k)
+		}
+	}
+	return m
+}
+
+func (h *gVisorHost) close() {
+	h.link.close()
+	h.s.Close()
+}
+
+// kernelHost is the Linux kernel's stack through Go's net package, in a
+// namespace of its own on one end of a veth pair.
+type kernelHost struct{ addr string }
+
+func newKernel(c Config) (*kernelHost, error) { return &kernelHost{addr: c.Addr.Addr().String()}, nil }
+
+func (h *kernelHost) listen(port int) (net.Listener, error) {
+	return net.Listen("tcp4", net.JoinHostPort(h.addr, strconv.Itoa(port)))
+}
+
+func (h *kernelHost) listenPacket(port int) (net.PacketConn, error) {
+	return net.ListenPacket("udp4", net.JoinHostPort(h.addr, strconv.Itoa(port)))
+}
+
+func (h *kernelHost) frames() (int64, int64) { return -1, -1 }
+
+func (h *kernelHost) counters() map[string]int64 { return nil }
+
+func (h *kernelHost) close() {}

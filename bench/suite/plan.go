@@ -1,0 +1,87 @@
+package suite
+
+import "time"
+
+// Plan is what a run measures and for how long.
+type Plan struct {
+	Name string `json:"name"`
+	Reps int    `json:"reps"`
+
+	Pingers      []int         `json:"pingers"`
+	PingDur      time.Duration `json:"ping_dur"`
+	PingInterval time.Duration `json:"ping_interval"`
+
+	ShortClients []int         `json:"short_clients"`
+	ShortSize    int           `json:"short_size"`
+	ShortDur     time.Duration `json:"short_dur"`
+
+	BulkStreams []int         `json:"bulk_streams"`
+	BulkDur     time.Duration `json:"bulk_dur"`
+
+	RRConns []int         `json:"rr_conns"`
+	RRDur   time.Duration `json:"rr_dur"`
+
+	UDPSizes []int         `json:"udp_sizes"`
+	UDPRates []float64     `json:"udp_rates_mbit_s"` // 0: as fast as the sender can
+	UDPDur   time.Duration `json:"udp_dur"`
+
+	ScaleConns int `json:"scale_conns"`
+
+	ProfileDur time.Duration `json:"profile_dur"` // 0: no profiles
+
+	// MicroBenchTime is -benchtime for the stack's own Go benchmarks
+	// (allocations per packet, layer by layer); 0: not run.
+	MicroBenchTime time.Duration `json:"micro_benchtime"`
+
+	// QuietWait bounds the time the run waits, in all, for other
+	// processes to leave the CPUs before a set-up.
+	QuietWait time.Duration `json:"quiet_wait"`
+}
+
+// Full is make bench: every workload at every size, three repetitions,
+// within 20 minutes on two cores.
+var Full = Plan{
+	Name:         "full",
+	Reps:         3,
+	Pingers:      []int{1, 10, 100, 500, 1000},
+	PingDur:      2 * time.Second,
+	PingInterval: 20 * time.Millisecond,
+	ShortClients: []int{1, 10, 100, 1000},
+	ShortSize:    4096,
+	ShortDur:     2 * time.Second,
+	BulkStreams:  []int{1, 4},
+	BulkDur:      3 * time.Second,
+	RRConns:      []int{1, 100},
+	RRDur:        2 * time.Second,
+	UDPSizes:     []int{64, 1472, 8192, 32768},
+	UDPRates:     []float64{10, 100, 1000, 0},
+	UDPDur:       time.Second,
+	ScaleConns:   10000,
+	ProfileDur:   3 * time.Second,
+
+	MicroBenchTime: 200 * time.Millisecond,
+	QuietWait:      4 * time.Minute,
+}
+
+// Quick is make bench-quick, CI's smoke run: every stack set up, every
+// workload once at its smallest size, for a fraction of a second.
+var Quick = Plan{
+	Name:         "quick",
+	Reps:         1,
+	Pingers:      []int{1},
+	PingDur:      500 * time.Millisecond,
+	PingInterval: 20 * time.Millisecond,
+	ShortClients: []int{1},
+	ShortSize:    4096,
+	ShortDur:     500 * time.Millisecond,
+	BulkStreams:  []int{1},
+	BulkDur:      500 * time.Millisecond,
+	RRConns:      []int{1},
+	RRDur:        500 * time.Millisecond,
+	UDPSizes:     []int{64},
+	UDPRates:     []float64{10},
+	UDPDur:       500 * time.Millisecond,
+	ScaleConns:   100,
+	ProfileDur:   500 * time.Millisecond,
+	QuietWait:    30 * time.Second,
+}

@@ -1,0 +1,561 @@
+package suite
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gonetstack/gonet/bench/server"
+)
+
+// contendedThreshold is the share of the CPUs other processes may have used
+// during a measurement before the report counts it as contended.
+const contendedThreshold = 0.2
+
+// Summary is a metric over the repetitions: median, min and max.
+type Summary struct {
+	Med, Min, Max float64
+	N             int
+}
+
+type aggKey struct{ workload, point, stack string }
+
+// aggregate summarises every metric of every (workload, point, stack) over
+// its successful repetitions.
+func aggregate(recs []Record) map[aggKey]map[string]Summary {
+	vals := map[aggKey]map[string][]float64{}
+	for _, r := range recs {
+		if r.Error != "" {
+			continue
+		}
+		k := aggKey{r.Workload, r.Point, r.Stack}
+		if vals[k] == nil {
+			vals[k] = map[string][]float64{}
+		}
+		for m, v := range r.Metrics {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				vals[k][m] = append(vals[k][m], v)
+			}
+		}
+	}
+	out := map[aggKey]map[string]Summary{}
+	for k, ms := range vals {
+		out[k] = map[string]Summary{}
+		for m, vs := range ms {
+			slices.Sort(vs)
+			med := vs[len(vs)/2]
+			if len(vs)%2 == 0 {
+				med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+			}
+			out[k][m] = Summary{Med: med, Min: vs[0], Max: vs[len(vs)-1], N: len(vs)}
+		}
+	}
+	return out
+}
+
+// report holds what the markdown is written from.
+type report struct {
+	res    Results
+	agg    map[aggKey]map[string]Summary
+	points map[string][]string // workload → points in run order
+	errs   map[aggKey][]string
+	b      strings.Builder
+}
+
+func newReport(res Results) *report {
+	r := &report{res: res, agg: aggregate(res.Records), points: map[string][]string{}, errs: map[aggKey][]string{}}
+	for _, rec := range res.Records {
+		if !slices.Contains(r.points[rec.Workload], rec.Point) {
+			r.points[rec.Workload] = append(r.points[rec.Workload], rec.Point)
+		}
+		if rec.Error != "" {
+			k := aggKey{rec.Workload, rec.Point, rec.Stack}
+			r.errs[k] = append(r.errs[k], firstLine(rec.Error))
+		}
+	}
+	return r
+}
+
+func (r *report) get(workload, point, stack, metric string) (Summary, bool) {
+	s, ok := r.agg[aggKey{workload, point, stack}][metric]
+	return s, ok
+}
+
+func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.b, format, args...) }
+
+// num formats v to three significant digits, without exponents.
+func num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case v == 0:
+		return "0"
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case a >= 0.01:
+		return strconv.FormatFloat(v, 'f', 3, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 2, 64)
+	}
+}
+
+// cell is "median [min–max]" of a metric, or why there is none.
+func (r *report) cell(workload, point, stack, metric string, scale float64) string {
+	s, ok := r.get(workload, point, stack, metric)
+	if !ok {
+		if e := r.errs[aggKey{workload, point, stack}]; len(e) > 0 {
+			return "fail"
+		}
+		return "n/a"
+	}
+	if s.N == 1 || s.Min == s.Max {
+		return num(s.Med * scale)
+	}
+	return fmt.Sprintf("%s [%s–%s]", num(s.Med*scale), num(s.Min*scale), num(s.Max*scale))
+}
+
+// ratio is GoNet's median over another stack's, or "–".
+func (r *report) ratio(workload, point, other, metric string) (float64, string) {
+	g, ok1 := r.get(workload, point, "gonet", metric)
+	o, ok2 := r.get(workload, point, other, metric)
+	if !ok1 || !ok2 || o.Med == 0 {
+		return math.NaN(), "–"
+	}
+	v := g.Med / o.Med
+	return v, fmt.Sprintf("%.2f×", v)
+}
+
+// table writes one table: a row per point, a column per stack for metric,
+// and GoNet's ratios to the others.
+func (r *report) table(workload, pointTitle, metric, unit string, scale float64, pointName func(string) string) {
+	r.p("| %s | GoNet | gVisor | kernel | GoNet/gVisor | GoNet/kernel |\n|---|---|---|---|---|---|\n", pointTitle)
+	for _, pt := range r.points[workload] {
+		_, rg := r.ratio(workload, pt, "gvisor", metric)
+		_, rk := r.ratio(workload, pt, "kernel", metric)
+		r.p("| %s | %s | %s | %s | %s | %s |\n", pointName(pt),
+			r.cell(workload, pt, "gonet", metric, scale), r.cell(workload, pt, "gvisor", metric, scale),
+			r.cell(workload, pt, "kernel", metric, scale), rg, rk)
+	}
+	r.p("\n*%s; median of the repetitions [min–max].*\n\n", unit)
+}
+
+// counts is a table like table's without ratios, for counts of rare events
+// (drops, retransmissions) where a ratio of two small numbers says nothing.
+func (r *report) counts(workload, pointTitle, metric, unit string, pointName func(string) string) {
+	r.p("| %s | GoNet | gVisor | kernel |\n|---|---|---|---|\n", pointTitle)
+	for _, pt := range r.points[workload] {
+		r.p("| %s | %s | %s | %s |\n", pointName(pt),
+			r.cell(workload, pt, "gonet", metric, 1), r.cell(workload, pt, "gvisor", metric, 1), r.cell(workload, pt, "kernel", metric, 1))
+	}
+	r.p("\n*%s; median of the repetitions [min–max].*\n\n", unit)
+}
+
+func pointN(prefix string) func(string) string {
+	return func(pt string) string { return prefix + strings.TrimPrefix(pt, "n=") }
+}
+
+// Report writes the markdown report and the plots.
+func Report(res Results, outDir, mdPath string) error {
+	r := newReport(res)
+	plots, perr := writePlots(r, outDir)
+	rel := func(p string) string {
+		if q, err := filepath.Rel(filepath.Dir(mdPath), p); err == nil {
+			return q
+		}
+		return p
+	}
+	m := res.Machine
+	r.p("# GoNet benchmarks: GoNet, gVisor netstack and the Linux kernel\n\n")
+	r.p("Generated by `make bench` (`bench/`, issue 5) on %s in %s of wall time; regenerate it rather than edit it. ",
+		res.Started.UTC().Format("2006-01-02 15:04 UTC"), (time.Duration(res.WallS) * time.Second).String())
+	r.p("Every number is the median of %d repetitions with [min–max]; the repetitions interleave the stacks, so machine drift hits all three alike. ", res.Plan.Reps)
+	r.p("Raw results: `%s`. Ratios are GoNet's median over the other stack's: above 1 is better for throughputs, below 1 for latencies, times and memory.\n\n",
+		rel(filepath.Join(outDir, "results.json")))
+
+	contended, measured := map[string]int{}, 0
+	for _, rec := range res.Records {
+		if v, ok := rec.Metrics["others_cpu_frac"]; ok {
+			measured++
+			if v > contendedThreshold {
+				contended[rec.Stack]++
+			}
+		}
+	}
+	if n := contended["gonet"] + contended["gvisor"] + contended["kernel"]; n > 0 || res.QuietWaitS > 0 {
+		r.p("**A shared machine:** other processes used more than %.0f%% of the CPUs during %d of the %d measurements (GoNet %d, gVisor %d, kernel %d; `others_cpu_frac` in the JSON), and the run waited %.0f s for them before set-ups. Those measurements are in the medians; the min–max ranges show how much they moved.\n\n",
+			100*contendedThreshold, n, measured, contended["gonet"], contended["gvisor"], contended["kernel"], res.QuietWaitS)
+	}
+	r.p("## Machine\n\n| | |\n|---|---|\n")
+	r.p("| CPUs (nproc) | %d |\n| CPU | %s |\n| memory | %d GiB |\n| kernel | %s |\n| Go | %s |\n| gVisor | gvisor.dev/gvisor %s |\n| GoNet | %s |\n\n",
+		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.GVisor, m.GoNet)
+
+	r.glance()
+	r.p("## Set-up\n\n")
+	r.p("Each stack runs the same server, `bench/cmd/gonet-bench server`, in a process of its own (so its CPU time and memory are its own), serving the same handlers (`bench/handlers`: echo, discard, source, 1-byte request-response, UDP sink over `net.Conn` and `net.PacketConn`). ")
+	r.p("The load generators (`bench/load`) are the same Go programs for all three, run in a client network namespace on the kernel's own TCP/IP. Each stack gets fresh namespaces for each workload in each repetition:\n\n")
+	r.p("- **GoNet**: a TAP device in the client namespace (MTU 1500), GoNet's default configuration (no offloads: GoNet does not use the virtio-net header yet).\n")
+	r.p("- **gVisor**: a fresh TAP device opened with `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), a read loop and a write loop feeding its channel endpoint (host GSO, 64 KiB segments; RX checksum offload), under its Ethernet wrapper; SACK, receive-buffer moderation, 1–4 MiB buffers, Nagle off; servers through its `gonet` adapter.\n")
+	r.p("- **kernel**: the server in a second namespace at the other end of a veth pair (MTU 1500, the kernel's default offloads).\n\n")
+	r.p("Addresses 10.77.0.1 (client) and 10.77.0.2 (server) exist only inside those namespaces. ")
+	r.p("CPU per GB is the stack process's user+system time for GoNet and gVisor; for the kernel, the server process's time plus the machine's softirq time (approximate: part of the kernel's work runs in the client's system calls). \"Machine CPU per GB\" is every CPU's busy time, client included, the same measure for all three.\n\n")
+
+	r.p("## 1. Ping latency under load\n\n")
+	r.p("N concurrent pingers in the client namespace (ICMP datagram sockets), each sending a 56-byte echo request every %v and waiting for its reply (up to 1 s), for %v per point. The GoNet paper's Figure 3.\n\n",
+		res.Plan.PingInterval, res.Plan.PingDur)
+	r.table("ping", "pingers", "mean_us", "mean round-trip time, µs", 1, pointN(""))
+	r.table("ping", "pingers", "p99_us", "99th percentile round-trip time, µs", 1, pointN(""))
+	r.counts("ping", "pingers", "loss_pct", "requests without a reply within 1 s, %", pointN(""))
+	r.plot(plots, "ping_mean", "Mean ping RTT vs concurrent pingers", rel)
+	r.plot(plots, "ping_p99", "p99 ping RTT vs concurrent pingers", rel)
+
+	r.p("## 2. Many short TCP transfers\n\n")
+	r.p("N concurrent clients, each in a loop for %v: connect, send %d bytes, half-close, wait for the server's close (so every byte was read), close. The GoNet paper's Figure 4.\n\n",
+		res.Plan.ShortDur, res.Plan.ShortSize)
+	r.table("short", "clients", "mbit_s", "Mbit/s of payload", 1, pointN(""))
+	r.table("short", "clients", "conns_s", "completed transfers (connections) per second", 1, pointN(""))
+	r.plot(plots, "short", "Short-transfer throughput vs clients", rel)
+
+	r.p("## 3. Bulk TCP\n\n")
+	r.p("%v per point; \"kernel→stack\" is the client writing to the stack's discard handler (counted once the server has read everything), \"stack→kernel\" the client reading the stack's source handler.\n\n", res.Plan.BulkDur)
+	bulkName := func(pt string) string {
+		dir, n, _ := strings.Cut(pt, "/")
+		d := map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir]
+		return fmt.Sprintf("%s, %s stream(s)", d, n)
+	}
+	r.table("bulk", "direction", "gbit_s", "Gbit/s", 1, bulkName)
+	r.table("bulk", "direction", "cpu_s_per_gb", "CPU seconds of the stack per GB moved", 1, bulkName)
+	r.table("bulk", "direction", "sys_cpu_s_per_gb", "machine CPU seconds (both sides, all CPUs) per GB moved", 1, bulkName)
+	r.counts("bulk", "direction", "retrans_pct", "segments the sender retransmitted (the client's kernel for kernel→stack, the stack for stack→kernel), % of the segments it sent", bulkName)
+	r.counts("bulk", "direction", "link_drops", "frames the kernel dropped at the link because the stack did not take them in time (the TAP device's queue; veth's backlog), kernel→stack", bulkName)
+	var drops []string
+	for _, pt := range r.points["bulk"] {
+		if s, ok := r.get("bulk", pt, "gonet", "stack_queue_drops"); ok && s.Max > 0 {
+			drops = append(drops, fmt.Sprintf("%s %s", bulkName(pt), r.cell("bulk", pt, "gonet", "stack_queue_drops", 1)))
+		}
+	}
+	if len(drops) > 0 {
+		r.p("Segments GoNet dropped because a connection's input queue was full (`TCP.InQueueDrops`): %s.\n\n", strings.Join(drops, "; "))
+	}
+	r.plot(plots, "bulk", "Bulk TCP throughput", rel)
+
+	r.p("## 4. Request-response latency\n\n")
+	r.p("1-byte request, 1-byte response (netperf's TCP_RR), one outstanding per connection, %v per point after a 100 ms warm-up.\n\n", res.Plan.RRDur)
+	r.table("rr", "connections", "mean_us", "mean round trip, µs", 1, pointN(""))
+	r.table("rr", "connections", "p50_us", "median round trip, µs", 1, pointN(""))
+	r.table("rr", "connections", "p99_us", "99th percentile round trip, µs", 1, pointN(""))
+	r.table("rr", "connections", "transactions_s", "transactions per second", 1, pointN(""))
+
+	r.p("## 5. UDP\n\n")
+	r.p("One sender at an offered rate of payload (\"max\": as fast as the sending socket takes datagrams) for %v, to the UDP sink; loss counts every datagram sent and not received (dropped anywhere: the kernel's queue towards the device, the link, the stack); jitter is RFC 3550's interarrival jitter.\n\n", res.Plan.UDPDur)
+	udpName := func(pt string) string {
+		var size, rate string
+		for f := range strings.SplitSeq(pt, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			if k == "size" {
+				size = v
+			} else {
+				rate = v
+			}
+		}
+		if rate != "max" {
+			rate += " Mbit/s"
+		}
+		return size + " B at " + rate
+	}
+	r.table("udp", "datagram, offered", "recv_mbit_s", "received Mbit/s", 1, udpName)
+	r.counts("udp", "datagram, offered", "loss_pct", "loss, %", udpName)
+	r.table("udp", "datagram, offered", "jitter_us", "jitter, µs", 1, udpName)
+	r.table("udp", "datagram, offered", "sent_mbit_s", "what the sender managed to offer, Mbit/s", 1, udpName)
+	r.plot(plots, "udp", "UDP throughput vs offered rate", rel)
+
+	r.p("## 6. Scale and memory\n\n")
+	r.p("%d connections opened (256 dials at a time) to the echo handler and held idle, then each used once (1 byte echoed). Memory per connection is the server process's resident set growth over the connections it holds; for the kernel, plus half the machine's slab growth (both ends are kernel sockets there). The server's echo handler (a goroutine and a 512-byte buffer per connection) is in every stack's number; the kernel's RSS column is that handler's own cost.\n\n", res.Plan.ScaleConns)
+	r.table("scale", "connections", "establish_s", "seconds to establish all", 1, pointN(""))
+	r.table("scale", "connections", "use_s", "seconds to use each once", 1, pointN(""))
+	r.table("scale", "connections", "mem_per_conn", "bytes of memory per held connection", 1, pointN(""))
+	r.table("scale", "connections", "rss_per_conn", "bytes of server RSS per held connection", 1, pointN(""))
+	r.counts("scale", "connections", "slab_per_conn", "bytes of the machine's kernel slab per connection (the client's sockets, and for the kernel the server's too)", pointN(""))
+
+	r.goCost()
+	r.profiles()
+	r.failures()
+	if perr != nil {
+		r.p("\nPlots failed: %v\n", perr)
+	}
+	return os.WriteFile(mdPath, []byte(r.b.String()), 0o644)
+}
+
+func (r *report) plot(plots map[string]string, name, title string, rel func(string) string) {
+	if p, ok := plots[name]; ok {
+		r.p("![%s](%s)\n\n", title, rel(p))
+	}
+}
+
+// target is one of the issue's goals, judged from the medians.
+type target struct {
+	what, goal string
+	gonet      string
+	vsG, vsK   string
+	met        string
+}
+
+func (r *report) glance() {
+	var ts []target
+	mark := func(ok bool, have bool) string {
+		switch {
+		case !have:
+			return "n/a"
+		case ok:
+			return "✅ met"
+		default:
+			return "❌ not met"
+		}
+	}
+	med := func(w, pt, st, m string) (float64, bool) {
+		s, ok := r.get(w, pt, st, m)
+		return s.Med, ok
+	}
+	for _, pt := range r.points["bulk"] {
+		dir, n, _ := strings.Cut(pt, "/")
+		d := map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir]
+		g, okg := med("bulk", pt, "gonet", "gbit_s")
+		vg, sg := r.ratio("bulk", pt, "gvisor", "gbit_s")
+		vk, sk := r.ratio("bulk", pt, "kernel", "gbit_s")
+		ts = append(ts, target{
+			what: fmt.Sprintf("Bulk TCP %s, %s stream(s)", d, n), goal: "≥ 1.2× gVisor, ≥ 0.75× kernel",
+			gonet: num(g) + " Gbit/s", vsG: sg, vsK: sk,
+			met: mark(vg >= 1.2 && vk >= 0.75, okg && !math.IsNaN(vg) && !math.IsNaN(vk)),
+		})
+	}
+	for _, pt := range r.points["rr"] {
+		g, okg := med("rr", pt, "gonet", "mean_us")
+		vg, sg := r.ratio("rr", pt, "gvisor", "mean_us")
+		vk, sk := r.ratio("rr", pt, "kernel", "mean_us")
+		ts = append(ts, target{
+			what: "1-byte request-response, " + strings.TrimPrefix(pt, "n=") + " conn(s), mean", goal: "≤ gVisor, ≤ 1.4× kernel",
+			gonet: num(g) + " µs", vsG: sg, vsK: sk,
+			met: mark(vg <= 1 && vk <= 1.4, okg && !math.IsNaN(vg) && !math.IsNaN(vk)),
+		})
+	}
+	if pts := r.points["ping"]; len(pts) > 0 {
+		lo, hi := pts[0], pts[len(pts)-1]
+		g1, ok1 := med("ping", lo, "gonet", "mean_us")
+		gN, okN := med("ping", hi, "gonet", "mean_us")
+		vg, sg := r.ratio("ping", hi, "gvisor", "mean_us")
+		_, sk := r.ratio("ping", hi, "kernel", "mean_us")
+		flat := gN / g1
+		ts = append(ts, target{
+			what:  fmt.Sprintf("Ping under load: mean at %s pingers", strings.TrimPrefix(hi, "n=")),
+			goal:  fmt.Sprintf("≤ 2× GoNet at %s (%s), ≤ gVisor", strings.TrimPrefix(lo, "n="), fmt.Sprintf("now %.2f×", flat)),
+			gonet: num(gN) + " µs", vsG: sg, vsK: sk,
+			met: mark(flat <= 2 && vg <= 1, ok1 && okN && !math.IsNaN(vg)),
+		})
+	}
+	for _, pt := range r.points["short"] {
+		g, okg := med("short", pt, "gonet", "mbit_s")
+		vg, sg := r.ratio("short", pt, "gvisor", "mbit_s")
+		_, sk := r.ratio("short", pt, "kernel", "mbit_s")
+		ts = append(ts, target{
+			what: "Short transfers, " + strings.TrimPrefix(pt, "n=") + " clients", goal: "≥ gVisor",
+			gonet: num(g) + " Mbit/s", vsG: sg, vsK: sk, met: mark(vg >= 1, okg && !math.IsNaN(vg)),
+		})
+	}
+	for _, pt := range r.points["scale"] {
+		g, okg := med("scale", pt, "gonet", "mem_per_conn")
+		_, sg := r.ratio("scale", pt, "gvisor", "mem_per_conn")
+		_, sk := r.ratio("scale", pt, "kernel", "mem_per_conn")
+		ts = append(ts, target{
+			what: "Memory per idle connection (" + strings.TrimPrefix(pt, "n=") + " held)", goal: "≤ 16 KiB",
+			gonet: fmt.Sprintf("%.1f KiB", g/1024), vsG: sg, vsK: sk, met: mark(g <= 16<<10, okg),
+		})
+	}
+	// The cost of Go: the worst bulk point.
+	worstGC, worstAllocs := math.NaN(), math.NaN()
+	for _, pt := range r.points["bulk"] {
+		if v, ok := med("bulk", pt, "gonet", "gc_cpu_frac"); ok && !(v <= worstGC) {
+			worstGC = v
+		}
+		if v, ok := med("bulk", pt, "gonet", "allocs_per_frame"); ok && !(v <= worstAllocs) {
+			worstAllocs = v
+		}
+	}
+	ts = append(ts, target{what: "GC share of GoNet's CPU in bulk transfer (worst point)", goal: "< 5%",
+		gonet: fmt.Sprintf("%.1f%%", 100*worstGC), vsG: "–", vsK: "–", met: mark(worstGC < 0.05, !math.IsNaN(worstGC))})
+	ts = append(ts, target{what: "Heap allocations per frame, bulk (worst point; whole server process)", goal: "0 on the steady-state data path",
+		gonet: num(worstAllocs), vsG: "–", vsK: "–", met: mark(worstAllocs < 0.01, !math.IsNaN(worstAllocs))})
+
+	r.p("## At a glance: the issue's targets\n\n")
+	r.p("| workload | target | GoNet | GoNet/gVisor | GoNet/kernel | |\n|---|---|---|---|---|---|\n")
+	for _, t := range ts {
+		r.p("| %s | %s | %s | %s | %s | %s |\n", t.what, t.goal, t.gonet, t.vsG, t.vsK, t.met)
+	}
+	r.p("\n")
+
+	// Who wins each point, by its headline metric.
+	r.p("### Who wins where\n\n| workload | point | best | GoNet | gVisor | kernel |\n|---|---|---|---|---|---|\n")
+	type hl struct {
+		w, metric, unit string
+		lower           bool
+	}
+	for _, h := range []hl{
+		{"ping", "mean_us", "µs", true}, {"short", "mbit_s", "Mbit/s", false}, {"bulk", "gbit_s", "Gbit/s", false},
+		{"rr", "mean_us", "µs", true}, {"udp", "recv_mbit_s", "Mbit/s", false}, {"scale", "mem_per_conn", "B/conn", true},
+	} {
+		for _, pt := range r.points[h.w] {
+			best, bestV := "", math.NaN()
+			vals := map[string]string{}
+			for _, st := range server.Stacks {
+				s, ok := r.get(h.w, pt, st, h.metric)
+				if !ok {
+					vals[st] = "fail"
+					continue
+				}
+				vals[st] = num(s.Med)
+				if math.IsNaN(bestV) || (h.lower && s.Med < bestV) || (!h.lower && s.Med > bestV) {
+					best, bestV = st, s.Med
+				}
+			}
+			r.p("| %s (%s) | %s | **%s** | %s | %s | %s |\n", h.w, h.unit, pt, best, vals["gonet"], vals["gvisor"], vals["kernel"])
+		}
+	}
+	r.p("\n")
+}
+
+func (r *report) goCost() {
+	r.p("## 7. The cost of Go\n\n")
+	r.p("Measured inside each server process with runtime/metrics between the start and the end of each bulk and request-response point. The kernel's server is the same Go program with only the handlers and Go's net package in it: its numbers are the floor that the handlers and the runtime cost by themselves. Allocations per frame count every heap allocation in the server process (handlers included) over the frames its link carried (gVisor's TSO segments count once).\n\n")
+	cols := []struct{ metric, title string }{
+		{"gc_cpu_frac", "GC CPU %"}, {"gc_cycles", "GCs"}, {"gc_pause_max_us", "longest pause µs"},
+		{"gc_pause_p99_us", "p99 pause µs"}, {"allocs_per_frame", "allocs/frame"}, {"allocs_per_mb", "allocs/MB"},
+		{"allocs_per_transaction", "allocs/transaction"}, {"goroutines_created", "goroutines created"},
+	}
+	r.p("| workload | stack |")
+	for _, c := range cols {
+		r.p(" %s |", c.title)
+	}
+	r.p("\n|---|---|%s\n", strings.Repeat("---|", len(cols)))
+	for _, w := range []string{"bulk", "rr"} {
+		for _, pt := range r.points[w] {
+			for _, st := range server.Stacks {
+				r.p("| %s %s | %s |", w, pt, st)
+				for _, c := range cols {
+					scale := 1.0
+					if c.metric == "gc_cpu_frac" {
+						scale = 100
+					}
+					if _, ok := r.get(w, pt, st, c.metric); !ok {
+						r.p(" – |")
+						continue
+					}
+					r.p(" %s |", r.cell(w, pt, st, c.metric, scale))
+				}
+				r.p("\n")
+			}
+		}
+	}
+	r.p("\n*Pause figures are the upper bounds of runtime/metrics' histogram buckets; GC CPU is the runtime's GC time (/cpu/classes/gc/total, added as each cycle ends) over the process's CPU time.*\n\n")
+	if len(r.res.Micro) > 0 || r.res.MicroError != "" {
+		r.p("### Allocations per packet, layer by layer\n\n")
+		r.p("The stack's own Go benchmarks (`go test -run='^$' -bench=. -benchmem -benchtime=%v ./...` in the GoNet module), one operation a packet or a batch as each benchmark says:\n\n", r.res.Plan.MicroBenchTime)
+		if r.res.MicroError != "" {
+			r.p("**The benchmarks failed**: %s\n\n", strings.ReplaceAll(r.res.MicroError, "|", "\\|"))
+		}
+		if len(r.res.Micro) > 0 {
+			r.p("| package | benchmark | ns/op | B/op | allocs/op |\n|---|---|---|---|---|\n")
+			for _, b := range r.res.Micro {
+				r.p("| %s | %s | %s | %s | %s |\n", b.Pkg, b.Name, num(b.NsOp), num(b.BytesOp), num(b.AllocsOp))
+			}
+			r.p("\n")
+		}
+	}
+}
+
+func (r *report) profiles() {
+	if len(r.res.Profiles) == 0 {
+		return
+	}
+	r.p("### Where the CPU goes (CPU profiles)\n\n")
+	r.p("Separate runs after the measured ones, with the server's CPU profile on: \"bulk\" is %v kernel→stack then %v stack→kernel on one stream, \"rr\" %v of 1-byte request-response on one connection. Categories sort each sample by the function it was in.\n\n",
+		r.res.Plan.ProfileDur, r.res.Plan.ProfileDur, r.res.Plan.ProfileDur)
+	// Categories side by side.
+	var cats []string
+	for _, p := range r.res.Profiles {
+		for _, c := range p.Categories {
+			if !slices.Contains(cats, c.Name) {
+				cats = append(cats, c.Name)
+			}
+		}
+	}
+	r.p("| category |")
+	for _, p := range r.res.Profiles {
+		r.p(" %s %s |", p.Stack, p.Workload)
+	}
+	r.p("\n|---|%s\n", strings.Repeat("---|", len(r.res.Profiles)))
+	for _, c := range cats {
+		r.p("| %s |", c)
+		for _, p := range r.res.Profiles {
+			v := "–"
+			for _, pc := range p.Categories {
+				if pc.Name == c {
+					v = fmt.Sprintf("%.1f%%", pc.FlatPct)
+				}
+			}
+			r.p(" %s |", v)
+		}
+		r.p("\n")
+	}
+	r.p("| CPU seconds sampled |")
+	for _, p := range r.res.Profiles {
+		r.p(" %.2f |", p.SampledS)
+	}
+	r.p("\n\n")
+	for _, p := range r.res.Profiles {
+		if p.Error != "" {
+			r.p("**%s %s**: profile failed: %s\n\n", p.Stack, p.Workload, firstLine(p.Error))
+			continue
+		}
+		if p.Stack != "gonet" {
+			continue
+		}
+		r.p("<details><summary>GoNet %s: top functions by own (flat) time</summary>\n\n| function | flat | cumulative |\n|---|---|---|\n", p.Workload)
+		for _, f := range p.Top {
+			r.p("| `%s` | %.1f%% | %.1f%% |\n", f.Name, f.FlatPct, f.CumPct)
+		}
+		r.p("\n</details>\n\n")
+	}
+}
+
+func (r *report) failures() {
+	if len(r.errs) == 0 {
+		return
+	}
+	keys := make([]aggKey, 0, len(r.errs))
+	for k := range r.errs {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := keys[i], keys[j]
+		if a.workload != b.workload {
+			return a.workload < b.workload
+		}
+		if a.point != b.point {
+			return a.point < b.point
+		}
+		return a.stack < b.stack
+	})
+	r.p("## Failed measurements\n\nA failed repetition is left out of its median; a point with no successful repetition shows \"fail\".\n\n| workload | point | stack | failures | first error |\n|---|---|---|---|---|\n")
+	for _, k := range keys {
+		e := r.errs[k]
+		r.p("| %s | %s | %s | %d | %s |\n", k.workload, k.point, k.stack, len(e), strings.ReplaceAll(e[0], "|", "\\|"))
+	}
+	r.p("\n")
+}

@@ -1,0 +1,331 @@
+// Package suite runs the benchmark suite: for every repetition and
+// workload it sets up each stack in turn (GoNet, gVisor netstack, the Linux
+// kernel) on the same topology, drives it from the kernel's side with the
+// load generators of package load, collects the server's own measurements,
+// and writes JSON, BENCHMARKS.md and plots.
+package suite
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gonetstack/gonet/bench/server"
+	"github.com/gonetstack/gonet/internal/netns"
+)
+
+// Record is one measurement: one point of one workload on one stack in one
+// repetition.
+type Record struct {
+	Workload string             `json:"workload"`
+	Point    string             `json:"point"`
+	Stack    string             `json:"stack"`
+	Rep      int                `json:"rep"`
+	Metrics  map[string]float64 `json:"metrics,omitempty"`
+	Counters map[string]float64 `json:"counters,omitempty"` // what changed: the client namespace's kernel (client.), the stack's own (stack.)
+	Error    string             `json:"error,omitempty"`
+	Client   json.RawMessage    `json:"client,omitempty"` // the load generator's own result
+}
+
+// Results is everything a run produced.
+type Results struct {
+	Machine  Machine          `json:"machine"`
+	Plan     Plan             `json:"plan"`
+	Started  time.Time        `json:"started"`
+	WallS    float64          `json:"wall_s"`
+	Records  []Record         `json:"records"`
+	Profiles []ProfileSummary `json:"profiles,omitempty"`
+
+	QuietWaitS float64 `json:"quiet_wait_s"` // time spent waiting for other processes to leave the CPUs
+
+	Micro      []MicroBench `json:"micro,omitempty"`
+	MicroError string       `json:"micro_error,omitempty"`
+}
+
+// Suite is one run.
+type Suite struct {
+	Plan   Plan
+	Bin    string    // this program, run as server and client in the namespaces
+	OutDir string    // results.json, plots, profiles
+	MDPath string    // the markdown report ("": OutDir/BENCHMARKS.md)
+	Log    io.Writer // progress
+	Only   []string  // workloads to run; all when empty
+	Root   string    // the stack's module, for its Go benchmarks
+	// GoNetVersion overrides the version the report gives GoNet (by
+	// default the git commit of the work tree).
+	GoNetVersion string
+
+	res   Results
+	total int
+	done  int
+	// quietBudget is how long the run may still wait for other
+	// processes to leave the machine's CPUs alone.
+	quietBudget time.Duration
+}
+
+// busyThreshold is the share of the machine's CPU that other processes may
+// use before a set-up waits for them (a quarter: half a core of two).
+const busyThreshold = 0.25
+
+// machineLoad is the share of all CPUs busy over d.
+func machineLoad(d time.Duration) float64 {
+	a := readSysStat()
+	time.Sleep(d)
+	b := readSysStat()
+	return (b.busy - a.busy) / (d.Seconds() * float64(runtime.NumCPU()))
+}
+
+// waitQuiet waits, within the run's budget, until nothing else keeps the
+// machine busy: the suite's measurements would pay for it.
+func (s *Suite) waitQuiet(ctx context.Context) {
+	began := time.Now()
+	said := false
+	for s.quietBudget > 0 && ctx.Err() == nil {
+		t := time.Now()
+		load := machineLoad(300 * time.Millisecond)
+		if load < busyThreshold {
+			break
+		}
+		if !said {
+			fmt.Fprintf(s.Log, "bench: other processes use %.0f%% of the CPUs; waiting for them (at most %s more this run)\n",
+				100*load, s.quietBudget.Round(time.Second))
+			said = true
+		}
+		time.Sleep(2 * time.Second)
+		s.quietBudget -= time.Since(t)
+	}
+	if said {
+		s.res.QuietWaitS += time.Since(began).Seconds()
+	}
+}
+
+// point is one measurement of a workload, run on an Env.
+type point struct {
+	name  string // "n=10"
+	label string // for progress: "10 pingers"
+	run   func(ctx context.Context, e *Env) (map[string]float64, []byte, error)
+}
+
+// group is a workload: its points share one set-up per stack, unless
+// isolated, when each point has a set-up of its own.
+type group struct {
+	workload string
+	points   []point
+	isolated bool
+}
+
+// Run runs the plan and writes the results.
+func (s *Suite) Run(ctx context.Context) error {
+	if err := netns.Available(); err != nil {
+		return err
+	}
+	if removed, err := netns.RemoveStale(nsPrefix); err != nil {
+		fmt.Fprintf(s.Log, "bench: removing stale namespaces: %v\n", err)
+	} else if len(removed) > 0 {
+		fmt.Fprintf(s.Log, "bench: removed %d namespaces left by an interrupted run\n", len(removed))
+	}
+	if err := os.MkdirAll(s.OutDir, 0o755); err != nil {
+		return err
+	}
+	s.res = Results{Machine: describeMachine(), Plan: s.Plan, Started: time.Now()}
+	s.quietBudget = s.Plan.QuietWait
+	if s.GoNetVersion != "" {
+		s.res.Machine.GoNet = s.GoNetVersion
+	}
+	groups := s.groups()
+	if len(s.Only) > 0 {
+		groups = slices.DeleteFunc(groups, func(g group) bool { return !slices.Contains(s.Only, g.workload) })
+	}
+	for _, g := range groups {
+		s.total += len(g.points)
+	}
+	s.total *= s.Plan.Reps * len(server.Stacks)
+	fmt.Fprintf(s.Log, "bench: %s run: %d measurements, %d repetitions, stacks %s\n",
+		s.Plan.Name, s.total, s.Plan.Reps, strings.Join(server.Stacks, ", "))
+
+	for rep := 1; rep <= s.Plan.Reps; rep++ {
+		for _, g := range groups {
+			// Interleaved stack by stack, starting with a different
+			// stack each repetition so that none is always first.
+			for i := range server.Stacks {
+				stack := server.Stacks[(i+rep-1)%len(server.Stacks)]
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				s.runGroup(ctx, rep, g, stack)
+			}
+		}
+	}
+	if s.Plan.ProfileDur > 0 {
+		s.res.Profiles = s.profiles(ctx)
+	}
+	if s.Plan.MicroBenchTime > 0 && s.Root != "" {
+		fmt.Fprintf(s.Log, "bench: the stack's own Go benchmarks (go test -bench -benchmem in %s)\n", s.Root)
+		var err error
+		if s.res.Micro, err = microBenchmarks(ctx, s.Root, s.Plan.MicroBenchTime); err != nil {
+			s.res.MicroError = err.Error()
+			fmt.Fprintf(s.Log, "bench: %v\n", err)
+		}
+	}
+	s.res.WallS = time.Since(s.res.Started).Seconds()
+	return s.write()
+}
+
+func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {
+	if g.isolated && len(g.points) > 1 {
+		for _, p := range g.points {
+			if ctx.Err() != nil {
+				return
+			}
+			s.runGroup(ctx, rep, group{workload: g.workload, points: []point{p}}, stack)
+		}
+		return
+	}
+	s.waitQuiet(ctx)
+	e, err := Setup(ctx, s.Bin, stack)
+	if err != nil {
+		for _, p := range g.points {
+			s.record(Record{Workload: g.workload, Point: p.name, Stack: stack, Rep: rep, Error: err.Error()}, p.label)
+		}
+		return
+	}
+	defer e.Close()
+	for _, p := range g.points {
+		m, raw, err := p.run(ctx, e)
+		r := Record{Workload: g.workload, Point: p.name, Stack: stack, Rep: rep, Metrics: m}
+		for k, v := range m {
+			if c, ok := strings.CutPrefix(k, "c:"); ok {
+				if r.Counters == nil {
+					r.Counters = map[string]float64{}
+				}
+				r.Counters[c] = v
+				delete(m, k)
+			}
+		}
+		if len(raw) > 0 && json.Valid(raw) {
+			r.Client = json.RawMessage(strings.TrimSpace(string(raw)))
+		}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		s.record(r, p.label)
+	}
+	if err := e.Close(); err != nil {
+		fmt.Fprintf(s.Log, "bench: tear down %s: %v\n", stack, err)
+	}
+}
+
+// headline is the metric progress shows for each workload.
+var headline = map[string]struct {
+	metric, unit string
+}{
+	"ping":  {"mean_us", "µs mean"},
+	"short": {"mbit_s", "Mbit/s"},
+	"bulk":  {"gbit_s", "Gbit/s"},
+	"rr":    {"mean_us", "µs mean"},
+	"udp":   {"recv_mbit_s", "Mbit/s received"},
+	"scale": {"establish_s", "s to establish"},
+}
+
+func (s *Suite) record(r Record, label string) {
+	s.res.Records = append(s.res.Records, r)
+	s.done++
+	elapsed := time.Since(s.res.Started)
+	eta := ""
+	if s.done > 0 && s.done < s.total {
+		working := elapsed - time.Duration(s.res.QuietWaitS*float64(time.Second))
+		left := time.Duration(float64(working) / float64(s.done) * float64(s.total-s.done))
+		eta = fmt.Sprintf(", ~%s left", left.Round(time.Second))
+	}
+	what := "FAILED: " + firstLine(r.Error)
+	if r.Error == "" {
+		h := headline[r.Workload]
+		what = fmt.Sprintf("%.4g %s", r.Metrics[h.metric], h.unit)
+	}
+	fmt.Fprintf(s.Log, "[%3d/%d %3.0f%% %s%s] rep %d/%d  %-6s  %-5s %-24s %s\n",
+		s.done, s.total, 100*float64(s.done)/float64(s.total), elapsed.Round(time.Second), eta,
+		r.Rep, s.Plan.Reps, r.Stack, r.Workload, label, what)
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	if len(l) > 200 {
+		l = l[:200] + "…"
+	}
+	return l
+}
+
+func (s *Suite) write() error {
+	b, err := json.MarshalIndent(s.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.OutDir, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	return Report(s.res, s.OutDir, s.mdPath())
+}
+
+func (s *Suite) mdPath() string {
+	if s.MDPath != "" {
+		return s.MDPath
+	}
+	return filepath.Join(s.OutDir, "BENCHMARKS.md")
+}
+
+// Check reports the (workload, point, stack) combinations of res without a
+// successful measurement, and missing workloads and profiles: bench-quick's
+// test. checked is how many things it checked.
+func Check(res Results) (missing []string, checked int) {
+	type key struct{ w, p, s string }
+	ok := map[key]bool{}
+	seen := map[key]bool{}
+	var order []key
+	for _, r := range res.Records {
+		k := key{r.Workload, r.Point, r.Stack}
+		if !seen[k] {
+			seen[k] = true
+			order = append(order, k)
+		}
+		if r.Error == "" && len(r.Metrics) > 0 {
+			ok[k] = true
+		}
+	}
+	checked = len(order) + 6 + len(res.Profiles)
+	for _, k := range order {
+		if !ok[k] {
+			var why string
+			for _, r := range res.Records {
+				if r.Workload == k.w && r.Point == k.p && r.Stack == k.s && r.Error != "" {
+					why = ": " + firstLine(r.Error)
+				}
+			}
+			missing = append(missing, fmt.Sprintf("%s %s on %s%s", k.w, k.p, k.s, why))
+		}
+	}
+	for _, w := range []string{"ping", "short", "bulk", "rr", "udp", "scale"} {
+		found := false
+		for _, k := range order {
+			found = found || k.w == w
+		}
+		if !found {
+			missing = append(missing, w+": not run")
+		}
+	}
+	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 {
+		missing = append(missing, "profiles: none")
+	}
+	for _, p := range res.Profiles {
+		if p.Error != "" {
+			missing = append(missing, fmt.Sprintf("profile %s %s: %s", p.Stack, p.Workload, firstLine(p.Error)))
+		}
+	}
+	return missing, checked
+}

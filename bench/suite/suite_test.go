@@ -1,0 +1,58 @@
+package suite
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseMIB(t *testing.T) {
+	m := map[string]int64{}
+	parseMIB("Tcp: RtoAlgorithm OutSegs RetransSegs\nTcp: 1 200 3\nFoo: A\nFoo: 1\nUdp: InDatagrams\nUdp: 7\n", m)
+	if m["Tcp.OutSegs"] != 200 || m["Tcp.RetransSegs"] != 3 || m["Udp.InDatagrams"] != 7 {
+		t.Fatalf("%v", m)
+	}
+	if _, ok := m["Foo.A"]; ok {
+		t.Fatal("kept an unwanted MIB")
+	}
+}
+
+func TestParseBench(t *testing.T) {
+	out := `goos: linux
+pkg: github.com/gonetstack/gonet/ipv4
+BenchmarkEchoReply/batch=1/size=56-2         	  235084	      5497 ns/op	  10.19 MB/s	       0 B/op	       0 allocs/op
+BenchmarkReassembly-2                        	   68658	     16976 ns/op	 176.72 MB/s	    1209 B/op	      11 allocs/op
+PASS
+`
+	b := parseBench(out)
+	if len(b) != 2 || b[0].Pkg != "ipv4" || b[0].Name != "EchoReply/batch=1/size=56" || b[0].NsOp != 5497 {
+		t.Fatalf("%+v", b)
+	}
+	if b[1].AllocsOp != 11 || b[1].BytesOp != 1209 {
+		t.Fatalf("%+v", b[1])
+	}
+}
+
+func TestAggregateAndCheck(t *testing.T) {
+	res := Results{Records: []Record{
+		{Workload: "bulk", Point: "up/1", Stack: "gonet", Rep: 1, Metrics: map[string]float64{"gbit_s": 3}},
+		{Workload: "bulk", Point: "up/1", Stack: "gonet", Rep: 2, Metrics: map[string]float64{"gbit_s": 1}},
+		{Workload: "bulk", Point: "up/1", Stack: "gonet", Rep: 3, Metrics: map[string]float64{"gbit_s": 2}},
+		{Workload: "bulk", Point: "up/1", Stack: "gvisor", Rep: 1, Error: "boom"},
+	}}
+	a := aggregate(res.Records)
+	s := a[aggKey{"bulk", "up/1", "gonet"}]["gbit_s"]
+	if s.Med != 2 || s.Min != 1 || s.Max != 3 || s.N != 3 {
+		t.Fatalf("%+v", s)
+	}
+	missing, _ := Check(res)
+	if len(missing) == 0 || !strings.Contains(missing[0], "gvisor: boom") {
+		t.Fatalf("%v", missing)
+	}
+	r := newReport(res)
+	if c := r.cell("bulk", "up/1", "gonet", "gbit_s", 1); c != "2.00 [1.00–3.00]" {
+		t.Fatalf("cell %q", c)
+	}
+	if c := r.cell("bulk", "up/1", "gvisor", "gbit_s", 1); c != "fail" {
+		t.Fatalf("cell %q", c)
+	}
+}

@@ -1,0 +1,513 @@
+package suite
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gonetstack/gonet/bench/load"
+	"github.com/gonetstack/gonet/bench/server"
+)
+
+func (s *Suite) groups() []group {
+	p := s.Plan
+	var gs []group
+
+	g := group{workload: "ping"}
+	for _, n := range p.Pingers {
+		g.points = append(g.points, point{
+			name:  fmt.Sprintf("n=%d", n),
+			label: fmt.Sprintf("%d pingers", n),
+			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+				return runPing(ctx, e, n, p.PingInterval, p.PingDur)
+			},
+		})
+	}
+	gs = append(gs, g)
+
+	g = group{workload: "short"}
+	for _, n := range p.ShortClients {
+		g.points = append(g.points, point{
+			name:  fmt.Sprintf("n=%d", n),
+			label: fmt.Sprintf("%d clients", n),
+			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+				return runShort(ctx, e, n, p.ShortSize, p.ShortDur)
+			},
+		})
+	}
+	gs = append(gs, g)
+
+	g = group{workload: "bulk"}
+	for _, dir := range []string{"up", "down"} {
+		for _, n := range p.BulkStreams {
+			g.points = append(g.points, point{
+				name:  fmt.Sprintf("%s/%d", dir, n),
+				label: fmt.Sprintf("%s, %d stream(s)", map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir], n),
+				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+					return runBulk(ctx, e, dir, n, p.BulkDur)
+				},
+			})
+		}
+	}
+	gs = append(gs, g)
+
+	g = group{workload: "rr"}
+	for _, n := range p.RRConns {
+		g.points = append(g.points, point{
+			name:  fmt.Sprintf("n=%d", n),
+			label: fmt.Sprintf("%d connection(s)", n),
+			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+				return runRR(ctx, e, n, p.RRDur)
+			},
+		})
+	}
+	gs = append(gs, g)
+
+	// A fresh set-up per UDP point: an overload leaves state behind (a
+	// stack's fragments under reassembly live for 30 s) that would
+	// decide the next point.
+	g = group{workload: "udp", isolated: true}
+	for _, size := range p.UDPSizes {
+		for _, rate := range p.UDPRates {
+			r := "max"
+			if rate > 0 {
+				r = strconv.FormatFloat(rate, 'f', -1, 64)
+			}
+			g.points = append(g.points, point{
+				name:  fmt.Sprintf("size=%d,rate=%s", size, r),
+				label: fmt.Sprintf("%d B at %s Mbit/s", size, r),
+				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+					return runUDP(ctx, e, size, rate, p.UDPDur)
+				},
+			})
+		}
+	}
+	gs = append(gs, g)
+
+	gs = append(gs, group{workload: "scale", points: []point{{
+		name:  fmt.Sprintf("n=%d", p.ScaleConns),
+		label: fmt.Sprintf("%d idle connections", p.ScaleConns),
+		run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+			return runScale(ctx, e, p.ScaleConns)
+		},
+	}}})
+	return gs
+}
+
+// sysStat is the machine's CPU time and kernel slab memory at one moment.
+type sysStat struct {
+	busy, softirq float64 // seconds, all CPUs
+	slab          int64   // bytes
+}
+
+func readSysStat() sysStat {
+	var s sysStat
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+		var v [8]float64
+		for i := 1; i < len(f) && i <= 8; i++ {
+			v[i-1], _ = strconv.ParseFloat(f[i], 64)
+		}
+		const hz = 100 // USER_HZ
+		s.busy = (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / hz
+		s.softirq = v[6] / hz
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Slab:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+				s.slab = kb << 10
+			}
+		}
+	}
+	return s
+}
+
+// window is the server's and the machine's state before and after a
+// measurement.
+type window struct {
+	before, after       server.Snapshot
+	sysBefore, sysAfter sysStat
+	clientCPU           float64
+	// The kernel's counters in the client namespace, and the stack's own
+	// (for the kernel: its namespace's).
+	cBefore, cAfter map[string]int64
+	sBefore, sAfter map[string]int64
+}
+
+func stackCounters(e *Env, snap server.Snapshot) map[string]int64 {
+	if e.S != nil {
+		return kernelCounters(e.S)
+	}
+	return snap.Counters
+}
+
+// othersCPU is the share of the machine's CPU that neither the server,
+// nor the load generator, nor the kernel's softirq work used during the
+// window: other processes on a shared machine, whose load the numbers of
+// this window suffered.
+func (w window) othersCPU() float64 {
+	wall := w.after.Time.Sub(w.before.Time).Seconds()
+	if wall <= 0 {
+		return 0
+	}
+	busy := w.sysAfter.busy - w.sysBefore.busy
+	ours := w.serverCPU() + w.clientCPU + (w.sysAfter.softirq - w.sysBefore.softirq)
+	return max(0, busy-ours) / (wall * float64(runtime.NumCPU()))
+}
+
+// counters adds the counters that changed during the window to m, as
+// "c:client.NAME" and "c:stack.NAME" (the suite moves them to the record's
+// counters), and the derived loss metrics.
+func (w window) counters(m map[string]float64) {
+	d := map[string]float64{}
+	counterDelta("client.", w.cBefore, w.cAfter, d)
+	counterDelta("stack.", w.sBefore, w.sAfter, d)
+	for k, v := range d {
+		m["c:"+k] = v
+	}
+	m["others_cpu_frac"] = w.othersCPU()
+}
+
+// retransPct is the share of the sender's segments that were
+// retransmissions: the client kernel's when it sends (up), the stack's
+// when it sends (down).
+func (w window) retransPct(dir string) (float64, bool) {
+	d := map[string]float64{}
+	if dir == "up" {
+		counterDelta("", w.cBefore, w.cAfter, d)
+		if d["Tcp.OutSegs"] > 0 {
+			return 100 * d["Tcp.RetransSegs"] / d["Tcp.OutSegs"], true
+		}
+		return 0, false
+	}
+	counterDelta("", w.sBefore, w.sAfter, d)
+	for _, p := range []string{"TCP.", "Tcp."} {
+		if d[p+"OutSegs"] > 0 {
+			return 100 * d[p+"RetransSegs"] / d[p+"OutSegs"], true
+		}
+	}
+	return 0, false
+}
+
+func (w window) serverCPU() float64 {
+	return w.after.CPUUser + w.after.CPUSys - w.before.CPUUser - w.before.CPUSys
+}
+
+// stackCPU is the CPU time of the stack under test: the server process's
+// for the user-space stacks; for the kernel, the server process's (system
+// calls) plus the machine's softirq time, where the kernel does most of
+// its TCP/IP work (an approximation: some of it runs in the client's
+// system calls, and softirq also serves the client's side).
+func (w window) stackCPU(stack string) float64 {
+	c := w.serverCPU()
+	if stack == "kernel" {
+		c += w.sysAfter.softirq - w.sysBefore.softirq
+	}
+	return c
+}
+
+// goCost adds the Go runtime's costs during the window to m.
+func (w window) goCost(m map[string]float64) {
+	b, a := w.before.Go, w.after.Go
+	// The runtime adds a cycle's GC CPU time when the cycle ends; over the
+	// process's CPU time from getrusage, it is GC's share of the server.
+	if cpu := w.serverCPU(); cpu > 0 {
+		m["gc_cpu_frac"] = (a.GCCPU - b.GCCPU) / cpu
+	}
+	m["gc_cycles"] = float64(a.GCCycles - b.GCCycles)
+	p := server.PauseDelta(b.Pauses, a.Pauses)
+	m["gc_pause_max_us"] = server.PauseQuantile(p, 1) * 1e6
+	m["gc_pause_p99_us"] = server.PauseQuantile(p, 0.99) * 1e6
+	allocs := float64(a.Allocs - b.Allocs)
+	m["allocs"] = allocs
+	if w.after.RxFrames >= 0 {
+		frames := float64(w.after.RxFrames - w.before.RxFrames + w.after.TxFrames - w.before.TxFrames)
+		m["frames"] = frames
+		if frames > 0 {
+			m["allocs_per_frame"] = allocs / frames
+		}
+	}
+	m["goroutines_created"] = float64(a.Created - b.Created)
+}
+
+// measure runs a load generator between two snapshots of the server.
+func measure(ctx context.Context, e *Env, timeout time.Duration, args ...string) (window, []byte, error) {
+	var w window
+	var err error
+	if w.before, err = e.Stats(); err != nil {
+		return w, nil, err
+	}
+	w.cBefore, w.sBefore = kernelCounters(e.C), stackCounters(e, w.before)
+	w.sysBefore = readSysStat()
+	out, err := e.Client(ctx, timeout, args...)
+	w.sysAfter = readSysStat()
+	w.clientCPU = e.lastClientCPU
+	if err != nil {
+		return w, out, err
+	}
+	if w.after, err = e.Stats(); err != nil {
+		return w, out, err
+	}
+	w.cAfter, w.sAfter = kernelCounters(e.C), stackCounters(e, w.after)
+	return w, out, nil
+}
+
+func dur(d time.Duration) string { return d.String() }
+
+func runPing(ctx context.Context, e *Env, n int, interval, d time.Duration) (map[string]float64, []byte, error) {
+	w, out, err := measure(ctx, e, d+time.Minute, "ping", "-addr", e.Addr, "-n", strconv.Itoa(n),
+		"-interval", dur(interval), "-dur", dur(d))
+	if err != nil {
+		return nil, out, err
+	}
+	var r load.PingResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, out, err
+	}
+	if r.RTT.Samples == 0 {
+		return nil, out, fmt.Errorf("no replies to %d pings", r.Sent)
+	}
+	m := map[string]float64{
+		"mean_us":      r.RTT.MeanUS,
+		"p50_us":       r.RTT.P50US,
+		"p99_us":       r.RTT.P99US,
+		"max_us":       r.RTT.MaxUS,
+		"sent":         float64(r.Sent),
+		"loss_pct":     100 * float64(r.Lost) / float64(max(1, r.Sent)),
+		"server_cpu_s": w.serverCPU(),
+	}
+	w.counters(m)
+	return m, out, nil
+}
+
+func runShort(ctx context.Context, e *Env, n, size int, d time.Duration) (map[string]float64, []byte, error) {
+	w, out, err := measure(ctx, e, d+time.Minute, "short", "-addr", e.Addr, "-n", strconv.Itoa(n),
+		"-size", strconv.Itoa(size), "-dur", dur(d))
+	if err != nil {
+		return nil, out, err
+	}
+	var r load.ShortResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, out, err
+	}
+	if r.Transfers == 0 {
+		return nil, out, fmt.Errorf("no transfer completed (%d errors: %s)", r.Errors, r.FirstErr)
+	}
+	m := map[string]float64{
+		"mbit_s":       r.Mbps,
+		"conns_s":      r.ConnsPerS,
+		"transfers":    float64(r.Transfers),
+		"errors":       float64(r.Errors),
+		"server_cpu_s": w.serverCPU(),
+	}
+	w.counters(m)
+	return m, out, nil
+}
+
+func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (map[string]float64, []byte, error) {
+	w, out, err := measure(ctx, e, d+time.Minute, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n), "-dur", dur(d))
+	if err != nil {
+		return nil, out, err
+	}
+	var r load.BulkResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, out, err
+	}
+	gb := float64(r.Bytes) / 1e9
+	m := map[string]float64{
+		"gbit_s":           r.Gbps,
+		"bytes":            float64(r.Bytes),
+		"server_cpu_s":     w.serverCPU(),
+		"cpu_s_per_gb":     w.stackCPU(e.Stack) / gb,
+		"sys_cpu_s_per_gb": (w.sysAfter.busy - w.sysBefore.busy) / gb,
+	}
+	w.goCost(m)
+	if r.Bytes > 0 {
+		m["allocs_per_mb"] = m["allocs"] / (float64(r.Bytes) / 1e6)
+	}
+	if v, ok := w.retransPct(dir); ok {
+		m["retrans_pct"] = v
+	}
+	if dir == "up" {
+		// Frames the kernel dropped at the link because the stack did
+		// not take them in time (the TAP's queue; veth's backlog).
+		m["link_drops"] = float64(w.cAfter["Dev.TxDropped"] - w.cBefore["Dev.TxDropped"])
+		// GoNet's own drops: a connection's input queue full.
+		if _, ok := w.sAfter["TCP.InQueueDrops"]; ok || e.Stack == "gonet" {
+			m["stack_queue_drops"] = float64(w.sAfter["TCP.InQueueDrops"] - w.sBefore["TCP.InQueueDrops"])
+		}
+	}
+	w.counters(m)
+	return m, out, nil
+}
+
+func runRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]float64, []byte, error) {
+	w, out, err := measure(ctx, e, d+time.Minute, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
+	if err != nil {
+		return nil, out, err
+	}
+	var r load.RRResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, out, err
+	}
+	m := map[string]float64{
+		"mean_us":        r.Latency.MeanUS,
+		"p50_us":         r.Latency.P50US,
+		"p99_us":         r.Latency.P99US,
+		"transactions_s": r.PerSecond,
+		"server_cpu_s":   w.serverCPU(),
+	}
+	if r.Transactions > 0 {
+		m["cpu_us_per_transaction"] = w.stackCPU(e.Stack) / float64(r.Transactions) * 1e6
+	}
+	w.goCost(m)
+	if ex := w.after.Exchanges - w.before.Exchanges; ex > 0 {
+		m["allocs_per_transaction"] = m["allocs"] / float64(ex)
+	}
+	w.counters(m)
+	return m, out, nil
+}
+
+func runUDP(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error) {
+	w, out, err := measure(ctx, e, d+time.Minute, "udp", "-addr", e.Addr, "-size", strconv.Itoa(size),
+		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-dur", dur(d))
+	if err != nil {
+		return nil, out, err
+	}
+	var r load.UDPResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, out, err
+	}
+	// Let what is queued arrive, then read the sink's count.
+	time.Sleep(300 * time.Millisecond)
+	after, err := e.Stats()
+	if err != nil {
+		return nil, out, err
+	}
+	f := after.UDP
+	if f.Flow != r.Flow {
+		f.Datagrams, f.Bytes, f.JitterUS = 0, 0, 0
+	}
+	m := map[string]float64{
+		"sent_mbit_s":  r.SentMbps,
+		"recv_mbit_s":  float64(f.Bytes) * 8 / r.Seconds / 1e6,
+		"loss_pct":     100 * (1 - float64(f.Datagrams)/float64(max(1, r.Sent))),
+		"jitter_us":    f.JitterUS,
+		"sent":         float64(r.Sent),
+		"received":     float64(f.Datagrams),
+		"server_cpu_s": w.serverCPU(),
+	}
+	if rate > 0 {
+		m["offered_mbit_s"] = rate
+	} else {
+		m["offered_mbit_s"] = r.SentMbps
+	}
+	w.cAfter, w.sAfter, w.after = kernelCounters(e.C), stackCounters(e, after), after
+	w.counters(m)
+	return m, out, nil
+}
+
+// runScale opens n idle connections and holds them while it reads the
+// server's memory, then lets the client use each once.
+func runScale(ctx context.Context, e *Env, n int) (map[string]float64, []byte, error) {
+	before, err := e.Stats()
+	if err != nil {
+		return nil, nil, err
+	}
+	sysBefore := readSysStat()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := e.ClientCommand(ctx, "scale", "-addr", e.Addr, "-n", strconv.Itoa(n))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	var stderr limitedBuffer
+	stderr.max = 16 << 10
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		in.Close()
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	rd := bufio.NewReader(stdout)
+	first, err := rd.ReadBytes('\n')
+	if err != nil {
+		return nil, nil, fmt.Errorf("scale client: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var est load.ScaleResult
+	if err := json.Unmarshal(first, &est); err != nil {
+		return nil, first, err
+	}
+	held := int64(n - est.Failed)
+	// Wait until the server has accepted every connection.
+	var at server.Snapshot
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if at, err = e.Stats(); err != nil {
+			return nil, first, err
+		}
+		if at.Active-before.Active >= held || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	sysAt := readSysStat()
+	if _, err := io.WriteString(in, "go\n"); err != nil {
+		return nil, first, err
+	}
+	last, err := rd.ReadBytes('\n')
+	if err != nil {
+		return nil, first, fmt.Errorf("scale client: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var r load.ScaleResult
+	if err := json.Unmarshal(last, &r); err != nil {
+		return nil, last, err
+	}
+	served := at.Active - before.Active
+	if served <= 0 {
+		return nil, last, fmt.Errorf("the server holds no connection (%d failed: %s)", r.Failed, r.FirstFailure)
+	}
+	rss := float64(at.RSS-before.RSS) / float64(served)
+	slab := float64(sysAt.slab-sysBefore.slab) / float64(served)
+	mem := rss
+	if e.Stack == "kernel" {
+		// The kernel's sockets are slab memory, not the server's RSS;
+		// both ends are kernel sockets of the same kind, so the server's
+		// share is about half of the machine's growth.
+		mem += slab / 2
+	}
+	m := map[string]float64{
+		"establish_s":         r.EstablishS,
+		"conns_s":             r.ConnsPerS,
+		"use_s":               r.UseS,
+		"held":                float64(served),
+		"failed":              float64(r.Failed),
+		"rss_per_conn":        rss,
+		"slab_per_conn":       slab,
+		"mem_per_conn":        mem,
+		"heap_per_conn":       float64(int64(at.Go.HeapBytes)-int64(before.Go.HeapBytes)) / float64(served),
+		"goroutines_per_conn": float64(int64(at.Go.Goroutines)-int64(before.Go.Goroutines)) / float64(served),
+	}
+	if r.Failed > 0 {
+		return m, last, fmt.Errorf("%d of %d connections failed: %s", r.Failed, n, r.FirstFailure)
+	}
+	return m, last, nil
+}
