@@ -154,7 +154,7 @@ func (p *Protocol) Close() {
 	for {
 		select {
 		case b := <-p.in:
-			releaseBatch(b)
+			b.Release()
 		default:
 			return
 		}
@@ -168,15 +168,8 @@ func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
 	case p.in <- b:
 	default:
 		p.Stats.InDropped.Add(uint64(len(b.Pkts)))
-		releaseBatch(b)
+		b.Release()
 	}
-}
-
-func releaseBatch(b *buffer.Batch) {
-	for _, pk := range b.Pkts {
-		pk.Release()
-	}
-	b.Put()
 }
 
 func (p *Protocol) deal() {

@@ -191,6 +191,15 @@ func GetBatch() *Batch { return batches.Get().(*Batch) }
 // Full reports whether the batch has reached MaxBatch.
 func (b *Batch) Full() bool { return len(b.Pkts) >= MaxBatch }
 
+// Release releases every packet of the batch and returns the batch for
+// reuse: what a dealer does with a batch it drops.
+func (b *Batch) Release() {
+	for _, p := range b.Pkts {
+		p.Release()
+	}
+	b.Put()
+}
+
 // Put returns the batch (not its packets) for reuse.
 func (b *Batch) Put() {
 	clear(b.Pkts)

@@ -170,10 +170,7 @@ func (p *Protocol) Close() {
 		for {
 			select {
 			case b := <-p.in:
-				for _, pk := range b.Pkts {
-					pk.Release()
-				}
-				b.Put()
+				b.Release()
 			case pk := <-p.loop:
 				pk.Release()
 			default:
@@ -191,10 +188,7 @@ func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
 	case p.in <- b:
 	default:
 		p.Stats.InDiscards.Add(uint64(len(b.Pkts)))
-		for _, pk := range b.Pkts {
-			pk.Release()
-		}
-		b.Put()
+		b.Release()
 	}
 }
 
