@@ -99,6 +99,7 @@ type Stats struct {
 	ReasmMalformed  stats.Counter // inconsistent length or unaligned fragment
 	ReasmDuplicates stats.Counter
 	ReasmLimit      stats.Counter // fragment refused: too many datagrams or bytes in reassembly
+	ReasmEvictions  stats.Counter // oldest datagram dropped to make room for a new one
 	ReasmActive     stats.Gauge
 	ReasmBytes      stats.Gauge
 }
@@ -123,6 +124,10 @@ type Protocol struct {
 	reasm      map[fragKey]*assembler
 	reasmBytes int
 	reasmDone  chan reasmResult
+	// reasmBorn numbers assemblers in creation order; reasmEvicting counts
+	// evicted ones that have not reported yet.
+	reasmBorn     uint64
+	reasmEvicting int
 
 	Stats Stats
 }
@@ -131,13 +136,14 @@ type Protocol struct {
 func New(cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
-		cfg:       cfg,
-		env:       e,
-		in:        make(chan *buffer.Batch, 256),
-		loop:      make(chan *buffer.Packet, 256),
-		done:      make(chan struct{}),
-		reasm:     map[fragKey]*assembler{},
-		reasmDone: make(chan reasmResult, cfg.MaxReassemblies),
+		cfg:   cfg,
+		env:   e,
+		in:    make(chan *buffer.Batch, 256),
+		loop:  make(chan *buffer.Packet, 256),
+		done:  make(chan struct{}),
+		reasm: map[fragKey]*assembler{},
+		// Room for every assembler in the map and every evicted one.
+		reasmDone: make(chan reasmResult, 2*cfg.MaxReassemblies),
 	}
 	p.nextID.Store(e.Rand.Uint32())
 	p.tables.init()

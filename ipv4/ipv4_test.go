@@ -364,7 +364,7 @@ func TestReassemblyTimeout(t *testing.T) {
 	}
 }
 
-func TestMaxReassembliesRefusesNewDatagrams(t *testing.T) {
+func TestMaxReassembliesEvictsTheOldestDatagram(t *testing.T) {
 	h := rawtest.New(t, stack.Config{IPv4: ipv4.Config{MaxReassemblies: 2}})
 	h.LearnPeer(t)
 	msg := data(1500)
@@ -373,20 +373,40 @@ func TestMaxReassembliesRefusesNewDatagrams(t *testing.T) {
 		sets[i] = h.Fragments(t, echoHeader(uint16(100+i)), rawtest.EchoBytes(t, 8, 1, uint16(i), msg), 1024)
 		h.Inject(sets[i][0])
 	}
-	h.WaitCounter(t, "IPv4.ReasmLimit", 1)
-	for i := range sets {
-		h.Inject(sets[i][1])
+	// The third datagram's first fragment evicted the first datagram.
+	h.WaitCounter(t, "IPv4.ReasmEvictions", 1)
+	for _, set := range sets[1:] {
+		h.Inject(set[1])
 	}
-	// The two admitted complete; the third's second fragment starts an
-	// assembly of its own once a slot is free, and never completes.
+	// The second and third complete.
 	for range 2 {
-		if _, m := echoReply(t, h); m.Seq > 1 {
-			t.Errorf("reply to seq %d, which was refused", m.Seq)
+		if _, m := echoReply(t, h); m.Seq == 0 {
+			t.Errorf("reply to seq 0, whose assembly was evicted")
 		}
 	}
 	h.ExpectNothing(t)
 	if got := h.Counter(t, "IPv4.ReasmOKs"); got != 2 {
 		t.Errorf("ReasmOKs = %d, want 2", got)
+	}
+	if got := h.Counter(t, "IPv4.ReasmLimit"); got != 0 {
+		t.Errorf("ReasmLimit = %d, want 0: no fragment refused", got)
+	}
+}
+
+// A flood of incomplete datagrams does not lock reassembly out until the
+// timeout: a whole datagram sent after it is still reassembled.
+func TestFragmentFloodDoesNotBlockReassembly(t *testing.T) {
+	h := rawtest.New(t, stack.Config{IPv4: ipv4.Config{MaxReassemblies: 4}})
+	h.LearnPeer(t)
+	msg := data(1500)
+	for i := range 50 {
+		frags := h.Fragments(t, echoHeader(uint16(1000+i)), rawtest.EchoBytes(t, 8, 1, uint16(100+i), msg), 1024)
+		h.Inject(frags[0]) // never completed
+	}
+	frags := h.Fragments(t, echoHeader(7), rawtest.EchoBytes(t, 8, 1, 7, msg), 1024)
+	h.Inject(frags...)
+	if _, m := echoReply(t, h); m.Seq != 7 {
+		t.Fatalf("reply to seq %d, want 7", m.Seq)
 	}
 }
 

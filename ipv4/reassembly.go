@@ -17,6 +17,13 @@ import (
 // exactly once, on reasmDone, whose capacity is the bound on assemblers, so
 // it never blocks; the dealer never blocks sending to an assembler either.
 //
+// When MaxReassemblies datagrams are pending, a new one evicts the oldest
+// (as Linux evicts the oldest queues over its memory threshold) rather than
+// being refused: otherwise a burst of incomplete datagrams would lock
+// reassembly out for the whole timeout, which a fragment flood could do at
+// will. An evicted assembler leaves the map at once and reports like any
+// other; at most MaxReassemblies can be on their way out.
+//
 // Policy for hostile fragments, as Linux has since 2018 and RFC 5722 asks of
 // IPv6: a fragment that overlaps another (other than an exact duplicate)
 // discards the whole datagram, and one that would make it exceed 65535 bytes
@@ -33,7 +40,9 @@ type fragKey struct {
 type assembler struct {
 	key      fragKey
 	in       chan *buffer.Packet
-	reserved int // owned by the dealer
+	stop     chan struct{} // closed by the dealer to evict
+	born     uint64        // creation order, owned by the dealer
+	reserved int           // owned by the dealer
 }
 
 // assemblerQueue bounds the fragments waiting for an assembler to take
@@ -49,6 +58,7 @@ const (
 	reasmOversize
 	reasmMalformed
 	reasmStopped
+	reasmEvicted
 )
 
 type reasmResult struct {
@@ -69,11 +79,16 @@ func (p *Protocol) reassemble(pk *buffer.Packet, h wire.IPv4) {
 	key := fragKey{h.Src(), h.Dst(), h.ID(), h.Protocol()}
 	a := p.reasm[key]
 	if a == nil {
-		if len(p.reasm) >= p.cfg.MaxReassemblies {
-			p.refuseFragment(pk)
-			return
+		// Evicted assemblers report at once; in a burst, take their
+		// reports here so that eviction never has to refuse.
+		for p.reasmEvicting >= p.cfg.MaxReassemblies {
+			p.reassembled(<-p.reasmDone)
 		}
-		a = &assembler{key: key, in: make(chan *buffer.Packet, assemblerQueue)}
+		if len(p.reasm) >= p.cfg.MaxReassemblies {
+			p.evictOldest()
+		}
+		p.reasmBorn++
+		a = &assembler{key: key, in: make(chan *buffer.Packet, assemblerQueue), stop: make(chan struct{}), born: p.reasmBorn}
 	}
 	n := pk.Len()
 	if p.reasmBytes+n > p.cfg.MaxReassemblyBytes || !p.env.Budget.Reserve(n) {
@@ -98,6 +113,21 @@ func (p *Protocol) reassemble(pk *buffer.Packet, h wire.IPv4) {
 	}
 }
 
+// evictOldest stops the longest-running assembly; its report comes later.
+func (p *Protocol) evictOldest() {
+	var oldest *assembler
+	for _, a := range p.reasm {
+		if oldest == nil || a.born < oldest.born {
+			oldest = a
+		}
+	}
+	delete(p.reasm, oldest.key)
+	p.Stats.ReasmActive.Add(-1)
+	p.Stats.ReasmEvictions.Inc()
+	p.reasmEvicting++
+	close(oldest.stop)
+}
+
 func (p *Protocol) refuseFragment(pk *buffer.Packet) {
 	p.Stats.ReasmLimit.Inc()
 	p.Stats.ReasmFails.Inc()
@@ -107,8 +137,12 @@ func (p *Protocol) refuseFragment(pk *buffer.Packet) {
 // reassembled takes an assembler's report in the dealer.
 func (p *Protocol) reassembled(r reasmResult) {
 	a := r.a
-	delete(p.reasm, a.key)
-	p.Stats.ReasmActive.Add(-1)
+	if p.reasm[a.key] == a {
+		delete(p.reasm, a.key)
+		p.Stats.ReasmActive.Add(-1)
+	} else {
+		p.reasmEvicting-- // evicted earlier; its key may have a new assembler
+	}
 	// Fragments queued after the assembler stopped reading are ours now.
 	for {
 		select {
@@ -138,6 +172,7 @@ func (p *Protocol) reassembled(r reasmResult) {
 		p.Stats.ReasmOversize.Inc()
 	case reasmMalformed:
 		p.Stats.ReasmMalformed.Inc()
+	case reasmEvicted: // counted when evicted
 	case reasmStopped:
 		return
 	}
@@ -154,7 +189,7 @@ func (p *Protocol) errorsTimeExceeded(first *buffer.Packet) {
 // stopAssemblers runs as the dealer exits: it waits for every assembler's
 // report and releases what they held.
 func (p *Protocol) stopAssemblers() {
-	for len(p.reasm) > 0 {
+	for len(p.reasm) > 0 || p.reasmEvicting > 0 {
 		r := <-p.reasmDone
 		if r.datagram != nil {
 			r.datagram.Release()
@@ -219,6 +254,9 @@ func (p *Protocol) assemble(a *assembler) {
 				r.first = frags[0].pk
 			}
 			report(r)
+			return
+		case <-a.stop:
+			report(reasmResult{outcome: reasmEvicted})
 			return
 		case <-p.done:
 			report(reasmResult{outcome: reasmStopped})
