@@ -76,3 +76,29 @@ func TestKeepaliveUnansweredTimesOut(t *testing.T) {
 		t.Errorf("KeepaliveAborts = %d, want 1", n)
 	}
 }
+
+// With data in flight the retransmission timer watches the peer: no
+// keepalive probe is sent then (as Linux's keepalive timer skips one).
+func TestKeepaliveSkippedWhileDataIsInFlight(t *testing.T) {
+	const period = 3 * time.Second
+	r := newRig(t, tcp.Config{})
+	c, p := r.accepted(rawtest.TCPOpts{})
+	c.SetKeepAlive(true)
+	c.SetKeepAlivePeriod(period)
+	write(t, c, pattern(100))
+	p.expectData(100, true)
+	// Unacknowledged: the RTO (1 s, then 2 s, ...) retransmits; the
+	// keepalive deadline passes in between without a probe.
+	r.advance(4 * period)
+	for _, s := range r.sent() {
+		if len(s.Payload) == 0 && s.Seq == p.iss {
+			t.Errorf("keepalive probe %v sent with data in flight", s)
+		}
+	}
+	if n := r.counter("KeepaliveProbes"); n != 0 {
+		t.Errorf("KeepaliveProbes = %d, want 0", n)
+	}
+	if n := r.counter("RetransSegs"); n == 0 {
+		t.Errorf("no retransmission in %v with data in flight", 4*period)
+	}
+}

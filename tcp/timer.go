@@ -177,6 +177,13 @@ func (c *Conn) onKeepalive(now time.Time) {
 	if !c.keepalive || !c.state.synchronized() {
 		return
 	}
+	if c.sndUna != c.sndMax || c.snd.n > int(c.sndNxt.Sub(c.sndBufSeq)) {
+		// Data in flight or waiting: the retransmission and persist
+		// timers watch the peer already (Linux's keepalive timer skips
+		// a probe then too).
+		c.keepaliveAt = now.Add(c.kaIdle)
+		return
+	}
 	if c.kaProbes >= c.kaCount {
 		c.p.Stats.KeepaliveAborts.Inc()
 		c.reset(errTimedOut)
