@@ -15,6 +15,7 @@ import (
 
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/netnstest"
+	"github.com/gonetstack/gonet/internal/stacktest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/stack"
@@ -68,17 +69,7 @@ func newHost(t *testing.T, o options) *host {
 		ep = o.wrap(t, ep)
 	}
 	h.stack = stack.New(o.stack)
-	t.Cleanup(func() {
-		if err := h.stack.Close(); err != nil {
-			t.Errorf("close stack: %v", err)
-		}
-		if n := h.stack.Pool().Outstanding(); n != 0 {
-			t.Errorf("%d buffers not returned to the pool", n)
-		}
-		if u := h.stack.Budget().Used(); u != 0 {
-			t.Errorf("%d bytes of the memory budget still reserved", u)
-		}
-	})
+	t.Cleanup(func() { stacktest.Closed(t, h.stack) })
 	if err := h.stack.AddNIC(h.dev, ep); err != nil {
 		t.Fatal(err)
 	}

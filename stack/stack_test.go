@@ -10,49 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gonetstack/gonet/link/pipe"
+	"github.com/gonetstack/gonet/internal/stacktest"
 	"github.com/gonetstack/gonet/stack"
 )
 
 var (
-	addrA = netip.MustParsePrefix("10.0.0.1/24")
-	addrB = netip.MustParsePrefix("10.0.0.2/24")
-	macA  = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
-	macB  = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
+	addrA = stacktest.AddrA
+	addrB = stacktest.AddrB
 )
 
-// pair returns two stacks joined by an in-memory wire, and checks at the
-// end that both gave back every buffer.
+// pair returns two stacks joined by an in-memory wire of this MTU.
 func pair(t *testing.T, mtu int) (a, b *stack.Stack) {
 	t.Helper()
-	ea, eb := pipe.New(mtu, macA, macB)
-	a, b = stack.New(stack.Config{}), stack.New(stack.Config{})
-	for _, x := range []struct {
-		s    *stack.Stack
-		ep   *pipe.Endpoint
-		addr netip.Prefix
-	}{{a, ea, addrA}, {b, eb, addrB}} {
-		if err := x.s.AddNIC("eth0", x.ep); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.s.AddAddress("eth0", x.addr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, s := range []*stack.Stack{a, b} {
-			if err := s.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-			if n := s.Pool().Outstanding(); n != 0 {
-				t.Errorf("%d buffers not returned to the pool", n)
-			}
-			if u := s.Budget().Used(); u != 0 {
-				t.Errorf("%d bytes of budget still reserved", u)
-			}
-		}
-	})
-	return a, b
+	return stacktest.Pair(t, stacktest.Options{MTU: mtu})
 }
 
 func TestPingAnsweredAtEverySize(t *testing.T) {

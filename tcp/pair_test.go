@@ -6,74 +6,32 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
-	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/gonetstack/gonet/internal/stacktest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
-	"github.com/gonetstack/gonet/link/pcap"
-	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
 )
 
 var (
-	addrA = netip.MustParsePrefix("10.0.0.1/24")
-	addrB = netip.MustParsePrefix("10.0.0.2/24")
+	addrA = stacktest.AddrA
+	addrB = stacktest.AddrB
 )
 
-// pair returns two stacks joined by an in-memory wire, optionally through a
-// fault-injecting link on a's side, and checks at the end that both gave
-// back every buffer and every goroutine.
+// pair returns two stacks joined by an in-memory wire, through a
+// fault-injecting link on a's side when faults is not nil.
 func pair(t *testing.T, cfg stack.Config, faults *fault.Config) (a, b *stack.Stack) {
 	t.Helper()
-	ignore := goleak.IgnoreCurrent()
-	ea, eb := pipe.New(1500, net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2})
-	var epA link.Endpoint = ea
+	o := stacktest.Options{Config: cfg}
 	if faults != nil {
-		epA = fault.New(ea, *faults)
+		o.WrapA = func(ep link.Endpoint) link.Endpoint { return fault.New(ep, *faults) }
 	}
-	if path := os.Getenv("GONET_TEST_PCAP"); path != "" {
-		pc, err := pcap.Create(epA, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		epA = pc
-	}
-	a, b = stack.New(cfg), stack.New(cfg)
-	for _, x := range []struct {
-		s    *stack.Stack
-		ep   link.Endpoint
-		addr netip.Prefix
-	}{{a, epA, addrA}, {b, eb, addrB}} {
-		if err := x.s.AddNIC("eth0", x.ep); err != nil {
-			t.Fatal(err)
-		}
-		if err := x.s.AddAddress("eth0", x.addr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, s := range []*stack.Stack{a, b} {
-			if err := s.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-			if n := s.Pool().Outstanding(); n != 0 {
-				t.Errorf("%d buffers not returned to the pool", n)
-			}
-			if u := s.Budget().Used(); u != 0 {
-				t.Errorf("%d bytes of budget still reserved", u)
-			}
-		}
-		goleak.VerifyNone(t, ignore)
-	})
-	return a, b
+	return stacktest.Pair(t, o)
 }
 
 // echoServer accepts on b:7 and echoes each connection until EOF, then
