@@ -37,6 +37,12 @@ type Config struct {
 	// MaxReassemblyBytes bounds the fragment bytes held at once, besides
 	// the stack's memory budget (4 MiB, as Linux's ipfrag_high_thresh).
 	MaxReassemblyBytes int
+	// PMTUExpiry is how long a path MTU learnt from ICMP holds before the
+	// route's own MTU is tried again (10 minutes, RFC 1191 section 6.3,
+	// as Linux's mtu_expires). MinPMTU is the floor under it (552, as
+	// Linux's min_pmtu): smaller reports lower it to the floor only.
+	PMTUExpiry time.Duration
+	MinPMTU    int
 }
 
 func (c *Config) setDefaults() {
@@ -51,6 +57,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxReassemblyBytes == 0 {
 		c.MaxReassemblyBytes = 4 << 20
+	}
+	if c.PMTUExpiry == 0 {
+		c.PMTUExpiry = 10 * time.Minute
+	}
+	if c.MinPMTU == 0 {
+		c.MinPMTU = 552
 	}
 }
 
@@ -102,6 +114,14 @@ type Stats struct {
 	ReasmEvictions  stats.Counter // oldest datagram dropped to make room for a new one
 	ReasmActive     stats.Gauge
 	ReasmBytes      stats.Gauge
+	// Path MTU discovery (pmtu.go): reports that lowered a destination's
+	// path MTU, reports ignored (below 68 bytes, not lower than the path
+	// MTU, or for no route), reports below MinPMTU raised to it, and
+	// entries evicted from a full cache.
+	PMTUUpdates   stats.Counter
+	PMTUIgnored   stats.Counter
+	PMTUClamped   stats.Counter
+	PMTUEvictions stats.Counter
 }
 
 // Protocol is the IPv4 layer of one stack.
@@ -112,6 +132,7 @@ type Protocol struct {
 	errors     ErrorSender
 
 	tables
+	pmtu   pmtuCache // path MTUs learnt (pmtu.go)
 	nextID atomic.Uint32
 
 	in   chan *buffer.Batch

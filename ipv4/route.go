@@ -200,12 +200,21 @@ type RouteInfo struct {
 	Iface   *Interface // nil for a local destination
 	Local   bool       // the destination is this host
 	Bcast   bool       // a directed or limited broadcast on Iface
+	// PMTU is the path MTU learnt for the destination (pmtu.go), zero
+	// when none is known; PMTULocked says it is the floor, MinPMTU, and
+	// datagrams may need fragmenting on the way: DF must be off.
+	PMTU       int
+	PMTULocked bool
 }
 
-// MTU returns the route's MTU; local delivery has no link limit.
+// MTU returns the route's MTU: the interface's, or the path MTU learnt for
+// the destination if less; local delivery has no link limit.
 func (ri RouteInfo) MTU() int {
 	if ri.Local {
 		return 65535
+	}
+	if ri.PMTU > 0 && ri.PMTU < ri.Iface.mtu {
+		return ri.PMTU
 	}
 	return ri.Iface.mtu
 }
@@ -237,6 +246,9 @@ func (p *Protocol) Route(dst netip.Addr) (RouteInfo, error) {
 			ri.NextHop = r.Gateway
 		} else if t.isSubnetBroadcast(dst, r.Iface) {
 			ri.Bcast = true
+		}
+		if e, ok := p.pmtu.lookup(dst, p.env.Clock); ok {
+			ri.PMTU, ri.PMTULocked = e.mtu, e.locked
 		}
 		return ri, nil
 	}

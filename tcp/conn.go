@@ -118,6 +118,7 @@ type Conn struct {
 	synRetries  int
 	// Statistics shown in the connection table.
 	retransmits uint64
+	icmp        icmpState // ICMP errors for run (icmp.go)
 }
 
 // sentSeg is a segment in flight: the retransmission queue keeps one per
@@ -275,6 +276,7 @@ func (c *Conn) request() {
 		c.reset(c.abortReq)
 		return
 	}
+	c.icmpEvents()
 	if c.closed && c.state == SynSent {
 		c.finish(errClosedByApp)
 		return
@@ -324,6 +326,9 @@ func (c *Conn) finish(err error) {
 	}
 	if c.state == SynSent || c.state == SynReceived {
 		c.p.Stats.AttemptFails.Inc()
+	}
+	if err == errTimedOut && c.icmp.softErr != nil {
+		err = c.icmp.softErr // RFC 1122 4.2.3.9: report the soft error
 	}
 	c.setState(Closed)
 	if c.err == nil {

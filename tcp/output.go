@@ -257,7 +257,10 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	wire.EncodeTCP(b, &f, optLen)
 	wire.SetTCPChecksum(b, c.id.local.Addr(), c.id.remote.Addr())
 	c.p.Stats.OutSegs.Inc()
-	c.p.ip.SendRoute(pk, ipv4.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP}, c.route)
+	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
+	// unless the path MTU is locked at the floor.
+	c.p.ip.SendRoute(pk, ipv4.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,
+		DF: !c.route.PMTULocked}, c.route)
 }
 
 // windowField computes the window to advertise and records its right edge.

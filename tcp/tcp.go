@@ -179,6 +179,20 @@ type Stats struct {
 	HyStartDelayDetect stats.Counter
 	HyStartSpurious    stats.Counter
 	HyStartCSSExits    stats.Counter
+
+	// ICMP errors (icmp.go): quoting no connection, quoting a sequence
+	// number outside SND.UNA..SND.MAX (RFC 5927 4.1; Linux's
+	// OutOfWindowIcmps), soft errors recorded and hard ones that aborted
+	// a connection attempt (RFC 1122 4.2.3.9). Path MTU discovery (RFC
+	// 1191 6.4): "fragmentation needed" without DF in the quote ignored,
+	// MSS reductions, and reductions that resent the data in flight.
+	ICMPNoConn       stats.Counter
+	OutOfWindowIcmps stats.Counter
+	ICMPSoftErrors   stats.Counter
+	ICMPHardErrors   stats.Counter
+	PMTUIgnored      stats.Counter
+	PMTUReductions   stats.Counter
+	PMTURetransmits  stats.Counter
 }
 
 // Protocol is TCP on one stack.

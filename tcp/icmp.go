@@ -1,0 +1,169 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"syscall"
+
+	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// ICMP errors about our segments: path MTU discovery (RFC 1191 section
+// 6.4), soft and hard errors (RFC 1122 section 4.2.3.9), each validated
+// against the connection it quotes first (RFC 5927 section 4.1), since an
+// ICMP message is easier to forge than a segment: it need not guess the
+// peer's sequence numbers, only ours in flight.
+
+var _ icmp.ErrorHandler = (*Protocol)(nil)
+
+// icmpState is what ICMP errors leave for the connection's goroutine; the
+// dealer sets it under mu and pokes the connection.
+type icmpState struct {
+	// mtuDrop: a validated "fragmentation needed" lowered the route's
+	// path MTU; the goroutine lowers the MSS and resends.
+	mtuDrop bool
+	// softErr is the last soft error (RFC 1122 4.2.3.9: "MUST NOT abort
+	// the connection"), reported instead of ETIMEDOUT if the connection
+	// then times out, as Linux's sk_err_soft.
+	softErr error
+}
+
+// HandleICMPError implements icmp.ErrorHandler. It runs in the IPv4
+// dealer's goroutine: it finds the connection the quoted segment belongs
+// to, checks the quoted sequence number, and leaves the rest to the
+// connection's goroutine.
+func (p *Protocol) HandleICMPError(typ, code uint8, rest uint32, quoted wire.IPv4) {
+	hl := quoted.HeaderLen()
+	th := quoted[hl:]
+	// RFC 792 quotes the IP header and 64 bits of the datagram: TCP's
+	// ports and sequence number; deliverError checked that much is there.
+	id := fourTuple{
+		local:  netip.AddrPortFrom(quoted.Src(), binary.BigEndian.Uint16(th[0:])),
+		remote: netip.AddrPortFrom(quoted.Dst(), binary.BigEndian.Uint16(th[2:])),
+	}
+	seq := seqnum.Value(binary.BigEndian.Uint32(th[4:]))
+	p.mu.RLock()
+	c := p.conns[id]
+	p.mu.RUnlock()
+	if c == nil {
+		p.Stats.ICMPNoConn.Inc()
+		return
+	}
+	c.icmpError(typ, code, rest, quoted, seq)
+}
+
+// icmpError acts on a validated error for c, in the dealer's goroutine.
+func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seqnum.Value) {
+	c.mu.Lock()
+	// RFC 5927 section 4.1: the quoted segment must be one in flight,
+	// SND.UNA =< SEG.SEQ < SND.NXT (SND.MAX here, as SND.NXT goes back
+	// after a timeout), as Linux's tcp_v4_err checks.
+	if c.state == Closed || c.state == TimeWait || !seq.InRange(c.sndUna, c.sndMax) {
+		c.mu.Unlock()
+		c.p.Stats.OutOfWindowIcmps.Inc()
+		return
+	}
+	hard, err := icmpErrno(typ, code)
+	switch {
+	case typ == wire.ICMPDestUnreach && code == wire.ICMPCodeFragNeeded:
+		c.mu.Unlock()
+		// RFC 1191 section 4: the next-hop MTU is the low 16 bits of the
+		// rest-of-header word. Only segments sent with DF can draw it.
+		if !quoted.DontFragment() {
+			c.p.Stats.PMTUIgnored.Inc()
+			return
+		}
+		c.p.ip.UpdatePMTU(quoted.Dst(), int(rest&0xffff), quoted.TotalLen())
+		c.mu.Lock()
+		c.icmp.mtuDrop = true
+	case hard && c.state == SynSent:
+		// Linux aborts a connection attempt on a hard error: the port or
+		// protocol unreachable (RFC 1122 4.2.3.9 calls these hard).
+		c.p.Stats.ICMPHardErrors.Inc()
+		if c.abortReq == nil {
+			c.abortReq = err
+		}
+	default:
+		c.p.Stats.ICMPSoftErrors.Inc()
+		c.icmp.softErr = err
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.poke()
+}
+
+// icmpErrno maps an ICMP error to the errno an application sees, as
+// Linux's icmp_err_convert does, and says whether RFC 1122 4.2.3.9 calls it
+// hard: protocol and port unreachable (fragmentation needed is path MTU
+// discovery's, and handled apart).
+func icmpErrno(typ, code uint8) (hard bool, err error) {
+	switch typ {
+	case wire.ICMPDestUnreach:
+		switch code {
+		case 0, 6, 9, 11: // network unreachable, unknown, prohibited, for TOS
+			return false, syscall.ENETUNREACH
+		case wire.ICMPCodeProtoUnrch:
+			return true, syscall.ENOPROTOOPT
+		case wire.ICMPCodePortUnrch:
+			return true, syscall.ECONNREFUSED
+		case wire.ICMPCodeFragNeeded:
+			return false, syscall.EMSGSIZE
+		}
+		return false, syscall.EHOSTUNREACH
+	case wire.ICMPParamProblem:
+		return false, syscall.EPROTO
+	}
+	return false, syscall.EHOSTUNREACH // time exceeded, as Linux
+}
+
+// icmpEvents handles in the connection's goroutine what icmpError left.
+func (c *Conn) icmpEvents() {
+	if c.icmp.mtuDrop {
+		c.icmp.mtuDrop = false
+		c.mtuReduced()
+	}
+}
+
+// mtuReduced follows a drop of the route's path MTU (RFC 1191 section 6.4,
+// as Linux's tcp_mtu_reduced and tcp_simple_retransmit): the MSS falls to
+// fit, and what was in flight, which the router dropped, is sent again at
+// once in segments of the new size. The congestion window stays: the loss
+// says nothing about congestion. Further reports about the same drop find
+// the MSS already lowered and change nothing, so the data goes again once.
+func (c *Conn) mtuReduced() {
+	ri, err := c.p.ip.Route(c.id.remote.Addr())
+	if err != nil {
+		return
+	}
+	c.route = ri
+	mss := ri.MTU() - wire.IPv4MinHeaderLen - wire.TCPMinHeaderLen
+	if c.tsOK {
+		mss -= 12 // RFC 6691: the timestamp option takes room from each segment
+	}
+	// 48 bytes of data at least, as Linux's tcp_min_snd_mss: a forged
+	// report must not make a connection send byte-sized segments.
+	mss = max(mss, 48)
+	if mss >= c.sndMSS {
+		return
+	}
+	c.p.Stats.PMTUReductions.Inc()
+	c.sndMSS = mss
+	if c.cc != nil {
+		c.cc.SetMSS(mss)
+	}
+	if !c.state.synchronized() || c.sndUna == c.sndMax {
+		return
+	}
+	// Go back to SND.UNA: output resends from there within the window,
+	// in segments of the new MSS. Duplicate ACKs the resent data may draw
+	// must not start fast retransmit (RFC 6582's recover, as after a
+	// timeout).
+	c.p.Stats.PMTURetransmits.Inc()
+	c.sndNxt = c.sndUna
+	if !c.inRecovery {
+		c.recover = c.sndMax
+	}
+}
