@@ -119,6 +119,7 @@ type Conn struct {
 	// Statistics shown in the connection table.
 	retransmits uint64
 	icmp        icmpState // ICMP errors for run (icmp.go)
+	ecn         ecnState  // RFC 3168 (ecn.go)
 }
 
 // sentSeg is a segment in flight: the retransmission queue keeps one per

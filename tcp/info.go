@@ -23,6 +23,8 @@ type ConnInfo struct {
 	Retransmits uint64
 	// Congestion names the congestion control ("cubic", "newreno").
 	Congestion string
+	// ECN: negotiated (RFC 3168); ECNSeen: a CE mark has arrived.
+	ECN, ECNSeen bool
 }
 
 // Info returns the connection's row of the table.
@@ -41,6 +43,8 @@ func (c *Conn) Info() ConnInfo {
 		MSS:         c.sndMSS,
 		SendWindow:  int(c.sndWnd),
 		Retransmits: c.retransmits,
+		ECN:         c.ecn.ok,
+		ECNSeen:     c.ecn.seen,
 	}
 	if c.cc != nil {
 		ci.Congestion, ci.CWnd, ci.SSThresh = c.cc.Name(), c.cc.CWnd(), c.cc.SSThresh()

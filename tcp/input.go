@@ -66,6 +66,7 @@ func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
 	}
 	c.sndMSS = max(c.sndMSS, 64)
 	c.cc = c.p.congestion(c.sndMSS)
+	c.ecnNegotiate(seg)
 }
 
 // inputSynSent handles a segment in SYN-SENT (RFC 9293 3.10.7.3).
@@ -246,6 +247,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		c.tsRecent, c.tsRecentAt = o.TSVal, now // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
 	}
 	c.armKeepalive(now)
+	c.ecnInput(seg)
 	if c.state == SynReceived {
 		if !seg.ack.InRange(c.sndUna+1, c.sndNxt+1) {
 			c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)

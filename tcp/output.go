@@ -227,6 +227,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		optLen = wire.TCPOptionsLen(&opts)
 	}
 	hl := wire.TCPMinHeaderLen + optLen
+	ecn := c.ecnMark(&flags, seq, n)
 	pk := c.p.env.Pool.Get(hl + n)
 	b := pk.Bytes()
 	wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &opts)
@@ -260,7 +261,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
 	// unless the path MTU is locked at the floor.
 	c.p.ip.SendRoute(pk, ipv4.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,
-		DF: !c.route.PMTULocked}, c.route)
+		DF: !c.route.PMTULocked, TOS: ecn}, c.route)
 }
 
 // windowField computes the window to advertise and records its right edge.

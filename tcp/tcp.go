@@ -82,6 +82,10 @@ type Config struct {
 	// EphemeralLow and EphemeralHigh bound the local ports of active opens
 	// (32768-60999).
 	EphemeralLow, EphemeralHigh uint16
+	// ECN says when connections use Explicit Congestion Notification
+	// (RFC 3168, ecn.go): answering a peer that asks (the default, as
+	// Linux's tcp_ecn=2), asking too, or never.
+	ECN ECNMode
 	// Congestion names the default congestion control: "cubic" (RFC
 	// 9438 with HyStart++, RFC 9406; the default, as Linux's) or
 	// "newreno" (RFC 5681, RFC 6582). Conn.SetCongestion overrides it
@@ -193,6 +197,15 @@ type Stats struct {
 	PMTUIgnored      stats.Counter
 	PMTUReductions   stats.Counter
 	PMTURetransmits  stats.Counter
+
+	// ECN (RFC 3168, ecn.go): connections that negotiated it, segments
+	// that arrived marked CE, ACKs with ECE, window reductions they
+	// caused (at most one per window), and CWRs sent.
+	ECNNegotiated   stats.Counter
+	ECNCEReceived   stats.Counter
+	ECNEchoReceived stats.Counter
+	ECNReductions   stats.Counter
+	ECNCWRSent      stats.Counter
 }
 
 // Protocol is TCP on one stack.

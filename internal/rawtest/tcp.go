@@ -150,6 +150,9 @@ type TCPSegment struct {
 	Urgent   uint16
 	Opts     TCPOpts
 	Payload  []byte
+	// TOS is the IPv4 TOS byte; its low two bits are the ECN field (RFC
+	// 3168 section 5: 2 ECT(0), 1 ECT(1), 3 CE).
+	TOS uint8
 }
 
 // Len is the segment's length in sequence space: data, SYN and FIN.
@@ -166,8 +169,12 @@ func (s TCPSegment) Len() uint32 {
 
 // String summarises the segment as tcpdump would.
 func (s TCPSegment) String() string {
-	return fmt.Sprintf("%v > %v: Flags [%s], seq %d, ack %d, win %d, urg %d, options %v, length %d",
+	str := fmt.Sprintf("%v > %v: Flags [%s], seq %d, ack %d, win %d, urg %d, options %v, length %d",
 		s.Src, s.Dst, FlagString(s.Flags), s.Seq, s.Ack, s.Window, s.Urgent, s.Opts, len(s.Payload))
+	if s.TOS != 0 {
+		str += fmt.Sprintf(", tos %#x", s.TOS)
+	}
+	return str
 }
 
 func (s TCPSegment) layer() *layers.TCP {
@@ -210,7 +217,9 @@ func (s TCPSegment) withDefaults() TCPSegment {
 func (h *Host) TCPFrame(tb testing.TB, s TCPSegment) []byte {
 	tb.Helper()
 	s = s.withDefaults()
-	return h.IPFrame(tb, IPv4Header(s.Src.Addr(), s.Dst.Addr(), layers.IPProtocolTCP), Payload(TCPBytes(tb, s)))
+	ip := IPv4Header(s.Src.Addr(), s.Dst.Addr(), layers.IPProtocolTCP)
+	ip.TOS = s.TOS
+	return h.IPFrame(tb, ip, Payload(TCPBytes(tb, s)))
 }
 
 // TCPOf returns the frame's IPv4 header and TCP segment, failing the test
@@ -247,6 +256,7 @@ func SegmentOf(tb testing.TB, frame []byte) TCPSegment {
 		Urgent:  t.Urgent,
 		Opts:    TCPOptsOf(tb, t),
 		Payload: append([]byte(nil), t.Payload...),
+		TOS:     ip.TOS,
 	}
 }
 
