@@ -17,6 +17,7 @@ type Config struct {
 	Dup     float64 // probability a frame is delivered twice
 	Reorder float64 // probability a frame is held back until after the next
 	Corrupt float64 // probability one bit past the Ethernet header flips
+	CE      float64 // probability an ECN-capable IPv4 packet is marked CE (ce.go)
 
 	// Delay holds every frame this long before delivery.
 	Delay time.Duration
@@ -35,7 +36,7 @@ func (c Config) Validate() error {
 	for _, p := range []struct {
 		key string
 		v   float64
-	}{{"loss", c.Loss}, {"dup", c.Dup}, {"reorder", c.Reorder}, {"corrupt", c.Corrupt}} {
+	}{{"loss", c.Loss}, {"dup", c.Dup}, {"reorder", c.Reorder}, {"corrupt", c.Corrupt}, {"ce", c.CE}} {
 		if !(p.v >= 0 && p.v <= 1) { // also catches NaN
 			return fmt.Errorf("fault: %s=%v is not a probability in [0, 1]", p.key, p.v)
 		}
@@ -54,7 +55,7 @@ func (c Config) String() string {
 	for _, p := range []struct {
 		key string
 		v   float64
-	}{{"loss", c.Loss}, {"dup", c.Dup}, {"reorder", c.Reorder}, {"corrupt", c.Corrupt}} {
+	}{{"loss", c.Loss}, {"dup", c.Dup}, {"reorder", c.Reorder}, {"corrupt", c.Corrupt}, {"ce", c.CE}} {
 		if p.v != 0 {
 			parts = append(parts, p.key+"="+strconv.FormatFloat(p.v, 'g', -1, 64))
 		}
@@ -67,7 +68,7 @@ func (c Config) String() string {
 }
 
 // ParseSpec reads the command-line form of a Config: comma-separated
-// key=value pairs, keys loss, dup, reorder and corrupt (probabilities),
+// key=value pairs, keys loss, dup, reorder, corrupt and ce (probabilities),
 // delay (a time.Duration such as "1ms") and seed (an unsigned integer), as
 // in "loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7".
 // Keys left out are zero; the empty string is no faults at all.
@@ -97,6 +98,8 @@ func ParseSpec(s string) (Config, error) {
 			c.Reorder, err = parseProbability(key, value)
 		case "corrupt":
 			c.Corrupt, err = parseProbability(key, value)
+		case "ce":
+			c.CE, err = parseProbability(key, value)
 		case "delay":
 			c.Delay, err = time.ParseDuration(value)
 			if err == nil && c.Delay < 0 {
@@ -110,7 +113,7 @@ func ParseSpec(s string) (Config, error) {
 				err = fmt.Errorf("fault: seed=%s: want an unsigned integer", value)
 			}
 		default:
-			return Config{}, fmt.Errorf("fault: unknown key %q in %q (want loss, dup, reorder, corrupt, delay or seed)", key, field)
+			return Config{}, fmt.Errorf("fault: unknown key %q in %q (want loss, dup, reorder, corrupt, ce, delay or seed)", key, field)
 		}
 		if err != nil {
 			return Config{}, err

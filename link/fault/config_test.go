@@ -20,6 +20,7 @@ func TestParseSpec(t *testing.T) {
 		{" loss = 0.5 , seed = 18446744073709551615 ", Config{Loss: 0.5, Seed: 1<<64 - 1}},
 		{"delay=1.5s", Config{Delay: 1500 * time.Millisecond}},
 		{"corrupt=1e-3", Config{Corrupt: 0.001}},
+		{"ce=0.01,seed=2", Config{CE: 0.01, Seed: 2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

@@ -1,7 +1,8 @@
 // Package fault wraps a link endpoint to make its wire unreliable: frames
 // are lost, duplicated, reordered, corrupted and delayed at random, in both
 // directions, as on the lossy links a stack must survive (smoltcp's
-// FaultInjector and Linux's netem play the same part).
+// FaultInjector and Linux's netem play the same part); ECN-capable packets
+// can be marked Congestion Experienced as a router would (ce.go).
 //
 // Decisions come from a seeded generator per direction, and every frame
 // draws the same number of values whatever happens to it, so the n-th
@@ -35,6 +36,7 @@ type Direction struct {
 	Duplicated stats.Counter // frames delivered twice
 	Reordered  stats.Counter // frames held back until after the next frame
 	Corrupted  stats.Counter // frames with one bit flipped
+	CEMarked   stats.Counter // ECN-capable packets marked CE (ce.go)
 	Delayed    stats.Counter // frames delivered only after Config.Delay
 }
 
@@ -171,10 +173,20 @@ func (s *shaper) shape(p *buffer.Packet, out []*buffer.Packet) []*buffer.Packet 
 	// fate does not shift the next frame's draws.
 	loss, corrupt, dup, reorder, bit := s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Float64(), s.rng.Uint64()
 
+	// Drawn only when asked for, so that the seeds of runs without CE
+	// marks replay as before.
+	var ce float64
+	if s.cfg.CE > 0 {
+		ce = s.rng.Float64()
+	}
+
 	if loss < s.cfg.Loss {
 		s.st.Dropped.Inc()
 		p.Release()
 		return out
+	}
+	if ce < s.cfg.CE && markCE(p.Bytes()) {
+		s.st.CEMarked.Inc()
 	}
 	// Flip a bit past the Ethernet header, where the IP, TCP, UDP or ICMP
 	// checksums cover it (the FCS that would catch it on a real wire is
