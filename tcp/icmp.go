@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -15,8 +14,6 @@ import (
 // against the connection it quotes first (RFC 5927 section 4.1), since an
 // ICMP message is easier to forge than a segment: it need not guess the
 // peer's sequence numbers, only ours in flight.
-
-var _ icmp.ErrorHandler = (*Protocol)(nil)
 
 // icmpState is what ICMP errors leave for the connection's goroutine; the
 // dealer sets it under mu and pokes the connection.
@@ -30,7 +27,8 @@ type icmpState struct {
 	softErr error
 }
 
-// HandleICMPError implements icmp.ErrorHandler. It runs in the IPv4
+// HandleICMPError implements icmp.ErrorHandler (the ICMP layer finds it by
+// the quoted protocol number, so tcp need not import icmp). It runs in the IPv4
 // dealer's goroutine: it finds the connection the quoted segment belongs
 // to, checks the quoted sequence number, and leaves the rest to the
 // connection's goroutine.

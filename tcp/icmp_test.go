@@ -10,6 +10,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/internal/rawtest"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/wire"
@@ -18,6 +19,8 @@ import (
 // ICMP errors about the stack's segments: path MTU discovery (RFC 1191
 // section 6.4), validated as RFC 5927 section 4.1 says, and soft and hard
 // errors (RFC 1122 section 4.2.3.9).
+
+var _ icmp.ErrorHandler = (*tcp.Protocol)(nil)
 
 // routerAddr is a router on the path to the peer that reports errors; it
 // speaks from the peer's MAC address, as a router in front of it would.
