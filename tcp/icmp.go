@@ -117,6 +117,15 @@ func icmpErrno(typ, code uint8) (hard bool, err error) {
 	return false, syscall.EHOSTUNREACH // time exceeded, as Linux
 }
 
+// pathWorks forgets the soft error once an acceptable ACK acknowledges new
+// data: the path works again, and a later timeout is to be reported as
+// such (Linux clears sk_err_soft in tcp_ack likewise).
+func (c *Conn) pathWorks(seg *segment) {
+	if c.icmp.softErr != nil && seg.ack.GreaterThan(c.sndUna) && !seg.ack.GreaterThan(c.sndMax) {
+		c.icmp.softErr = nil
+	}
+}
+
 // icmpEvents handles in the connection's goroutine what icmpError left.
 func (c *Conn) icmpEvents() {
 	if c.icmp.mtuDrop {

@@ -241,3 +241,41 @@ func TestICMPErrorsDuringConnect(t *testing.T) {
 		})
 	}
 }
+
+// A soft error on an established connection is reported if the connection
+// then times out, instead of ETIMEDOUT; an acknowledgement of new data in
+// between shows the path works, and the timeout is then a timeout.
+func TestSoftErrorReportedOnTimeoutUnlessPathWorked(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		progress bool
+		want     syscall.Errno
+	}{
+		{"no progress: host unreachable", false, syscall.EHOSTUNREACH},
+		{"progress in between: timed out", true, syscall.ETIMEDOUT},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tcp.Config{Retries: 2})
+			c, p := r.dialed(rawtest.TCPOpts{MSS: 1460})
+			frames := sendFull(t, r, c, p, 2)
+			r.h.Inject(r.icmpAbout(frames[0], wire.ICMPDestUnreach, 1, 0, nil))
+			r.settle()
+			if got := r.counter("ICMPSoftErrors"); got != 1 {
+				t.Fatalf("ICMPSoftErrors = %d, want 1", got)
+			}
+			if tc.progress {
+				s := p.seg(A, nil)
+				s.Ack = p.rcv + 1460 // the first segment only
+				p.inject(s)
+			}
+			for i := 0; i < 50 && p.state() != ""; i++ {
+				r.advance(200 * time.Millisecond)
+				r.sent()
+			}
+			_, err := c.Read(make([]byte, 1))
+			if !isErr(err, tc.want) {
+				t.Fatalf("read after the connection timed out: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

@@ -248,6 +248,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	}
 	c.armKeepalive(now)
 	c.ecnInput(seg)
+	c.pathWorks(seg)
 	if c.state == SynReceived {
 		if !seg.ack.InRange(c.sndUna+1, c.sndNxt+1) {
 			c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
