@@ -117,3 +117,30 @@ func TestUDPFragmentsToThePathMTU(t *testing.T) {
 		t.Errorf("reassembled %v of %d bytes, want UDP of %d", whole.Protocol, whole.Length, 20+8+1400)
 	}
 }
+
+// The cache holds at most 1024 destinations: a report for another one, once
+// full, evicts the entry learnt longest ago (counted), never a fresher one.
+func TestPMTUCacheEvictsTheOldestWhenFull(t *testing.T) {
+	h := rawtest.New(t, stack.Config{})
+	if err := h.S.SetDefaultGateway(rawtest.PeerAddr, rawtest.NIC); err != nil {
+		t.Fatal(err)
+	}
+	ip := h.S.IPv4()
+	dst := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 2, byte(i >> 8), byte(i)}) }
+	const full = 1024
+	for i := range full + 1 {
+		ip.UpdatePMTU(dst(i), 1400, 1500)
+		h.Clock.Advance(time.Millisecond)
+	}
+	if got := h.Counter(t, "IPv4.PMTUEvictions"); got != 1 {
+		t.Errorf("PMTUEvictions = %d, want 1", got)
+	}
+	if got := routeMTU(t, ip, dst(0)).MTU(); got != 1500 {
+		t.Errorf("the oldest destination's MTU %d, want 1500: evicted", got)
+	}
+	for _, i := range []int{1, full / 2, full} {
+		if got := routeMTU(t, ip, dst(i)).MTU(); got != 1400 {
+			t.Errorf("destination %d's MTU %d, want 1400 still", i, got)
+		}
+	}
+}

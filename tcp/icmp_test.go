@@ -279,3 +279,28 @@ func TestSoftErrorReportedOnTimeoutUnlessPathWorked(t *testing.T) {
 		})
 	}
 }
+
+// A report below the floor (ipv4.Config.MinPMTU, 552 as Linux's min_pmtu)
+// lowers the path MTU to the floor only, and the segments then go without
+// DF, for routers to fragment: with DF, no segment of the floor's size
+// would pass the link that reported less.
+func TestFragNeededBelowFloorTurnsDFOff(t *testing.T) {
+	r := newRig(t, tcp.Config{})
+	c, p := r.dialed(rawtest.TCPOpts{MSS: 1460})
+	frames := sendFull(t, r, c, p, 1)
+	r.h.Inject(r.icmpAbout(frames[0], wire.ICMPDestUnreach, wire.ICMPCodeFragNeeded, 300, nil))
+	for _, n := range []int{512, 512, 436} {
+		f := r.next()
+		s := rawtest.SegmentOf(t, f)
+		if s.Seq != p.rcv || len(s.Payload) != n {
+			t.Fatalf("resent %v, want %d bytes at %d", s, n, p.rcv)
+		}
+		if ip := rawtest.IPv4Of(t, f); ip.Flags&layers.IPv4DontFragment != 0 {
+			t.Errorf("%v sent with DF below the floor", s)
+		}
+		p.take(s)
+	}
+	if got := r.h.Counter(t, "IPv4.PMTUClamped"); got != 1 {
+		t.Errorf("IPv4.PMTUClamped = %d, want 1", got)
+	}
+}
