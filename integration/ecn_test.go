@@ -21,6 +21,7 @@ const ecnBulk = 8 << 20
 func TestECNWithKernel(t *testing.T) {
 	for _, dir := range []string{"GoNet sends", "kernel sends"} {
 		t.Run(dir, func(t *testing.T) {
+			lookPath(t, "nstat")
 			checkGoroutines(t)
 			var f *fault.Endpoint
 			h := newHost(t, options{
@@ -75,13 +76,23 @@ func TestECNWithKernel(t *testing.T) {
 			}
 			want := []string{"ECNNegotiated"}
 			marks := st.Tx.CEMarked.Load()
+			k := h.kernelCounters(t, "IpExtInCEPkts", "TcpExtTCPDeliveredCE")
+			t.Logf("kernel: InCEPkts %d, TCPDeliveredCE %d", k["IpExtInCEPkts"], k["TcpExtTCPDeliveredCE"])
 			if dir == "GoNet sends" {
-				// The kernel echoes GoNet's marks; GoNet reduces and says CWR.
+				// The kernel sees GoNet's marks and echoes them; GoNet
+				// reduces and says CWR.
 				want = append(want, "ECNEchoReceived", "ECNReductions", "ECNCWRSent")
+				if k["IpExtInCEPkts"] == 0 {
+					t.Errorf("the kernel counted no CE packet (IpExtInCEPkts)")
+				}
 			} else {
-				// GoNet echoes the kernel's marks until its CWR.
+				// GoNet echoes the kernel's marks until its CWR, and the
+				// kernel counts what it learnt was delivered CE.
 				want = append(want, "ECNCEReceived")
 				marks = st.Rx.CEMarked.Load()
+				if k["TcpExtTCPDeliveredCE"] == 0 {
+					t.Errorf("the kernel learnt of no CE mark from GoNet's echoes (TcpExtTCPDeliveredCE)")
+				}
 				if !ci.ECNSeen {
 					t.Errorf("GoNet's connection saw no CE mark")
 				}
