@@ -87,6 +87,14 @@ type Config struct {
 	// "newreno" (RFC 5681, RFC 6582). Conn.SetCongestion overrides it
 	// per connection.
 	Congestion string
+	// DisableSACK stops the stack offering and accepting SACK-permitted
+	// (RFC 2018), as Linux's tcp_sack=0: no SACK blocks sent, none
+	// taken, and loss recovery falls back to NewReno (RFC 6582).
+	// DisableRACK turns off RACK-TLP (RFC 8985), as Linux's
+	// tcp_recovery=0 with tcp_early_retrans=0: SACK recovery then
+	// detects loss by RFC 6675's DupThresh rule alone, and a tail loss
+	// waits for the retransmission timer. Both are on by default.
+	DisableSACK, DisableRACK bool
 }
 
 func (c *Config) setDefaults() {
@@ -179,6 +187,23 @@ type Stats struct {
 	HyStartDelayDetect stats.Counter
 	HyStartSpurious    stats.Counter
 	HyStartCSSExits    stats.Counter
+
+	// SACK loss recovery (RFC 2018, RFC 2883, RFC 6675; sack_sender.go):
+	// recoveries entered, holes retransmitted from the scoreboard, D-SACK
+	// blocks received, and SACK blocks discarded as invalid (outside
+	// SND.UNA..SND.MAX), as TcpExt's TCPSackRecovery, TCPDSACKRecv and
+	// TCPSACKDiscard.
+	SACKRecovery stats.Counter
+	SACKRetrans  stats.Counter
+	DSACKRecv    stats.Counter
+	SACKDiscard  stats.Counter
+	// RACK-TLP (RFC 8985; rack.go, tlp.go): segments RACK marked lost,
+	// reordering timer expiries, tail loss probes sent (TcpExt
+	// TCPLossProbes), and probes that repaired a loss (TCPLossProbeRecovery).
+	RACKLoss            stats.Counter
+	RACKReorderTimeouts stats.Counter
+	LossProbes          stats.Counter
+	LossProbeRecovery   stats.Counter
 }
 
 // Protocol is TCP on one stack.
