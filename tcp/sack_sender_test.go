@@ -21,11 +21,14 @@ type sackFlight struct {
 	una uint32
 }
 
+// rawOptsSACK are the peer's options: an MSS of 1000 and SACK.
+var rawOptsSACK = rawtest.TCPOpts{MSS: 1000, SACKPermitted: true}
+
 func newSACKFlight(t *testing.T, cfg tcp.Config) *sackFlight {
 	t.Helper()
 	cfg.Congestion = "newreno"
 	r := newRig(t, cfg)
-	c, p := r.acceptedAfter(rawtest.TCPOpts{MSS: 1000, SACKPermitted: true}, 100*time.Millisecond)
+	c, p := r.acceptedAfter(rawOptsSACK, 100*time.Millisecond)
 	write(t, c, pattern(14000))
 	f := &sackFlight{peer: p, c: c, una: p.rcv}
 	for range 10 {
