@@ -278,6 +278,7 @@ func (c *Conn) maybeEnterRecovery() {
 		return
 	}
 	c.p.Stats.SACKRecovery.Inc()
+	c.p.Stats.FastRetrans.Inc() // its first retransmission is a fast one, as Linux counts
 	c.cc.OnEnterRecovery(int(c.sndMax.Sub(c.sndUna)))
 	c.inRecovery = true
 	c.recover = c.sndMax
