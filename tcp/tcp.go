@@ -1,6 +1,7 @@
 // Package tcp is GoNet's Transmission Control Protocol (RFC 9293), with the
 // options of RFC 7323 (window scaling, timestamps), loss recovery after
-// RFC 6298, RFC 5681, RFC 6582 and RFC 3042, and initial sequence numbers
+// RFC 6298, RFC 5681, RFC 6582 and RFC 3042, SACK (RFC 2018, RFC 2883,
+// RFC 6675) and RACK-TLP (RFC 8985), and initial sequence numbers
 // and ephemeral ports after RFC 6528 and RFC 6056.
 //
 // Each connection is a process: one goroutine (conn.run) owns its
@@ -21,6 +22,11 @@
 // (RFC 9406, CUBIC's slow start); the defences against attack: paws.go
 // (RFC 7323 section 5), challenge.go (RFC 5961) and syncookie.go (RFC 4987
 // section 3.6).
+//
+// With SACK, loss is found and repaired by sack.go (the receiver's
+// blocks), sack_sender.go (the sender's scoreboard and RFC 6675 recovery),
+// rack.go (RACK, RFC 8985 section 6) and tlp.go (tail loss probes, RFC
+// 8985 section 7).
 package tcp
 
 import (
