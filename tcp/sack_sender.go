@@ -300,18 +300,28 @@ func (c *Conn) sendRecovery() bool {
 		return false
 	}
 	c.skipSACKed()
-	if !c.inRecovery || !c.sb.entered && c.congestionRoom(0) < c.sndMSS {
+	// After a timeout, until SND.UNA reaches its recovery point, segments
+	// RACK finds lost again (go-back-N's own retransmissions) are resent
+	// by rule (1) too, as Linux does in its Loss state: otherwise each
+	// would wait for another timeout.
+	rtoRecovery := !c.inRecovery && c.sndUna.LessThan(c.recover)
+	if !c.inRecovery && !rtoRecovery || !c.sb.entered && c.congestionRoom(0) < c.sndMSS {
 		return false
 	}
 	c.sb.entered = false
 	if c.sb.lost > 0 {
 		for i := range c.sent {
 			if c.sent[i].lost {
-				c.sb.highRxt = seqnum.Max(c.sb.highRxt, c.sent[i].end)
-				c.p.Stats.SACKRetrans.Inc()
+				if c.inRecovery {
+					c.sb.highRxt = seqnum.Max(c.sb.highRxt, c.sent[i].end)
+					c.p.Stats.SACKRetrans.Inc()
+				}
 				return c.retransmitEntry(i)
 			}
 		}
+	}
+	if rtoRecovery {
+		return false
 	}
 	off := int(c.sndNxt.Sub(c.sndBufSeq))
 	if c.snd.n > off || c.finPending() {
