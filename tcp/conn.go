@@ -107,6 +107,7 @@ type Conn struct {
 	sb         scoreboard // SACK scoreboard (sack_sender.go)
 	rack       rackState  // RACK (rack.go)
 	tlp        tlpState   // tail loss probe (tlp.go)
+	prr        prrState   // proportional rate reduction (prr.go)
 	// ACKs owed to the peer.
 	ackNow      bool
 	segsUnacked int

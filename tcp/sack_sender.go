@@ -77,18 +77,18 @@ func (c *Conn) pipe() int {
 
 // congestionRoom is how many more bytes the congestion window allows with
 // inflight bytes sent beyond SND.UNA. With SACK it is cwnd - pipe (RFC
-// 6675 section 5, step (C)), and during recovery cwnd is ssthresh (step
-// (4.2)): pipe already discounts what the peer holds, so the window needs
-// neither NewReno's inflation nor limited transmit.
+// 6675 section 4), and during recovery what PRR allows (prr.go, RFC 6937,
+// in place of RFC 6675's cwnd = ssthresh): pipe already discounts what
+// the peer holds, so the window needs neither NewReno's inflation nor
+// limited transmit.
 func (c *Conn) congestionRoom(inflight int) int {
 	if !c.sackOK {
 		return c.cc.CWnd() + c.limitedTransmit() - inflight
 	}
-	cwnd := c.cc.CWnd()
 	if c.inRecovery {
-		cwnd = min(cwnd, c.cc.SSThresh())
+		return c.prrRoom()
 	}
-	return cwnd - c.pipe()
+	return c.cc.CWnd() - c.pipe()
 }
 
 // processSACKAck handles the ACK field when SACK is in use: the
@@ -98,6 +98,7 @@ func (c *Conn) congestionRoom(inflight int) int {
 func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.Time) bool {
 	ack := seg.ack
 	acked := int(ack.Sub(c.sndUna))
+	sackedBefore := c.sb.sacked
 	if c.sb.sackedSegs == 0 {
 		c.sb.highSACK = c.sndUna
 	}
@@ -125,6 +126,9 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 		c.markLostByDupThresh()
 	}
 	c.maybeEnterRecovery()
+	if c.inRecovery {
+		c.prrOnAck(acked + c.sb.sacked - sackedBefore)
+	}
 	return true
 }
 
@@ -285,6 +289,7 @@ func (c *Conn) maybeEnterRecovery() {
 	c.sb.highRxt = c.sndUna
 	c.sb.rescued = false
 	c.sb.entered = true
+	c.prrStart()
 }
 
 // sendRecovery sends one segment by RFC 6675's NextSeg (section 4) if
@@ -375,6 +380,7 @@ func (c *Conn) retransmitEntry(i int) bool {
 	}
 	c.sendSegment(s.start, flags, int(s.start.Sub(c.sndBufSeq)), n)
 	c.noteSent(s.start, n, fin)
+	c.prr.rexmitOut += n
 	return true
 }
 

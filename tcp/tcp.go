@@ -25,8 +25,8 @@
 //
 // With SACK, loss is found and repaired by sack.go (the receiver's
 // blocks), sack_sender.go (the sender's scoreboard and RFC 6675 recovery),
-// rack.go (RACK, RFC 8985 section 6) and tlp.go (tail loss probes, RFC
-// 8985 section 7).
+// prr.go (RFC 6937, its pacing), rack.go (RACK, RFC 8985 section 6) and
+// tlp.go (tail loss probes, RFC 8985 section 7).
 package tcp
 
 import (
