@@ -62,9 +62,10 @@ func TestRACKReorderingWindowGrowsOnDSACK(t *testing.T) {
 }
 
 // Section 7: when no ACK comes for a flight, a probe goes after PTO = 2
-// SRTT, before the RTO: new data if there is some, else the last segment
-// again. With one segment in flight PTO allows for a delayed ACK (200 ms
-// more), and is capped by the RTO, which it then replaces. No timeout is
+// SRTT (and 2 ms, as Linux), before the RTO: new data if there is some,
+// else the last segment again. With one segment in flight PTO allows for
+// a delayed ACK (200 ms more), and is capped by the RTO, which it then
+// replaces. No timeout is
 // counted: the probe restarts the retransmission timer.
 func TestTailLossProbe(t *testing.T) {
 	tests := []struct {
@@ -73,8 +74,8 @@ func TestTailLossProbe(t *testing.T) {
 		after time.Duration
 		seg   int // the probe's segment
 	}{
-		{"new data", 14, 200 * time.Millisecond, 10},
-		{"the last segment", 3, 200 * time.Millisecond, 2},
+		{"new data", 14, 202 * time.Millisecond, 10},
+		{"the last segment", 3, 202 * time.Millisecond, 2},
 		{"one segment: PTO capped by the RTO", 1, 300 * time.Millisecond, 0},
 	}
 	for _, tt := range tests {
@@ -120,7 +121,7 @@ func TestTailLossProbeRepairsLoss(t *testing.T) {
 	for i := range 3 {
 		p.expectData(1000, i == 2)
 	}
-	p.expectAfter(200*time.Millisecond, una+2000, 1000)
+	p.expectAfter(202*time.Millisecond, una+2000, 1000)
 	// Segments 0 and 1 had arrived, 2 came with the probe.
 	p.rcv = una + 3000
 	p.ack()

@@ -19,6 +19,12 @@ import (
 // flight of one segment may wait this long for its ACK.
 const wcDelAckT = 200 * time.Millisecond
 
+// ptoSlack is added to a PTO of more than one segment, as Linux adds
+// TCP_TIMEOUT_MIN (2 ms): on a path of a few microseconds, 2*SRTT is less
+// than the jitter of the peer's ACK clock and of goroutine scheduling,
+// and would send needless probes.
+const ptoSlack = 2 * time.Millisecond
+
 // tlpState is the probe timer and the episode a probe opened.
 type tlpState struct {
 	at time.Time // PTO deadline
@@ -39,7 +45,8 @@ type tlpState struct {
 // acknowledged, (re)start the probe timer, unless in recovery, with
 // segments SACKed (RACK's reordering timer covers those), or while a
 // probe's episode is open. PTO = 2*SRTT, plus the worst-case delayed ACK
-// when one segment is in flight; no later than the RTO would fire.
+// when one segment is in flight (else a little slack); no later than the
+// RTO would fire.
 func (c *Conn) restartPTO() {
 	if !c.rackOn() || c.sndMax == c.tlp.seenMax && c.sndUna == c.tlp.seenUna {
 		return
@@ -55,6 +62,8 @@ func (c *Conn) restartPTO() {
 		pto = 2 * c.srtt
 		if int(c.sndMax.Sub(c.sndUna)) <= c.sndMSS {
 			pto += wcDelAckT
+		} else {
+			pto += ptoSlack
 		}
 	}
 	c.tlp.at = now.Add(pto)
