@@ -102,6 +102,12 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 	if c.sb.sackedSegs == 0 {
 		c.sb.highSACK = c.sndUna
 	}
+	if !c.sndUna.LessThan(c.recover) {
+		// No recovery under way: RecoveryPoint follows SND.UNA, so that
+		// after 2 GiB without a loss it does not seem ahead of it in
+		// sequence arithmetic and hold every later recovery off.
+		c.recover = c.sndUna
+	}
 	c.ackedEntries(ack, now)
 	newly, dsack := c.takeSACK(seg.sack, ack, now)
 	wasInRecovery := c.inRecovery
