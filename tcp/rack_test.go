@@ -137,3 +137,28 @@ func TestTailLossProbeRepairsLoss(t *testing.T) {
 		t.Errorf("cwnd %d after the probe's repair, was %d: no reduction", ci.CWnd, cwnd)
 	}
 }
+
+// RFC 8985 section 2.2: a retransmission that is lost too is found by
+// time like any segment, once a segment sent after it is delivered; a
+// duplicate-ACK count never could, and RFC 6675 alone would wait for the
+// RTO.
+func TestRACKFindsLostRetransmission(t *testing.T) {
+	f := newSACKFlight(t, tcp.Config{})
+	f.sack(0, [2]int{1, 10})
+	if got := f.sentSeqs(); !equalInts(got, []int{0, 10, 11, 12, 13}) {
+		t.Fatalf("on entering recovery the stack sent %v, want 0 again and new 10-13", got)
+	}
+	// 100 ms later, segment 10, sent with the retransmission of 0 but
+	// after it, arrives; 0 does not.
+	f.advance(100 * time.Millisecond)
+	f.sack(0, [2]int{10, 11}, [2]int{1, 10})
+	if got := f.sentSeqs(); len(got) == 0 || got[0] != 0 {
+		t.Fatalf("after the SACK of segment 10 the stack sent %v, want segment 0 again first", got)
+	}
+	if n := f.counter("RACKLoss"); n != 2 {
+		t.Errorf("RACKLoss = %d, want 2 (segment 0 twice)", n)
+	}
+	if n := f.counter("Timeouts"); n != 0 {
+		t.Errorf("Timeouts = %d, want 0", n)
+	}
+}
