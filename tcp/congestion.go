@@ -10,7 +10,7 @@ import (
 
 // CongestionControl decides the congestion window. The sender owns loss
 // detection and recovery (when to retransmit what: RFC 5681, RFC 6582,
-// later SACK and RACK); the congestion control only answers how much may
+// RFC 6675, RFC 8985); the congestion control only answers how much may
 // be in flight, told of each event. NewReno (below) and CUBIC (cubic.go,
 // the default) implement it.
 type CongestionControl interface {
@@ -25,8 +25,10 @@ type CongestionControl interface {
 	// OnEnterRecovery is told of a loss found by duplicate ACKs (fast
 	// retransmit), with the bytes in flight.
 	OnEnterRecovery(inflight int)
-	// OnRecoveryAck is told of each ACK during fast recovery: a duplicate
-	// (acked 0) or a partial acknowledgement of acked bytes.
+	// OnRecoveryAck is told of each ACK during NewReno fast recovery: a
+	// duplicate (acked 0) or a partial acknowledgement of acked bytes.
+	// SACK recovery (RFC 6675) does not call it: pipe, against SSThresh,
+	// paces it instead.
 	OnRecoveryAck(acked int)
 	// OnExitRecovery is told of the ACK that ends fast recovery.
 	OnExitRecovery(inflight int)

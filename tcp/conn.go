@@ -103,6 +103,11 @@ type Conn struct {
 	recover    seqnum.Value
 	inRecovery bool
 	lastSend   time.Time
+	builtAt    time.Time  // when the last segment was built: its transmission time (RACK)
+	sb         scoreboard // SACK scoreboard (sack_sender.go)
+	rack       rackState  // RACK (rack.go)
+	tlp        tlpState   // tail loss probe (tlp.go)
+	prr        prrState   // proportional rate reduction (prr.go)
 	// ACKs owed to the peer.
 	ackNow      bool
 	segsUnacked int
@@ -129,6 +134,8 @@ type sentSeg struct {
 	start, end seqnum.Value
 	sentAt     time.Time
 	retrans    bool
+	sacked     bool // the peer holds it (RFC 2018): not in flight
+	lost       bool // deemed lost (RFC 6675, RFC 8985), not yet retransmitted
 }
 
 // newConn makes a connection in state for id, not yet registered.
@@ -267,6 +274,7 @@ func (c *Conn) begin() {
 func (c *Conn) afterEvent() {
 	if c.state != Closed {
 		c.output()
+		c.restartPTO()
 	}
 	c.armTimer()
 }

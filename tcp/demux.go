@@ -20,6 +20,7 @@ type segment struct {
 	flags   uint8
 	wnd     uint16
 	payload []byte
+	sack    []wire.SACKBlock // the SACK option's blocks (sack_sender.go)
 }
 
 func (s *segment) has(f uint8) bool { return s.flags&f != 0 }

@@ -25,6 +25,7 @@ func (c *Conn) input(pk *buffer.Packet) {
 		pk.Release()
 		return
 	}
+	seg.sack = opts.SACK
 	now := c.p.env.Clock.Now()
 	kept := false
 	if c.state == SynSent {
@@ -58,7 +59,7 @@ func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
 	}
 	// RFC 2018 section 2: SACK only when both SYNs carried SACK-permitted
 	// (a passive open replies with it only if the SYN had it).
-	c.sackOK = o.SACKPermitted
+	c.sackOK = o.SACKPermitted && !c.p.cfg.DisableSACK
 	if o.HasTimestamp {
 		c.tsOK = true
 		c.tsRecent, c.tsRecentAt = o.TSVal, c.p.env.Clock.Now()
@@ -336,6 +337,9 @@ func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 	if c.sndWnd == 0 {
 		c.backoff = 0 // an answer to the zero-window probes: the peer lives
 	}
+	if c.sackOK {
+		return c.processSACKAck(seg, isDup, tsEcr, now) // RFC 6675, RFC 8985
+	}
 	acked := int(ack.Sub(c.sndUna))
 	if acked > 0 {
 		c.newAck(ack, acked, tsEcr, now)
@@ -415,6 +419,9 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 			c.inRecovery = false
 			c.dupAcks = 0
 			c.cc.OnExitRecovery(int(c.sndMax.Sub(c.sndUna)))
+		} else if c.sackOK {
+			// RFC 6675: the scoreboard, not the partial ACK, says
+			// which holes to repair (sendRecovery).
 		} else {
 			// Partial acknowledgement (RFC 6582 3.2 step 5): the next hole
 			// is lost too; retransmit it at once.

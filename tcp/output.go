@@ -33,6 +33,9 @@ func (c *Conn) output() {
 		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
 	}
 	sent := false
+	for c.sendRecovery() {
+		sent = true
+	}
 	for c.sendData() {
 		sent = true
 	}
@@ -78,7 +81,7 @@ func (c *Conn) sendData() bool {
 		return false
 	}
 	inflight := int(c.sndNxt.Sub(c.sndUna))
-	usable := max(min(int(c.sndWnd), c.cc.CWnd()+c.limitedTransmit())-inflight, 0)
+	usable := max(min(int(c.sndWnd)-inflight, c.congestionRoom(inflight)), 0)
 	n := min(unsent, c.sndMSS, usable)
 	if unsent > 0 && n == 0 {
 		// Zero usable window. If the peer's window is the cause and
@@ -147,7 +150,7 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 			c.setState(LastAck)
 		}
 	}
-	now := c.p.env.Clock.Now()
+	now := c.builtAt // RFC 8985 section 6.1: the time it was built, not queued
 	c.lastSend = now
 	if seq.LessThan(c.sndMax) {
 		c.retransmits++
@@ -156,6 +159,7 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 			if c.sent[i].start.LessThan(end) && seq.LessThan(c.sent[i].end) {
 				c.sent[i].retrans = true
 				c.sent[i].sentAt = now
+				c.sb.retransmitted(&c.sent[i])
 			}
 		}
 	}
@@ -192,6 +196,7 @@ func (c *Conn) sendFlags(seq seqnum.Value, flags uint8) { c.sendSegment(seq, fla
 // sendSegment builds and sends one segment with n bytes from the send
 // buffer at offset off.
 func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
+	c.builtAt = c.p.env.Clock.Now()
 	var opts wire.TCPOptions
 	syn := flags&wire.TCPFlagSYN != 0
 	if syn {
@@ -204,7 +209,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		if c.state == SynSent || c.tsOK {
 			opts.HasTimestamp = true
 		}
-		opts.SACKPermitted = c.state == SynSent || c.sackOK
+		opts.SACKPermitted = c.state == SynSent && !c.p.cfg.DisableSACK || c.sackOK
 	} else if c.tsOK && flags&wire.TCPFlagRST == 0 {
 		opts.HasTimestamp = true
 	}

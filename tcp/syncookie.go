@@ -114,7 +114,7 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) 
 			bits = min(syn.WScale, wire.TCPMaxWScale)
 			opts.HasWScale, opts.WScale = true, p.cookieWScale()
 		}
-		if syn.SACKPermitted {
+		if syn.SACKPermitted && !p.cfg.DisableSACK {
 			bits |= cookieSACK
 			opts.SACKPermitted = true
 		}

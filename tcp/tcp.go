@@ -1,6 +1,7 @@
 // Package tcp is GoNet's Transmission Control Protocol (RFC 9293), with the
 // options of RFC 7323 (window scaling, timestamps), loss recovery after
-// RFC 6298, RFC 5681, RFC 6582 and RFC 3042, and initial sequence numbers
+// RFC 6298, RFC 5681, RFC 6582 and RFC 3042, SACK (RFC 2018, RFC 2883,
+// RFC 6675) and RACK-TLP (RFC 8985), and initial sequence numbers
 // and ephemeral ports after RFC 6528 and RFC 6056.
 //
 // Each connection is a process: one goroutine (conn.run) owns its
@@ -21,6 +22,11 @@
 // (RFC 9406, CUBIC's slow start); the defences against attack: paws.go
 // (RFC 7323 section 5), challenge.go (RFC 5961) and syncookie.go (RFC 4987
 // section 3.6).
+//
+// With SACK, loss is found and repaired by sack.go (the receiver's
+// blocks), sack_sender.go (the sender's scoreboard and RFC 6675 recovery),
+// prr.go (RFC 6937, its pacing), rack.go (RACK, RFC 8985 section 6) and
+// tlp.go (tail loss probes, RFC 8985 section 7).
 package tcp
 
 import (
@@ -91,6 +97,14 @@ type Config struct {
 	// "newreno" (RFC 5681, RFC 6582). Conn.SetCongestion overrides it
 	// per connection.
 	Congestion string
+	// DisableSACK stops the stack offering and accepting SACK-permitted
+	// (RFC 2018), as Linux's tcp_sack=0: no SACK blocks sent, none
+	// taken, and loss recovery falls back to NewReno (RFC 6582).
+	// DisableRACK turns off RACK-TLP (RFC 8985), as Linux's
+	// tcp_recovery=0 with tcp_early_retrans=0: SACK recovery then
+	// detects loss by RFC 6675's DupThresh rule alone, and a tail loss
+	// waits for the retransmission timer. Both are on by default.
+	DisableSACK, DisableRACK bool
 }
 
 func (c *Config) setDefaults() {
@@ -206,6 +220,22 @@ type Stats struct {
 	ECNEchoReceived stats.Counter
 	ECNReductions   stats.Counter
 	ECNCWRSent      stats.Counter
+	// SACK loss recovery (RFC 2018, RFC 2883, RFC 6675; sack_sender.go):
+	// recoveries entered, holes retransmitted from the scoreboard, D-SACK
+	// blocks received, and SACK blocks discarded as invalid (outside
+	// SND.UNA..SND.MAX), as TcpExt's TCPSackRecovery, TCPDSACKRecv and
+	// TCPSACKDiscard.
+	SACKRecovery stats.Counter
+	SACKRetrans  stats.Counter
+	DSACKRecv    stats.Counter
+	SACKDiscard  stats.Counter
+	// RACK-TLP (RFC 8985; rack.go, tlp.go): segments RACK marked lost,
+	// reordering timer expiries, tail loss probes sent (TcpExt
+	// TCPLossProbes), and probes that repaired a loss (TCPLossProbeRecovery).
+	RACKLoss            stats.Counter
+	RACKReorderTimeouts stats.Counter
+	LossProbes          stats.Counter
+	LossProbeRecovery   stats.Counter
 }
 
 // Protocol is TCP on one stack.

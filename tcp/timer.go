@@ -16,7 +16,7 @@ var noTime time.Time
 // armTimer points the clock timer at the earliest deadline.
 func (c *Conn) armTimer() {
 	next := noTime
-	for _, t := range [...]time.Time{c.rexmitAt, c.delackAt, c.keepaliveAt, c.closeAt} {
+	for _, t := range [...]time.Time{c.rexmitAt, c.delackAt, c.keepaliveAt, c.closeAt, c.tlp.at, c.rack.timerAt} {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
@@ -47,6 +47,12 @@ func (c *Conn) onTimer() {
 	if due(&c.closeAt) {
 		c.finish(nil)
 		return
+	}
+	if due(&c.rack.timerAt) {
+		c.onReorderTimeout(now) // rack.go
+	}
+	if due(&c.tlp.at) {
+		c.onPTO(now) // tlp.go
 	}
 	if due(&c.rexmitAt) {
 		c.onRexmit(now)
@@ -137,6 +143,7 @@ func (c *Conn) onRexmit(now time.Time) {
 	c.backoffRTO()
 	c.inRecovery = false
 	c.dupAcks = 0
+	c.sackOnRTO() // sack_sender.go
 	// RFC 6582 section 3.2 step 1 after a timeout: recover = highest sent,
 	// so duplicate ACKs from the go-back-N retransmissions do not start a
 	// false fast retransmit.

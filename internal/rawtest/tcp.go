@@ -55,7 +55,7 @@ type TCPOpts struct {
 	HasTimestamp  bool
 	TSVal, TSEcr  uint32
 	// SACK holds the first NumSACK blocks of a SACK option, [start, end)
-	// each (decoded only; the builders do not send SACK blocks).
+	// each, decoded from a segment or sent in one (after the others).
 	SACK    [4][2]uint32
 	NumSACK int
 }
@@ -74,6 +74,9 @@ func (o TCPOpts) String() string {
 	}
 	if o.HasTimestamp {
 		parts = append(parts, fmt.Sprintf("TS val %d ecr %d", o.TSVal, o.TSEcr))
+	}
+	for _, b := range o.SACK[:o.NumSACK] {
+		parts = append(parts, fmt.Sprintf("sack %d-%d", b[0], b[1]))
 	}
 	return "[" + strings.Join(parts, ",") + "]"
 }
@@ -97,6 +100,17 @@ func (o TCPOpts) layers() []layers.TCPOption {
 		out = append(out,
 			layers.TCPOption{OptionType: layers.TCPOptionKindNop, OptionLength: 1},
 			layers.TCPOption{OptionType: layers.TCPOptionKindWindowScale, OptionLength: 3, OptionData: []byte{o.WScale}})
+	}
+	if o.NumSACK > 0 {
+		var d []byte
+		for _, b := range o.SACK[:o.NumSACK] {
+			d = binary.BigEndian.AppendUint32(d, b[0])
+			d = binary.BigEndian.AppendUint32(d, b[1])
+		}
+		out = append(out,
+			layers.TCPOption{OptionType: layers.TCPOptionKindNop, OptionLength: 1},
+			layers.TCPOption{OptionType: layers.TCPOptionKindNop, OptionLength: 1},
+			layers.TCPOption{OptionType: layers.TCPOptionKindSACK, OptionLength: uint8(2 + len(d)), OptionData: d})
 	}
 	return out
 }

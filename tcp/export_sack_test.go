@@ -1,0 +1,9 @@
+package tcp
+
+// SACKState returns the scoreboard's totals and whether the connection is
+// in loss recovery, for the SACK and RACK tests.
+func SACKState(c *Conn) (sacked, lost int, inRecovery bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sb.sacked, c.sb.lost, c.inRecovery
+}
