@@ -84,3 +84,10 @@ func (c *Conn) settle(tb testing.TB) {
 	_ = c.state
 	c.mu.Unlock()
 }
+
+// RecoverPoint is the connection's "recover" (RFC 6582).
+func RecoverPoint(c *Conn) uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return uint32(c.recover)
+}

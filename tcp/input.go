@@ -431,6 +431,16 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 		}
 	} else {
 		c.dupAcks = 0
+		if !c.sackOK && !c.recover.GreaterThan(ack) {
+			// Once passed, recover follows just behind SND.UNA: left
+			// at the ISS or the last recovery, it would fall 2^31
+			// behind after 2 GiB without a loss, and "the ACK covers
+			// more than recover" (RFC 6582 3.2 step 2) would then read
+			// false in sequence arithmetic and hold every later fast
+			// retransmit off. After a timeout it stays at SND.MAX
+			// until the ACKs pass it.
+			c.recover = ack - 1
+		}
 		c.cc.OnAck(AckEvent{Acked: acked, Inflight: inflight, RTT: rtt, SRTT: c.srtt,
 			SndUna: c.sndUna, SndMax: c.sndMax, Now: now})
 	}

@@ -310,3 +310,35 @@ func TestRTOIsThreeSecondsAfterARetransmittedSYN(t *testing.T) {
 	s := p.expectData(10, true)
 	p.expectAfter(3*time.Second, s.Seq, 10)
 }
+
+// Outside recovery, "recover" (RFC 6582) stays just behind SND.UNA: left
+// where the handshake or the last recovery put it, 2 GiB sent without a
+// loss would put it 2^31 behind, where sequence arithmetic reads it as
+// ahead and no duplicate ACK would ever start a fast retransmit again.
+// After a timeout it holds at SND.MAX until the ACKs pass it (step 1 of
+// RFC 6582 3.2 after an RTO).
+func TestRecoverFollowsSndUnaOutsideRecovery(t *testing.T) {
+	r, c, p, una := recoveryConn(t)
+	seg := func(i int) uint32 { return una + uint32(i)*1000 }
+	for i := 1; i <= 3; i++ {
+		p.rcv = seg(i)
+		p.ack()
+		r.sent() // slow start's new segments
+		if got := tcp.RecoverPoint(c); got != seg(i)-1 {
+			t.Fatalf("after the ACK of %d: recover = %d, want SND.UNA-1 = %d", seg(i), got, seg(i)-1)
+		}
+	}
+	// A timeout: recover = SND.MAX, and an ACK below it leaves it there.
+	p.advance(p.info().RTO)
+	r.sent()
+	sndMax := tcp.RecoverPoint(c)
+	if sndMax == seg(3)-1 {
+		t.Fatalf("after a timeout: recover = %d, still SND.UNA-1", sndMax)
+	}
+	p.rcv = seg(4)
+	p.ack()
+	r.sent()
+	if got := tcp.RecoverPoint(c); got != sndMax {
+		t.Fatalf("after a timeout and an ACK below SND.MAX: recover = %d, want %d", got, sndMax)
+	}
+}
