@@ -102,6 +102,11 @@ type Stats struct {
 	ReasmEvictions  stats.Counter // oldest datagram dropped to make room for a new one
 	ReasmActive     stats.Gauge
 	ReasmBytes      stats.Gauge
+
+	// Offloads (offload.go): TCP super-segments sent whole for the link
+	// to cut up, and those sent on a route without TSO (fragmented).
+	OutGSO          stats.Counter
+	OutGSOFallbacks stats.Counter
 }
 
 // Protocol is the IPv4 layer of one stack.

@@ -56,9 +56,21 @@ type Options struct {
 	MAC net.HardwareAddr
 	// VNetHdr opens the device with IFF_VNET_HDR: every frame carries a
 	// virtio-net header, translated to and from buffer.Packet.Offload. The
-	// kernel's offloads stay off (TUNSETOFFLOAD 0) until Capabilities can
-	// advertise them.
+	// kernel's offloads stay off (TUNSETOFFLOAD 0): it sends only complete
+	// checksums and frames within the MTU.
 	VNetHdr bool
+	// Offload implies VNetHdr and turns the offloads on both ways. Frames
+	// out may carry partial checksums and be TCP super-segments, which
+	// the kernel finishes and cuts up (a frame written with a virtio-net
+	// header is taken whatever TUNSETOFFLOAD says). Frames in may too:
+	// TUNSETOFFLOAD with TUN_F_CSUM and TUN_F_TSO4 tells the kernel that
+	// the reader takes them, so it leaves checksums partial and sends
+	// super-segments of up to 64 KiB instead of cutting them to the MTU.
+	// Capabilities then advertises TxChecksum, RxChecksum, TSO and RxGSO.
+	// The setting outlives the descriptor on a persistent device: a
+	// later reader without Offload would get such frames, so it opens
+	// with TUNSETOFFLOAD 0 again.
+	Offload bool
 }
 
 // Stats are the endpoint's counters.
@@ -75,6 +87,11 @@ type Stats struct {
 	// than an Ethernet header, longer than link.MaxFrame(MTU)) or by the
 	// kernel; each is skipped.
 	TxErrors stats.Counter
+
+	// With Offload: frames read that were TCP super-segments or had
+	// partial checksums, and frames written that were or had.
+	RxGSO, RxCsumPartial stats.Counter
+	TxGSO, TxCsumPartial stats.Counter
 }
 
 // Endpoint is a TAP device. It implements link.Endpoint.
@@ -83,6 +100,7 @@ type Endpoint struct {
 	mtu     int
 	mac     net.HardwareAddr
 	vnetHdr bool
+	offload bool
 	file    *os.File
 	rc      syscall.RawConn
 	stats   Stats
@@ -100,7 +118,7 @@ var _ link.Endpoint = (*Endpoint)(nil)
 // tells the result. The device is found or created in the network namespace
 // of the calling thread (runtime.LockOSThread and setns choose another).
 func Open(name string, opts Options) (*Endpoint, error) {
-	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr}
+	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload}
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
@@ -166,7 +184,11 @@ func (e *Endpoint) attach(fd int, ifr *unix.Ifreq) error {
 		if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VNetHdrLen); err != nil {
 			return fmt.Errorf("tap %s: TUNSETVNETHDRSZ: %w", e.name, err)
 		}
-		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0); err != nil {
+		var offloads int
+		if e.offload {
+			offloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4
+		}
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads); err != nil {
 			return fmt.Errorf("tap %s: TUNSETOFFLOAD: %w", e.name, err)
 		}
 	}
@@ -205,7 +227,7 @@ func randomMAC() (net.HardwareAddr, error) {
 
 // ReadBatch blocks until the kernel sends a frame, then reads as many more
 // as are waiting, up to len(pkts). Each packet needs room for
-// link.MaxFrame(MTU()) bytes and, with VNetHdr, VNetHdrLen bytes of
+// Capabilities().RxFrameSize(MTU()) bytes and, with VNetHdr, VNetHdrLen bytes of
 // headroom for the virtio-net header, which is read in front of the frame
 // and decoded into Offload.
 func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
@@ -261,7 +283,10 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 	p.Prepend(hdr)
 	p.SetLen(p.Cap())
 	m, err := unix.Read(fd, p.Bytes())
-	if err != nil || m < hdr+link.EthernetHeaderLen || m > hdr+link.MaxFrame(e.mtu) {
+	// Only a super-segment may exceed the MTU (RxGSO); one that fills the
+	// whole buffer may have been cut short.
+	long := m > hdr+link.MaxFrame(e.mtu) && (!e.offload || m >= len(p.Bytes()) || p.Bytes()[1] == buffer.GSONone)
+	if err != nil || m < hdr+link.EthernetHeaderLen || long {
 		p.TrimFront(hdr)
 		p.SetLen(0)
 		if err != unix.EAGAIN && err != unix.EINTR {
@@ -272,6 +297,12 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 	if e.vnetHdr {
 		p.Offload = decodeVNetHdr(p.Bytes()[:VNetHdrLen])
 		p.TrimFront(VNetHdrLen)
+		if p.Offload.GSOType != buffer.GSONone {
+			e.stats.RxGSO.Inc()
+		}
+		if p.Offload.Flags&buffer.NeedsCsum != 0 {
+			e.stats.RxCsumPartial.Inc()
+		}
 	} else {
 		p.Offload = buffer.Offload{}
 	}
@@ -284,7 +315,7 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 // checkRoom reports a packet that cannot take a whole frame, before any is
 // read, so that a caller's mistake loses no frame.
 func (e *Endpoint) checkRoom(pkts []*buffer.Packet) error {
-	size := link.MaxFrame(e.mtu)
+	size := e.Capabilities().RxFrameSize(e.mtu)
 	for i, p := range pkts {
 		if p.Cap() < size {
 			return fmt.Errorf("tap %s: ReadBatch: packet %d has room for %d bytes, frames need %d", e.name, i, p.Cap(), size)
@@ -364,6 +395,12 @@ func (e *Endpoint) writeOne(fd int, p *buffer.Packet) error {
 	}
 	e.stats.TxFrames.Inc()
 	e.stats.TxBytes.Add(uint64(size))
+	if gso {
+		e.stats.TxGSO.Inc()
+	}
+	if e.vnetHdr && p.Offload.Flags&buffer.NeedsCsum != 0 {
+		e.stats.TxCsumPartial.Inc()
+	}
 	return nil
 }
 
@@ -401,9 +438,14 @@ func (e *Endpoint) MTU() int { return e.mtu }
 // not modify it.
 func (e *Endpoint) MAC() net.HardwareAddr { return e.mac }
 
-// Capabilities returns no offloads: the kernel's are left off for now, so
-// every frame carries full checksums and fits the MTU.
-func (e *Endpoint) Capabilities() link.Capabilities { return link.Capabilities{} }
+// Capabilities returns every offload with Options.Offload, else none:
+// without it every frame carries full checksums and fits the MTU.
+func (e *Endpoint) Capabilities() link.Capabilities {
+	if !e.offload {
+		return link.Capabilities{}
+	}
+	return link.Capabilities{TxChecksum: true, RxChecksum: true, TSO: true, RxGSO: true}
+}
 
 // Stats returns the endpoint's live counters.
 func (e *Endpoint) Stats() *Stats { return &e.stats }
