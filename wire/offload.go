@@ -24,6 +24,15 @@ func SetTCPPartialChecksum(b []byte, src, dst netip.Addr) {
 	be.PutUint16(b[TCPChecksumOffset:], PartialChecksum(src, dst, ProtoTCP, len(b)))
 }
 
+// EncodeUDPPartial is EncodeUDP with the checksum left for the device to
+// finish: FinishChecksum(b, 0, UDPChecksumOffset) completes it.
+func EncodeUDPPartial(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
+	be.PutUint16(b[0:2], srcPort)
+	be.PutUint16(b[2:4], dstPort)
+	be.PutUint16(b[4:6], uint16(len(b)))
+	be.PutUint16(b[6:8], PartialChecksum(src, dst, ProtoUDP, len(b)))
+}
+
 // TCPChecksumOffset and UDPChecksumOffset locate the checksum field in
 // their headers: a partial checksum's csum_offset.
 const (
