@@ -126,3 +126,53 @@ func TestOffloadKernelLeavesChecksumsPartial(t *testing.T) {
 		t.Errorf("datagram carries %q, want %q", udp[8:], payload)
 	}
 }
+
+// ReadBatch and WriteBatch allocate nothing per call: with super-segments
+// a batch is a frame or two, so an allocation per call is one per frame.
+func TestBatchesDoNotAllocate(t *testing.T) {
+	ns := newNS(t)
+	e := ns.open(t, Options{Offload: true})
+	ns.up(t, e)
+	ns.ip(t, "neigh", "replace", stackIP.String(), "lladdr", e.MAC().String(), "dev", e.Name(), "nud", "permanent")
+	var sock int
+	ns.do(t, func() {
+		var err error
+		if sock, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+			t.Fatalf("socket in namespace: %v", err)
+		}
+	})
+	defer unix.Close(sock)
+	to := &unix.SockaddrInet4{Port: 9, Addr: stackIP.As4()}
+	msg := []byte("to be read without allocating")
+
+	pool := buffer.NewPool()
+	in := []*buffer.Packet{pool.Get(e.Capabilities().RxFrameSize(e.MTU()))}
+	out := []*buffer.Packet{pool.Get(64)}
+	defer in[0].Release()
+	defer out[0].Release()
+	copy(out[0].Bytes(), arp{op: arpRequest, senderMAC: e.MAC(), senderIP: stackIP, targetIP: kernelIP}.frame(broadcast))
+	out[0].SetLen(42)
+
+	read := func() {
+		if err := unix.Sendto(sock, msg, 0, to); err != nil {
+			t.Fatal(err)
+		}
+		in[0].Reset()
+		in[0].SetLen(in[0].Cap())
+		if _, err := e.ReadBatch(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read() // the first one may warm up the poller
+	if a := testing.AllocsPerRun(100, read); a != 0 {
+		t.Errorf("ReadBatch: %v allocations per call, want 0", a)
+	}
+	write := func() {
+		if n, err := e.WriteBatch(out); n != 1 || err != nil {
+			t.Fatalf("WriteBatch = %d, %v", n, err)
+		}
+	}
+	if a := testing.AllocsPerRun(100, write); a != 0 {
+		t.Errorf("WriteBatch: %v allocations per call, want 0", a)
+	}
+}

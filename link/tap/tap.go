@@ -104,6 +104,7 @@ type Endpoint struct {
 	file    *os.File
 	rc      syscall.RawConn
 	stats   Stats
+	rd, wr  batchOp // ReadBatch's and WriteBatch's state
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -119,6 +120,7 @@ var _ link.Endpoint = (*Endpoint)(nil)
 // of the calling thread (runtime.LockOSThread and setns choose another).
 func Open(name string, opts Options) (*Endpoint, error) {
 	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload}
+	e.rd.fn, e.wr.fn = e.readSome, e.writeSome
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
@@ -237,25 +239,11 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 	if len(pkts) == 0 {
 		return 0, nil
 	}
-	var n int
-	var readErr error
-	err := e.rc.Read(func(fd uintptr) bool {
-		for n < len(pkts) {
-			ok, err := e.readOne(int(fd), pkts[n])
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return n > 0 // wait in the poller only for the first frame
-			case err != nil:
-				readErr = err
-				return true
-			case ok:
-				n++
-			}
-		}
-		return true
-	})
+	r := &e.rd
+	r.pkts, r.n, r.err = pkts, 0, nil
+	err := e.rc.Read(r.fn)
+	n, readErr := r.n, r.err
+	r.pkts, r.err = nil, nil
 	if n > 0 {
 		// Frames read before an error are delivered; a lasting error
 		// shows on the next call.
@@ -268,6 +256,40 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 		err = readErr
 	}
 	return 0, fmt.Errorf("tap %s: read: %w", e.name, err)
+}
+
+// batchOp is the state of one direction's ReadBatch or WriteBatch across
+// the RawConn callback. It lives in the endpoint, with the callback bound
+// to it once, because a closure capturing the call's variables would put
+// them on the heap: three allocations per batch, which with super-segments
+// were more than one per frame. Each direction has one caller at a time.
+type batchOp struct {
+	pkts []*buffer.Packet
+	n    int
+	err  error
+	fn   func(fd uintptr) bool
+}
+
+// readSome is ReadBatch's RawConn callback: it reads frames into e.rd.pkts
+// until they are full or the kernel has none; it reports whether the
+// poller need not wait.
+func (e *Endpoint) readSome(fd uintptr) bool {
+	r := &e.rd
+	for r.n < len(r.pkts) {
+		ok, err := e.readOne(int(fd), r.pkts[r.n])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return r.n > 0 // wait in the poller only for the first frame
+		case err != nil:
+			r.err = err
+			return true
+		case ok:
+			r.n++
+		}
+	}
+	return true
 }
 
 // readOne reads one frame into p; ok is false when the frame was unusable
@@ -336,28 +358,11 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	if e.closed.Load() {
 		return 0, link.ErrClosed
 	}
-	var n int
-	var fatal error
-	err := e.rc.Write(func(fd uintptr) bool {
-		for n < len(pkts) {
-			err := e.writeOne(int(fd), pkts[n])
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return false // the kernel's queue is full: wait to be writable
-			case err == unix.EBADFD:
-				// The device is gone (tun_chr_write_iter with no tun):
-				// every later frame would fail the same way.
-				fatal = err
-				return true
-			case err != nil:
-				e.stats.TxErrors.Inc()
-			}
-			n++
-		}
-		return true
-	})
+	w := &e.wr
+	w.pkts, w.n, w.err = pkts, 0, nil
+	err := e.rc.Write(w.fn)
+	n, fatal := w.n, w.err
+	w.pkts, w.err = nil, nil
 	if err == nil {
 		err = fatal
 	}
@@ -368,6 +373,30 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 		return n, fmt.Errorf("tap %s: write: %w", e.name, err)
 	}
 	return n, nil
+}
+
+// writeSome is WriteBatch's RawConn callback: it writes e.wr.pkts from
+// e.wr.n on; it reports false to wait for the device to be writable.
+func (e *Endpoint) writeSome(fd uintptr) bool {
+	w := &e.wr
+	for w.n < len(w.pkts) {
+		err := e.writeOne(int(fd), w.pkts[w.n])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return false // the kernel's queue is full: wait to be writable
+		case err == unix.EBADFD:
+			// The device is gone (tun_chr_write_iter with no tun):
+			// every later frame would fail the same way.
+			w.err = err
+			return true
+		case err != nil:
+			e.stats.TxErrors.Inc()
+		}
+		w.n++
+	}
+	return true
 }
 
 // errMalformed marks a frame the endpoint refuses before the kernel sees it.
