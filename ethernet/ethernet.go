@@ -39,6 +39,9 @@ type Stats struct {
 	TxLinkErrors   stats.Counter // frames the endpoint did not take
 	TxDroppedClose stats.Counter // frames sent after Close
 	RxCopied       stats.Counter // frames copied out of a large read buffer (copyBreak)
+	// Super-segments (buffer.Offload.GSOType) read from and written to a
+	// link with offloads, each counted once in RxFrames or TxFrames.
+	RxGSO, TxGSO stats.Counter
 }
 
 // txQueueLen bounds the frames waiting for the transmit goroutine. Senders
@@ -175,6 +178,9 @@ func (n *NIC) receive() {
 			p := pkts[i]
 			n.Stats.RxFrames.Inc()
 			n.Stats.RxBytes.Add(uint64(p.Len()))
+			if p.Offload.GSOType != buffer.GSONone {
+				n.Stats.RxGSO.Inc()
+			}
 			eth, ok := wire.ParseEthernet(p.Bytes())
 			if !ok {
 				n.Stats.RxTruncated.Inc()
@@ -252,6 +258,9 @@ func (n *NIC) transmit() {
 			if i < sent {
 				n.Stats.TxFrames.Inc()
 				n.Stats.TxBytes.Add(uint64(p.Len()))
+				if p.Offload.GSOType != buffer.GSONone {
+					n.Stats.TxGSO.Inc()
+				}
 			} else {
 				n.Stats.TxLinkErrors.Inc()
 			}

@@ -115,6 +115,10 @@ func (h *host) checkOffloadCounters(t *testing.T, on bool, dir string) {
 	case !on && (gso != 0 || csum != 0):
 		t.Errorf("offloads off: %d super-segments and %d partial checksums crossed the TAP (%s), want none", gso, csum, dir)
 	}
+	// The stack's own counters (gonet stats) agree with the TAP's.
+	if nic := m["NIC."+h.dev+"."+dir+"GSO"]; nic != int64(gso) {
+		t.Errorf("NIC.%s.%sGSO = %d, the TAP counted %d super-segments", h.dev, dir, nic, gso)
+	}
 	if n := m["TCP.InCsumErrors"]; n != 0 {
 		t.Errorf("TCP.InCsumErrors = %d, want 0", n)
 	}
