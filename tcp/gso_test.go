@@ -52,12 +52,23 @@ func TestTSOSuperSegmentSizes(t *testing.T) {
 			c, p := r.accepted(rawtest.TCPOpts{MSS: tsoMSS})
 			defer c.Close()
 			p.wnd = tt.peerWnd
+			if tt.closeWr {
+				// Hold the data until the FIN is due too, so that they
+				// leave together whatever the goroutines' timing.
+				p.wnd = 0
+			}
 			p.ack() // the window the test wants
 			r.settle()
 			before := r.counter("OutSegs")
 			write(t, c, pattern(tt.write))
 			if tt.closeWr {
 				c.CloseWrite()
+				r.settle()
+				if segs := r.sent(); len(segs) != 0 {
+					t.Fatalf("sent %v into a zero window", segs)
+				}
+				p.wnd = tt.peerWnd
+				p.ack()
 			}
 			r.settle()
 			segs := r.sent()
