@@ -49,6 +49,27 @@ const (
 	GSOTCPv6 = 4
 )
 
+// ChecksumVerified reports whether the link vouches for the transport
+// checksum of a packet received: a partial checksum (the sender left it to
+// a device, and the frame never crossed a wire: the local kernel's, on a
+// TAP device) or one the device has checked. Only a link with
+// link.Capabilities.RxChecksum sets these flags.
+func (o Offload) ChecksumVerified() bool { return o.Flags&(NeedsCsum|DataValid) != 0 }
+
+// Prepended accounts for a header of n bytes that a layer put in front of
+// the packet after the layer above set a partial checksum or a super-
+// segment: CsumStart and HdrLen count from the start of the frame (as in
+// the virtio-net header), so each layer below the transport adds its own
+// header on the way out (IPv4 its header, the NIC the Ethernet header).
+func (o *Offload) Prepended(n int) {
+	if o.Flags&NeedsCsum != 0 {
+		o.CsumStart += uint16(n)
+	}
+	if o.GSOType != GSONone {
+		o.HdrLen += uint16(n)
+	}
+}
+
 // Packet is a packet buffer: data in buf[off:end], headroom in buf[:off].
 type Packet struct {
 	buf      []byte
@@ -159,6 +180,18 @@ func (p *Pool) Get(n int) *Packet {
 		}
 	}
 	panic(fmt.Sprintf("buffer: packet of %d bytes exceeds %d", n, MaxSize))
+}
+
+// SizeClass returns the size of the buffer that Get(n) lends, so that a
+// holder of a large buffer can tell whether a copy would hold less memory.
+// It returns 0 for n > MaxSize.
+func SizeClass(n int) int {
+	for _, c := range classes {
+		if Headroom+n <= c {
+			return c
+		}
+	}
+	return 0
 }
 
 // Outstanding returns how many packets are lent and not yet released. Tests

@@ -40,6 +40,10 @@ type options struct {
 	mtu   int
 	wrap  func(t *testing.T, ep link.Endpoint) link.Endpoint // fault, pcap
 	stack stack.Config                                       // the zero value: defaults
+	// noOffload opens the TAP without its offloads (tap.Options.Offload),
+	// as it is also opened under a wrapper: fault and pcap see the frames
+	// a wire would carry, not 64 KiB super-segments.
+	noOffload bool
 }
 
 // newHost sets up a namespace, a TAP in it, and a stack on it. Cleanup
@@ -54,7 +58,7 @@ func newHost(t *testing.T, o options) *host {
 	h := &host{ns: ns, dev: netns.DeviceName()}
 	err := ns.Do(func() error {
 		var err error
-		h.tap, err = tap.Open(h.dev, tap.Options{MTU: o.mtu})
+		h.tap, err = tap.Open(h.dev, tap.Options{MTU: o.mtu, Offload: !o.noOffload && o.wrap == nil})
 		return err
 	})
 	if err != nil {

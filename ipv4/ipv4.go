@@ -122,6 +122,11 @@ type Stats struct {
 	PMTUIgnored   stats.Counter
 	PMTUClamped   stats.Counter
 	PMTUEvictions stats.Counter
+
+	// Offloads (offload.go): TCP super-segments sent whole for the link
+	// to cut up, and those sent on a route without TSO (fragmented).
+	OutGSO          stats.Counter
+	OutGSOFallbacks stats.Counter
 }
 
 // Protocol is the IPv4 layer of one stack.

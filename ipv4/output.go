@@ -65,8 +65,9 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 	// RFC 6864 section 4.1: IDs matter only for datagrams that may be
 	// fragmented, but a fresh ID on each costs nothing and helps tools.
 	f.ID = uint16(p.nextID.Add(1))
-	if f.TotalLen <= ri.MTU() {
+	if f.TotalLen <= ri.MTU() || p.superSegment(pkt, ri) {
 		wire.EncodeIPv4(pkt.Prepend(f.HeaderLen()), &f)
+		pkt.Offload.Prepended(f.HeaderLen())
 		p.output(ri, pkt)
 		return nil
 	}
@@ -83,6 +84,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
 	switch {
 	case ri.Local:
+		finishChecksum(pkt) // our own input checks it
 		select {
 		case p.loop <- pkt:
 		default:
@@ -102,6 +104,7 @@ func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
 // last carries a multiple of 8 payload bytes.
 func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri RouteInfo) {
 	defer pkt.Release()
+	finishChecksum(pkt) // fragments cannot carry a partial checksum
 	payload := pkt.Bytes()
 	hl := f.HeaderLen()
 	chunk := (ri.MTU() - hl) &^ 7

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/link"
 )
 
 // LinkOutput is how IPv4 reaches an interface's link: ARP over Ethernet.
@@ -26,6 +27,7 @@ type Interface struct {
 	name string
 	mtu  int
 	out  LinkOutput
+	caps link.Capabilities // the link's offloads (offload.go)
 }
 
 // Name returns the interface's name.
@@ -117,10 +119,17 @@ func (t *tables) update(f func(*table) error) error {
 // AddInterface adds an interface of the given MTU whose datagrams leave
 // through out.
 func (p *Protocol) AddInterface(name string, mtu int, out LinkOutput) (*Interface, error) {
+	return p.AddOffloadInterface(name, mtu, link.Capabilities{}, out)
+}
+
+// AddOffloadInterface is AddInterface for a link that performs the
+// offloads in caps: transports may then leave checksums to it and send TCP
+// super-segments through it (offload.go).
+func (p *Protocol) AddOffloadInterface(name string, mtu int, caps link.Capabilities, out LinkOutput) (*Interface, error) {
 	if mtu < 68 {
 		return nil, fmt.Errorf("ipv4: interface %s: MTU %d below the minimum of 68 (RFC 791)", name, mtu)
 	}
-	i := &Interface{p: p, name: name, mtu: mtu, out: out}
+	i := &Interface{p: p, name: name, mtu: mtu, out: out, caps: caps}
 	err := p.tables.update(func(t *table) error {
 		for _, o := range t.ifaces {
 			if o.name == name {

@@ -53,8 +53,28 @@ type Capabilities struct {
 	TxChecksum bool
 	// RxChecksum: frames in may carry partial or pre-validated checksums.
 	RxChecksum bool
-	// TSO: frames out may be TCP super-segments (Offload.GSOType).
+	// TSO: frames out may be TCP super-segments (Offload.GSOType), which
+	// the endpoint or the device behind it cuts into segments of
+	// Offload.GSOSize; they need TxChecksum too.
 	TSO bool
+	// RxGSO: frames in may be TCP super-segments of up to MaxGSOFrame
+	// bytes, longer than the MTU (the kernel's TSO towards a TAP device, or
+	// its GRO): a reader gives ReadBatch packets of RxFrameSize.
+	RxGSO bool
+}
+
+// MaxGSOFrame is the longest frame an endpoint with RxGSO reads: the
+// largest packet buffer. The kernel keeps its TSO frames below 64 KiB
+// (gso_max_size, less the room tcp_tso_autosize leaves for headers).
+const MaxGSOFrame = buffer.MaxSize
+
+// RxFrameSize is the room each packet given to ReadBatch needs on an
+// endpoint with these capabilities and MTU.
+func (c Capabilities) RxFrameSize(mtu int) int {
+	if c.RxGSO {
+		return MaxGSOFrame
+	}
+	return MaxFrame(mtu)
 }
 
 // EthernetHeaderLen is the length of an untagged Ethernet II header.

@@ -109,7 +109,7 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 	n := &nic{eth: eth}
 	// ARP needs the interface for its addresses, the interface needs ARP
 	// for its output: resolve the cycle through the nic.
-	n.iface, err = s.ip.AddInterface(name, eth.MTU(), arpOutput{n})
+	n.iface, err = s.ip.AddOffloadInterface(name, eth.MTU(), ep.Capabilities(), arpOutput{n})
 	if err != nil {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}

@@ -62,7 +62,7 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		return
 	}
 	src, dst := seg.ip.Src(), seg.ip.Dst()
-	if !seg.tcp.ChecksumValid(src, dst) {
+	if !pk.Offload.ChecksumVerified() && !seg.tcp.ChecksumValid(src, dst) {
 		p.Stats.InCsumErrors.Inc()
 		pk.Release()
 		return

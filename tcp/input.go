@@ -541,7 +541,7 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 	} else if len(data) > 0 {
 		// Delayed ACK (RFC 9293 3.8.6.3, RFC 5681 4.2): at least every
 		// second full-sized segment, and within DelayedAck.
-		c.segsUnacked++
+		c.segsUnacked += segmentsIn(seg.pk, len(data))
 		if c.segsUnacked >= 2 {
 			c.ackNow = true
 		} else if c.delackAt.IsZero() {

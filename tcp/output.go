@@ -107,6 +107,7 @@ func (c *Conn) sendData() bool {
 		}
 		return false
 	}
+	n = c.superSegment(n, unsent, usable, inflight, finDue)
 	flags := uint8(wire.TCPFlagACK)
 	fin := finDue && n == unsent
 	if fin {
@@ -116,7 +117,7 @@ func (c *Conn) sendData() bool {
 		flags |= wire.TCPFlagPSH
 	}
 	c.sendSegment(c.sndNxt, flags, off, n)
-	c.noteSent(c.sndNxt, n, fin)
+	c.noteSentSegments(c.sndNxt, n, fin)
 	return true
 }
 
@@ -224,7 +225,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		}
 	}
 	optLen := wire.TCPOptionsLen(&opts)
-	if len(opts.SACK) > 0 && wire.IPv4MinHeaderLen+wire.TCPMinHeaderLen+optLen+n > c.route.MTU() {
+	if len(opts.SACK) > 0 && wire.IPv4MinHeaderLen+wire.TCPMinHeaderLen+optLen+min(n, c.sndMSS) > c.route.MTU() {
 		// The MSS left room for timestamps only (RFC 6691): a full data
 		// segment goes without SACK blocks rather than be fragmented;
 		// the next pure ACK carries them.
@@ -261,8 +262,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		}
 	}
 	wire.EncodeTCP(b, &f, optLen)
-	wire.SetTCPChecksum(b, c.id.local.Addr(), c.id.remote.Addr())
-	c.p.Stats.OutSegs.Inc()
+	c.finishSegment(pk, hl, n)
 	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
 	// unless the path MTU is locked at the floor.
 	c.p.ip.SendRoute(pk, ipv4.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,

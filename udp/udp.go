@@ -166,7 +166,7 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		pk.Release()
 		return
 	}
-	if !u.ChecksumValid(h.Src(), h.Dst()) {
+	if !pk.Offload.ChecksumVerified() && !u.ChecksumValid(h.Src(), h.Dst()) {
 		p.Stats.InCsumErrors.Inc()
 		pk.Release()
 		return
@@ -176,6 +176,11 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		// RFC 1122 section 4.1.3.1: port unreachable. SendError declines
 		// for broadcasts, as section 3.2.2 requires.
 		p.Stats.NoPorts.Inc()
+		if pk.Offload.Flags&buffer.NeedsCsum != 0 {
+			// The quote goes back with the checksum the datagram would
+			// have had on a wire, not the link's partial one.
+			wire.FinishChecksum(u, 0, wire.UDPChecksumOffset)
+		}
 		p.ip.ReportError(h, wire.ICMPDestUnreach, wire.ICMPCodePortUnrch, 0)
 		pk.Release()
 		return
@@ -214,7 +219,14 @@ func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
 	pk := p.env.Pool.Get(wire.UDPHeaderLen + len(data))
 	b := pk.Bytes()
 	copy(b[wire.UDPHeaderLen:], data)
-	wire.EncodeUDP(b, src, raddr.Addr(), laddr.Port(), raddr.Port())
+	if ri.Offloads().TxChecksum {
+		// The link finishes the checksum (IPv4 does, should the datagram
+		// need fragmenting).
+		wire.EncodeUDPPartial(b, src, raddr.Addr(), laddr.Port(), raddr.Port())
+		pk.Offload = buffer.Offload{Flags: buffer.NeedsCsum, CsumOffset: wire.UDPChecksumOffset}
+	} else {
+		wire.EncodeUDP(b, src, raddr.Addr(), laddr.Port(), raddr.Port())
+	}
 	if err := p.ip.SendRoute(pk, ipv4.SendParams{Src: src, Dst: raddr.Addr(), Proto: wire.ProtoUDP}, ri); err != nil {
 		p.Stats.OutErrors.Inc()
 		return err

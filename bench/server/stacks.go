@@ -27,7 +27,7 @@ type goNetHost struct {
 }
 
 func newGoNet(c Config) (*goNetHost, error) {
-	ep, err := tap.Open(c.TAP, tap.Options{MTU: c.MTU})
+	ep, err := tap.Open(c.TAP, tap.Options{MTU: c.MTU, Offload: true})
 	if err != nil {
 		return nil, err
 	}

@@ -144,7 +144,10 @@ func bringUp(c *linkConfig) (*host, error) {
 	// With no -mac, tap picks a random locally administered address, so
 	// that GoNet's station never collides with a manufacturer's address
 	// or with the kernel's side of the TAP.
-	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac})
+	// Offloads (checksums and 64 KiB TCP super-segments across the TAP)
+	// unless -impair: its losses and corruption are meant for the frames
+	// a wire carries.
+	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == ""})
 	if err != nil {
 		return nil, fmt.Errorf("opening TAP device %s: %w", c.tap, err)
 	}

@@ -66,8 +66,9 @@ const Timeout = 10 * time.Second
 type Option func(*options)
 
 type options struct {
-	mtu    int
-	manual bool
+	mtu     int
+	manual  bool
+	offload bool
 }
 
 // MTU sets the pipe's MTU (1500 by default).
@@ -90,10 +91,11 @@ type Host struct {
 	// assigned it StackAddr.
 	Announcement []byte
 
-	tb     testing.TB
-	nicEnd *pipe.Endpoint
-	mtu    int
-	pool   *buffer.Pool // the harness's own, for injected and read frames
+	tb      testing.TB
+	nicEnd  *pipe.Endpoint
+	offload *offloadLink // with the Offload option
+	mtu     int
+	pool    *buffer.Pool // the harness's own, for injected and read frames
 
 	injMu sync.Mutex
 	inj   []*buffer.Packet
@@ -140,7 +142,12 @@ func New(tb testing.TB, cfg stack.Config, opts ...Option) *Host {
 		readerDone: make(chan struct{}),
 	}
 	tb.Cleanup(func() { h.close(ignore) })
-	if err := h.S.AddNIC(NIC, nicEnd); err != nil {
+	var nicEP link.Endpoint = nicEnd
+	if o.offload {
+		h.offload = &offloadLink{Endpoint: nicEnd, pool: h.pool}
+		nicEP = h.offload
+	}
+	if err := h.S.AddNIC(NIC, nicEP); err != nil {
 		tb.Fatalf("rawtest: %v", err)
 	}
 	if o.manual {

@@ -27,6 +27,7 @@ import (
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // Direction counts the faults injected in one direction.
@@ -135,7 +136,7 @@ func New(inner link.Endpoint, cfg Config) *Endpoint {
 		cfg:       cfg,
 		clk:       cfg.Clock,
 		pool:      buffer.NewPool(),
-		frameSize: link.MaxFrame(inner.MTU()),
+		frameSize: inner.Capabilities().RxFrameSize(inner.MTU()),
 		rxq:       make(chan delivery, queueLen),
 		done:      make(chan struct{}),
 	}
@@ -192,6 +193,12 @@ func (s *shaper) shape(p *buffer.Packet, out []*buffer.Packet) []*buffer.Packet 
 	// checksums cover it (the FCS that would catch it on a real wire is
 	// gone by the time a frame reaches the stack).
 	if corrupt < s.cfg.Corrupt && p.Len() > link.EthernetHeaderLen {
+		// A checksum the link vouches for would let the flipped bit
+		// through: finish it first and let the stack check it.
+		if p.Offload.Flags&buffer.NeedsCsum != 0 {
+			wire.FinishChecksum(p.Bytes(), int(p.Offload.CsumStart), int(p.Offload.CsumOffset))
+		}
+		p.Offload.Flags &^= buffer.NeedsCsum | buffer.DataValid
 		b := p.Bytes()[link.EthernetHeaderLen:]
 		i := bit % uint64(len(b)*8)
 		b[i/8] ^= 1 << (i % 8)
@@ -478,9 +485,15 @@ func (e *Endpoint) MTU() int { return e.inner.MTU() }
 // MAC returns the inner endpoint's MAC.
 func (e *Endpoint) MAC() net.HardwareAddr { return e.inner.MAC() }
 
-// Capabilities returns the inner endpoint's: frames keep their offload
-// metadata through the fault injector.
-func (e *Endpoint) Capabilities() link.Capabilities { return e.inner.Capabilities() }
+// Capabilities returns the inner endpoint's receive offloads, whose frames
+// keep their metadata through the fault injector, and no transmit
+// offloads: a bit flipped in a frame whose checksum the device finishes
+// would go through undetected, and a lost super-segment would be 45 losses
+// at once, neither what the faults are meant to be.
+func (e *Endpoint) Capabilities() link.Capabilities {
+	c := e.inner.Capabilities()
+	return link.Capabilities{RxChecksum: c.RxChecksum, RxGSO: c.RxGSO}
+}
 
 // Config returns the configuration the endpoint was made with.
 func (e *Endpoint) Config() Config { return e.cfg }

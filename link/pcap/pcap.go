@@ -4,10 +4,13 @@
 // draft-ietf-opsawg-pcap), with nanosecond timestamps.
 //
 // Frames are recorded as the Ethernet frames they are; their virtio-net
-// offload metadata is not. A frame sent with a partial checksum
-// (Offload.NeedsCsum) is therefore recorded with that partial checksum,
-// which readers report as bad, as tcpdump does on a host with checksum
-// offload.
+// offload metadata is not. A frame read with a partial checksum
+// (Offload.NeedsCsum: the kernel left it to the device on a TAP with
+// offloads) is recorded with the checksum finished, as it would have
+// crossed a wire, so that readers do not report it as bad. The endpoint
+// offers no transmit offloads, so the stack sends through it the segments
+// and checksums a wire carries; a super-segment read (RxGSO) is recorded
+// whole, as tcpdump on the host shows one.
 package pcap
 
 import (
@@ -22,6 +25,7 @@ import (
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // The file header's fields.
@@ -160,6 +164,9 @@ func (e *Endpoint) capture(pkts []*buffer.Packet) {
 		b = le.AppendUint32(b, uint32(incl))
 		b = le.AppendUint32(b, uint32(len(data)))
 		b = append(b, data[:incl]...)
+		if o := p.Offload; o.Flags&buffer.NeedsCsum != 0 {
+			wire.FinishChecksum(b[len(b)-incl:], int(o.CsumStart), int(o.CsumOffset))
+		}
 		bytes += len(data)
 	}
 	e.scratch = b
@@ -192,8 +199,12 @@ func (e *Endpoint) MTU() int { return e.inner.MTU() }
 // MAC returns the inner endpoint's MAC.
 func (e *Endpoint) MAC() net.HardwareAddr { return e.inner.MAC() }
 
-// Capabilities returns the inner endpoint's.
-func (e *Endpoint) Capabilities() link.Capabilities { return e.inner.Capabilities() }
+// Capabilities returns the inner endpoint's receive offloads and no
+// transmit offloads (see the package comment).
+func (e *Endpoint) Capabilities() link.Capabilities {
+	c := e.inner.Capabilities()
+	return link.Capabilities{RxChecksum: c.RxChecksum, RxGSO: c.RxGSO}
+}
 
 // Stats returns the capture's live counters.
 func (e *Endpoint) Stats() *Stats { return &e.stats }

@@ -23,6 +23,7 @@ import (
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/pipe"
+	"github.com/gonetstack/gonet/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -192,11 +193,18 @@ func TestOffloadMetadataIsNotRecorded(t *testing.T) {
 	e, _ := New(a, &out)
 	p := frame(pool, macB, macA, 74, 1)
 	p.Offload = buffer.Offload{Flags: buffer.NeedsCsum, GSOType: buffer.GSOTCPv4, HdrLen: 54, GSOSize: 1448, CsumStart: 34, CsumOffset: 16}
+	orig := bytes.Clone(p.Bytes())
+	// As a wire would carry it: the partial checksum finished.
+	want := bytes.Clone(orig)
+	wire.FinishChecksum(want, 34, 16)
 	e.WriteBatch([]*buffer.Packet{p})
 	e.Close()
 	recs := readCapture(t, &out)
-	if len(recs) != 1 || !bytes.Equal(recs[0].data, p.Bytes()) {
-		t.Errorf("capture of a frame with offload metadata: %d records, first % x; want the 74-byte Ethernet frame alone", len(recs), recs[0].data)
+	if len(recs) != 1 || !bytes.Equal(recs[0].data, want) {
+		t.Errorf("capture of a frame with offload metadata: %d records, first % x; want the 74-byte Ethernet frame alone, checksum finished: % x", len(recs), recs[0].data, want)
+	}
+	if !bytes.Equal(p.Bytes(), orig) {
+		t.Errorf("the frame written changed: % x, want % x", p.Bytes(), orig)
 	}
 	p.Release()
 	checkPool(t, pool)

@@ -56,9 +56,21 @@ type Options struct {
 	MAC net.HardwareAddr
 	// VNetHdr opens the device with IFF_VNET_HDR: every frame carries a
 	// virtio-net header, translated to and from buffer.Packet.Offload. The
-	// kernel's offloads stay off (TUNSETOFFLOAD 0) until Capabilities can
-	// advertise them.
+	// kernel's offloads stay off (TUNSETOFFLOAD 0): it sends only complete
+	// checksums and frames within the MTU.
 	VNetHdr bool
+	// Offload implies VNetHdr and turns the offloads on both ways. Frames
+	// out may carry partial checksums and be TCP super-segments, which
+	// the kernel finishes and cuts up (a frame written with a virtio-net
+	// header is taken whatever TUNSETOFFLOAD says). Frames in may too:
+	// TUNSETOFFLOAD with TUN_F_CSUM and TUN_F_TSO4 tells the kernel that
+	// the reader takes them, so it leaves checksums partial and sends
+	// super-segments of up to 64 KiB instead of cutting them to the MTU.
+	// Capabilities then advertises TxChecksum, RxChecksum, TSO and RxGSO.
+	// The setting outlives the descriptor on a persistent device: a
+	// later reader without Offload would get such frames, so it opens
+	// with TUNSETOFFLOAD 0 again.
+	Offload bool
 }
 
 // Stats are the endpoint's counters.
@@ -75,6 +87,11 @@ type Stats struct {
 	// than an Ethernet header, longer than link.MaxFrame(MTU)) or by the
 	// kernel; each is skipped.
 	TxErrors stats.Counter
+
+	// With Offload: frames read that were TCP super-segments or had
+	// partial checksums, and frames written that were or had.
+	RxGSO, RxCsumPartial stats.Counter
+	TxGSO, TxCsumPartial stats.Counter
 }
 
 // Endpoint is a TAP device. It implements link.Endpoint.
@@ -83,9 +100,11 @@ type Endpoint struct {
 	mtu     int
 	mac     net.HardwareAddr
 	vnetHdr bool
+	offload bool
 	file    *os.File
 	rc      syscall.RawConn
 	stats   Stats
+	rd, wr  batchOp // ReadBatch's and WriteBatch's state
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -100,7 +119,8 @@ var _ link.Endpoint = (*Endpoint)(nil)
 // tells the result. The device is found or created in the network namespace
 // of the calling thread (runtime.LockOSThread and setns choose another).
 func Open(name string, opts Options) (*Endpoint, error) {
-	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr}
+	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload}
+	e.rd.fn, e.wr.fn = e.readSome, e.writeSome
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
@@ -166,7 +186,11 @@ func (e *Endpoint) attach(fd int, ifr *unix.Ifreq) error {
 		if err := unix.IoctlSetPointerInt(fd, unix.TUNSETVNETHDRSZ, VNetHdrLen); err != nil {
 			return fmt.Errorf("tap %s: TUNSETVNETHDRSZ: %w", e.name, err)
 		}
-		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0); err != nil {
+		var offloads int
+		if e.offload {
+			offloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4
+		}
+		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads); err != nil {
 			return fmt.Errorf("tap %s: TUNSETOFFLOAD: %w", e.name, err)
 		}
 	}
@@ -205,7 +229,7 @@ func randomMAC() (net.HardwareAddr, error) {
 
 // ReadBatch blocks until the kernel sends a frame, then reads as many more
 // as are waiting, up to len(pkts). Each packet needs room for
-// link.MaxFrame(MTU()) bytes and, with VNetHdr, VNetHdrLen bytes of
+// Capabilities().RxFrameSize(MTU()) bytes and, with VNetHdr, VNetHdrLen bytes of
 // headroom for the virtio-net header, which is read in front of the frame
 // and decoded into Offload.
 func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
@@ -215,25 +239,11 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 	if len(pkts) == 0 {
 		return 0, nil
 	}
-	var n int
-	var readErr error
-	err := e.rc.Read(func(fd uintptr) bool {
-		for n < len(pkts) {
-			ok, err := e.readOne(int(fd), pkts[n])
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return n > 0 // wait in the poller only for the first frame
-			case err != nil:
-				readErr = err
-				return true
-			case ok:
-				n++
-			}
-		}
-		return true
-	})
+	r := &e.rd
+	r.pkts, r.n, r.err = pkts, 0, nil
+	err := e.rc.Read(r.fn)
+	n, readErr := r.n, r.err
+	r.pkts, r.err = nil, nil
 	if n > 0 {
 		// Frames read before an error are delivered; a lasting error
 		// shows on the next call.
@@ -246,6 +256,40 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 		err = readErr
 	}
 	return 0, fmt.Errorf("tap %s: read: %w", e.name, err)
+}
+
+// batchOp is the state of one direction's ReadBatch or WriteBatch across
+// the RawConn callback. It lives in the endpoint, with the callback bound
+// to it once, because a closure capturing the call's variables would put
+// them on the heap: three allocations per batch, which with super-segments
+// were more than one per frame. Each direction has one caller at a time.
+type batchOp struct {
+	pkts []*buffer.Packet
+	n    int
+	err  error
+	fn   func(fd uintptr) bool
+}
+
+// readSome is ReadBatch's RawConn callback: it reads frames into e.rd.pkts
+// until they are full or the kernel has none; it reports whether the
+// poller need not wait.
+func (e *Endpoint) readSome(fd uintptr) bool {
+	r := &e.rd
+	for r.n < len(r.pkts) {
+		ok, err := e.readOne(int(fd), r.pkts[r.n])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return r.n > 0 // wait in the poller only for the first frame
+		case err != nil:
+			r.err = err
+			return true
+		case ok:
+			r.n++
+		}
+	}
+	return true
 }
 
 // readOne reads one frame into p; ok is false when the frame was unusable
@@ -261,7 +305,10 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 	p.Prepend(hdr)
 	p.SetLen(p.Cap())
 	m, err := unix.Read(fd, p.Bytes())
-	if err != nil || m < hdr+link.EthernetHeaderLen || m > hdr+link.MaxFrame(e.mtu) {
+	// Only a super-segment may exceed the MTU (RxGSO); one that fills the
+	// whole buffer may have been cut short.
+	long := m > hdr+link.MaxFrame(e.mtu) && (!e.offload || m >= len(p.Bytes()) || p.Bytes()[1] == buffer.GSONone)
+	if err != nil || m < hdr+link.EthernetHeaderLen || long {
 		p.TrimFront(hdr)
 		p.SetLen(0)
 		if err != unix.EAGAIN && err != unix.EINTR {
@@ -272,6 +319,12 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 	if e.vnetHdr {
 		p.Offload = decodeVNetHdr(p.Bytes()[:VNetHdrLen])
 		p.TrimFront(VNetHdrLen)
+		if p.Offload.GSOType != buffer.GSONone {
+			e.stats.RxGSO.Inc()
+		}
+		if p.Offload.Flags&buffer.NeedsCsum != 0 {
+			e.stats.RxCsumPartial.Inc()
+		}
 	} else {
 		p.Offload = buffer.Offload{}
 	}
@@ -284,7 +337,7 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 // checkRoom reports a packet that cannot take a whole frame, before any is
 // read, so that a caller's mistake loses no frame.
 func (e *Endpoint) checkRoom(pkts []*buffer.Packet) error {
-	size := link.MaxFrame(e.mtu)
+	size := e.Capabilities().RxFrameSize(e.mtu)
 	for i, p := range pkts {
 		if p.Cap() < size {
 			return fmt.Errorf("tap %s: ReadBatch: packet %d has room for %d bytes, frames need %d", e.name, i, p.Cap(), size)
@@ -305,28 +358,11 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	if e.closed.Load() {
 		return 0, link.ErrClosed
 	}
-	var n int
-	var fatal error
-	err := e.rc.Write(func(fd uintptr) bool {
-		for n < len(pkts) {
-			err := e.writeOne(int(fd), pkts[n])
-			switch {
-			case err == unix.EINTR:
-				continue
-			case err == unix.EAGAIN:
-				return false // the kernel's queue is full: wait to be writable
-			case err == unix.EBADFD:
-				// The device is gone (tun_chr_write_iter with no tun):
-				// every later frame would fail the same way.
-				fatal = err
-				return true
-			case err != nil:
-				e.stats.TxErrors.Inc()
-			}
-			n++
-		}
-		return true
-	})
+	w := &e.wr
+	w.pkts, w.n, w.err = pkts, 0, nil
+	err := e.rc.Write(w.fn)
+	n, fatal := w.n, w.err
+	w.pkts, w.err = nil, nil
 	if err == nil {
 		err = fatal
 	}
@@ -337,6 +373,30 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 		return n, fmt.Errorf("tap %s: write: %w", e.name, err)
 	}
 	return n, nil
+}
+
+// writeSome is WriteBatch's RawConn callback: it writes e.wr.pkts from
+// e.wr.n on; it reports false to wait for the device to be writable.
+func (e *Endpoint) writeSome(fd uintptr) bool {
+	w := &e.wr
+	for w.n < len(w.pkts) {
+		err := e.writeOne(int(fd), w.pkts[w.n])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return false // the kernel's queue is full: wait to be writable
+		case err == unix.EBADFD:
+			// The device is gone (tun_chr_write_iter with no tun):
+			// every later frame would fail the same way.
+			w.err = err
+			return true
+		case err != nil:
+			e.stats.TxErrors.Inc()
+		}
+		w.n++
+	}
+	return true
 }
 
 // errMalformed marks a frame the endpoint refuses before the kernel sees it.
@@ -364,6 +424,12 @@ func (e *Endpoint) writeOne(fd int, p *buffer.Packet) error {
 	}
 	e.stats.TxFrames.Inc()
 	e.stats.TxBytes.Add(uint64(size))
+	if gso {
+		e.stats.TxGSO.Inc()
+	}
+	if e.vnetHdr && p.Offload.Flags&buffer.NeedsCsum != 0 {
+		e.stats.TxCsumPartial.Inc()
+	}
 	return nil
 }
 
@@ -401,9 +467,14 @@ func (e *Endpoint) MTU() int { return e.mtu }
 // not modify it.
 func (e *Endpoint) MAC() net.HardwareAddr { return e.mac }
 
-// Capabilities returns no offloads: the kernel's are left off for now, so
-// every frame carries full checksums and fits the MTU.
-func (e *Endpoint) Capabilities() link.Capabilities { return link.Capabilities{} }
+// Capabilities returns every offload with Options.Offload, else none:
+// without it every frame carries full checksums and fits the MTU.
+func (e *Endpoint) Capabilities() link.Capabilities {
+	if !e.offload {
+		return link.Capabilities{}
+	}
+	return link.Capabilities{TxChecksum: true, RxChecksum: true, TSO: true, RxGSO: true}
+}
 
 // Stats returns the endpoint's live counters.
 func (e *Endpoint) Stats() *Stats { return &e.stats }

@@ -1,0 +1,97 @@
+package tcp
+
+import (
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Segmentation and checksum offload (TSO/GSO). When the route's link
+// offers TSO (a TAP device with the virtio-net header), the sender builds
+// one super-segment of up to 64 KiB where it would send several full-sized
+// segments, and the link cuts it into segments of SND.MSS, copying the
+// headers onto each: one buffer, one trip through IPv4, the NIC queue and
+// the write(2) for up to 45 segments. Everything that is per segment on
+// the wire stays per segment here: the retransmission queue gets one
+// record per MSS-sized piece (noteSentSegments), retransmissions are
+// single segments, and OutSegs counts pieces, as Linux counts
+// tcp_skb_pcount. The same link finishes checksums (TxChecksum), so a
+// segment carries only the pseudo-header's partial sum (wire/offload.go).
+//
+// In the other direction, the kernel hands a super-segment to the TAP whole
+// and with its checksum partial: the TCP dealer trusts a checksum the link
+// vouches for (buffer.Offload.ChecksumVerified), and the receiver counts
+// the segments it stands for towards its ACKs (segmentsIn).
+
+// gsoMaxPayload bounds a super-segment's data so that its datagram, with
+// the longest TCP header, fits IPv4's 65535 bytes.
+const gsoMaxPayload = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.TCPMaxHeaderLen
+
+// superSegment grows a full-sized segment (n == SND.MSS) into a
+// super-segment of whole segments when the route's link offers TSO, within
+// the data waiting, the usable window (congestion and peer's) and 64 KiB.
+// The rules for small segments hold for the last piece as for any
+// segment: sendData has already applied them to the first. Data beyond a
+// whole number of segments is left for later when the window ends there,
+// and, as Linux's tcp_mss_split_point does, when Nagle would hold it
+// (RFC 9293 3.7.4: a small segment while data is unacknowledged).
+func (c *Conn) superSegment(n, unsent, usable, inflight int, finDue bool) int {
+	if n != c.sndMSS || !c.route.Offloads().TSO {
+		return n
+	}
+	m := min(unsent, usable, gsoMaxPayload/c.sndMSS*c.sndMSS)
+	if m < unsent || !c.noDelay && inflight > 0 && !finDue {
+		m -= m % c.sndMSS
+	}
+	return m
+}
+
+// noteSentSegments is noteSent for a segment of n bytes that may be a
+// super-segment: one record per MSS-sized piece, the FIN on the last.
+func (c *Conn) noteSentSegments(seq seqnum.Value, n int, fin bool) {
+	for n > c.sndMSS {
+		c.noteSent(seq, c.sndMSS, false)
+		seq = seq.Add(seqnum.Size(c.sndMSS))
+		n -= c.sndMSS
+	}
+	c.noteSent(seq, n, fin)
+}
+
+// finishSegment sets the checksum of the segment in pk (header of hl
+// bytes, n bytes of data), or leaves it to the link, and marks a
+// super-segment for the link to cut up. Offsets count from the TCP
+// header; the layers below add theirs (buffer.Offload.Prepended).
+func (c *Conn) finishSegment(pk *buffer.Packet, hl, n int) {
+	caps := c.route.Offloads()
+	b := pk.Bytes()
+	if !caps.TxChecksum {
+		wire.SetTCPChecksum(b, c.id.local.Addr(), c.id.remote.Addr())
+		c.p.Stats.OutSegs.Inc()
+		return
+	}
+	wire.SetTCPPartialChecksum(b, c.id.local.Addr(), c.id.remote.Addr())
+	pk.Offload.Flags = buffer.NeedsCsum
+	pk.Offload.CsumStart = 0
+	pk.Offload.CsumOffset = wire.TCPChecksumOffset
+	if n <= c.sndMSS {
+		c.p.Stats.OutSegs.Inc()
+		return
+	}
+	pk.Offload.GSOType = buffer.GSOTCPv4
+	pk.Offload.GSOSize = uint16(c.sndMSS)
+	pk.Offload.HdrLen = uint16(hl)
+	c.p.Stats.OutSegs.Add(uint64((n + c.sndMSS - 1) / c.sndMSS))
+}
+
+// segmentsIn is how many segments a received one stands for: a
+// super-segment from the link, len/GSOSize of them. The delayed-ACK rule
+// (RFC 5681 4.2: an ACK for at least every second full-sized segment)
+// counts those, as Linux counts the segments a GRO packet merged;
+// counting the super-segment as one would hold the ACK for 64 KiB.
+func segmentsIn(pk *buffer.Packet, n int) int {
+	size := int(pk.Offload.GSOSize)
+	if pk.Offload.GSOType == buffer.GSONone || size == 0 {
+		return 1
+	}
+	return max((n+size-1)/size, 1)
+}
