@@ -64,6 +64,10 @@ func (b *Budget) Release(n int) {
 // Limit returns the bound in bytes.
 func (b *Budget) Limit() int64 { return b.limit }
 
+// Available returns the bytes left to reserve now: a hint, since others
+// may reserve them before the caller does.
+func (b *Budget) Available() int64 { return max(b.limit-b.used.Load(), 0) }
+
 // Used returns the bytes reserved now.
 func (b *Budget) Used() int64 { return b.used.Load() }
 

@@ -50,8 +50,8 @@ func TestReserveAndRelease(t *testing.T) {
 				} else if !ok {
 					refused++
 				}
-				if b.Used() != s.used {
-					t.Fatalf("step %d: Used = %d, want %d", i, b.Used(), s.used)
+				if b.Used() != s.used || b.Available() != tt.limit-s.used {
+					t.Fatalf("step %d: Used = %d Available = %d, want %d %d", i, b.Used(), b.Available(), s.used, tt.limit-s.used)
 				}
 				peak = max(peak, s.used)
 			}

@@ -58,6 +58,10 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		p.mu.Unlock()
 		return nil, fail(syscall.EADDRINUSE)
 	}
+	if !p.reserveConn() {
+		p.mu.Unlock()
+		return nil, fail(errNoBuffers)
+	}
 	c := p.newConn(id, route, SynSent)
 	c.cc = p.congestion(c.sndMSS)
 	p.conns[id] = c

@@ -118,6 +118,7 @@ type Conn struct {
 	synRetries  int
 	// Statistics shown in the connection table.
 	retransmits uint64
+	memPressure bool // the budget holds the window back (memory.go)
 }
 
 // sentSeg is a segment in flight: the retransmission queue keeps one per

@@ -179,6 +179,13 @@ type Stats struct {
 	HyStartDelayDetect stats.Counter
 	HyStartSpurious    stats.Counter
 	HyStartCSSExits    stats.Counter
+
+	// Memory bounds (memory.go): connections not made because the memory
+	// budget could not back them (SYN or cookie ACK dropped, Dial failed
+	// with ENOBUFS), and episodes of a receive window held back by the
+	// budget (TCPMemoryPressures).
+	MemoryRefusals  stats.Counter
+	MemoryPressures stats.Counter
 }
 
 // Protocol is TCP on one stack.
