@@ -119,6 +119,12 @@ type Conn struct {
 	// Statistics shown in the connection table.
 	retransmits uint64
 	memPressure bool // the budget holds the window back (memory.go)
+	// Time bounds (timeouts.go): the user timeout, since when data has
+	// been outstanding without an ACK taking any, and an orphan's
+	// zero-window probes.
+	userTimeout  time.Duration // shared
+	stallSince   time.Time
+	orphanProbes int
 }
 
 // sentSeg is a segment in flight: the retransmission queue keeps one per
@@ -154,6 +160,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		kaCount:     p.cfg.KeepaliveCount,
 		linger:      -1,
 		rto:         p.cfg.RTOInitial,
+		userTimeout: p.cfg.UserTimeout,
 		tsOffset:    p.env.Rand.Uint32(),
 	}
 	c.iss = p.isn(id)

@@ -377,6 +377,7 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 	if c.sndNxt.LessThan(ack) {
 		c.sndNxt = ack
 	}
+	c.noteProgress(now)
 	// The retransmission queue: drop what is acknowledged, and take an RTT
 	// sample from the newest segment never retransmitted (Karn's rule).
 	var rtt time.Duration

@@ -59,6 +59,15 @@ type Config struct {
 	// FinTimeout bounds FIN_WAIT_2 for a connection the application has
 	// closed (60 s, as tcp_fin_timeout).
 	FinTimeout time.Duration
+	// UserTimeout is how long data may stay unacknowledged before the
+	// connection is aborted with ETIMEDOUT (RFC 5482, timeouts.go; 0:
+	// no bound but Retries, as Linux's TCP_USER_TIMEOUT). Conn.
+	// SetUserTimeout overrides it per connection.
+	UserTimeout time.Duration
+	// OrphanRetries bounds the zero-window probes of a connection the
+	// application has closed, answered or not (8, as Linux's
+	// tcp_orphan_retries of 0 means).
+	OrphanRetries int
 	// Keepalive defaults: idle time before the first probe, interval, and
 	// probes before giving up (2 h, 75 s, 9: RFC 1122 4.2.3.6, Linux).
 	KeepaliveIdle, KeepaliveInterval time.Duration
@@ -113,6 +122,7 @@ func (c *Config) setDefaults() {
 	defInt(&c.SynRetries, 6)
 	defInt(&c.SynAckRetries, 5)
 	defInt(&c.Retries, 15)
+	defInt(&c.OrphanRetries, 8)
 	defInt(&c.KeepaliveCount, 9)
 	defInt(&c.Backlog, 4096)
 	defInt(&c.ChallengeACKLimit, 1000)
@@ -186,6 +196,11 @@ type Stats struct {
 	// budget (TCPMemoryPressures).
 	MemoryRefusals  stats.Counter
 	MemoryPressures stats.Counter
+	// Time bounds (timeouts.go): connections aborted by the user timeout
+	// (RFC 5482), and orphans aborted after OrphanRetries zero-window
+	// probes.
+	UserTimeoutAborts stats.Counter
+	OrphanAborts      stats.Counter
 }
 
 // Protocol is TCP on one stack.
