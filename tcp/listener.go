@@ -124,7 +124,7 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 		return
 	}
 	l.mu.Lock()
-	noMem := !p.halfOpenRoom()
+	noMem := !p.connRoom()
 	full := l.closed || l.halfOpen+len(l.accepted) >= l.backlog || noMem
 	cookie := l.wantCookie(full, p.env.Clock.Now())
 	if !full && !cookie {

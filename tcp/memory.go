@@ -14,12 +14,14 @@ import (
 // bounds both how much data and how many connections the stack keeps, and
 // at its limit TCP degrades instead of failing:
 //
-//   - A new connection that the budget cannot back is not made: a listener
-//     treats the SYN as it treats one beyond its backlog (a SYN cookie, which
-//     holds nothing, or a drop), the ACK returning a cookie is dropped (its
-//     client retransmits it), and Dial fails with ENOBUFS. Half-open
-//     connections may take at most half of the budget, so a SYN flood
-//     cannot starve the established ones.
+//   - A new connection is made only while the budget keeps half its bytes
+//     free after it: the other half is for the data of the connections
+//     already made, which a Write or an arriving segment must be able to
+//     reserve (a budget filled with idle connections would let none of them
+//     send), and a SYN flood cannot take more. Beyond that a listener
+//     treats a SYN as one beyond its backlog (a SYN cookie, which holds
+//     nothing, or a drop), the ACK returning a cookie is dropped (its
+//     client retransmits it), and Dial fails with ENOBUFS.
 //   - An established connection offers no more window than the budget can
 //     back (RFC 9293 3.8.6.2.2 lets a receiver stop growing its window; it
 //     never moves the right edge left, see windowField): its peer slows
@@ -32,13 +34,19 @@ import (
 // integration test TestTenThousandConnections measures the real figure.
 const connMemory = int(unsafe.Sizeof(Conn{})) + inQueueLen*int(unsafe.Sizeof((*buffer.Packet)(nil))) + 8<<10
 
+// ConnMemory is what the memory budget is charged for each connection, in
+// bytes, whatever data it holds: a stack.Config.MemoryLimit of n times
+// ConnMemory bounds a stack to fewer than n connections.
+const ConnMemory = connMemory
+
 // errNoBuffers is why an active open fails when the budget cannot back
 // the connection (as Linux's connect fails with ENOBUFS).
 var errNoBuffers = syscall.ENOBUFS
 
-// reserveConn takes a connection's share of the budget, counting a refusal.
+// reserveConn takes a new connection's share of the budget if connRoom
+// says there is room, counting a refusal.
 func (p *Protocol) reserveConn() bool {
-	if !p.env.Budget.Reserve(connMemory) {
+	if !p.connRoom() || !p.env.Budget.Reserve(connMemory) {
 		p.Stats.MemoryRefusals.Inc()
 		return false
 	}
@@ -48,12 +56,9 @@ func (p *Protocol) reserveConn() bool {
 // releaseConn gives a connection's share back as it leaves the table.
 func (p *Protocol) releaseConn() { p.env.Budget.Release(connMemory) }
 
-// halfOpenRoom reports whether the budget has room for a half-open
-// connection: one whose peer has not proved it can receive, so that a
-// flood of forged SYNs holds at most half of the budget and the rest stays
-// for connections that carry data. Without room a listener answers as
-// with a full backlog.
-func (p *Protocol) halfOpenRoom() bool {
+// connRoom reports whether the budget has room for a new connection and
+// still half of it free for data.
+func (p *Protocol) connRoom() bool {
 	b := p.env.Budget
 	return b.Available()-int64(connMemory) >= b.Limit()/2
 }

@@ -67,11 +67,11 @@ func TestASmallBudgetRefusesNewConnectionsAndKeepsTheAccepted(t *testing.T) {
 	r.wantCounters(map[string]int64{"MemoryRefusals": 1, "PassiveOpens": fit + 1})
 }
 
-// An active open the budget cannot back fails at once with ENOBUFS in a
-// *net.OpError, sends nothing, and is counted; the memory a connection
-// held is free again when it ends.
+// An active open that would leave less than half the budget free for data
+// fails at once with ENOBUFS in a *net.OpError, sends nothing, and is
+// counted; the memory a connection held is free again when it ends.
 func TestDialBeyondTheBudgetFailsWithENOBUFS(t *testing.T) {
-	r := newBudgetRig(t, tcp.Config{}, tcp.ConnMemory)
+	r := newBudgetRig(t, tcp.Config{}, 2*tcp.ConnMemory)
 	raddr := peerAP
 	ctx, cancel := context.WithCancel(context.Background())
 	first := r.dial(ctx, raddr)
@@ -96,15 +96,17 @@ func TestDialBeyondTheBudgetFailsWithENOBUFS(t *testing.T) {
 	waitDial(t, third)
 }
 
-// A connection offers no more window than the budget can back: the right
-// edge stops where the budget ends (never moving left, RFC 9293 3.8.6.2.2),
-// data sent within it is all taken, data beyond it is not, and reading
-// opens the window again.
+// A connection offers no more window than the budget can back, far less
+// than its 4 MiB buffer here: the right edge stops where the budget ends
+// (never moving left, RFC 9293 3.8.6.2.2), data sent within it is all
+// taken, data beyond it is not, and reading opens the window again.
 func TestTheWindowShrinksToWhatTheBudgetCanBack(t *testing.T) {
-	const room = 4000 // the budget beyond the connection itself
+	// Half the budget must be free for the connection to be made; what
+	// is left after it is its window.
+	const room = tcp.ConnMemory + 4000
 	r := newBudgetRig(t, tcp.Config{}, tcp.ConnMemory+room)
 	c, p := r.dialed(rawtest.TCPOpts{})
-	edge := p.nxt + room
+	edge := p.nxt + uint32(room)
 	check := func(what string, wantWindow uint16) {
 		t.Helper()
 		p.advance(delayedAck)
@@ -125,15 +127,17 @@ func TestTheWindowShrinksToWhatTheBudgetCanBack(t *testing.T) {
 	}
 	p.send(A, pattern(1400))
 	p.send(A, pattern(1400))
-	check("2800 bytes queued", room-2800)
-	p.send(A, pattern(room-2800))
+	check("2800 bytes queued", uint16(room-2800))
+	for left := room - 2800; left > 0; left -= 1400 {
+		p.send(A, pattern(min(left, 1400)))
+	}
 	check("the budget spent", 0)
 	p.inject(p.seg(A, pattern(100))) // beyond the window: not taken
 	check("data beyond the window", 0)
 	r.wantCounters(map[string]int64{"MemoryPressures": 1, "RcvBufDrops": 0})
 
 	readAll(t, c, room)
-	if s := p.expectACK(); s.Window != room {
+	if s := p.expectACK(); s.Window != uint16(room) {
 		t.Errorf("window update %v, want window %d", s, room)
 	}
 	r.nothing()
