@@ -113,6 +113,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 				return 0, nil
 			}
 			n := c.rcv.read(b)
+			c.rcvSpaceAdjust(n)
 			more := c.rcv.n > 0
 			c.mu.Unlock()
 			c.p.env.Budget.Release(n)
@@ -359,13 +360,15 @@ func (c *Conn) SetLinger(sec int) error {
 	return nil
 }
 
-// SetReadBuffer sets the receive buffer, which bounds the window.
+// SetReadBuffer sets the receive buffer, which bounds the window, and
+// turns its auto-tuning off, as SO_RCVBUF does.
 func (c *Conn) SetReadBuffer(bytes int) error {
 	if bytes <= 0 {
 		return c.opError("set", syscall.EINVAL)
 	}
 	c.mu.Lock()
 	c.rcvBufSize = bytes
+	c.tune.off = true
 	c.mu.Unlock()
 	c.poke()
 	return nil

@@ -281,6 +281,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// recommends it); the pointer is not acted on.
 	// Seventh, process the segment text.
 	kept := false
+	c.measureRcvRTT(seg, o, now)
 	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
 		kept = c.receiveText(seg, now)
 	}

@@ -46,9 +46,15 @@ type Config struct {
 	// (RFC 6298: 1 s initial; Linux: 200 ms minimum, 120 s maximum).
 	RTOMin, RTOMax, RTOInitial time.Duration
 	// SendBuffer and ReceiveBuffer size each connection's buffers (4 MiB:
-	// a bulk transfer on a fast link). Memory is taken from the stack's
-	// budget as data fills them, not when the connection opens.
+	// a bulk transfer on a fast link; 128 KiB to receive, as Linux's
+	// tcp_rmem[1], which auto-tuning grows, autotune.go). Memory is taken
+	// from the stack's budget as data fills them, not when the connection
+	// opens.
 	SendBuffer, ReceiveBuffer int
+	// ReceiveBufferMax bounds receive auto-tuning (6 MiB, as Linux's
+	// tcp_rmem[2]); the window scale is chosen for it. One not above
+	// ReceiveBuffer turns auto-tuning off.
+	ReceiveBufferMax int
 	// DelayedAck is the longest an ACK waits for company (40 ms, as
 	// Linux's minimum; RFC 9293 3.8.6.3 allows up to 500 ms).
 	DelayedAck time.Duration
@@ -118,7 +124,8 @@ func (c *Config) setDefaults() {
 	def(&c.KeepaliveIdle, 2*time.Hour)
 	def(&c.KeepaliveInterval, 75*time.Second)
 	defInt(&c.SendBuffer, 4<<20)
-	defInt(&c.ReceiveBuffer, 4<<20)
+	defInt(&c.ReceiveBuffer, 128<<10)
+	defInt(&c.ReceiveBufferMax, 6<<20)
 	defInt(&c.SynRetries, 6)
 	defInt(&c.SynAckRetries, 5)
 	defInt(&c.Retries, 15)
@@ -201,6 +208,8 @@ type Stats struct {
 	// probes.
 	UserTimeoutAborts stats.Counter
 	OrphanAborts      stats.Counter
+	// Receive buffers grown by auto-tuning (autotune.go).
+	RcvBufAutoGrows stats.Counter
 }
 
 // Protocol is TCP on one stack.
