@@ -110,3 +110,29 @@ func TestConcurrentReservationsNeverExceedTheLimit(t *testing.T) {
 		t.Error("no reservation was refused: the test did not contend")
 	}
 }
+
+func TestFreedIsClosedByTheNextRelease(t *testing.T) {
+	b := budget.New(10)
+	b.Reserve(10)
+	freed := b.Freed()
+	if b.Freed() != freed {
+		t.Error("two waiters before a Release got different channels")
+	}
+	select {
+	case <-freed:
+		t.Fatal("Freed closed before any Release")
+	default:
+	}
+	if b.Reserve(1) {
+		t.Fatal("Reserve beyond the limit succeeded")
+	}
+	b.Release(4)
+	select {
+	case <-freed:
+	default:
+		t.Fatal("Freed not closed by Release")
+	}
+	if next := b.Freed(); next == freed {
+		t.Error("Freed after a Release returned the closed channel")
+	}
+}

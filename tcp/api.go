@@ -172,7 +172,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.mu.Unlock()
 			return written, nil
 		}
+		var freed <-chan struct{} // memory released anywhere in the stack
 		if room := c.sndBufSize - c.snd.n; room > 0 {
+			freed = c.p.env.Budget.Freed()
 			k := c.snd.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
 			written += k
 			c.mu.Unlock()
@@ -185,6 +187,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		}
 		select {
 		case <-c.writable:
+		case <-freed:
 		case <-c.writeDL.Done():
 		case <-c.done:
 		}

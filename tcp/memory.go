@@ -26,7 +26,8 @@ import (
 //     back (RFC 9293 3.8.6.2.2 lets a receiver stop growing its window; it
 //     never moves the right edge left, see windowField): its peer slows
 //     down instead of sending data that would be dropped.
-//   - A Write the budget cannot take waits, as one beyond the send buffer.
+//   - A Write the budget cannot take waits, as one beyond the send buffer,
+//     until memory is released anywhere in the stack (budget.Freed).
 
 // connMemory is what the budget is charged for a connection, whatever data
 // it holds: the Conn itself, its input queue (inQueueLen pointers), and

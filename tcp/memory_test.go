@@ -142,3 +142,24 @@ func TestTheWindowShrinksToWhatTheBudgetCanBack(t *testing.T) {
 	}
 	r.nothing()
 }
+
+// A Write the budget cannot back waits, sending nothing, and goes on as
+// soon as memory is released anywhere in the stack, although nothing of
+// its own connection is in flight to be acknowledged.
+func TestWriteWaitsForTheBudgetAndResumesWhenMemoryIsFreed(t *testing.T) {
+	r := newBudgetRig(t, tcp.Config{}, 2*tcp.ConnMemory+64<<10)
+	c, p := r.dialed(rawtest.TCPOpts{})
+	bud := r.h.S.Budget()
+	held := int(bud.Available())
+	if !bud.Reserve(held) { // another layer takes the rest
+		t.Fatal("could not take the rest of the budget")
+	}
+	w := writeAsync(c, pattern(100))
+	r.nothing()
+	blocked(t, w)
+	bud.Release(held)
+	if res := wait(t, w); res.err != nil || res.n != 100 {
+		t.Fatalf("write: %d, %v", res.n, res.err)
+	}
+	p.expectData(100, true)
+}
