@@ -21,10 +21,11 @@ import (
 // stays where it was: what it does not read would only queue. The window
 // scale is chosen at SYN time for the maximum (newConn).
 //
-// The round trip is the receiver's own estimate, from the timestamps the
-// sender echoes (RFC 7323 section 4.3: an echoed TSval is the time since
-// our ACK left, plus the time for the data it let go to arrive) or,
-// without timestamps, the time one window's worth of data takes to arrive.
+// The round trip is the receiver's own estimate: from the timestamps the
+// sender echoes (RFC 7323 section 4.3: the TSecr of arriving data is the
+// TSval of an ACK of ours, so the time since covers that ACK's trip and
+// the trip of the data it let go) or, without timestamps, the time one
+// window's worth of data takes to arrive.
 
 // rcvTuner is a connection's auto-tuning state, under mu.
 type rcvTuner struct {
