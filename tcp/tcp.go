@@ -70,9 +70,9 @@ type Config struct {
 	// no bound but Retries, as Linux's TCP_USER_TIMEOUT). Conn.
 	// SetUserTimeout overrides it per connection.
 	UserTimeout time.Duration
-	// OrphanRetries bounds the zero-window probes of a connection the
-	// application has closed, answered or not (8, as Linux's
-	// tcp_orphan_retries of 0 means).
+	// OrphanRetries bounds the retransmissions, and the zero-window
+	// probes answered or not, of a connection the application has closed
+	// (8, as Linux's tcp_orphan_retries of 0 means).
 	OrphanRetries int
 	// Keepalive defaults: idle time before the first probe, interval, and
 	// probes before giving up (2 h, 75 s, 9: RFC 1122 4.2.3.6, Linux).
@@ -204,8 +204,8 @@ type Stats struct {
 	MemoryRefusals  stats.Counter
 	MemoryPressures stats.Counter
 	// Time bounds (timeouts.go): connections aborted by the user timeout
-	// (RFC 5482), and orphans aborted after OrphanRetries zero-window
-	// probes.
+	// (RFC 5482), and orphans aborted after OrphanRetries retransmissions
+	// or zero-window probes.
 	UserTimeoutAborts stats.Counter
 	OrphanAborts      stats.Counter
 	// Receive buffers grown by auto-tuning (autotune.go).

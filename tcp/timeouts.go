@@ -6,9 +6,10 @@ import (
 )
 
 // Time bounds beyond the retransmission count: the user timeout of RFC
-// 5482 and the limit on an orphaned connection's zero-window probes. (The
-// others: SynAckRetries reaps half-open connections, FinTimeout an
-// orphaned FIN-WAIT-2, and TIME-WAIT lasts 2*MSL.)
+// 5482 and the limits on an orphaned connection's retransmissions and
+// zero-window probes. (The others: SynAckRetries reaps half-open
+// connections, FinTimeout an orphaned FIN-WAIT-2, and TIME-WAIT lasts
+// 2*MSL.)
 //
 // RFC 5482 section 1: the user timeout "controls how long transmitted
 // data may remain unacknowledged before a connection is forcefully
@@ -75,6 +76,19 @@ func (c *Conn) userTimedOut(now time.Time) bool {
 		return false
 	}
 	c.p.Stats.UserTimeoutAborts.Inc()
+	c.reset(errTimedOut)
+	return true
+}
+
+// orphanOutOfRetries aborts a connection the application has closed once
+// its retransmissions pass OrphanRetries, fewer than Retries by default:
+// no one waits for its data, and its peer may be gone (Linux's
+// tcp_orphan_retries in tcp_write_timeout). It reports whether it did.
+func (c *Conn) orphanOutOfRetries() bool {
+	if !c.closed || c.backoff <= c.p.cfg.OrphanRetries || c.backoff > c.p.cfg.Retries {
+		return false
+	}
+	c.p.Stats.OrphanAborts.Inc()
 	c.reset(errTimedOut)
 	return true
 }

@@ -224,3 +224,49 @@ func TestFinWait2IsBoundedForOrphansOnly(t *testing.T) {
 		})
 	}
 }
+
+// An orphan whose data goes unacknowledged is aborted after OrphanRetries
+// retransmissions, before Retries, which still bounds a connection whose
+// application waits.
+func TestOrphanRetransmissionsAreBoundedByOrphanRetries(t *testing.T) {
+	const orphanRetries, retries = 2, 4
+	tests := []struct {
+		name    string
+		closed  bool
+		resends int
+		counter string
+	}{
+		{"closed by the application", true, orphanRetries, "OrphanAborts"},
+		{"still open", false, retries, "TimeoutAborts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, tcp.Config{OrphanRetries: orphanRetries, Retries: retries})
+			c, p := r.accepted(rawtest.TCPOpts{})
+			write(t, c, pattern(100))
+			una := p.rcv
+			p.expectData(100, true)
+			if tt.closed {
+				c.Close()
+				p.expect(F|A, una+100, p.nxt, 0) // the FIN follows the data
+			}
+			next := rtoMin
+			for range tt.resends {
+				p.advance(next - time.Millisecond)
+				p.nothing()
+				p.advance(time.Millisecond)
+				// The data again, and the FIN with it after Close.
+				if s := p.nextSeg(); s.Seq != una || len(s.Payload) != 100 || (s.Flags&F != 0) != tt.closed {
+					t.Fatalf("after %v: %v, want the 100 bytes at %d again", next, s, una)
+				}
+				next *= 2
+			}
+			p.advance(next)
+			if s := p.nextSeg(); s.Flags != R|A {
+				t.Fatalf("after %d retransmissions: %v, want a reset", tt.resends, s)
+			}
+			p.waitState("")
+			r.wantCounters(map[string]int64{tt.counter: 1, "Timeouts": int64(tt.resends)})
+		})
+	}
+}

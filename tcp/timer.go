@@ -136,6 +136,9 @@ func (c *Conn) onRexmit(now time.Time) {
 		return
 	}
 	c.backoff++
+	if c.orphanOutOfRetries() {
+		return
+	}
 	if c.backoff > c.p.cfg.Retries {
 		c.p.Stats.TimeoutAborts.Inc()
 		c.reset(errTimedOut)
