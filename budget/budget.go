@@ -18,6 +18,7 @@ type Budget struct {
 	used    atomic.Int64
 	peak    atomic.Int64
 	refused atomic.Uint64
+	freed   atomic.Pointer[chan struct{}] // closed by the next Release
 }
 
 // New returns a budget of limit bytes.
@@ -59,10 +60,33 @@ func (b *Budget) Release(n int) {
 	if b.used.Add(-int64(n)) < 0 {
 		panic(fmt.Sprintf("budget: released %d bytes more than reserved", n))
 	}
+	if ch := b.freed.Load(); ch != nil && b.freed.CompareAndSwap(ch, nil) {
+		close(*ch)
+	}
+}
+
+// Freed returns a channel closed by the next Release, for one whose
+// reservation was refused to wait on: call it before retrying, so that a
+// release between the retry and the wait is not missed. Without waiters a
+// Release costs one atomic load more.
+func (b *Budget) Freed() <-chan struct{} {
+	for {
+		if ch := b.freed.Load(); ch != nil {
+			return *ch
+		}
+		ch := make(chan struct{})
+		if b.freed.CompareAndSwap(nil, &ch) {
+			return ch
+		}
+	}
 }
 
 // Limit returns the bound in bytes.
 func (b *Budget) Limit() int64 { return b.limit }
+
+// Available returns the bytes left to reserve now: a hint, since others
+// may reserve them before the caller does.
+func (b *Budget) Available() int64 { return max(b.limit-b.used.Load(), 0) }
 
 // Used returns the bytes reserved now.
 func (b *Budget) Used() int64 { return b.used.Load() }

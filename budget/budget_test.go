@@ -50,8 +50,8 @@ func TestReserveAndRelease(t *testing.T) {
 				} else if !ok {
 					refused++
 				}
-				if b.Used() != s.used {
-					t.Fatalf("step %d: Used = %d, want %d", i, b.Used(), s.used)
+				if b.Used() != s.used || b.Available() != tt.limit-s.used {
+					t.Fatalf("step %d: Used = %d Available = %d, want %d %d", i, b.Used(), b.Available(), s.used, tt.limit-s.used)
 				}
 				peak = max(peak, s.used)
 			}
@@ -108,5 +108,31 @@ func TestConcurrentReservationsNeverExceedTheLimit(t *testing.T) {
 	}
 	if b.Refused() == 0 {
 		t.Error("no reservation was refused: the test did not contend")
+	}
+}
+
+func TestFreedIsClosedByTheNextRelease(t *testing.T) {
+	b := budget.New(10)
+	b.Reserve(10)
+	freed := b.Freed()
+	if b.Freed() != freed {
+		t.Error("two waiters before a Release got different channels")
+	}
+	select {
+	case <-freed:
+		t.Fatal("Freed closed before any Release")
+	default:
+	}
+	if b.Reserve(1) {
+		t.Fatal("Reserve beyond the limit succeeded")
+	}
+	b.Release(4)
+	select {
+	case <-freed:
+	default:
+		t.Fatal("Freed not closed by Release")
+	}
+	if next := b.Freed(); next == freed {
+		t.Error("Freed after a Release returned the closed channel")
 	}
 }

@@ -48,6 +48,9 @@ type ConnRow struct {
 	SSThresh int `json:"ssthresh"`
 	// Retransmits counts the segments retransmitted on the connection.
 	Retransmits uint64 `json:"retransmits"`
+	// RecvBuffer is the receive buffer, in bytes: the most the window
+	// offers, auto-tuned unless the application set it (ss -m's rb).
+	RecvBuffer int `json:"recv_buffer"`
 }
 
 // Status is a snapshot of a StatusSource, as /.gonet/status.json carries it.
@@ -167,7 +170,7 @@ func ssThresh(n int) string {
 // WriteConnTable prints a connection table as ss -tan does (State, Recv-Q,
 // Send-Q, Local Address:Port, Peer Address:Port), with the figures ss -ti
 // adds as further columns: rtt and rto in milliseconds, cwnd, ssthresh and
-// retrans. Listeners come first, then the rest by local and remote
+// retrans, and ss -m's receive buffer (rcvbuf). Listeners come first, then the rest by local and remote
 // endpoint; a listener has no figures of its own, and shows "-".
 func WriteConnTable(w io.Writer, rows []ConnRow) error {
 	rows = slices.Clone(rows)
@@ -182,7 +185,7 @@ func WriteConnTable(w io.Writer, rows []ConnRow) error {
 
 // connHeader names the connection table's columns.
 var connHeader = []string{"State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port",
-	"rtt/ms", "rto/ms", "cwnd", "ssthresh", "retrans"}
+	"rtt/ms", "rto/ms", "cwnd", "ssthresh", "retrans", "rcvbuf"}
 
 // connCells formats one row of the connection table, under connHeader.
 func connCells(r ConnRow) []string {
@@ -191,10 +194,10 @@ func connCells(r ConnRow) []string {
 	cells := []string{state, strconv.Itoa(r.RecvQueue), strconv.Itoa(r.SendQueue),
 		ssEndpoint(r.Local, false), ssEndpoint(r.Remote, listener)}
 	if listener {
-		return append(cells, "-", "-", "-", "-", "-")
+		return append(cells, "-", "-", "-", "-", "-", "-")
 	}
 	return append(cells, ssMillis(r.RTT), ssMillis(r.RTO), strconv.Itoa(r.CWnd), ssThresh(r.SSThresh),
-		strconv.FormatUint(r.Retransmits, 10))
+		strconv.FormatUint(r.Retransmits, 10), strconv.Itoa(r.RecvBuffer))
 }
 
 // WriteCounters prints counters one "Layer.Name value" a line, sorted by

@@ -30,14 +30,14 @@ import (
 )
 
 // Config is a stack's configuration. The zero value is usable: real clock,
-// random seed from the operating system, 64 MiB budget, RFC timers.
+// random seed from the operating system, 512 MiB budget, RFC timers.
 type Config struct {
 	// Clock drives every timer; clock.Real{} when nil.
 	Clock clock.Clock
 	// Rand is the random source (ephemeral ports, IP IDs, ping idents,
 	// later initial sequence numbers); seeded from crypto/rand when nil.
 	Rand rand.Source
-	// MemoryLimit bounds the bytes the stack holds for others; 64 MiB
+	// MemoryLimit bounds the bytes the stack holds for others; 512 MiB
 	// when zero.
 	MemoryLimit int64
 
@@ -48,8 +48,12 @@ type Config struct {
 	TCP  tcp.Config
 }
 
-// DefaultMemoryLimit is the memory budget of a stack configured without one.
-const DefaultMemoryLimit = 64 << 20
+// DefaultMemoryLimit is the memory budget of a stack configured without one:
+// a bound, not an allocation. New TCP connections stop at half of it (each
+// is charged tcp.ConnMemory, about 17 KiB), so 512 MiB admits some 15,000
+// connections, as many as a 10,000-connection server needs with room for
+// their data; a smaller process sets its own.
+const DefaultMemoryLimit = 512 << 20
 
 // Stack is a GoNet host.
 type Stack struct {

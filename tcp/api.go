@@ -58,6 +58,10 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		p.mu.Unlock()
 		return nil, fail(syscall.EADDRINUSE)
 	}
+	if !p.reserveConn() {
+		p.mu.Unlock()
+		return nil, fail(errNoBuffers)
+	}
 	c := p.newConn(id, route, SynSent)
 	c.cc = p.congestion(c.sndMSS)
 	p.conns[id] = c
@@ -109,6 +113,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 				return 0, nil
 			}
 			n := c.rcv.read(b)
+			c.rcvSpaceAdjust(n)
 			more := c.rcv.n > 0
 			c.mu.Unlock()
 			c.p.env.Budget.Release(n)
@@ -167,7 +172,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.mu.Unlock()
 			return written, nil
 		}
+		var freed <-chan struct{} // memory released anywhere in the stack
 		if room := c.sndBufSize - c.snd.n; room > 0 {
+			freed = c.p.env.Budget.Freed()
 			k := c.snd.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
 			written += k
 			c.mu.Unlock()
@@ -180,6 +187,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		}
 		select {
 		case <-c.writable:
+		case <-freed:
 		case <-c.writeDL.Done():
 		case <-c.done:
 		}
@@ -355,13 +363,15 @@ func (c *Conn) SetLinger(sec int) error {
 	return nil
 }
 
-// SetReadBuffer sets the receive buffer, which bounds the window.
+// SetReadBuffer sets the receive buffer, which bounds the window, and
+// turns its auto-tuning off, as SO_RCVBUF does.
 func (c *Conn) SetReadBuffer(bytes int) error {
 	if bytes <= 0 {
 		return c.opError("set", syscall.EINVAL)
 	}
 	c.mu.Lock()
 	c.rcvBufSize = bytes
+	c.tune.off = true
 	c.mu.Unlock()
 	c.poke()
 	return nil

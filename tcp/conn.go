@@ -125,6 +125,14 @@ type Conn struct {
 	retransmits uint64
 	icmp        icmpState // ICMP errors for run (icmp.go)
 	ecn         ecnState  // RFC 3168 (ecn.go)
+	memPressure bool      // the budget holds the window back (memory.go)
+	// Time bounds (timeouts.go): the user timeout, since when data has
+	// been outstanding without an ACK taking any, and an orphan's
+	// zero-window probes.
+	userTimeout  time.Duration // shared
+	stallSince   time.Time
+	orphanProbes int
+	tune         rcvTuner // receive auto-tuning (autotune.go), shared
 }
 
 // sentSeg is a segment in flight: the retransmission queue keeps one per
@@ -161,7 +169,9 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		kaInterval:  p.cfg.KeepaliveInterval,
 		kaCount:     p.cfg.KeepaliveCount,
 		linger:      -1,
+		tune:        rcvTuner{off: p.cfg.ReceiveBufferMax <= p.cfg.ReceiveBuffer},
 		rto:         p.cfg.RTOInitial,
+		userTimeout: p.cfg.UserTimeout,
 		tsOffset:    p.env.Rand.Uint32(),
 	}
 	c.iss = p.isn(id)
@@ -174,7 +184,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 	c.sndMSS = min(536, c.rcvMSS) // RFC 9293 3.7.1 default until told
 	// RFC 7323 section 2.3: the smallest shift that lets the window
 	// field express the whole receive buffer.
-	for c.rcvWScale < 14 && 65535<<c.rcvWScale < c.rcvBufSize {
+	for c.rcvWScale < 14 && 65535<<c.rcvWScale < max(c.rcvBufSize, p.cfg.ReceiveBufferMax) {
 		c.rcvWScale++
 	}
 	return c

@@ -142,7 +142,7 @@ func (p *Protocol) sendReset(seg *segment, seq, ack seqnum.Value, flags uint8) {
 func (p *Protocol) register(c *Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.conns[c.id] != nil {
+	if p.closed || p.conns[c.id] != nil || !p.reserveConn() {
 		return false
 	}
 	p.conns[c.id] = c
@@ -157,6 +157,7 @@ func (p *Protocol) unregister(c *Conn) {
 		delete(p.conns, c.id)
 	}
 	p.mu.Unlock()
+	p.releaseConn()
 	p.Stats.Connections.Add(-1)
 }
 

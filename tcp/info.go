@@ -20,6 +20,7 @@ type ConnInfo struct {
 	CWnd        int // bytes
 	SSThresh    int // bytes
 	SendWindow  int // the peer's window, bytes
+	RecvBuffer  int // the receive buffer, bytes: auto-tuned unless set
 	Retransmits uint64
 	// Congestion names the congestion control ("cubic", "newreno").
 	Congestion string
@@ -42,6 +43,7 @@ func (c *Conn) Info() ConnInfo {
 		RTO:         c.rto,
 		MSS:         c.sndMSS,
 		SendWindow:  int(c.sndWnd),
+		RecvBuffer:  c.rcvBufSize,
 		Retransmits: c.retransmits,
 		ECN:         c.ecn.ok,
 		ECNSeen:     c.ecn.seen,

@@ -285,6 +285,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// recommends it); the pointer is not acted on.
 	// Seventh, process the segment text.
 	kept := false
+	c.measureRcvRTT(seg, o, now)
 	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
 		kept = c.receiveText(seg, now)
 	}
@@ -384,6 +385,7 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 	if c.sndNxt.LessThan(ack) {
 		c.sndNxt = ack
 	}
+	c.noteProgress(now)
 	// The retransmission queue: drop what is acknowledged, and take an RTT
 	// sample from the newest segment never retransmitted (Karn's rule).
 	var rtt time.Duration

@@ -124,7 +124,8 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 		return
 	}
 	l.mu.Lock()
-	full := l.closed || l.halfOpen+len(l.accepted) >= l.backlog
+	noMem := !p.connRoom()
+	full := l.closed || l.halfOpen+len(l.accepted) >= l.backlog || noMem
 	cookie := l.wantCookie(full, p.env.Clock.Now())
 	if !full && !cookie {
 		l.halfOpen++
@@ -137,7 +138,11 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	if full {
 		// No cookie (turned off, or the accept queue is full too): drop
 		// the SYN, as Linux does, and the client retries.
-		p.Stats.ListenOverflows.Inc()
+		if noMem {
+			p.Stats.MemoryRefusals.Inc()
+		} else {
+			p.Stats.ListenOverflows.Inc()
+		}
 		p.Stats.ListenDrops.Inc()
 		return
 	}

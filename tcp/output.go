@@ -274,7 +274,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 // by at least min(buffer/2, MSS); it never moves left (3.8.6.2.2, "shrinking
 // the window" is strongly discouraged).
 func (c *Conn) windowField(syn bool) uint16 {
-	free := max(c.rcvBufSize-c.rcv.n-c.oooN, 0)
+	free := c.budgetWindow(max(c.rcvBufSize-c.rcv.n-c.oooN, 0))
 	if c.rdShut {
 		free = c.rcvBufSize // data after CloseRead is discarded
 	}
@@ -307,7 +307,7 @@ func (c *Conn) windowField(syn bool) uint16 {
 // windowUpdateDue reports whether the receive window has opened enough
 // since the last advertisement to tell the peer unprompted.
 func (c *Conn) windowUpdateDue() bool {
-	free := max(c.rcvBufSize-c.rcv.n-c.oooN, 0)
+	free := c.budgetFree(max(c.rcvBufSize-c.rcv.n-c.oooN, 0))
 	// No more than the window field can say: beyond it nothing would change.
 	free = min(free, 65535<<c.rcvWScale)
 	right := c.rcvNxt.Add(seqnum.Size(free))

@@ -18,7 +18,8 @@ const (
 )
 
 // The stack's MSS on a 1500-byte link (RFC 9293 3.7.1, RFC 6691), and the
-// window scale that lets 65535 express the default 4 MiB receive buffer.
+// window scale that lets 65535 express the 6 MiB a receive buffer may
+// auto-tune to (the default ReceiveBufferMax).
 const (
 	stackMSS    = 1460
 	stackWScale = 7
@@ -85,9 +86,9 @@ func TestActiveOpenUsesOnlyTheOptionsTheSynAckCarried(t *testing.T) {
 	}{
 		{"none", rawtest.TCPOpts{}, 65535, false},
 		{"MSS", rawtest.TCPOpts{MSS: 536}, 65535, false},
-		{"window scale", rawtest.TCPOpts{MSS: 1460, HasWScale: true, WScale: 0}, (4 << 20) >> stackWScale, false},
+		{"window scale", rawtest.TCPOpts{MSS: 1460, HasWScale: true, WScale: 0}, (128 << 10) >> stackWScale, false},
 		{"timestamps", rawtest.TCPOpts{MSS: 1460, HasTimestamp: true, TSVal: 99}, 65535, true},
-		{"all", allOpts, (4 << 20) >> stackWScale, true},
+		{"all", allOpts, (128 << 10) >> stackWScale, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

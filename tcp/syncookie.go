@@ -289,7 +289,7 @@ func appendTuple(b []byte, id fourTuple) []byte {
 // chooses it for the configured receive buffer (RFC 7323 section 2.3).
 func (p *Protocol) cookieWScale() uint8 {
 	s := uint8(0)
-	for s < wire.TCPMaxWScale && 65535<<s < p.cfg.ReceiveBuffer {
+	for s < wire.TCPMaxWScale && 65535<<s < max(p.cfg.ReceiveBuffer, p.cfg.ReceiveBufferMax) {
 		s++
 	}
 	return s

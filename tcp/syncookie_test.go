@@ -103,10 +103,10 @@ func TestSynCookieWhenTheBacklogIsFull(t *testing.T) {
 	// peer's.
 	write(t, c, []byte("hello"))
 	d := p.expectData(5, true)
-	if d.Window != (4<<20)>>stackWScale || !d.Opts.HasTimestamp || d.Opts.TSEcr != opts.TSVal+1 ||
+	if d.Window != (128<<10)>>stackWScale || !d.Opts.HasTimestamp || d.Opts.TSEcr != opts.TSVal+1 ||
 		int32(d.Opts.TSVal-sa.Opts.TSVal) < 0 {
 		t.Errorf("data segment %v\nwant window %d, timestamps echoing %d and not older than the SYN-ACK's %d",
-			d, (4<<20)>>stackWScale, opts.TSVal+1, sa.Opts.TSVal)
+			d, (128<<10)>>stackWScale, opts.TSVal+1, sa.Opts.TSVal)
 	}
 	s := p.seg(P|A, []byte("world"))
 	s.Opts = rawtest.TCPOpts{HasTimestamp: true, TSVal: opts.TSVal + 2, TSEcr: d.Opts.TSVal}
@@ -150,9 +150,9 @@ func TestSynCookieKeepsTheOptions(t *testing.T) {
 		{"timestamps", rawtest.TCPOpts{MSS: 1300, HasTimestamp: true, TSVal: 5},
 			rawtest.TCPOpts{MSS: stackMSS, HasTimestamp: true, TSEcr: 5}, 1300 - 12, 65535, 65535},
 		{"timestamps, window scale 0", rawtest.TCPOpts{MSS: 1460, HasWScale: true, HasTimestamp: true, TSVal: 5},
-			rawtest.TCPOpts{MSS: stackMSS, HasWScale: true, WScale: stackWScale, HasTimestamp: true, TSEcr: 5}, 1448, 65535, (4 << 20) >> stackWScale},
+			rawtest.TCPOpts{MSS: stackMSS, HasWScale: true, WScale: stackWScale, HasTimestamp: true, TSEcr: 5}, 1448, 65535, (128 << 10) >> stackWScale},
 		{"timestamps, window scale 14", rawtest.TCPOpts{MSS: 1460, HasWScale: true, WScale: 14, HasTimestamp: true, TSVal: 5},
-			rawtest.TCPOpts{MSS: stackMSS, HasWScale: true, WScale: stackWScale, HasTimestamp: true, TSEcr: 5}, 1448, 65535 << 14, (4 << 20) >> stackWScale},
+			rawtest.TCPOpts{MSS: stackMSS, HasWScale: true, WScale: stackWScale, HasTimestamp: true, TSEcr: 5}, 1448, 65535 << 14, (128 << 10) >> stackWScale},
 		{"timestamps and SACK", rawtest.TCPOpts{MSS: 1460, SACKPermitted: true, HasTimestamp: true, TSVal: 5},
 			rawtest.TCPOpts{MSS: stackMSS, SACKPermitted: true, HasTimestamp: true, TSEcr: 5}, 1448, 65535, 65535},
 	}

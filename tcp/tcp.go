@@ -52,9 +52,15 @@ type Config struct {
 	// (RFC 6298: 1 s initial; Linux: 200 ms minimum, 120 s maximum).
 	RTOMin, RTOMax, RTOInitial time.Duration
 	// SendBuffer and ReceiveBuffer size each connection's buffers (4 MiB:
-	// a bulk transfer on a fast link). Memory is taken from the stack's
-	// budget as data fills them, not when the connection opens.
+	// a bulk transfer on a fast link; 128 KiB to receive, as Linux's
+	// tcp_rmem[1], which auto-tuning grows, autotune.go). Memory is taken
+	// from the stack's budget as data fills them, not when the connection
+	// opens.
 	SendBuffer, ReceiveBuffer int
+	// ReceiveBufferMax bounds receive auto-tuning (6 MiB, as Linux's
+	// tcp_rmem[2]); the window scale is chosen for it. One not above
+	// ReceiveBuffer turns auto-tuning off.
+	ReceiveBufferMax int
 	// DelayedAck is the longest an ACK waits for company (40 ms, as
 	// Linux's minimum; RFC 9293 3.8.6.3 allows up to 500 ms).
 	DelayedAck time.Duration
@@ -65,6 +71,15 @@ type Config struct {
 	// FinTimeout bounds FIN_WAIT_2 for a connection the application has
 	// closed (60 s, as tcp_fin_timeout).
 	FinTimeout time.Duration
+	// UserTimeout is how long data may stay unacknowledged before the
+	// connection is aborted with ETIMEDOUT (RFC 5482, timeouts.go; 0:
+	// no bound but Retries, as Linux's TCP_USER_TIMEOUT). Conn.
+	// SetUserTimeout overrides it per connection.
+	UserTimeout time.Duration
+	// OrphanRetries bounds the retransmissions, and the zero-window
+	// probes answered or not, of a connection the application has closed
+	// (8, as Linux's tcp_orphan_retries of 0 means).
+	OrphanRetries int
 	// Keepalive defaults: idle time before the first probe, interval, and
 	// probes before giving up (2 h, 75 s, 9: RFC 1122 4.2.3.6, Linux).
 	KeepaliveIdle, KeepaliveInterval time.Duration
@@ -127,10 +142,12 @@ func (c *Config) setDefaults() {
 	def(&c.KeepaliveIdle, 2*time.Hour)
 	def(&c.KeepaliveInterval, 75*time.Second)
 	defInt(&c.SendBuffer, 4<<20)
-	defInt(&c.ReceiveBuffer, 4<<20)
+	defInt(&c.ReceiveBuffer, 128<<10)
+	defInt(&c.ReceiveBufferMax, 6<<20)
 	defInt(&c.SynRetries, 6)
 	defInt(&c.SynAckRetries, 5)
 	defInt(&c.Retries, 15)
+	defInt(&c.OrphanRetries, 8)
 	defInt(&c.KeepaliveCount, 9)
 	defInt(&c.Backlog, 4096)
 	defInt(&c.ChallengeACKLimit, 1000)
@@ -236,6 +253,19 @@ type Stats struct {
 	RACKReorderTimeouts stats.Counter
 	LossProbes          stats.Counter
 	LossProbeRecovery   stats.Counter
+	// Memory bounds (memory.go): connections not made because the memory
+	// budget could not back them (SYN or cookie ACK dropped, Dial failed
+	// with ENOBUFS), and episodes of a receive window held back by the
+	// budget (TCPMemoryPressures).
+	MemoryRefusals  stats.Counter
+	MemoryPressures stats.Counter
+	// Time bounds (timeouts.go): connections aborted by the user timeout
+	// (RFC 5482), and orphans aborted after OrphanRetries retransmissions
+	// or zero-window probes.
+	UserTimeoutAborts stats.Counter
+	OrphanAborts      stats.Counter
+	// Receive buffers grown by auto-tuning (autotune.go).
+	RcvBufAutoGrows stats.Counter
 }
 
 // Protocol is TCP on one stack.

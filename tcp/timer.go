@@ -32,7 +32,10 @@ func (c *Conn) armTimer() {
 }
 
 // armRexmit starts the retransmission timer (RFC 6298 5.1).
-func (c *Conn) armRexmit(now time.Time) { c.rexmitAt = now.Add(c.rto) }
+func (c *Conn) armRexmit(now time.Time) {
+	c.noteOutstanding(now)
+	c.rexmitAt = c.userDeadline(now.Add(c.rto))
+}
 
 // onTimer handles every deadline that has passed.
 func (c *Conn) onTimer() {
@@ -99,6 +102,9 @@ func (c *Conn) onRexmit(now time.Time) {
 	if inflight == 0 && unsent <= 0 {
 		return // nothing to do: everything was acknowledged
 	}
+	if c.userTimedOut(now) {
+		return
+	}
 	if inflight == 0 && unsent > 0 || c.sndWnd == 0 && inflight <= 1 {
 		// Persist (RFC 9293 3.8.6.1): the peer's window is closed, or too
 		// small for sender SWS avoidance to use. Probe with what it
@@ -109,6 +115,9 @@ func (c *Conn) onRexmit(now time.Time) {
 		if c.backoff > c.p.cfg.Retries {
 			c.p.Stats.TimeoutAborts.Inc()
 			c.reset(errTimedOut)
+			return
+		}
+		if c.orphanGivesUp() {
 			return
 		}
 		c.p.Stats.PersistProbes.Inc()
@@ -133,6 +142,9 @@ func (c *Conn) onRexmit(now time.Time) {
 		return
 	}
 	c.backoff++
+	if c.orphanOutOfRetries() {
+		return
+	}
 	if c.backoff > c.p.cfg.Retries {
 		c.p.Stats.TimeoutAborts.Inc()
 		c.reset(errTimedOut)

@@ -62,6 +62,7 @@ func (st stackStatus) Connections() []services.ConnRow {
 			CWnd:        c.CWnd,
 			SSThresh:    c.SSThresh,
 			Retransmits: c.Retransmits,
+			RecvBuffer:  c.RecvBuffer,
 		})
 	}
 	return rows

@@ -55,7 +55,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
 	fs.StringVar(&c.pcap, "pcap", "", "write every frame GoNet sends and receives to pcap `FILE`")
 	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7 (default seed: random, printed)")
-	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 64M)")
+	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M)")
 }
 
 // check validates what the flags alone cannot, and parses -impair.

@@ -1,0 +1,6 @@
+//go:build race
+
+package integration
+
+// raceEnabled: the race detector doubles goroutine stacks.
+const raceEnabled = true
