@@ -177,6 +177,10 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		seg.flags &^= wire.TCPFlagSYN
 		seg.seq++
 	}
+	// RFC 7323 3.2: no timestamp where one was negotiated (paws.go).
+	if c.tsMissing(seg, o) {
+		return false
+	}
 	// RFC 7323 5.3 R1: PAWS comes before the sequence number test.
 	if c.pawsReject(seg, o, now) {
 		return false

@@ -201,6 +201,7 @@ type Stats struct {
 	ChallengeACKsLimited stats.Counter
 	BadACKs              stats.Counter
 	PAWSEstab            stats.Counter
+	TSOptMissing         stats.Counter // RFC 7323 3.2: no timestamp once negotiated, dropped
 	// SYN cookies (RFC 4987 3.6): SYN-ACKs sent with a cookie, ACKs whose
 	// cookie made a connection, and ACKs to a listener that had sent
 	// cookies whose cookie was wrong or expired (answered by a reset).
