@@ -160,7 +160,8 @@ func (c *Conn) acceptable(seg *segment) bool {
 		// and RSTs": a segment at RCV.NXT is processed, its data dropped.
 		return seg.seq == c.rcvNxt
 	default:
-		return seg.seq.InWindow(c.rcvNxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcvNxt, wnd)
+		return seg.seq.InWindow(c.rcvNxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcvNxt, wnd) ||
+			c.spansWindow(seg.seq, n, wnd)
 	}
 }
 
