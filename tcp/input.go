@@ -178,6 +178,10 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		seg.flags &^= wire.TCPFlagSYN
 		seg.seq++
 	}
+	// RFC 6191: a newer SYN ends TIME-WAIT and opens anew (timewait.go).
+	if c.timeWaitReopen(seg, o) {
+		return true
+	}
 	// RFC 7323 3.2: no timestamp where one was negotiated (paws.go).
 	if c.tsMissing(seg, o) {
 		return false

@@ -202,6 +202,7 @@ type Stats struct {
 	BadACKs              stats.Counter
 	PAWSEstab            stats.Counter
 	TSOptMissing         stats.Counter // RFC 7323 3.2: no timestamp once negotiated, dropped
+	TWReopened           stats.Counter // TIME-WAIT ended by a newer SYN (RFC 6191, timewait.go)
 	// SYN cookies (RFC 4987 3.6): SYN-ACKs sent with a cookie, ACKs whose
 	// cookie made a connection, and ACKs to a listener that had sent
 	// cookies whose cookie was wrong or expired (answered by a reset).
