@@ -202,3 +202,43 @@ func TestECEReducesOncePerWindowThenCWR(t *testing.T) {
 		t.Errorf("RetransSegs = %d: ECE is no loss", got)
 	}
 }
+
+// A loss found in the window an ECE already reduced is the same congestion
+// event (RFC 3168 6.1.2, "at most once per window of data"): the hole is
+// retransmitted, but ssthresh stays where the ECE put it.
+func TestLossAfterECEDoesNotReduceAgain(t *testing.T) {
+	r := newRig(t, tcp.Config{ECN: tcp.ECNOn, Congestion: "newreno"})
+	c, p, _ := r.dialedECN(ECE)
+	const mss = 1460
+	write(t, c, pattern(20*mss))
+	first := p.rcv
+	for range 10 {
+		p.expectData(mss, false)
+	}
+	ece := p.seg(A|ECE, nil)
+	ece.Ack = first + mss
+	p.inject(ece)
+	r.settle()
+	if ci := p.info(); ci.SSThresh != 5*mss {
+		t.Fatalf("after ECE: ssthresh %d, want %d", ci.SSThresh, 5*mss)
+	}
+	// The second segment was lost: three duplicate ACKs of the first.
+	for range 3 {
+		d := p.seg(A, nil)
+		d.Ack = first + mss
+		p.inject(d)
+	}
+	rexmit := false
+	for _, s := range p.sent() {
+		if s.Seq == first+mss && len(s.Payload) == mss {
+			rexmit = true
+		}
+	}
+	if !rexmit {
+		t.Fatal("the hole was not retransmitted")
+	}
+	if ci := p.info(); ci.SSThresh != 5*mss {
+		t.Errorf("after the loss: ssthresh %d, want %d still", ci.SSThresh, 5*mss)
+	}
+	r.wantCounters(map[string]int64{"FastRetrans": 1, "ECNReductions": 1, "ECNLossNoReduce": 1})
+}

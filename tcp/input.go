@@ -369,7 +369,7 @@ func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 		// Fast retransmit (RFC 6582 3.2 steps 2-4; the "covers more than
 		// recover" check avoids a second reduction for one loss).
 		c.p.Stats.FastRetrans.Inc()
-		c.cc.OnEnterRecovery(inflight)
+		c.lossReduce(inflight) // ecn.go: not twice for one window
 		c.recover = c.sndMax
 		c.inRecovery = true
 		c.retransmitHead()

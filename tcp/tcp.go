@@ -239,6 +239,7 @@ type Stats struct {
 	ECNEchoReceived stats.Counter
 	ECNReductions   stats.Counter
 	ECNCWRSent      stats.Counter
+	ECNLossNoReduce stats.Counter // a loss in a window an ECE had reduced: no second reduction
 	// SACK loss recovery (RFC 2018, RFC 2883, RFC 6675; sack_sender.go):
 	// recoveries entered, holes retransmitted from the scoreboard, D-SACK
 	// blocks received, and SACK blocks discarded as invalid (outside
