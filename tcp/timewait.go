@@ -1,6 +1,9 @@
 package tcp
 
-import "github.com/gonetstack/gonet/wire"
+import (
+	"github.com/gonetstack/gonet/seqnum"
+	"github.com/gonetstack/gonet/wire"
+)
 
 // Reopening a connection from TIME-WAIT (RFC 6191, after RFC 1122
 // 4.2.2.13). TIME-WAIT exists so that old duplicates of a connection
@@ -49,7 +52,24 @@ func (c *Conn) timeWaitReopen(seg *segment, o *wire.TCPOptions) bool {
 		return false
 	}
 	p.Stats.TWReopened.Inc()
+	// RFC 1122 4.2.2.13: the new incarnation's ISS lies beyond anything
+	// the old one sent, and beyond a whole unscaled window more, as
+	// Linux's tcp_timewait_state_process makes it (tw_snd_nxt + 65537),
+	// so that the peer cannot take an old duplicate of ours as new data.
+	seg.reopenISS = c.sndNxt + 65535 + 2
+	if seg.reopenISS == 0 {
+		seg.reopenISS = 1
+	}
 	c.finish(nil)
 	l.handle(seg, c.id)
 	return true
+}
+
+// startAt makes iss the connection's initial sequence number, as newConn
+// would have.
+func (c *Conn) startAt(iss seqnum.Value) {
+	c.iss = iss
+	c.sndUna, c.sndNxt, c.sndMax = iss, iss, iss
+	c.recover = iss
+	c.sndBufSeq = iss + 1
 }

@@ -75,6 +75,11 @@ func TestTimeWaitNewerSynReopens(t *testing.T) {
 			if s.Flags != S|A || s.Ack != syn.Seq+1 {
 				t.Fatalf("answer %v, want a SYN-ACK acknowledging %d", s, syn.Seq+1)
 			}
+			// RFC 1122 4.2.2.13: the new ISS beyond the old SND.NXT (p.rcv
+			// here), by a whole window as Linux makes it.
+			if s.Seq != p.rcv+65537 {
+				t.Errorf("new ISS %d, want the old SND.NXT %d + 65537", s.Seq, p.rcv)
+			}
 			if s.Opts.HasTimestamp != (tt.synTS != 0) || s.Opts.TSEcr != tt.synTS {
 				t.Errorf("SYN-ACK options %+v: the new incarnation negotiates its own", s.Opts)
 			}
