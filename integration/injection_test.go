@@ -31,10 +31,11 @@ type sniffer struct {
 	// (its SND.NXT: GoNet's RCV.NXT once all has arrived), and GoNet's.
 	kernelNxt, gonetNxt map[uint16]uint32
 	gonetWnd            map[uint16]uint16 // the last window field GoNet sent
+	kernelTS            map[uint16]uint32 // the kernel's newest timestamp value
 }
 
 func newSniffer(t *testing.T, ep link.Endpoint) link.Endpoint {
-	return &sniffer{Endpoint: ep, kernelNxt: map[uint16]uint32{}, gonetNxt: map[uint16]uint32{}, gonetWnd: map[uint16]uint16{}}
+	return &sniffer{Endpoint: ep, kernelNxt: map[uint16]uint32{}, gonetNxt: map[uint16]uint32{}, gonetWnd: map[uint16]uint16{}, kernelTS: map[uint16]uint32{}}
 }
 
 func (s *sniffer) ReadBatch(pkts []*buffer.Packet) (int, error) {
@@ -86,7 +87,41 @@ func (s *sniffer) watch(f []byte, fromKernel bool) {
 	}
 	if !fromKernel {
 		s.gonetWnd[port] = binary.BigEndian.Uint16(tcp[14:])
+	} else if ts, ok := tsVal(tcp[20:doff]); ok {
+		if old, seen := s.kernelTS[port]; !seen || int32(ts-old) > 0 {
+			s.kernelTS[port] = ts
+		}
 	}
+}
+
+// tsVal returns the timestamp value in TCP options, if there is one.
+func tsVal(opts []byte) (uint32, bool) {
+	for len(opts) > 0 {
+		switch opts[0] {
+		case 0: // end of options
+			return 0, false
+		case 1: // no-op
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
+			return 0, false
+		}
+		if opts[0] == 8 && opts[1] == 10 {
+			return binary.BigEndian.Uint32(opts[2:]), true
+		}
+		opts = opts[opts[1]:]
+	}
+	return 0, false
+}
+
+// timestamp returns the kernel's newest timestamp value on the connection
+// from port, and whether it sends them.
+func (s *sniffer) timestamp(port uint16) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts, ok := s.kernelTS[port]
+	return ts, ok
 }
 
 // seqs returns the kernel's and GoNet's SND.NXT on the connection from the
@@ -107,6 +142,11 @@ type injectionTarget struct {
 	gonet  netip.AddrPort
 	rcvNxt uint32 // GoNet's RCV.NXT
 	sndNxt uint32 // GoNet's SND.NXT
+	// The kernel's newest timestamp, which forged segments carry as a
+	// sniffing attacker's would: once timestamps are negotiated GoNet
+	// drops segments without one before any other test (RFC 7323 3.2).
+	ts    uint32
+	hasTS bool
 }
 
 func newInjectionTarget(t *testing.T) *injectionTarget {
@@ -126,6 +166,7 @@ func newInjectionTarget(t *testing.T) *injectionTarget {
 	time.Sleep(100 * time.Millisecond)
 	var wnd uint16
 	it.rcvNxt, it.sndNxt, wnd = sn.seqs(it.kernel.Port())
+	it.ts, it.hasTS = sn.timestamp(it.kernel.Port())
 	t.Logf("GoNet's RCV.NXT %d, SND.NXT %d, window field %d", it.rcvNxt, it.sndNxt, wnd)
 	if st := it.state(); st != "ESTABLISHED" {
 		t.Fatalf("GoNet's end is %q", st)
@@ -148,6 +189,9 @@ func (it *injectionTarget) state() string {
 func (it *injectionTarget) inject(t *testing.T, flags uint8, seq, ack uint32, payload []byte) {
 	t.Helper()
 	seg := rawtest.TCPSegment{Src: it.kernel, Dst: it.gonet, Seq: seq, Ack: ack, Flags: flags, Window: 1000, Payload: payload}
+	if it.hasTS {
+		seg.Opts = rawtest.TCPOpts{HasTimestamp: true, TSVal: it.ts}
+	}
 	if err := it.raw.send(tcpDatagram(t, seg)); err != nil {
 		t.Fatalf("inject %v: %v", seg, err)
 	}
@@ -179,10 +223,18 @@ func TestInjectionBlindSegmentsOutsideRCVNXTChangeNothing(t *testing.T) {
 		{"data in the window, ACK too old", rawtest.PSH | rawtest.ACK, it.rcvNxt + 10, it.sndNxt - 1<<30, []byte("FORGED"), true, "BadACKs", 1},
 		{"SYN in the window", rawtest.SYN, it.rcvNxt + 5, 0, nil, true, "ChallengeACKs", 1},
 		{"SYN out of the window", rawtest.SYN, it.rcvNxt - 5000, 0, nil, true, "ChallengeACKs", 1},
+		{"data in the window without a timestamp", rawtest.PSH | rawtest.ACK, it.rcvNxt + 10, it.sndNxt, []byte("FORGED"), false, "TSOptMissing", 1},
+	}
+	if !it.hasTS {
+		t.Fatal("the kernel sent no timestamps: net.ipv4.tcp_timestamps is off in the namespace?")
 	}
 	for _, tt := range tests {
 		before := h.stack.Counters()
+		if tt.counter == "TSOptMissing" {
+			it.hasTS = false
+		}
 		it.inject(t, tt.flags, tt.seq, tt.ack, tt.payload)
+		it.hasTS = true
 		waitCounter(t, h, tt.counter, before["TCP."+tt.counter]+tt.countDelta, 5*time.Second)
 		time.Sleep(600 * time.Millisecond)
 		after := h.stack.Counters()

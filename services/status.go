@@ -51,6 +51,18 @@ type ConnRow struct {
 	// RecvBuffer is the receive buffer, in bytes: the most the window
 	// offers, auto-tuned unless the application set it (ss -m's rb).
 	RecvBuffer int `json:"recv_buffer"`
+	// The options the connection negotiated, as ss -ti lists them:
+	// timestamps (RFC 7323), SACK (RFC 2018), ECN (RFC 3168) and whether
+	// a CE mark has arrived, window scaling with the peer's shift
+	// (SndWScale) and ours (RcvWScale), and the MSS it sends with.
+	Timestamps bool  `json:"timestamps"`
+	SACK       bool  `json:"sack"`
+	ECN        bool  `json:"ecn"`
+	ECNSeen    bool  `json:"ecn_seen"`
+	WScale     bool  `json:"wscale"`
+	SndWScale  uint8 `json:"snd_wscale"`
+	RcvWScale  uint8 `json:"rcv_wscale"`
+	MSS        int   `json:"mss"`
 }
 
 // Status is a snapshot of a StatusSource, as /.gonet/status.json carries it.
@@ -185,7 +197,7 @@ func WriteConnTable(w io.Writer, rows []ConnRow) error {
 
 // connHeader names the connection table's columns.
 var connHeader = []string{"State", "Recv-Q", "Send-Q", "Local Address:Port", "Peer Address:Port",
-	"rtt/ms", "rto/ms", "cwnd", "ssthresh", "retrans", "rcvbuf"}
+	"rtt/ms", "rto/ms", "cwnd", "ssthresh", "retrans", "rcvbuf", "options"}
 
 // connCells formats one row of the connection table, under connHeader.
 func connCells(r ConnRow) []string {
@@ -194,10 +206,34 @@ func connCells(r ConnRow) []string {
 	cells := []string{state, strconv.Itoa(r.RecvQueue), strconv.Itoa(r.SendQueue),
 		ssEndpoint(r.Local, false), ssEndpoint(r.Remote, listener)}
 	if listener {
-		return append(cells, "-", "-", "-", "-", "-", "-")
+		return append(cells, "-", "-", "-", "-", "-", "-", "-")
 	}
 	return append(cells, ssMillis(r.RTT), ssMillis(r.RTO), strconv.Itoa(r.CWnd), ssThresh(r.SSThresh),
-		strconv.FormatUint(r.Retransmits, 10), strconv.Itoa(r.RecvBuffer))
+		strconv.FormatUint(r.Retransmits, 10), strconv.Itoa(r.RecvBuffer), ssOptions(r))
+}
+
+// ssOptions lists a connection's options in ss -ti's words and order
+// ("ts sack ecn ecnseen wscale:7,7 mss:1448"); "-" when there are none.
+func ssOptions(r ConnRow) string {
+	var o []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{r.Timestamps, "ts"}, {r.SACK, "sack"}, {r.ECN, "ecn"}, {r.ECNSeen, "ecnseen"}} {
+		if f.on {
+			o = append(o, f.name)
+		}
+	}
+	if r.WScale {
+		o = append(o, fmt.Sprintf("wscale:%d,%d", r.SndWScale, r.RcvWScale))
+	}
+	if r.MSS > 0 {
+		o = append(o, "mss:"+strconv.Itoa(r.MSS))
+	}
+	if len(o) == 0 {
+		return "-"
+	}
+	return strings.Join(o, " ")
 }
 
 // WriteCounters prints counters one "Layer.Name value" a line, sorted by

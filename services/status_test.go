@@ -25,10 +25,11 @@ var (
 		State: "ESTABLISHED", Local: netip.MustParseAddrPort("10.0.0.2:80"), Remote: netip.MustParseAddrPort("10.0.0.1:51234"),
 		SendQueue: 1448, RecvQueue: 0, RTT: 45 * time.Microsecond, RTO: 204 * time.Millisecond,
 		CWnd: 14480, SSThresh: math.MaxInt32, Retransmits: 0, RecvBuffer: 131072,
+		Timestamps: true, SACK: true, ECN: true, ECNSeen: true, WScale: true, SndWScale: 7, RcvWScale: 9, MSS: 1448,
 	}
 	finRow = ConnRow{
 		State: "FIN-WAIT-2", Local: netip.MustParseAddrPort("10.0.0.2:7"), Remote: netip.MustParseAddrPort("10.0.0.1:40000"),
-		RTT: 1234567 * time.Nanosecond, RTO: time.Second, CWnd: 2896, SSThresh: 5792, Retransmits: 3,
+		RTT: 1234567 * time.Nanosecond, RTO: time.Second, CWnd: 2896, SSThresh: 5792, Retransmits: 3, MSS: 536,
 	}
 )
 
@@ -39,20 +40,20 @@ func TestWriteConnTableReadsLikeSS(t *testing.T) {
 		want string
 	}{
 		{"no connections: the header alone", nil,
-			"State  Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf\n"},
+			"State  Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf  options\n"},
 		{"a listener has no figures and a wildcard peer", []ConnRow{listenRow},
-			"State   Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf\n" +
-				"LISTEN  0       0       0.0.0.0:80          0.0.0.0:*          -       -       -     -         -        -\n"},
+			"State   Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf  options\n" +
+				"LISTEN  0       0       0.0.0.0:80          0.0.0.0:*          -       -       -     -         -        -       -\n"},
 		{"listeners first, then by local address; an infinite ssthresh is not shown",
 			[]ConnRow{estabRow, finRow, listenRow},
-			"State       Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd   ssthresh  retrans  rcvbuf\n" +
-				"LISTEN      0       0       0.0.0.0:80          0.0.0.0:*          -       -       -      -         -        -\n" +
-				"FIN-WAIT-2  0       0       10.0.0.2:7          10.0.0.1:40000     1.235   1000    2896   5792      3        0\n" +
-				"ESTAB       0       1448    10.0.0.2:80         10.0.0.1:51234     0.045   204     14480  -         0        131072\n"},
+			"State       Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd   ssthresh  retrans  rcvbuf  options\n" +
+				"LISTEN      0       0       0.0.0.0:80          0.0.0.0:*          -       -       -      -         -        -       -\n" +
+				"FIN-WAIT-2  0       0       10.0.0.2:7          10.0.0.1:40000     1.235   1000    2896   5792      3        0       mss:536\n" +
+				"ESTAB       0       1448    10.0.0.2:80         10.0.0.1:51234     0.045   204     14480  -         0        131072  ts sack ecn ecnseen wscale:7,9 mss:1448\n"},
 		{"no RTT sample yet, and an unknown state kept as it came",
 			[]ConnRow{{State: "Weird", Local: netip.MustParseAddrPort("10.0.0.2:1"), Remote: netip.MustParseAddrPort("10.0.0.1:2"), RTO: time.Second, CWnd: 1}},
-			"State  Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf\n" +
-				"Weird  0       0       10.0.0.2:1          10.0.0.1:2         -       1000    1     -         0        0\n"},
+			"State  Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf  options\n" +
+				"Weird  0       0       10.0.0.2:1          10.0.0.1:2         -       1000    1     -         0        0       -\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,9 @@ type segment struct {
 	wnd     uint16
 	payload []byte
 	sack    []wire.SACKBlock // the SACK option's blocks (sack_sender.go)
+	// reopenISS, when set, is the ISS a SYN that ended TIME-WAIT must
+	// open with (timewait.go).
+	reopenISS seqnum.Value
 }
 
 func (s *segment) has(f uint8) bool { return s.flags&f != 0 }

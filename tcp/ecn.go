@@ -149,3 +149,19 @@ func (c *Conn) ecnInput(seg *segment) {
 	c.ecn.reduced, c.ecn.recover, c.ecn.cwrDue = true, c.sndMax, true
 	c.p.Stats.ECNReductions.Inc()
 }
+
+// lossReduce tells the congestion control of a loss found by duplicate
+// ACKs or SACK (fast retransmit and the RFC 6675 recovery entry), unless
+// an ECE already reduced the window for the data it belongs to: RFC 3168
+// section 6.1.2, "the TCP source should not decrease the slow-start
+// threshold [...] if it has been decreased within the last round trip
+// time", and it reacts "at most once per window of data" whatever the
+// signal, as Linux's tcp_enter_recovery keeps the CWR state's window. The
+// recovery itself goes ahead: the lost data must still be resent.
+func (c *Conn) lossReduce(inflight int) {
+	if c.ecn.reduced && !c.sndUna.GreaterThan(c.ecn.recover) {
+		c.p.Stats.ECNLossNoReduce.Inc()
+		return
+	}
+	c.cc.OnEnterRecovery(inflight)
+}

@@ -202,3 +202,78 @@ func TestECEReducesOncePerWindowThenCWR(t *testing.T) {
 		t.Errorf("RetransSegs = %d: ECE is no loss", got)
 	}
 }
+
+// A loss found in the window an ECE already reduced is the same congestion
+// event (RFC 3168 6.1.2, "at most once per window of data"): the hole is
+// retransmitted, but ssthresh stays where the ECE put it.
+func TestLossAfterECEDoesNotReduceAgain(t *testing.T) {
+	t.Run("NewReno fast retransmit", func(t *testing.T) { lossAfterECE(t, false) })
+	t.Run("SACK recovery", func(t *testing.T) { lossAfterECE(t, true) })
+}
+
+func lossAfterECE(t *testing.T, sack bool) {
+	r := newRig(t, tcp.Config{ECN: tcp.ECNOn, Congestion: "newreno"})
+	var c *tcp.Conn
+	var p *peer
+	if sack {
+		c, p = r.dialedECNSACK()
+	} else {
+		c, p, _ = r.dialedECN(ECE)
+	}
+	const mss = 1460
+	write(t, c, pattern(20*mss))
+	first := p.rcv
+	for range 10 {
+		p.expectData(mss, false)
+	}
+	ece := p.seg(A|ECE, nil)
+	ece.Ack = first + mss
+	p.inject(ece)
+	r.settle()
+	if ci := p.info(); ci.SSThresh != 5*mss {
+		t.Fatalf("after ECE: ssthresh %d, want %d", ci.SSThresh, 5*mss)
+	}
+	// The second segment was lost: three duplicate ACKs of the first,
+	// SACKing the third to fifth with SACK.
+	for i := range 3 {
+		d := p.seg(A, nil)
+		d.Ack = first + mss
+		if sack {
+			d.Opts.SACK[0] = [2]uint32{first + 2*mss, first + uint32(3+i)*mss}
+			d.Opts.NumSACK = 1
+		}
+		p.inject(d)
+	}
+	rexmit := false
+	for _, s := range p.sent() {
+		if s.Seq == first+mss && len(s.Payload) == mss {
+			rexmit = true
+		}
+	}
+	if !rexmit {
+		t.Fatal("the hole was not retransmitted")
+	}
+	if ci := p.info(); ci.SSThresh != 5*mss {
+		t.Errorf("after the loss: ssthresh %d, want %d still", ci.SSThresh, 5*mss)
+	}
+	r.wantCounters(map[string]int64{"FastRetrans": 1, "ECNReductions": 1, "ECNLossNoReduce": 1})
+}
+
+// dialedECNSACK is dialedECN with ECE and SACK-permitted on the SYN-ACK.
+func (r *rig) dialedECNSACK() (*tcp.Conn, *peer) {
+	r.t.Helper()
+	raddr := netip.AddrPortFrom(rawtest.PeerAddr, 80)
+	ch := r.dial(context.Background(), raddr)
+	syn := r.nextSeg()
+	p := &peer{rig: r, addr: raddr, stack: syn.Src, iss: syn.Seq, rcv: syn.Seq + 1, nxt: peerISN, wnd: 65535}
+	sa := p.seg(S|A|ECE, nil)
+	sa.Opts = rawtest.TCPOpts{MSS: 1460, SACKPermitted: true}
+	p.inject(sa)
+	p.nxt++
+	p.expectACK()
+	res := waitDial(r.t, ch)
+	if res.err != nil {
+		r.t.Fatalf("dial: %v", res.err)
+	}
+	return res.c, p
+}

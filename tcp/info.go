@@ -26,6 +26,11 @@ type ConnInfo struct {
 	Congestion string
 	// ECN: negotiated (RFC 3168); ECNSeen: a CE mark has arrived.
 	ECN, ECNSeen bool
+	// The options the SYNs agreed on, as ss -ti lists them: timestamps
+	// (RFC 7323), SACK (RFC 2018) and window scaling with the peer's
+	// shift (SndWScale) and ours (RcvWScale).
+	Timestamps, SACK, WScale bool
+	SndWScale, RcvWScale     uint8
 }
 
 // Info returns the connection's row of the table.
@@ -47,6 +52,10 @@ func (c *Conn) Info() ConnInfo {
 		Retransmits: c.retransmits,
 		ECN:         c.ecn.ok,
 		ECNSeen:     c.ecn.seen,
+	}
+	ci.Timestamps, ci.SACK, ci.WScale = c.tsOK, c.sackOK, c.wsOK
+	if ci.WScale {
+		ci.SndWScale, ci.RcvWScale = c.sndWScale, c.rcvWScale
 	}
 	if c.cc != nil {
 		ci.Congestion, ci.CWnd, ci.SSThresh = c.cc.Name(), c.cc.CWnd(), c.cc.SSThresh()

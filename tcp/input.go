@@ -160,7 +160,8 @@ func (c *Conn) acceptable(seg *segment) bool {
 		// and RSTs": a segment at RCV.NXT is processed, its data dropped.
 		return seg.seq == c.rcvNxt
 	default:
-		return seg.seq.InWindow(c.rcvNxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcvNxt, wnd)
+		return seg.seq.InWindow(c.rcvNxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcvNxt, wnd) ||
+			c.spansWindow(seg.seq, n, wnd)
 	}
 }
 
@@ -176,6 +177,14 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
 		seg.flags &^= wire.TCPFlagSYN
 		seg.seq++
+	}
+	// RFC 6191: a newer SYN ends TIME-WAIT and opens anew (timewait.go).
+	if c.timeWaitReopen(seg, o) {
+		return true
+	}
+	// RFC 7323 3.2: no timestamp where one was negotiated (paws.go).
+	if c.tsMissing(seg, o) {
+		return false
 	}
 	// RFC 7323 5.3 R1: PAWS comes before the sequence number test.
 	if c.pawsReject(seg, o, now) {
@@ -360,7 +369,7 @@ func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 		// Fast retransmit (RFC 6582 3.2 steps 2-4; the "covers more than
 		// recover" check avoids a second reduction for one loss).
 		c.p.Stats.FastRetrans.Inc()
-		c.cc.OnEnterRecovery(inflight)
+		c.lossReduce(inflight) // ecn.go: not twice for one window
 		c.recover = c.sndMax
 		c.inRecovery = true
 		c.retransmitHead()

@@ -153,6 +153,9 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 		return
 	}
 	c := p.newConn(id, route, SynReceived)
+	if seg.reopenISS != 0 {
+		c.startAt(seg.reopenISS) // timewait.go
+	}
 	c.lis = l
 	c.negotiate(seg, &opts)
 	c.sndWnd = uint32(seg.wnd)

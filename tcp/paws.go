@@ -19,6 +19,30 @@ import (
 // means anything.
 const pawsIdle = 24 * 24 * time.Hour
 
+// tsMissing applies RFC 7323 section 3.2: "Once TSopt has been
+// successfully negotiated [...] If a non-<RST> segment is received without
+// a TSopt, a TCP SHOULD silently drop the segment." It reports whether the
+// segment is dropped.
+//
+// GoNet follows the RFC where Linux does not (Linux's tcp_validate_incoming
+// takes such segments): a peer that negotiated timestamps and stops sending
+// them is broken or is not the peer, and a segment without one escapes
+// PAWS, the very test timestamps were negotiated for. Silently means no
+// ACK: an answer would serve a blind injector as an oracle. Two kinds of
+// segment are exempt. A RST, because the RFC exempts it (a peer that lost
+// its state may not know timestamps were on). A SYN, because it speaks for
+// a new incarnation with options of its own: on a synchronized connection
+// it still earns the challenge ACK of RFC 5961 4.2, and in TIME-WAIT it may
+// reopen the connection by its sequence number (RFC 6191 section 2, RFC
+// 1122 4.2.2.13).
+func (c *Conn) tsMissing(seg *segment, o *wire.TCPOptions) bool {
+	if !c.tsOK || o.HasTimestamp || seg.flags&(wire.TCPFlagRST|wire.TCPFlagSYN) != 0 {
+		return false
+	}
+	c.p.Stats.TSOptMissing.Inc()
+	return true
+}
+
 // pawsReject is test R1 of RFC 7323 section 5.3, made before the sequence
 // number test: "If there is a Timestamps option in the arriving segment,
 // SEG.TSval < TS.Recent, TS.Recent is valid (see later discussion) and the

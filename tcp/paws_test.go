@@ -222,3 +222,87 @@ func TestPAWSNeedsNegotiatedTimestamps(t *testing.T) {
 		t.Errorf("PAWSEstab = %d, want 0", n)
 	}
 }
+
+// RFC 7323 3.2: once timestamps are negotiated, a non-RST segment without
+// one is silently dropped (no ACK: it could be a blind injection) and
+// counted. A RST is exempt (RFC 5961 still wants it at RCV.NXT), and so is
+// a SYN, which gets the challenge ACK every SYN gets on a synchronized
+// connection.
+func TestTimestampsNegotiatedASegmentWithoutOneIsDropped(t *testing.T) {
+	tests := []struct {
+		name      string
+		flags     uint8
+		payload   []byte
+		dropped   bool
+		challenge bool
+	}{
+		{"data", P | A, []byte("naked"), true, false},
+		{"pure ACK", A, nil, true, false},
+		{"FIN", F | A, nil, true, false},
+		{"SYN: a challenge ACK", S, nil, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, p := pawsConn(t, tcp.Config{})
+			read := readAsync(c, 100)
+			s := p.seg(tt.flags, tt.payload)
+			s.Opts = rawtest.TCPOpts{}
+			if tt.flags == S {
+				s.Ack = 0
+			}
+			p.inject(s)
+			if tt.challenge {
+				p.expectACK()
+			}
+			p.nothing()
+			blocked(t, read)
+			if n := p.counter("TSOptMissing"); n != int64(b2i(tt.dropped)) {
+				t.Errorf("TSOptMissing = %d, want %d", n, b2i(tt.dropped))
+			}
+			if st := p.state(); st != "ESTABLISHED" {
+				t.Errorf("state %q, want ESTABLISHED", st)
+			}
+			// The same bytes with a timestamp are taken.
+			if tt.payload != nil {
+				p.sendTS(tt.flags, tt.payload, 1001)
+				if res := wait(t, read); res.err != nil || string(res.b) != string(tt.payload) {
+					t.Fatalf("read %q, %v; want %q", res.b, res.err, tt.payload)
+				}
+			}
+		})
+	}
+	t.Run("RST at RCV.NXT: taken", func(t *testing.T) {
+		c, p := pawsConn(t, tcp.Config{})
+		read := readAsync(c, 10)
+		s := p.seg(R, nil)
+		s.Opts = rawtest.TCPOpts{}
+		p.inject(s)
+		if res := wait(t, read); !isErr(res.err, syscall.ECONNRESET) {
+			t.Fatalf("read: %v, want ECONNRESET", res.err)
+		}
+		if n := p.counter("TSOptMissing"); n != 0 {
+			t.Errorf("TSOptMissing = %d, want 0", n)
+		}
+	})
+	t.Run("the handshake's ACK without a timestamp: still SYN-RECEIVED", func(t *testing.T) {
+		r := newRig(t, tcp.Config{})
+		r.listen(0)
+		p := r.synPeer(peerPort, peerISN, tsOnly)
+		syn := p.seg(S, nil)
+		syn.Ack, syn.Opts = 0, tsOnly
+		p.inject(syn)
+		p.nxt++
+		sa := p.nextSeg()
+		p.iss, p.rcv = sa.Seq, sa.Seq+1
+		ack := p.seg(A, nil)
+		ack.Opts = rawtest.TCPOpts{}
+		p.inject(ack)
+		p.nothing()
+		if st := p.state(); st != "SYN-RECEIVED" {
+			t.Errorf("state %q, want SYN-RECEIVED", st)
+		}
+		if n := r.counter("TSOptMissing"); n != 1 {
+			t.Errorf("TSOptMissing = %d, want 1", n)
+		}
+	})
+}

@@ -137,12 +137,18 @@ type peer struct {
 	rcv   uint32         // the peer's RCV.NXT: the next byte it wants from the stack
 	wnd   uint16         // the window the peer advertises
 	opts  rawtest.TCPOpts
+	ts    uint32 // the newest timestamp the peer sent, when it offered them
 }
 
 // seg returns a segment from the peer at its SND.NXT acknowledging its
-// RCV.NXT.
+// RCV.NXT. A peer that offered timestamps puts its newest on every
+// segment, as RFC 7323 3.2 requires once they are negotiated.
 func (p *peer) seg(flags uint8, payload []byte) rawtest.TCPSegment {
-	return rawtest.TCPSegment{Src: p.addr, Dst: p.stack, Seq: p.nxt, Ack: p.rcv, Flags: flags, Window: p.wnd, Payload: payload}
+	s := rawtest.TCPSegment{Src: p.addr, Dst: p.stack, Seq: p.nxt, Ack: p.rcv, Flags: flags, Window: p.wnd, Payload: payload}
+	if p.opts.HasTimestamp {
+		s.Opts = rawtest.TCPOpts{HasTimestamp: true, TSVal: p.ts}
+	}
+	return s
 }
 
 // inject sends segments to the stack as they are.
@@ -152,6 +158,9 @@ func (p *peer) inject(segs ...rawtest.TCPSegment) {
 	for i, s := range segs {
 		if s.Src == (netip.AddrPort{}) {
 			s.Src, s.Dst = p.addr, p.stack
+		}
+		if s.Src == p.addr && s.Opts.HasTimestamp && (p.ts == 0 || int32(s.Opts.TSVal-p.ts) > 0) {
+			p.ts = s.Opts.TSVal
 		}
 		frames[i] = p.h.TCPFrame(p.t, s)
 	}

@@ -289,7 +289,8 @@ func (c *Conn) maybeEnterRecovery() {
 	}
 	c.p.Stats.SACKRecovery.Inc()
 	c.p.Stats.FastRetrans.Inc() // its first retransmission is a fast one, as Linux counts
-	c.cc.OnEnterRecovery(int(c.sndMax.Sub(c.sndUna)))
+	// Not twice for one window (ecn.go).
+	c.lossReduce(int(c.sndMax.Sub(c.sndUna)))
 	c.inRecovery = true
 	c.recover = c.sndMax
 	c.sb.highRxt = c.sndUna

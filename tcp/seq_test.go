@@ -120,10 +120,10 @@ func TestReceivedDataIsTrimmedToTheWindow(t *testing.T) {
 		{"partly before RCV.NXT", 100, -50, 150, 200, false},
 		{"partly beyond the window", 0, 0, buf + 100, buf, true},
 		{"partly beyond the window, after data", 300, 0, buf, buf, true},
-		// Both ends outside the window: RFC 9293's test (unlike Linux's)
-		// finds such a segment unacceptable. A sender that keeps to the
-		// window, which never shrinks, does not send one.
-		{"straddling the whole window", 300, -50, buf + 100, 300, true},
+		// Both ends outside the window: RFC 9293's test as written would
+		// refuse it; its middle is what the window asks for, and it is
+		// taken as Linux takes it (window_span.go).
+		{"straddling the whole window", 300, -50, buf + 100, buf, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,5 +149,32 @@ func TestReceivedDataIsTrimmedToTheWindow(t *testing.T) {
 				t.Errorf("%d more bytes queued, want none", q)
 			}
 		})
+	}
+}
+
+// A segment covering the whole window from before RCV.NXT to beyond the
+// right edge passes the acceptability test (window_span.go): it is not
+// counted out of window, its FIN beyond the edge is not taken, and the ACK
+// at once says the window is full.
+func TestSegmentSpanningTheWholeWindowIsAcceptable(t *testing.T) {
+	const buf = 1000
+	r := newRig(t, tcp.Config{ReceiveBuffer: buf})
+	c, p := r.accepted(rawtest.TCPOpts{})
+	stream := pattern(2 * buf)
+	p.send(P|A, stream[:300])
+	p.advance(delayedAck)
+	p.expectACK()
+	p.inject(rawtest.TCPSegment{Seq: p.nxt - 50, Ack: p.rcv, Flags: F | A, Window: p.wnd, Payload: stream[250 : buf+50]})
+	s := p.expect(A, p.rcv, peerISN+1+buf, 0)
+	if s.Window != 0 {
+		t.Errorf("window %d, want 0: the segment filled it", s.Window)
+	}
+	r.nothing()
+	if n := r.counter("OutOfWindow"); n != 0 {
+		t.Errorf("OutOfWindow = %d, want 0", n)
+	}
+	checkData(t, readAll(t, c, buf), stream[:buf])
+	if st := p.state(); st != "ESTABLISHED" {
+		t.Errorf("state %q, want ESTABLISHED: the FIN lay beyond the window", st)
 	}
 }

@@ -26,11 +26,12 @@ import (
 //
 // The MSS is the only option the cookie itself has room for. When the SYN
 // carried timestamps, as Linux does, the low bits of our timestamp value
-// carry the rest (the client's window scale, SACK-permitted), and come back
+// carry the rest (the client's window scale, SACK-permitted, and whether
+// an ECN-setup SYN was answered with ECE, RFC 3168 6.1.1), and come back
 // as the ACK's TSecr; they are also hashed into the cookie, so a client
 // cannot change them on the way back. Without timestamps the SYN-ACK
-// offers neither window scaling nor SACK, which the connection could not
-// remember.
+// offers neither window scaling, SACK nor ECN, which the connection could
+// not remember.
 
 // SynCookieMode says when a listener sends SYN cookies.
 type SynCookieMode int
@@ -53,13 +54,14 @@ const (
 	cookieMSSMask = 1<<cookieMSSBits - 1
 
 	// Our timestamp value's low bits on a cookie's SYN-ACK: the client's
-	// window scale (cookieNoWScale: none) and SACK-permitted; bit 5 is
-	// kept for ECN, as in Linux's layout.
+	// window scale (cookieNoWScale: none), SACK-permitted and ECN, as
+	// in Linux's layout.
 	cookieTSBits   = 6
 	cookieTSMask   = 1<<cookieTSBits - 1
 	cookieWSMask   = 0xf
 	cookieNoWScale = 0xf
 	cookieSACK     = 1 << 4
+	cookieECN      = 1 << 5 // the SYN asked for ECN and we answered
 	// cookieNoTS stands, in the hash, for a SYN without timestamps.
 	cookieNoTS = 0xff
 )
@@ -108,6 +110,7 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) 
 	}
 	opts := wire.TCPOptions{MSS: uint16(min(route.MTU()-wire.IPv4MinHeaderLen-wire.TCPMinHeaderLen, 65535))}
 	bits := uint8(cookieNoTS)
+	flags := uint8(wire.TCPFlagSYN | wire.TCPFlagACK)
 	if syn.HasTimestamp {
 		bits = cookieNoWScale
 		if syn.HasWScale {
@@ -117,6 +120,10 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) 
 		if syn.SACKPermitted && !p.cfg.DisableSACK {
 			bits |= cookieSACK
 			opts.SACKPermitted = true
+		}
+		if seg.flags&(wire.TCPFlagECE|wire.TCPFlagCWR) == wire.TCPFlagECE|wire.TCPFlagCWR && p.cfg.ECN != ECNOff {
+			bits |= cookieECN
+			flags |= wire.TCPFlagECE // RFC 3168 6.1.1: the ECN-setup SYN-ACK
 		}
 		// Our clock, rounded down to make room for the bits: never
 		// ahead of what the connection sends later, or the client's
@@ -137,7 +144,7 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) 
 	wire.EncodeTCP(b, &wire.TCPFields{
 		SrcPort: id.local.Port(), DstPort: id.remote.Port(),
 		Seq: uint32(cookie), Ack: uint32(seg.seq + 1),
-		Flags:  wire.TCPFlagSYN | wire.TCPFlagACK,
+		Flags:  flags,
 		Window: uint16(min(p.cfg.ReceiveBuffer, 65535)), // a SYN's window is never scaled
 	}, optLen)
 	wire.SetTCPChecksum(b, id.local.Addr(), id.remote.Addr())
@@ -187,15 +194,16 @@ func (l *Listener) cookieACK(seg *segment, id fourTuple) bool {
 		}
 		syn.SACKPermitted = bits&cookieSACK != 0
 	}
-	l.openFromCookie(seg, id, &syn, now)
+	l.openFromCookie(seg, id, &syn, bits != cookieNoTS && bits&cookieECN != 0, now)
 	return true
 }
 
 // openFromCookie makes the connection a valid cookie describes, in
 // ESTABLISHED, and queues it for Accept; syn holds the options the SYN
-// had. With the accept queue full the ACK is dropped, as Linux drops it:
-// the client's next segment carries the cookie again.
-func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptions, now time.Time) {
+// had, and ecn whether its SYN-ACK agreed to ECN. With the accept queue
+// full the ACK is dropped, as Linux drops it: the client's next segment
+// carries the cookie again.
+func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptions, ecn bool, now time.Time) {
 	p := l.p
 	route, err := p.ip.Route(id.remote.Addr())
 	if err != nil {
@@ -213,6 +221,10 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 		c.rcvWScale = p.cookieWScale() // what the SYN-ACK said
 	}
 	c.tsOffset = p.cookieTSOffset(id)
+	if ecn {
+		c.ecn.ok = true // negotiate saw the ACK, not the SYN: the cookie says
+		p.Stats.ECNNegotiated.Inc()
+	}
 	c.rcvAdv = c.rcvNxt.Add(seqnum.Size(min(p.cfg.ReceiveBuffer, 65535)))
 	c.sndWnd = uint32(seg.wnd) << c.sndWScaleIf()
 	c.sndWl1, c.sndWl2 = seg.seq, seg.ack

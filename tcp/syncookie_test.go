@@ -352,3 +352,48 @@ func TestSynCookiesNever(t *testing.T) {
 	r.nothing()
 	r.wantCounters(map[string]int64{"SynCookiesSent": 0, "ListenOverflows": 1})
 }
+
+// A cookie remembers an answered ECN-setup SYN (RFC 3168 6.1.1) in its
+// timestamp bits, as the other options: the SYN-ACK has ECE and the
+// connection sends ECT(0) data. Without timestamps there is no room, and
+// the SYN-ACK declines; ECNOff declines too.
+func TestSynCookieKeepsECN(t *testing.T) {
+	ts := rawtest.TCPOpts{MSS: 1460, HasTimestamp: true, TSVal: 5}
+	tests := []struct {
+		name  string
+		mode  tcp.ECNMode
+		offer rawtest.TCPOpts
+		syn   uint8 // ECE and CWR on the SYN
+		ecn   bool
+	}{
+		{"timestamps, setup SYN", tcp.ECNPassive, ts, ECE | CWR, true},
+		{"timestamps, plain SYN", tcp.ECNPassive, ts, 0, false},
+		{"timestamps, ECE alone", tcp.ECNPassive, ts, ECE, false},
+		{"timestamps, setup SYN, ECN off", tcp.ECNOff, ts, ECE | CWR, false},
+		{"no timestamps, setup SYN", tcp.ECNPassive, rawtest.TCPOpts{MSS: 1460}, ECE | CWR, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, tcp.Config{SynCookies: tcp.SynCookiesAlways, ECN: tt.mode})
+			l := r.listen(0)
+			p := r.synPeer(peerPort, peerISN, tt.offer)
+			s := p.seg(S|tt.syn, nil)
+			s.Ack, s.Opts = 0, p.opts
+			p.inject(s)
+			p.nxt++
+			sa := p.nextSeg()
+			p.iss, p.rcv = sa.Seq, sa.Seq+1
+			if want := S | A | uint8(b2i(tt.ecn))*ECE; sa.Flags != want {
+				t.Fatalf("SYN-ACK %v, want flags [%s]", sa, rawtest.FlagString(want))
+			}
+			p.inject(p.cookieACK(sa))
+			c := acceptOne(t, l)
+			write(t, c, []byte("x"))
+			d := p.expectData(1, true)
+			if want := uint8(b2i(tt.ecn)) * ect0; d.TOS&3 != want {
+				t.Errorf("data %v with ECN field %d, want %d", d, d.TOS&3, want)
+			}
+			r.wantCounters(map[string]int64{"SynCookiesValidated": 1, "ECNNegotiated": int64(b2i(tt.ecn))})
+		})
+	}
+}

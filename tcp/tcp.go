@@ -201,6 +201,8 @@ type Stats struct {
 	ChallengeACKsLimited stats.Counter
 	BadACKs              stats.Counter
 	PAWSEstab            stats.Counter
+	TSOptMissing         stats.Counter // RFC 7323 3.2: no timestamp once negotiated, dropped
+	TWReopened           stats.Counter // TIME-WAIT ended by a newer SYN (RFC 6191, timewait.go)
 	// SYN cookies (RFC 4987 3.6): SYN-ACKs sent with a cookie, ACKs whose
 	// cookie made a connection, and ACKs to a listener that had sent
 	// cookies whose cookie was wrong or expired (answered by a reset).
@@ -237,6 +239,7 @@ type Stats struct {
 	ECNEchoReceived stats.Counter
 	ECNReductions   stats.Counter
 	ECNCWRSent      stats.Counter
+	ECNLossNoReduce stats.Counter // a loss in a window an ECE had reduced: no second reduction
 	// SACK loss recovery (RFC 2018, RFC 2883, RFC 6675; sack_sender.go):
 	// recoveries entered, holes retransmitted from the scoreboard, D-SACK
 	// blocks received, and SACK blocks discarded as invalid (outside

@@ -63,6 +63,14 @@ func (st stackStatus) Connections() []services.ConnRow {
 			SSThresh:    c.SSThresh,
 			Retransmits: c.Retransmits,
 			RecvBuffer:  c.RecvBuffer,
+			Timestamps:  c.Timestamps,
+			SACK:        c.SACK,
+			ECN:         c.ECN,
+			ECNSeen:     c.ECNSeen,
+			WScale:      c.WScale,
+			SndWScale:   c.SndWScale,
+			RcvWScale:   c.RcvWScale,
+			MSS:         c.MSS,
 		})
 	}
 	return rows

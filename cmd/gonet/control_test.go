@@ -85,26 +85,27 @@ func TestSSPrintsTheDaemonsConnectionTable(t *testing.T) {
 		want string
 	}{
 		{"no connections", nil,
-			"State  Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf\n"},
+			"State  Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf  options\n"},
 		{"listeners, an established connection and one closing",
 			[]services.ConnRow{
 				{State: "ESTABLISHED", Local: ap("10.0.0.2:80"), Remote: ap("10.0.0.1:40312"), SendQueue: 2896, RecvQueue: 0,
-					RTT: 1500 * time.Microsecond, RTO: 201 * time.Millisecond, CWnd: 14600, SSThresh: 1 << 31, Retransmits: 2, RecvBuffer: 131072},
+					RTT: 1500 * time.Microsecond, RTO: 201 * time.Millisecond, CWnd: 14600, SSThresh: 1 << 31, Retransmits: 2, RecvBuffer: 131072,
+					Timestamps: true, SACK: true, WScale: true, SndWScale: 7, RcvWScale: 7, MSS: 1448},
 				{State: "LISTEN", Local: ap("0.0.0.0:80")},
 				{State: "LISTEN", Local: ap("0.0.0.0:7")},
 				{State: "TIME-WAIT", Local: ap("10.0.0.2:7"), Remote: ap("10.0.0.1:40000"), RTT: 300 * time.Microsecond,
 					RTO: 200 * time.Millisecond, CWnd: 4380, SSThresh: 2920},
 			},
-			"State      Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd   ssthresh  retrans  rcvbuf\n" +
-				"LISTEN     0       0       0.0.0.0:7           0.0.0.0:*          -       -       -      -         -        -\n" +
-				"LISTEN     0       0       0.0.0.0:80          0.0.0.0:*          -       -       -      -         -        -\n" +
-				"TIME-WAIT  0       0       10.0.0.2:7          10.0.0.1:40000     0.3     200     4380   2920      0        0\n" +
-				"ESTAB      0       2896    10.0.0.2:80         10.0.0.1:40312     1.5     201     14600  -         2        131072\n"},
+			"State      Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd   ssthresh  retrans  rcvbuf  options\n" +
+				"LISTEN     0       0       0.0.0.0:7           0.0.0.0:*          -       -       -      -         -        -       -\n" +
+				"LISTEN     0       0       0.0.0.0:80          0.0.0.0:*          -       -       -      -         -        -       -\n" +
+				"TIME-WAIT  0       0       10.0.0.2:7          10.0.0.1:40000     0.3     200     4380   2920      0        0       -\n" +
+				"ESTAB      0       2896    10.0.0.2:80         10.0.0.1:40312     1.5     201     14600  -         2        131072  ts sack wscale:7,7 mss:1448\n"},
 		{"a connection being opened, with data queued",
 			[]services.ConnRow{{State: "SYN-SENT", Local: ap("10.0.0.2:49152"), Remote: ap("10.0.0.1:22"), SendQueue: 0, RecvQueue: 0,
 				RTO: time.Second, CWnd: 2920, SSThresh: 0}},
-			"State     Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf\n" +
-				"SYN-SENT  0       0       10.0.0.2:49152      10.0.0.1:22        -       1000    2920  -         0        0\n"},
+			"State     Recv-Q  Send-Q  Local Address:Port  Peer Address:Port  rtt/ms  rto/ms  cwnd  ssthresh  retrans  rcvbuf  options\n" +
+				"SYN-SENT  0       0       10.0.0.2:49152      10.0.0.1:22        -       1000    2920  -         0        0       -\n"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gonetstack/gonet/tcp"
 )
 
 // The flag.Value types below parse the values gonet's flags share. Their
@@ -155,6 +157,34 @@ func (f *bytesFlag) Set(s string) error {
 	}
 	*f = bytesFlag(n * mult)
 	return nil
+}
+
+// ecnFlag is a tcp.ECNMode by the name Linux's tcp_ecn values go by:
+// passive (2, the default), on (1), off (0).
+type ecnFlag tcp.ECNMode
+
+var ecnModes = []struct {
+	name string
+	mode tcp.ECNMode
+}{{"passive", tcp.ECNPassive}, {"on", tcp.ECNOn}, {"off", tcp.ECNOff}}
+
+func (f *ecnFlag) String() string {
+	for _, m := range ecnModes {
+		if m.mode == tcp.ECNMode(*f) {
+			return m.name
+		}
+	}
+	return ""
+}
+
+func (f *ecnFlag) Set(s string) error {
+	for _, m := range ecnModes {
+		if strings.EqualFold(s, m.name) {
+			*f = ecnFlag(m.mode)
+			return nil
+		}
+	}
+	return errors.New("not an ECN mode: passive, on or off")
 }
 
 // secondsFlag is a duration given as the kernel's ping takes it, a number

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gonetstack/gonet/tcp"
 )
 
 // runArgs runs gonet with args and returns the exit code and what it wrote.
@@ -51,6 +53,9 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 			func(t *testing.T, c *upConfig) {
 				if c.link.tap != "tap0" || c.link.addr != netip.MustParsePrefix("10.0.0.2/24") {
 					t.Errorf("tap %q addr %v, want tap0 10.0.0.2/24", c.link.tap, c.link.addr)
+				}
+				if c.link.ecn != tcp.ECNPassive {
+					t.Errorf("default ecn %v, want ECNPassive, as Linux", c.link.ecn)
 				}
 				if c.link.mtu != 1500 || c.link.mac != nil || c.link.gw.IsValid() || c.link.memory != 0 {
 					t.Errorf("defaults: mtu %d mac %v gw %v memory %d, want 1500, none, none, 0",
@@ -122,6 +127,18 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 					t.Errorf("-impair parsed as %+v, want loss 0.05, delay 1ms, seed 7", c.link.fault)
 				}
 			}},
+		{"ECN asked for on our SYNs too", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-ecn", "on"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.ecn != tcp.ECNOn {
+					t.Errorf("ecn %v, want ECNOn", c.link.ecn)
+				}
+			}},
+		{"ECN off", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-ecn", "OFF"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.ecn != tcp.ECNOff {
+					t.Errorf("ecn %v, want ECNOff", c.link.ecn)
+				}
+			}},
 		{"memory as a plain byte count", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-memory", "1048576"},
 			func(t *testing.T, c *upConfig) {
 				if c.link.memory != 1<<20 {
@@ -187,6 +204,7 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"impairment of an unknown kind", with("-impair", "jitter=1ms"), `unknown key "jitter"`},
 		{"memory not a number", with("-memory", "lots"), "-memory"},
 		{"memory zero", with("-memory", "0"), "must be positive"},
+		{"ECN mode unknown", with("-ecn", "yes"), "not an ECN mode: passive, on or off"},
 		{"TAP name too long", []string{"-tap", "a-very-long-tap-name", "-addr", "10.0.0.2/24"}, "at most 15"},
 		{"TAP name with a slash", []string{"-tap", "a/b", "-addr", "10.0.0.2/24"}, "not a valid interface name"},
 		{"positional argument", with("tap1"), `unexpected argument "tap1"`},

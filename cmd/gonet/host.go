@@ -17,6 +17,7 @@ import (
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/tcp"
 )
 
 // Limits on -mtu. RFC 791: "Every internet module must be able to forward a
@@ -43,6 +44,7 @@ type linkConfig struct {
 	impair string // fault.ParseSpec syntax; empty: a perfect link
 	fault  fault.Config
 	memory int64 // stack's memory limit; 0: the stack's default
+	ecn    tcp.ECNMode
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -56,6 +58,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.pcap, "pcap", "", "write every frame GoNet sends and receives to pcap `FILE`")
 	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7 (default seed: random, printed)")
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M)")
+	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
 }
 
 // check validates what the flags alone cannot, and parses -impair.
@@ -173,7 +176,7 @@ func bringUp(c *linkConfig) (*host, error) {
 		ep, capture = p, p
 	}
 
-	s := stack.New(stack.Config{MemoryLimit: c.memory})
+	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}})
 	// The kernel names the device when -tap is a pattern ("gn%d").
 	h := &host{stack: s, nic: dev.Name(), mac: ep.MAC(), capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
