@@ -89,6 +89,7 @@ func TestTailLossProbe(t *testing.T) {
 			}
 			r.nothing()
 			p.expectAfter(tt.after, una+uint32(tt.seg)*1000, 1000)
+			r.settle() // the probe is counted after it is sent
 			if n := r.counter("LossProbes"); n != 1 {
 				t.Errorf("LossProbes = %d, want 1", n)
 			}
