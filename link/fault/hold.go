@@ -36,7 +36,9 @@ import (
 // connection arms for a missing segment: a tail loss probe waits at least
 // 2·SRTT + 2 ms, in Linux as in GoNet (TCP_TIMEOUT_MIN), and the
 // retransmission timer far longer. A frame held for its full bound so
-// arrives reordered, not lost. In a burst the next frame comes within
+// arrives before a timer fires for it (RACK may still deem it lost, as on
+// a path that truly reorders by 1 ms, and learn from the D-SACK). In a
+// burst the next frame comes within
 // microseconds (12 µs for 1500 bytes at 1 Gb/s) and releases it first, as
 // before the bound.
 const DefaultReorderHold = time.Millisecond
