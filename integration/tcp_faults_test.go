@@ -195,6 +195,8 @@ func sackTransfer(t *testing.T, spec string, sack bool, size int64) int64 {
 	st := f.Stats()
 	t.Logf("fault link: rx %d dropped %d corrupted; tx %d dropped %d corrupted",
 		st.Rx.Dropped.Load(), st.Rx.Corrupted.Load(), st.Tx.Dropped.Load(), st.Tx.Corrupted.Load())
+	t.Logf("fault link: %d frames held to be reordered, %d of them sent on by the hold timer (no next frame within %v)",
+		st.Rx.Reordered.Load()+st.Tx.Reordered.Load(), st.Rx.HoldExpired.Load()+st.Tx.HoldExpired.Load(), fault.DefaultReorderHold)
 	names := []string{"Timeouts", "RetransSegs", "FastRetrans", "SACKRecovery", "SACKRetrans", "DSACKRecv",
 		"SACKDiscard", "RACKLoss", "RACKReorderTimeouts", "LossProbes", "LossProbeRecovery", "InCsumErrors"}
 	var sb strings.Builder

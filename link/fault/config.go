@@ -15,23 +15,28 @@ import (
 type Config struct {
 	Loss    float64 // probability a frame is dropped
 	Dup     float64 // probability a frame is delivered twice
-	Reorder float64 // probability a frame is held back until after the next
+	Reorder float64 // probability a frame is held back until after the next (hold.go)
 	Corrupt float64 // probability one bit past the Ethernet header flips
 	CE      float64 // probability an ECN-capable IPv4 packet is marked CE (ce.go)
 
 	// Delay holds every frame this long before delivery.
 	Delay time.Duration
 
+	// ReorderHold bounds the wait of a frame held back to be reordered
+	// when no next frame comes to pass it; zero means DefaultReorderHold
+	// (hold.go).
+	ReorderHold time.Duration
+
 	// Seed seeds the generators: the same seed makes the same decisions
 	// for the same sequence of frames, so a failing run can be replayed.
 	Seed uint64
 
-	// Clock times Delay; nil means the wall clock. Tests pass a
+	// Clock times Delay and ReorderHold; nil means the wall clock. Tests pass a
 	// clock.Virtual to release delayed frames without sleeping.
 	Clock clock.Clock
 }
 
-// Validate reports a probability outside [0, 1] or a negative delay.
+// Validate reports a probability outside [0, 1] or a negative duration.
 func (c Config) Validate() error {
 	for _, p := range []struct {
 		key string
@@ -43,6 +48,9 @@ func (c Config) Validate() error {
 	}
 	if c.Delay < 0 {
 		return fmt.Errorf("fault: delay=%v is negative", c.Delay)
+	}
+	if c.ReorderHold < 0 {
+		return fmt.Errorf("fault: hold=%v is negative", c.ReorderHold)
 	}
 	return nil
 }
@@ -63,14 +71,18 @@ func (c Config) String() string {
 	if c.Delay != 0 {
 		parts = append(parts, "delay="+c.Delay.String())
 	}
+	if c.ReorderHold != 0 {
+		parts = append(parts, "hold="+c.ReorderHold.String())
+	}
 	parts = append(parts, "seed="+strconv.FormatUint(c.Seed, 10))
 	return strings.Join(parts, ",")
 }
 
 // ParseSpec reads the command-line form of a Config: comma-separated
 // key=value pairs, keys loss, dup, reorder, corrupt and ce (probabilities),
-// delay (a time.Duration such as "1ms") and seed (an unsigned integer), as
-// in "loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7".
+// delay and hold (time.Durations such as "1ms", for Delay and ReorderHold)
+// and seed (an unsigned integer), as in
+// "loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7".
 // Keys left out are zero; the empty string is no faults at all.
 func ParseSpec(s string) (Config, error) {
 	var c Config
@@ -107,13 +119,20 @@ func ParseSpec(s string) (Config, error) {
 			} else if err != nil {
 				err = fmt.Errorf("fault: delay=%s: want a duration such as 1ms", value)
 			}
+		case "hold":
+			c.ReorderHold, err = time.ParseDuration(value)
+			if err == nil && c.ReorderHold < 0 {
+				err = fmt.Errorf("fault: hold=%s is negative", value)
+			} else if err != nil {
+				err = fmt.Errorf("fault: hold=%s: want a duration such as 1ms", value)
+			}
 		case "seed":
 			c.Seed, err = strconv.ParseUint(value, 10, 64)
 			if err != nil {
 				err = fmt.Errorf("fault: seed=%s: want an unsigned integer", value)
 			}
 		default:
-			return Config{}, fmt.Errorf("fault: unknown key %q in %q (want loss, dup, reorder, corrupt, ce, delay or seed)", key, field)
+			return Config{}, fmt.Errorf("fault: unknown key %q in %q (want loss, dup, reorder, corrupt, ce, delay, hold or seed)", key, field)
 		}
 		if err != nil {
 			return Config{}, err

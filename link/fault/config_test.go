@@ -21,6 +21,7 @@ func TestParseSpec(t *testing.T) {
 		{"delay=1.5s", Config{Delay: 1500 * time.Millisecond}},
 		{"corrupt=1e-3", Config{Corrupt: 0.001}},
 		{"ce=0.01,seed=2", Config{CE: 0.01, Seed: 2}},
+		{"reorder=0.1,hold=2ms", Config{Reorder: 0.1, ReorderHold: 2 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -47,6 +48,8 @@ func TestParseSpecErrorsNameTheBadPart(t *testing.T) {
 		{"corrupt=", "corrupt=: want a number"},
 		{"delay=5", "delay=5: want a duration"},
 		{"delay=-1ms", "delay=-1ms is negative"},
+		{"hold=5", "hold=5: want a duration"},
+		{"hold=-1ms", "hold=-1ms is negative"},
 		{"seed=-1", "seed=-1: want an unsigned integer"},
 		{"seed=0x10", "seed=0x10: want an unsigned integer"},
 		{"jitter=1ms", `unknown key "jitter"`},
@@ -77,6 +80,7 @@ func TestConfigStringParsesBack(t *testing.T) {
 		{Config{Loss: 0.05, Dup: 0.01, Reorder: 0.02, Corrupt: 0.001, Delay: time.Millisecond, Seed: 7},
 			"loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7"},
 		{Config{Loss: 1, Delay: 1500 * time.Microsecond, Seed: 1<<64 - 1}, "loss=1,delay=1.5ms,seed=18446744073709551615"},
+		{Config{Reorder: 0.5, Delay: time.Millisecond, ReorderHold: 250 * time.Microsecond, Seed: 3}, "reorder=0.5,delay=1ms,hold=250µs,seed=3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -102,6 +106,7 @@ func TestValidate(t *testing.T) {
 		{"loss above one", Config{Loss: 1.01}, "loss=1.01"},
 		{"negative reorder", Config{Reorder: -1}, "reorder=-1"},
 		{"negative delay", Config{Delay: -time.Millisecond}, "delay=-1ms is negative"},
+		{"negative hold", Config{ReorderHold: -time.Millisecond}, "hold=-1ms is negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,6 +129,7 @@ func FuzzParseSpec(f *testing.F) {
 		"loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7",
 		"loss=1",
 		"delay=1h2m3.5s,seed=18446744073709551615",
+		"reorder=0.3,hold=2ms",
 		"corrupt=1e-9",
 		"loss=0.1,loss=0.2",
 		"x=y",

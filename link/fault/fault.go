@@ -35,10 +35,15 @@ type Direction struct {
 	Frames     stats.Counter // frames that entered the fault injector
 	Dropped    stats.Counter // frames lost
 	Duplicated stats.Counter // frames delivered twice
-	Reordered  stats.Counter // frames held back until after the next frame
+	Reordered  stats.Counter // frames held back until after the next frame, or ReorderHold
 	Corrupted  stats.Counter // frames with one bit flipped
 	CEMarked   stats.Counter // ECN-capable packets marked CE (ce.go)
 	Delayed    stats.Counter // frames delivered only after Config.Delay
+
+	// HoldExpired counts held frames (a duplicate held with its frame
+	// too) that no next frame passed within Config.ReorderHold, sent on
+	// alone by the hold timer (hold.go).
+	HoldExpired stats.Counter
 }
 
 // Stats are the endpoint's counters.
@@ -143,8 +148,8 @@ func New(inner link.Endpoint, cfg Config) *Endpoint {
 	if e.clk == nil {
 		e.clk = clock.Real{}
 	}
-	e.rx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, rxStream)), pool: e.pool, st: &e.stats.Rx}
-	e.tx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, txStream)), pool: e.pool, st: &e.stats.Tx}
+	e.rx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, rxStream)), pool: e.pool, st: &e.stats.Rx, clk: e.clk, expire: e.expireRx}
+	e.tx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, txStream)), pool: e.pool, st: &e.stats.Tx, clk: e.clk, expire: e.expireTx}
 	e.wg.Add(1)
 	go e.rxPump()
 	if cfg.Delay > 0 {
@@ -161,11 +166,22 @@ type shaper struct {
 	rng  *rand.Rand
 	pool *buffer.Pool
 	st   *Direction
-	held []*buffer.Packet // a frame, and its duplicate, held back to reorder
+
+	// The hold (hold.go): mu is held while frames are shaped and handed
+	// on, held is a frame, and its duplicate, held back to reorder until
+	// heldUntil at the latest, when timer calls expire; pending counts
+	// the timer's armings yet to run or be stopped.
+	mu        sync.Mutex
+	held      []*buffer.Packet
+	heldUntil time.Time
+	clk       clock.Clock
+	timer     clock.Timer
+	expire    func()
+	pending   sync.WaitGroup
 }
 
 // shape decides the fate of p, which the shaper now owns, and appends to
-// out what is to be delivered now.
+// out what is to be delivered now. s.mu is held.
 func (s *shaper) shape(p *buffer.Packet, out []*buffer.Packet) []*buffer.Packet {
 	// Counted last, so that whoever sees the count also sees the shaper's
 	// state after this frame.
@@ -212,20 +228,19 @@ func (s *shaper) shape(p *buffer.Packet, out []*buffer.Packet) []*buffer.Packet 
 		s.st.Duplicated.Inc()
 	}
 	if len(s.held) == 0 && reorder < s.cfg.Reorder {
-		s.held = append(s.held, frames...)
+		s.hold(frames)
 		s.st.Reordered.Inc()
 		return out
 	}
 	out = append(out, frames...)
 	if len(s.held) > 0 {
-		out = append(out, s.held...)
-		clear(s.held)
-		s.held = s.held[:0]
+		out = s.unhold(out)
 	}
 	return out
 }
 
-// drop releases a frame held back for reordering.
+// drop releases a frame held back for reordering, once the hold timer is
+// stopped.
 func (s *shaper) drop() {
 	for _, p := range s.held {
 		p.Release()
@@ -239,6 +254,7 @@ func (s *shaper) drop() {
 func (e *Endpoint) rxPump() {
 	defer e.wg.Done()
 	defer close(e.rxq)
+	defer e.rx.stopHold() // before rxq closes: the timer sends there
 	in := make([]*buffer.Packet, buffer.MaxBatch)
 	defer func() {
 		for _, p := range in {
@@ -265,24 +281,36 @@ func (e *Endpoint) rxPump() {
 			continue
 		}
 		b := buffer.GetBatch()
+		e.rx.mu.Lock()
 		for i := range in[:n] {
 			b.Pkts = e.rx.shape(in[i], b.Pkts)
 			in[i] = nil
 		}
 		if len(b.Pkts) == 0 {
+			e.rx.mu.Unlock()
 			b.Put()
 			continue
 		}
-		d := delivery{b: b}
-		if e.cfg.Delay > 0 {
-			d.due = e.clk.Now().Add(e.cfg.Delay)
-			e.stats.Rx.Delayed.Add(uint64(len(b.Pkts)))
-		}
-		if !e.send(e.rxq, d) {
+		d := e.rxDelivery(b)
+		sent := e.send(e.rxq, d)
+		e.rx.mu.Unlock()
+		if !sent {
 			d.release()
 			return
 		}
 	}
+}
+
+// rxDelivery makes shaped frames a delivery for ReadBatch, due after
+// Delay. e.rx.mu is held, so that deliveries are due in the order they
+// are queued.
+func (e *Endpoint) rxDelivery(b *buffer.Batch) delivery {
+	d := delivery{b: b}
+	if e.cfg.Delay > 0 {
+		d.due = e.clk.Now().Add(e.cfg.Delay)
+		e.stats.Rx.Delayed.Add(uint64(len(b.Pkts)))
+	}
+	return d
 }
 
 // send queues d on q unless the endpoint closes first.
@@ -442,6 +470,10 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	if err := e.txErr.Load(); err != nil {
 		return 0, *err
 	}
+	// Held while the frames are shaped and handed on, so that the hold
+	// timer's cannot overtake them (hold.go).
+	e.tx.mu.Lock()
+	defer e.tx.mu.Unlock()
 	if e.cfg.Delay == 0 {
 		out := e.txOut[:0]
 		for _, p := range pkts {
@@ -526,6 +558,8 @@ func (e *Endpoint) Close() error {
 			e.cur.release()
 		}
 		e.cur = delivery{}
+		e.rx.stopHold()
+		e.tx.stopHold()
 		e.rx.drop()
 		e.tx.drop()
 	})

@@ -228,15 +228,16 @@ func (c *collector) waitFor(t *testing.T, n int) [][]byte {
 	return slices.Clone(c.frames)
 }
 
-// readable returns how many frames the rx side can deliver once the pump
-// has shaped everything: those that survived, their duplicates, less a
-// frame still held back to be reordered. Call it after awaitRx.
+// readable returns how many frames the rx side delivers once the pump has
+// shaped everything: those that survived and their duplicates, a frame
+// held back to be reordered included, as its hold is bounded. Call it
+// after awaitRx.
 func (r *rig) readable() int {
 	st := &r.f.Stats().Rx
-	// Loading Frames first orders the read of held after the pump's last
-	// change to it (the pump counts a frame last).
+	// Loading Frames first orders the other reads after the pump's last
+	// changes (the pump counts a frame last).
 	frames := st.Frames.Load()
-	return int(frames - st.Dropped.Load() + st.Duplicated.Load() - uint64(len(r.f.rx.held)))
+	return int(frames - st.Dropped.Load() + st.Duplicated.Load())
 }
 
 // awaitRx waits until the rx pump has taken count frames from the pipe.
@@ -249,6 +250,15 @@ func (r *rig) awaitRx(t *testing.T, count uint64) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// expireHolds moves clk past the hold bound and waits until the hold
+// timers have sent on what they held. Call it when no frame is on its way
+// into the fault endpoint.
+func (r *rig) expireHolds(clk *clock.Virtual) {
+	clk.Advance(r.f.cfg.reorderHold())
+	r.f.rx.pending.Wait()
+	r.f.tx.pending.Wait()
 }
 
 // assertNothingToRead checks that ReadBatch has nothing to return: it must
@@ -371,9 +381,12 @@ func TestDupOneDeliversEveryFrameTwice(t *testing.T) {
 }
 
 func TestReorderOneSwapsEachPair(t *testing.T) {
-	r := newRig(t, Config{Reorder: 1, Seed: 1})
-	// Frame 0 is held, goes out after 1; then 2 is held, and so on. The
-	// last frame of an odd count stays held until another comes.
+	// On a clock that does not move, so that the last frame of an odd
+	// count stays held until another comes (or Close releases it: the
+	// rig's cleanup checks the pool).
+	clk := clock.NewVirtual(time.Unix(1000, 0))
+	r := newRig(t, Config{Reorder: 1, Seed: 1, Clock: clk})
+	// Frame 0 is held, goes out after 1; then 2 is held, and so on.
 	want := []uint32{1, 0, 3, 2, 5, 4}
 	r.send(t, 0, 7)
 	if got := r.drainPeer(t); !slices.Equal(seqs(got), want) {
@@ -383,8 +396,6 @@ func TestReorderOneSwapsEachPair(t *testing.T) {
 	if got := r.readN(t, 6); !slices.Equal(seqs(got), want) {
 		t.Errorf("read: got seqs %v, want %v", seqs(got), want)
 	}
-	// The frame held last is released by Close (the rig's cleanup checks
-	// the pool).
 	for dir, st := range map[string]*Direction{"rx": &r.f.Stats().Rx, "tx": &r.f.Stats().Tx} {
 		if st.Reordered.Load() != 4 {
 			t.Errorf("%s Reordered = %d, want 4", dir, st.Reordered.Load())
@@ -426,7 +437,9 @@ func TestCorruptOneFlipsOneBitPastTheEthernetHeader(t *testing.T) {
 }
 
 func TestWriteLeavesTheCallersPacketsAlone(t *testing.T) {
-	r := newRig(t, Config{Corrupt: 1, Reorder: 1, Seed: 1})
+	// The clock stays put, so that frame 10 releases frame 9, not the
+	// hold timer.
+	r := newRig(t, Config{Corrupt: 1, Reorder: 1, Seed: 1, Clock: clock.NewVirtual(time.Unix(1000, 0))})
 	p := r.frame(macB, macA, 9)
 	want9 := bytes.Clone(p.Bytes())
 	r.f.WriteBatch([]*buffer.Packet{p})
@@ -455,43 +468,74 @@ func TestWriteLeavesTheCallersPacketsAlone(t *testing.T) {
 
 // TestSameSeedSameFaults replays a mix of faults: the same seed gives the
 // same frames in the same order, also when traffic in the other direction
-// differs; another seed gives another run.
+// differs; another seed gives another run. The hold timer changes only
+// when a held frame goes, never a frame's fate: it draws nothing.
 func TestSameSeedSameFaults(t *testing.T) {
 	cfg := Config{Loss: 0.2, Dup: 0.1, Reorder: 0.1, Corrupt: 0.1, Seed: 7}
-	run := func(cfg Config, rxTraffic bool) (tx, rx [][]byte) {
+	type result struct {
+		tx, rx  [][]byte
+		expired uint64 // frames the hold timers released, both ways
+	}
+	// run sends 400 frames each way in rounds of 40 on a virtual clock;
+	// with expireEachRound it moves the clock past the hold after each
+	// round, so that the timer releases a frame held at a round's end,
+	// else only after the last.
+	run := func(cfg Config, rxTraffic, expireEachRound bool) result {
+		clk := clock.NewVirtual(time.Unix(1000, 0))
+		cfg.Clock = clk
 		r := newRig(t, cfg)
 		c := r.collect(r.f)
+		var res result
 		for i := uint32(0); i < 400; i += 40 {
+			last := i+40 == 400
 			r.send(t, i, i+40)
-			tx = append(tx, r.drainPeer(t)...)
 			if rxTraffic {
 				r.inject(t, i, i+40)
 				r.awaitRx(t, uint64(i+40)) // pace the writes to keep the pipe from dropping
 			}
+			if expireEachRound || last {
+				r.expireHolds(clk)
+			}
+			res.tx = append(res.tx, r.drainPeer(t)...)
 		}
 		if rxTraffic {
-			rx = c.waitFor(t, r.readable())
+			res.rx = c.waitFor(t, r.readable())
 		}
-		return tx, rx
+		res.expired = r.f.Stats().Rx.HoldExpired.Load() + r.f.Stats().Tx.HoldExpired.Load()
+		return res
 	}
-	tx1, rx1 := run(cfg, true)
-	tx2, _ := run(cfg, false)
-	tx3, rx3 := run(cfg, true)
+	r1 := run(cfg, true, true)
+	r2 := run(cfg, false, true)
+	r3 := run(cfg, true, true)
 	other := cfg
 	other.Seed = 8
-	tx4, rx4 := run(other, true)
+	r4 := run(other, true, true)
+	r5 := run(cfg, true, false)
 
-	if !slices.EqualFunc(tx1, tx2, bytes.Equal) {
-		t.Errorf("traffic read changed the faults on frames written: %d vs %d frames", len(tx1), len(tx2))
+	if !slices.EqualFunc(r1.tx, r2.tx, bytes.Equal) {
+		t.Errorf("traffic read changed the faults on frames written: %d vs %d frames", len(r1.tx), len(r2.tx))
 	}
-	if !slices.EqualFunc(tx1, tx3, bytes.Equal) || !slices.EqualFunc(rx1, rx3, bytes.Equal) {
-		t.Errorf("same seed, different runs: %d/%d frames written, %d/%d read", len(tx1), len(tx3), len(rx1), len(rx3))
+	if !slices.EqualFunc(r1.tx, r3.tx, bytes.Equal) || !slices.EqualFunc(r1.rx, r3.rx, bytes.Equal) || r1.expired != r3.expired {
+		t.Errorf("same seed, different runs: %d/%d frames written, %d/%d read, %d/%d released by the hold timer",
+			len(r1.tx), len(r3.tx), len(r1.rx), len(r3.rx), r1.expired, r3.expired)
 	}
-	if slices.EqualFunc(tx1, tx4, bytes.Equal) || slices.EqualFunc(rx1, rx4, bytes.Equal) {
+	if slices.EqualFunc(r1.tx, r4.tx, bytes.Equal) || slices.EqualFunc(r1.rx, r4.rx, bytes.Equal) {
 		t.Errorf("seeds 7 and 8 made the same faults")
 	}
+	// Holds that end by the timer rather than by the next round's first
+	// frame: the same frames, only in another order.
+	if r1.expired <= r5.expired {
+		t.Fatalf("%d frames released by the hold timer after every round, %d after the last: the test proves nothing", r1.expired, r5.expired)
+	}
+	sorted := func(frames [][]byte) [][]byte { return slices.SortedFunc(slices.Values(frames), bytes.Compare) }
+	if !slices.EqualFunc(sorted(r1.tx), sorted(r5.tx), bytes.Equal) || !slices.EqualFunc(sorted(r1.rx), sorted(r5.rx), bytes.Equal) {
+		t.Errorf("the hold timer changed the fates of frames: %d/%d frames written, %d/%d read", len(r1.tx), len(r5.tx), len(r1.rx), len(r5.rx))
+	}
+	if slices.EqualFunc(r1.tx, r5.tx, bytes.Equal) && slices.EqualFunc(r1.rx, r5.rx, bytes.Equal) {
+		t.Errorf("frames released by the hold timer came in the order the next frame would have released them in")
+	}
 	// Sanity of the mix: 400 frames with 20% loss.
-	if n := len(tx1); n < 250 || n > 400 {
+	if n := len(r1.tx); n < 250 || n > 400 {
 		t.Errorf("%d of 400 frames written survived 20%% loss and 10%% duplication", n)
 	}
 }
@@ -715,8 +759,9 @@ func TestConcurrentTraffic(t *testing.T) {
 		t.Errorf("Tx.Frames = %d, want %d", got, total)
 	}
 	// The writers have returned, so the writer-side state is settled;
-	// delayed frames may still be on their way.
-	sent := int(tx.Frames.Load()-tx.Dropped.Load()+tx.Duplicated.Load()) - len(r.f.tx.held)
+	// delayed frames, and a frame held to be reordered, may still be on
+	// their way.
+	sent := int(tx.Frames.Load() - tx.Dropped.Load() + tx.Duplicated.Load())
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		written.mu.Lock()
