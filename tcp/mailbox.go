@@ -1,0 +1,126 @@
+package tcp
+
+import (
+	"sync"
+
+	"github.com/gonetstack/gonet/buffer"
+)
+
+// A connection's mailbox: the queue between the TCP dealer, which runs in
+// the IPv4 dealer's goroutine, and the connection's goroutine. It is a
+// process's buffered input, as a CSP channel would be, made of a slice
+// under a mutex of its own because a buffered channel costs its capacity in
+// memory whether or not anything waits (1024 segments were 8 KiB of every
+// idle connection) and a channel operation per segment. The dealer appends;
+// the goroutine takes everything at once by swapping the slice for the one
+// it has finished with, so the two slices alternate and neither is
+// reallocated in steady state, and one ACK decision follows the batch.
+//
+// The lock is not the connection's mu, which run holds while it works: the
+// dealer never waits for a connection to finish a batch, only for an append
+// or a swap.
+
+// inQueueLen bounds the segments waiting for a connection's goroutine. A
+// full mailbox drops (counted): TCP recovers from the loss, and the dealer
+// never blocks on one slow connection.
+const inQueueLen = 1024
+
+// mailboxKeep is the capacity, in segments, a connection's two slices keep
+// once a burst is over: the NIC's batch, the most one pass of the IPv4
+// dealer brings. Slices a burst grew beyond it are let go when the mailbox
+// is found empty after a batch, so an idle connection holds at most two
+// slices of this size, and a busy one reallocates only after falling more
+// than a NIC batch behind.
+const mailboxKeep = buffer.MaxBatch
+
+type mailbox struct {
+	mu     sync.Mutex
+	q      []*buffer.Packet // segments waiting, oldest first
+	closed bool             // run has exited: nothing more is taken
+	notify chan struct{}    // capacity 1: q has become non-empty
+}
+
+func newMailbox() mailbox {
+	return mailbox{notify: make(chan struct{}, 1)}
+}
+
+// put queues pk and wakes the goroutine if the mailbox was empty (a
+// non-empty one has a wake-up pending, or its goroutine is at work and will
+// look again). It reports false, keeping pk, when the mailbox is full or
+// closed.
+func (m *mailbox) put(pk *buffer.Packet) bool {
+	m.mu.Lock()
+	if m.closed || len(m.q) >= inQueueLen {
+		m.mu.Unlock()
+		return false
+	}
+	wake := len(m.q) == 0
+	m.q = append(m.q, pk)
+	m.mu.Unlock()
+	if wake {
+		signal(m.notify)
+	}
+	return true
+}
+
+// take returns the segments waiting and leaves prev, the batch the caller
+// has finished with, in their place, emptied. A batch of no more than
+// mailboxKeep means a burst is over: a prev grown beyond that is dropped
+// rather than handed back.
+func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
+	clear(prev) // no pointers kept to packets released or passed on
+	prev = prev[:0]
+	m.mu.Lock()
+	q := m.q
+	if cap(prev) > mailboxKeep && len(q) <= mailboxKeep {
+		prev = nil
+	}
+	m.q = prev
+	m.mu.Unlock()
+	return q
+}
+
+// trim is called with the batch just handled when its capacity exceeds
+// mailboxKeep; if nothing waits, the burst is over and both slices are let
+// go, so that an idle connection does not keep what a burst grew.
+func (m *mailbox) trim(batch []*buffer.Packet) []*buffer.Packet {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.q) != 0 {
+		return batch
+	}
+	if cap(m.q) > mailboxKeep {
+		m.q = nil
+	}
+	return nil
+}
+
+// close refuses further segments and releases those waiting; run calls it
+// as it exits.
+func (m *mailbox) close() {
+	m.mu.Lock()
+	q := m.q
+	m.q, m.closed = nil, true
+	m.mu.Unlock()
+	for _, pk := range q {
+		pk.Release()
+	}
+}
+
+// inputBatch hands a batch from the mailbox to input; mu is held. The ACK
+// decision (afterEvent) comes after every buffer.MaxBatch segments, the
+// last of them in run: one ACK can answer many segments, and a goroutine
+// far behind still acknowledges as it catches up. What arrives after the
+// connection has closed is released.
+func (c *Conn) inputBatch(batch []*buffer.Packet) {
+	for i, pk := range batch {
+		if c.state == Closed {
+			pk.Release()
+			continue
+		}
+		if i > 0 && i%buffer.MaxBatch == 0 {
+			c.afterEvent()
+		}
+		c.input(pk)
+	}
+}
