@@ -223,16 +223,11 @@ func (c *Conn) run() {
 	c.begin()
 	c.afterEvent()
 	c.mu.Unlock()
-	var batch []*buffer.Packet // the mailbox's other slice
 	for {
 		select {
 		case <-c.in.notify:
 			c.mu.Lock()
-			batch = c.in.take(batch)
-			c.inputBatch(batch)
-			if cap(batch) > mailboxKeep {
-				batch = c.in.trim(batch)
-			}
+			c.inputBatch()
 		case <-c.kick:
 			c.mu.Lock()
 			c.request()

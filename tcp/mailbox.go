@@ -14,7 +14,11 @@ import (
 // idle connection) and a channel operation per segment. The dealer appends;
 // the goroutine takes everything at once by swapping the slice for the one
 // it has finished with, so the two slices alternate and neither is
-// reallocated in steady state, and one ACK decision follows the batch.
+// reallocated in steady state. It handles the batch buffer.MaxBatch
+// segments at a time, each such chunk one event with one ACK decision
+// after it, as when it took up to that many from a channel: between them
+// the application's Read and Write get the connection's mutex, and a kick
+// or the timer its turn.
 //
 // The lock is not the connection's mu, which run holds while it works: the
 // dealer never waits for a connection to finish a batch, only for an append
@@ -37,7 +41,12 @@ type mailbox struct {
 	mu     sync.Mutex
 	q      []*buffer.Packet // segments waiting, oldest first
 	closed bool             // run has exited: nothing more is taken
-	notify chan struct{}    // capacity 1: q has become non-empty
+	notify chan struct{}    // capacity 1: q has become non-empty, or run has more
+
+	// run's own, not under mu: the batch it took and how far it has got.
+	batch   []*buffer.Packet
+	pos     int
+	resumed bool // run woke itself for the batch's next chunk
 }
 
 func newMailbox() mailbox {
@@ -80,23 +89,51 @@ func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
 	return q
 }
 
-// trim is called with the batch just handled when its capacity exceeds
-// mailboxKeep; if nothing waits, the burst is over and both slices are let
-// go, so that an idle connection does not keep what a burst grew.
-func (m *mailbox) trim(batch []*buffer.Packet) []*buffer.Packet {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if len(m.q) != 0 {
-		return batch
+// next returns run's next chunk, up to buffer.MaxBatch segments: more of
+// the batch it holds, or, that one finished, what the mailbox holds.
+func (m *mailbox) next() []*buffer.Packet {
+	if m.pos == len(m.batch) {
+		m.batch, m.pos = m.take(m.batch), 0
 	}
-	if cap(m.q) > mailboxKeep {
-		m.q = nil
-	}
-	return nil
+	n := min(len(m.batch)-m.pos, buffer.MaxBatch)
+	m.pos += n
+	return m.batch[m.pos-n : m.pos]
 }
 
-// close refuses further segments and releases those waiting; run calls it
-// as it exits.
+// done follows run's handling of a chunk. While the batch has more, run
+// wakes itself for it. Once it is finished, a run that woke itself
+// looks whether segments came meanwhile, since their wake-up went into
+// the same signal; and if nothing waits, the burst is over and slices it
+// grew beyond mailboxKeep are let go, so that an idle connection does not
+// keep them.
+func (m *mailbox) done() {
+	if m.pos < len(m.batch) {
+		m.resumed = true
+		signal(m.notify)
+		return
+	}
+	if !m.resumed && cap(m.batch) <= mailboxKeep {
+		return // the common case: one chunk, its wake-up from put
+	}
+	m.resumed = false
+	m.mu.Lock()
+	waiting := len(m.q) > 0
+	if !waiting {
+		if cap(m.q) > mailboxKeep {
+			m.q = nil
+		}
+		if cap(m.batch) > mailboxKeep {
+			m.batch, m.pos = nil, 0
+		}
+	}
+	m.mu.Unlock()
+	if waiting {
+		signal(m.notify)
+	}
+}
+
+// close refuses further segments and releases those waiting, and what is
+// left of run's batch; run calls it as it exits.
 func (m *mailbox) close() {
 	m.mu.Lock()
 	q := m.q
@@ -105,22 +142,22 @@ func (m *mailbox) close() {
 	for _, pk := range q {
 		pk.Release()
 	}
+	for _, pk := range m.batch[m.pos:] {
+		pk.Release()
+	}
+	m.batch, m.pos = nil, 0
 }
 
-// inputBatch hands a batch from the mailbox to input; mu is held. The ACK
-// decision (afterEvent) comes after every buffer.MaxBatch segments, the
-// last of them in run: one ACK can answer many segments, and a goroutine
-// far behind still acknowledges as it catches up. What arrives after the
-// connection has closed is released.
-func (c *Conn) inputBatch(batch []*buffer.Packet) {
-	for i, pk := range batch {
+// inputBatch hands run's next chunk from the mailbox to input; mu is
+// held. One ACK decision follows it (in run): one ACK can answer many
+// segments. What is left when the connection closes is released.
+func (c *Conn) inputBatch() {
+	for _, pk := range c.in.next() {
 		if c.state == Closed {
 			pk.Release()
 			continue
 		}
-		if i > 0 && i%buffer.MaxBatch == 0 {
-			c.afterEvent()
-		}
 		c.input(pk)
 	}
+	c.in.done()
 }

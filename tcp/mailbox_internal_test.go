@@ -19,6 +19,16 @@ func TestMailbox(t *testing.T) {
 			return false
 		}
 	}
+	// event is what run does on a wake-up: the next chunk, released as
+	// input would, then done.
+	event := func(m *mailbox) int {
+		chunk := m.next()
+		for _, pk := range chunk {
+			pk.Release()
+		}
+		m.done()
+		return len(chunk)
+	}
 	tests := []struct {
 		name string
 		run  func(t *testing.T, m *mailbox)
@@ -83,22 +93,58 @@ func TestMailbox(t *testing.T) {
 			}
 			pk.Release()
 		}},
+		{"run takes a batch a chunk at a time and wakes itself for the rest", func(t *testing.T, m *mailbox) {
+			for range buffer.MaxBatch + 10 {
+				m.put(get())
+			}
+			for i, want := range []int{buffer.MaxBatch, 10} {
+				if !woken(m) {
+					t.Fatalf("chunk %d: no wake-up", i)
+				}
+				if n := event(m); n != want {
+					t.Fatalf("chunk %d: %d segments, want %d", i, n, want)
+				}
+			}
+			if woken(m) {
+				t.Fatal("woken with nothing left")
+			}
+			m.close()
+		}},
+		{"a segment arriving while run resumes its batch is not forgotten", func(t *testing.T, m *mailbox) {
+			for range buffer.MaxBatch + 1 {
+				m.put(get())
+			}
+			woken(m)
+			event(m)     // the first chunk; run wakes itself for the rest
+			m.put(get()) // its wake-up is the one already pending
+			woken(m)     // run resumes: the batch's last segment
+			if n := event(m); n != 1 {
+				t.Fatalf("resumed with %d segments, want 1", n)
+			}
+			if !woken(m) || event(m) != 1 {
+				t.Fatal("the segment that came meanwhile waits unseen")
+			}
+			m.close()
+		}},
 		{"after a burst the slices shrink back", func(t *testing.T, m *mailbox) {
-			var batch []*buffer.Packet
 			for range 3 * mailboxKeep {
 				m.put(get())
 			}
-			batch = m.take(batch)
-			for _, pk := range batch {
-				pk.Release()
+			for woken(m) {
+				event(m)
 			}
-			if cap(batch) <= mailboxKeep {
-				t.Fatalf("the burst's batch has capacity %d", cap(batch))
+			if cap(m.batch) != 0 || cap(m.q) > mailboxKeep {
+				t.Fatalf("idle after a burst: batch capacity %d, mailbox %d", cap(m.batch), cap(m.q))
 			}
-			batch = m.trim(batch)
-			if cap(batch) != 0 || cap(m.q) > mailboxKeep {
-				t.Fatalf("idle after a burst: batch capacity %d, mailbox %d", cap(batch), cap(m.q))
+			m.close()
+		}},
+		{"close releases what is left of run's batch", func(t *testing.T, m *mailbox) {
+			for range buffer.MaxBatch + 3 {
+				m.put(get())
 			}
+			woken(m)
+			event(m)
+			m.put(get())
 			m.close()
 		}},
 	}
@@ -121,7 +167,6 @@ func TestMailboxSteadyDeliveryDoesNotAllocate(t *testing.T) {
 	}
 	pool := buffer.NewPool()
 	m := newMailbox()
-	var batch []*buffer.Packet
 	deliver := func(pks []*buffer.Packet) {
 		for i := range pks {
 			pks[i] = pool.Get(20)
@@ -130,10 +175,10 @@ func TestMailboxSteadyDeliveryDoesNotAllocate(t *testing.T) {
 			m.put(pk)
 		}
 		<-m.notify
-		batch = m.take(batch)
-		for _, pk := range batch {
+		for _, pk := range m.next() {
 			pk.Release()
 		}
+		m.done()
 	}
 	pks := make([]*buffer.Packet, 8)
 	for range 10 { // both slices reach the batch's size
