@@ -24,9 +24,11 @@ import (
 // dealer never waits for a connection to finish a batch, only for an append
 // or a swap.
 
-// inQueueLen bounds the segments waiting for a connection's goroutine. A
-// full mailbox drops (counted): TCP recovers from the loss, and the dealer
-// never blocks on one slow connection.
+// inQueueLen bounds the segments waiting for a connection's goroutine:
+// those in the mailbox and those of its batch beyond the chunk in hand, as
+// a channel of that size held all but the segments taken. A full mailbox drops
+// (counted): TCP recovers from the loss, and the dealer never blocks on one
+// slow connection.
 const inQueueLen = 1024
 
 // mailboxKeep is the capacity, in segments, a connection's two slices keep
@@ -40,6 +42,7 @@ const mailboxKeep = buffer.MaxBatch
 type mailbox struct {
 	mu     sync.Mutex
 	q      []*buffer.Packet // segments waiting, oldest first
+	held   int              // run's batch beyond the chunk in hand, counted against the bound
 	closed bool             // run has exited: nothing more is taken
 	notify chan struct{}    // capacity 1: q has become non-empty, or run has more
 
@@ -59,7 +62,7 @@ func newMailbox() mailbox {
 // closed.
 func (m *mailbox) put(pk *buffer.Packet) bool {
 	m.mu.Lock()
-	if m.closed || len(m.q) >= inQueueLen {
+	if m.closed || len(m.q)+m.held >= inQueueLen {
 		m.mu.Unlock()
 		return false
 	}
@@ -84,7 +87,7 @@ func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
 	if cap(prev) > mailboxKeep && len(q) <= mailboxKeep {
 		prev = nil
 	}
-	m.q = prev
+	m.q, m.held = prev, max(len(q)-buffer.MaxBatch, 0)
 	m.mu.Unlock()
 	return q
 }
@@ -101,14 +104,19 @@ func (m *mailbox) next() []*buffer.Packet {
 }
 
 // done follows run's handling of a chunk. While the batch has more, run
-// wakes itself for it. Once it is finished, a run that woke itself
-// looks whether segments came meanwhile, since their wake-up went into
-// the same signal; and if nothing waits, the burst is over and slices it
-// grew beyond mailboxKeep are let go, so that an idle connection does not
-// keep them.
+// wakes itself for it, and the bound counts what is left beyond the next
+// chunk. Once it is
+// finished, a run that woke itself looks whether segments came meanwhile,
+// since their wake-up went into the same signal; and if nothing waits,
+// the burst is over and slices it grew beyond mailboxKeep are let go, so
+// that an idle connection does not keep them. A batch of one chunk, the
+// common case, takes no lock here.
 func (m *mailbox) done() {
 	if m.pos < len(m.batch) {
 		m.resumed = true
+		m.mu.Lock()
+		m.held = max(len(m.batch)-m.pos-buffer.MaxBatch, 0)
+		m.mu.Unlock()
 		signal(m.notify)
 		return
 	}

@@ -80,6 +80,26 @@ func TestMailbox(t *testing.T) {
 			pk.Release()
 			m.close()
 		}},
+		{"the bound counts run's batch beyond the chunk in hand", func(t *testing.T, m *mailbox) {
+			for range inQueueLen {
+				m.put(get())
+			}
+			woken(m)
+			event(m) // one chunk handled, the next in hand
+			room := 0
+			for {
+				pk := get()
+				if !m.put(pk) {
+					pk.Release()
+					break
+				}
+				room++
+			}
+			if want := 2 * buffer.MaxBatch; room != want {
+				t.Fatalf("room for %d after one chunk, want %d", room, want)
+			}
+			m.close()
+		}},
 		{"a closed mailbox releases what waits and refuses", func(t *testing.T, m *mailbox) {
 			m.put(get())
 			m.put(get())
