@@ -15,11 +15,6 @@ import (
 	"github.com/gonetstack/gonet/wire"
 )
 
-// inQueueLen bounds the segments waiting for a connection's goroutine. A
-// full queue drops (counted): TCP recovers from the loss, and the dealer
-// never blocks on one slow connection.
-const inQueueLen = 1024
-
 // Conn is a TCP connection. Its goroutine (run) owns the Transmission
 // Control Block below; the application's goroutines share only the fields
 // marked "shared", under mu. It implements net.Conn (api.go).
@@ -29,8 +24,8 @@ type Conn struct {
 	route ipv4.RouteInfo
 	lis   *Listener // for a passive open until it is accepted
 
-	in   chan *buffer.Packet // segments from the dealer
-	kick chan struct{}       // the application has work for run
+	in   mailbox       // segments from the dealer (mailbox.go)
+	kick chan struct{} // the application has work for run
 
 	// Signals to the application (capacity 1), and the end of run.
 	readable    chan struct{}
@@ -153,7 +148,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		p:           p,
 		id:          id,
 		route:       route,
-		in:          make(chan *buffer.Packet, inQueueLen),
+		in:          newMailbox(),
 		kick:        make(chan struct{}, 1),
 		readable:    make(chan struct{}, 1),
 		writable:    make(chan struct{}, 1),
@@ -198,9 +193,7 @@ func (c *Conn) start() {
 // deliver queues a segment for the connection; it runs in the dealer and
 // never blocks.
 func (c *Conn) deliver(pk *buffer.Packet) {
-	select {
-	case c.in <- pk:
-	default:
+	if !c.in.put(pk) {
 		c.p.Stats.InQueueDrops.Inc()
 		pk.Release()
 	}
@@ -232,23 +225,9 @@ func (c *Conn) run() {
 	c.mu.Unlock()
 	for {
 		select {
-		case pk := <-c.in:
+		case <-c.in.notify:
 			c.mu.Lock()
-			c.input(pk)
-			// Take what else has queued: one ACK can then answer many
-			// segments.
-		more:
-			for range buffer.MaxBatch - 1 {
-				if c.state == Closed {
-					break
-				}
-				select {
-				case pk := <-c.in:
-					c.input(pk)
-				default:
-					break more
-				}
-			}
+			c.inputBatch()
 		case <-c.kick:
 			c.mu.Lock()
 			c.request()
@@ -385,15 +364,7 @@ func (c *Conn) exit() {
 	if lis != nil {
 		lis.halfOpenDone(c, false)
 	}
-	for {
-		select {
-		case pk := <-c.in:
-			pk.Release()
-			continue
-		default:
-		}
-		break
-	}
+	c.in.close()
 	close(c.done)
 	signal(c.readable)
 	signal(c.writable)

@@ -62,20 +62,22 @@ func (c *Conn) settle(tb testing.TB) {
 	b := pk.Bytes()
 	clear(b)
 	b[0], b[3] = 0x45, 20
-	select {
-	case c.in <- pk:
-	case <-c.done:
-		pk.Release()
-		return
-	}
-	if !wait("the marker stays queued", func() bool { return pool.Outstanding() != 0 }) {
-		// The goroutine ended; it empties its queue as it goes, unless
-		// the marker came after.
+	for !c.in.put(pk) {
+		// A full mailbox has room once run takes its batch; a closed
+		// one means the goroutine has ended.
 		select {
-		case q := <-c.in:
-			q.Release()
+		case <-c.done:
+			pk.Release()
+			return
 		default:
 		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("tcp: Settle: %v: the mailbox stays full", c.id)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+	if !wait("the marker stays queued", func() bool { return pool.Outstanding() != 0 }) {
+		// The goroutine ended; closing its mailbox released the marker.
 		return
 	}
 	// Wait for run's critical section, which lasts until the output of
@@ -90,4 +92,14 @@ func RecoverPoint(c *Conn) uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return uint32(c.recover)
+}
+
+// InQueueLen is the bound on a connection's mailbox, in segments.
+const InQueueLen = inQueueLen
+
+// Hold takes c's mutex, as run does while it works, so that segments wait
+// in its mailbox; the function returned lets go.
+func Hold(c *Conn) (release func()) {
+	c.mu.Lock()
+	return c.mu.Unlock
 }

@@ -1,0 +1,171 @@
+package tcp
+
+import (
+	"sync"
+
+	"github.com/gonetstack/gonet/buffer"
+)
+
+// A connection's mailbox: the queue between the TCP dealer, which runs in
+// the IPv4 dealer's goroutine, and the connection's goroutine. It is a
+// process's buffered input, as a CSP channel would be, made of a slice
+// under a mutex of its own because a buffered channel costs its capacity in
+// memory whether or not anything waits (1024 segments were 8 KiB of every
+// idle connection) and a channel operation per segment. The dealer appends;
+// the goroutine takes everything at once by swapping the slice for the one
+// it has finished with, so the two slices alternate and neither is
+// reallocated in steady state. It handles the batch buffer.MaxBatch
+// segments at a time, each such chunk one event with one ACK decision
+// after it, as when it took up to that many from a channel: between them
+// the application's Read and Write get the connection's mutex, and a kick
+// or the timer its turn.
+//
+// The lock is not the connection's mu, which run holds while it works: the
+// dealer never waits for a connection to finish a batch, only for an append
+// or a swap.
+
+// inQueueLen bounds the segments waiting for a connection's goroutine:
+// those in the mailbox and those of its batch beyond the chunk in hand, as
+// a channel of that size held all but the segments taken. A full mailbox drops
+// (counted): TCP recovers from the loss, and the dealer never blocks on one
+// slow connection.
+const inQueueLen = 1024
+
+// mailboxKeep is the capacity, in segments, a connection's two slices keep
+// once a burst is over: the NIC's batch, the most one pass of the IPv4
+// dealer brings. Slices a burst grew beyond it are let go when the mailbox
+// is found empty after a batch, so an idle connection holds at most two
+// slices of this size, and a busy one reallocates only after falling more
+// than a NIC batch behind.
+const mailboxKeep = buffer.MaxBatch
+
+type mailbox struct {
+	mu     sync.Mutex
+	q      []*buffer.Packet // segments waiting, oldest first
+	held   int              // run's batch beyond the chunk in hand, counted against the bound
+	closed bool             // run has exited: nothing more is taken
+	notify chan struct{}    // capacity 1: q has become non-empty, or run has more
+
+	// run's own, not under mu: the batch it took and how far it has got.
+	batch   []*buffer.Packet
+	pos     int
+	resumed bool // run woke itself for the batch's next chunk
+}
+
+func newMailbox() mailbox {
+	return mailbox{notify: make(chan struct{}, 1)}
+}
+
+// put queues pk and wakes the goroutine if the mailbox was empty (a
+// non-empty one has a wake-up pending, or its goroutine is at work and will
+// look again). It reports false, keeping pk, when the mailbox is full or
+// closed.
+func (m *mailbox) put(pk *buffer.Packet) bool {
+	m.mu.Lock()
+	if m.closed || len(m.q)+m.held >= inQueueLen {
+		m.mu.Unlock()
+		return false
+	}
+	wake := len(m.q) == 0
+	m.q = append(m.q, pk)
+	m.mu.Unlock()
+	if wake {
+		signal(m.notify)
+	}
+	return true
+}
+
+// take returns the segments waiting and leaves prev, the batch the caller
+// has finished with, in their place, emptied. A batch of no more than
+// mailboxKeep means a burst is over: a prev grown beyond that is dropped
+// rather than handed back.
+func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
+	clear(prev) // no pointers kept to packets released or passed on
+	prev = prev[:0]
+	m.mu.Lock()
+	q := m.q
+	if cap(prev) > mailboxKeep && len(q) <= mailboxKeep {
+		prev = nil
+	}
+	m.q, m.held = prev, max(len(q)-buffer.MaxBatch, 0)
+	m.mu.Unlock()
+	return q
+}
+
+// next returns run's next chunk, up to buffer.MaxBatch segments: more of
+// the batch it holds, or, that one finished, what the mailbox holds.
+func (m *mailbox) next() []*buffer.Packet {
+	if m.pos == len(m.batch) {
+		m.batch, m.pos = m.take(m.batch), 0
+	}
+	n := min(len(m.batch)-m.pos, buffer.MaxBatch)
+	m.pos += n
+	return m.batch[m.pos-n : m.pos]
+}
+
+// done follows run's handling of a chunk. While the batch has more, run
+// wakes itself for it, and the bound counts what is left beyond the next
+// chunk. Once it is
+// finished, a run that woke itself looks whether segments came meanwhile,
+// since their wake-up went into the same signal; and if nothing waits,
+// the burst is over and slices it grew beyond mailboxKeep are let go, so
+// that an idle connection does not keep them. A batch of one chunk, the
+// common case, takes no lock here.
+func (m *mailbox) done() {
+	if m.pos < len(m.batch) {
+		m.resumed = true
+		m.mu.Lock()
+		m.held = max(len(m.batch)-m.pos-buffer.MaxBatch, 0)
+		m.mu.Unlock()
+		signal(m.notify)
+		return
+	}
+	if !m.resumed && cap(m.batch) <= mailboxKeep {
+		return // the common case: one chunk, its wake-up from put
+	}
+	m.resumed = false
+	m.mu.Lock()
+	waiting := len(m.q) > 0
+	if !waiting {
+		if cap(m.q) > mailboxKeep {
+			m.q = nil
+		}
+		if cap(m.batch) > mailboxKeep {
+			m.batch, m.pos = nil, 0
+		}
+	}
+	m.mu.Unlock()
+	if waiting {
+		signal(m.notify)
+	}
+}
+
+// close refuses further segments and releases those waiting, and what is
+// left of run's batch; run calls it as it exits.
+func (m *mailbox) close() {
+	m.mu.Lock()
+	q := m.q
+	m.q, m.closed = nil, true
+	m.mu.Unlock()
+	for _, pk := range q {
+		pk.Release()
+	}
+	for _, pk := range m.batch[m.pos:] {
+		pk.Release()
+	}
+	m.batch, m.pos = nil, 0
+}
+
+// inputBatch hands run's next chunk from the mailbox to input; mu is
+// held. One ACK decision follows it (in run): one ACK can answer many
+// segments. What is left when the connection closes is released.
+func (c *Conn) inputBatch() {
+	for _, pk := range c.in.next() {
+		if c.state == Closed {
+			pk.Release()
+			continue
+		}
+		c.input(pk)
+	}
+	c.in.done()
+}

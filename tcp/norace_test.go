@@ -1,0 +1,6 @@
+//go:build !race
+
+package tcp
+
+// raceEnabled: the race detector's instrumentation allocates.
+const raceEnabled = false
