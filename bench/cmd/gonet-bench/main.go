@@ -29,24 +29,57 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gonet-bench run|server|client ...")
+		fmt.Fprintln(os.Stderr, "usage: gonet-bench run|report|server|client ...")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "run":
 		err = run(os.Args[2:])
+	case "report":
+		err = report(os.Args[2:])
 	case "server":
 		err = server.Main(os.Args[2:])
 	case "client":
 		err = load.Main(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: run, server or client", os.Args[1])
+		err = fmt.Errorf("unknown command %q: run, report, server or client", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gonet-bench %s: %v\n", os.Args[1], err)
 		os.Exit(1)
 	}
+}
+
+// report rewrites the markdown report and the plots from a run's
+// results.json, so that a change to the report's text or layout needs no
+// new run (and the numbers stay those of the run that measured them).
+func report(args []string) error {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	out := fs.String("out", "results", "directory holding results.json; the plots are written there")
+	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	absOut, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	mdPath := filepath.Join(absOut, "BENCHMARKS.md")
+	if *md != "" {
+		if mdPath, err = filepath.Abs(*md); err != nil {
+			return err
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(absOut, "results.json"))
+	if err != nil {
+		return err
+	}
+	var res suite.Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(absOut, "results.json"), err)
+	}
+	return suite.Report(res, absOut, mdPath)
 }
 
 func run(args []string) error {
