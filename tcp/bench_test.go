@@ -4,21 +4,24 @@ import (
 	"io"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/gonetstack/gonet/internal/stacktest"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
 )
 
-// benchPair returns an established connection from stack A to an echo
+// echoPair returns an established connection from stack A to an echo
 // server on stack B, the two joined by the in-memory wire, with both
-// stacks' goroutines running as they do in production.
-func benchPair(b *testing.B) *tcp.Conn {
-	b.Helper()
-	sa, sb := stacktest.Pair(b, stacktest.Options{Config: stack.Config{}})
+// stacks' goroutines running as they do in production. When deadlines is
+// set, the server sets a read and a write deadline before each read, as
+// net/http's server does per request.
+func echoPair(tb testing.TB, deadlines bool) *tcp.Conn {
+	tb.Helper()
+	sa, sb := stacktest.Pair(tb, stacktest.Options{Config: stack.Config{}})
 	l, err := sb.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 7))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	go func() {
 		for {
@@ -28,55 +31,53 @@ func benchPair(b *testing.B) *tcp.Conn {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				buf := make([]byte, 32<<10)
+				for {
+					if deadlines {
+						c.SetDeadline(time.Now().Add(time.Minute))
+					}
+					n, err := c.Read(buf)
+					if err != nil {
+						return
+					}
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
+				}
 			}()
 		}
 	}()
-	b.Cleanup(func() { l.Close() })
-	c, err := sa.DialTCP(b.Context(), netip.AddrPortFrom(stacktest.AddrB.Addr(), 7))
+	tb.Cleanup(func() { l.Close() })
+	c, err := sa.DialTCP(tb.Context(), netip.AddrPortFrom(stacktest.AddrB.Addr(), 7))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() { c.Close() })
+	tb.Cleanup(func() { c.Close() })
 	return c
 }
 
-// BenchmarkTCPRequestResponse measures a 1-byte transaction on an
-// established connection: a write on A, its segment through both stacks to
-// the echo server's read and write on B, and the echo back to A's read. One
-// op is one transaction, two data segments and the ACKs they carry or
-// provoke; in the steady state it must not allocate.
-func BenchmarkTCPRequestResponse(b *testing.B) {
-	c := benchPair(b)
+// transaction returns a function making one 1-byte request-response
+// transaction on c, setting deadlines on c first when asked.
+func transaction(tb testing.TB, c *tcp.Conn, deadlines bool) func() {
 	req, resp := []byte{'x'}, make([]byte, 1)
-	once := func() {
+	return func() {
+		if deadlines {
+			c.SetDeadline(time.Now().Add(time.Minute))
+		}
 		if _, err := c.Write(req); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if _, err := io.ReadFull(c, resp); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-	}
-	for range 1000 { // warm the pools and grow the queues
-		once()
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		once()
 	}
 }
 
-// BenchmarkTCPBulk measures a 64 KiB write echoed back and read on the same
-// connection: about 45 full-sized segments each way at an MTU of 1500.
-// One op is one 64 KiB write; allocs/op divided by the segments both ways
-// is the cost per segment.
-func BenchmarkTCPBulk(b *testing.B) {
-	c := benchPair(b)
-	const size = 64 << 10
+// bulkEcho returns a function writing size bytes to c and reading their
+// echo back, with one reader goroutine for all calls: a goroutine started
+// per call would allocate and be counted against the stack.
+func bulkEcho(tb testing.TB, c *tcp.Conn, size int) func() {
 	out, in := make([]byte, size), make([]byte, size)
-	// One reader for the whole run: a goroutine started per op would
-	// allocate and be counted against the stack.
 	start, done := make(chan struct{}), make(chan error)
 	go func() {
 		for range start {
@@ -84,16 +85,52 @@ func BenchmarkTCPBulk(b *testing.B) {
 			done <- err
 		}
 	}()
-	b.Cleanup(func() { close(start) })
-	once := func() {
+	tb.Cleanup(func() { close(start) })
+	return func() {
 		start <- struct{}{}
 		if _, err := c.Write(out); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		if err := <-done; err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkTCPRequestResponse measures a 1-byte transaction on an
+// established connection: a write on A, its segment through both stacks to
+// the echo server's read and write on B, and the echo back to A's read. One
+// op is one transaction: two data segments and the ACKs they carry or
+// provoke, both stacks' work counted. With deadlines, both ends set a read
+// and a write deadline per transaction. In the steady state it must not
+// allocate.
+func BenchmarkTCPRequestResponse(b *testing.B) {
+	for _, deadlines := range []bool{false, true} {
+		name := "plain"
+		if deadlines {
+			name = "deadlines"
+		}
+		b.Run(name, func(b *testing.B) {
+			once := transaction(b, echoPair(b, deadlines), deadlines)
+			for range 1000 { // warm the pools and grow the queues
+				once()
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				once()
+			}
+		})
+	}
+}
+
+// BenchmarkTCPBulk measures a 64 KiB write echoed back and read on the same
+// connection: 46 full-sized segments each way at an MTU of 1500, both
+// stacks' work counted. One op is one 64 KiB write; allocs/op divided by
+// the 92 data segments is the cost per segment.
+func BenchmarkTCPBulk(b *testing.B) {
+	const size = 64 << 10
+	once := bulkEcho(b, echoPair(b, false), size)
 	for range 20 {
 		once()
 	}
