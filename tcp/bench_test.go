@@ -1,24 +1,41 @@
 package tcp_test
 
 import (
+	"fmt"
 	"io"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/gonetstack/gonet/internal/stacktest"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
 )
 
+// echoSetup shapes echoPair's connection.
+type echoSetup struct {
+	// deadlines makes the server set a read and a write deadline before
+	// each read, as net/http's server does per request.
+	deadlines bool
+	// loss is the probability a frame from A to B is dropped, for the
+	// paths of recovery: SACK, the scoreboard, retransmissions, RACK.
+	loss float64
+}
+
 // echoPair returns an established connection from stack A to an echo
 // server on stack B, the two joined by the in-memory wire, with both
-// stacks' goroutines running as they do in production. When deadlines is
-// set, the server sets a read and a write deadline before each read, as
-// net/http's server does per request.
-func echoPair(tb testing.TB, deadlines bool) *tcp.Conn {
+// stacks' goroutines running as they do in production.
+func echoPair(tb testing.TB, setup echoSetup) *tcp.Conn {
 	tb.Helper()
-	sa, sb := stacktest.Pair(tb, stacktest.Options{Config: stack.Config{}})
+	o := stacktest.Options{Config: stack.Config{}}
+	if setup.loss > 0 {
+		o.WrapA = func(ep link.Endpoint) link.Endpoint {
+			return fault.New(ep, fault.Config{Loss: setup.loss, Seed: 1})
+		}
+	}
+	sa, sb := stacktest.Pair(tb, o)
 	l, err := sb.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 7))
 	if err != nil {
 		tb.Fatal(err)
@@ -33,7 +50,7 @@ func echoPair(tb testing.TB, deadlines bool) *tcp.Conn {
 				defer c.Close()
 				buf := make([]byte, 32<<10)
 				for {
-					if deadlines {
+					if setup.deadlines {
 						c.SetDeadline(time.Now().Add(time.Minute))
 					}
 					n, err := c.Read(buf)
@@ -111,7 +128,7 @@ func BenchmarkTCPRequestResponse(b *testing.B) {
 			name = "deadlines"
 		}
 		b.Run(name, func(b *testing.B) {
-			once := transaction(b, echoPair(b, deadlines), deadlines)
+			once := transaction(b, echoPair(b, echoSetup{deadlines: deadlines}), deadlines)
 			for range 1000 { // warm the pools and grow the queues
 				once()
 			}
@@ -127,17 +144,22 @@ func BenchmarkTCPRequestResponse(b *testing.B) {
 // BenchmarkTCPBulk measures a 64 KiB write echoed back and read on the same
 // connection: 46 full-sized segments each way at an MTU of 1500, both
 // stacks' work counted. One op is one 64 KiB write; allocs/op divided by
-// the 92 data segments is the cost per segment.
+// the 92 data segments is the cost per segment. With loss, 1% of the
+// frames from A to B are dropped, and the segments recovered count too.
 func BenchmarkTCPBulk(b *testing.B) {
 	const size = 64 << 10
-	once := bulkEcho(b, echoPair(b, false), size)
-	for range 20 {
-		once()
-	}
-	b.SetBytes(size)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		once()
+	for _, loss := range []float64{0, 0.01} {
+		b.Run(fmt.Sprintf("loss=%g%%", loss*100), func(b *testing.B) {
+			once := bulkEcho(b, echoPair(b, echoSetup{loss: loss}), size)
+			for range 20 {
+				once()
+			}
+			b.SetBytes(size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				once()
+			}
+		})
 	}
 }
