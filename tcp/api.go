@@ -146,6 +146,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 // reset, and net.ErrClosed after Close.
 func (c *Conn) Write(b []byte) (int, error) {
 	written := 0
+	var freed <-chan struct{} // memory released anywhere in the stack
 	for {
 		select {
 		case <-c.writeDL.Done():
@@ -172,22 +173,32 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.mu.Unlock()
 			return written, nil
 		}
-		var freed <-chan struct{} // memory released anywhere in the stack
 		if room := c.sndBufSize - c.snd.n; room > 0 {
-			freed = c.p.env.Budget.Freed()
 			k := c.snd.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
 			written += k
 			c.mu.Unlock()
 			if k > 0 {
+				freed = nil
 				c.poke()
+				continue
+			}
+			if freed == nil {
+				// The budget refused: take the channel the next
+				// release closes and try once more, so a release
+				// between the refusal and the wait is not missed.
+				// Taking it only after a refusal spares every other
+				// Write the channel Freed makes.
+				freed = c.p.env.Budget.Freed()
 				continue
 			}
 		} else {
 			c.mu.Unlock()
+			freed = nil
 		}
 		select {
 		case <-c.writable:
 		case <-freed:
+			freed = nil
 		case <-c.writeDL.Done():
 		case <-c.done:
 		}

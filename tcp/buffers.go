@@ -77,7 +77,9 @@ func (s *sendBuffer) discard(n int, bud *budget.Budget) {
 		}
 	}
 	if len(s.chunks) == 0 {
-		s.chunks = nil
+		// Keep the emptied list: a request-response connection drains
+		// its buffer after every reply, and dropping the list made the
+		// next Write allocate a new one. It is a few pointers.
 		s.head = 0
 	}
 }

@@ -73,6 +73,7 @@ type Conn struct {
 	rcvAdv seqnum.Value // right edge of the window advertised
 	ooo    []oooSeg
 	oooN   int
+	sackIn [wire.TCPMaxSACKBlocks]wire.SACKBlock // the arriving segment's SACK blocks (input)
 	// Options (RFC 7323): negotiated only when the peer offered them.
 	sndWScale, rcvWScale uint8
 	wsOK                 bool

@@ -19,7 +19,10 @@ func (c *Conn) input(pk *buffer.Packet) {
 		pk.Release()
 		return
 	}
-	var opts wire.TCPOptions
+	// The SACK blocks parse into the connection's array (sackIn), not a
+	// fresh slice, which allocated for every SACK option received: they
+	// are read only while this segment is processed.
+	opts := wire.TCPOptions{SACK: c.sackIn[:0]}
 	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
 		c.p.Stats.InErrs.Inc()
 		pk.Release()
@@ -610,9 +613,10 @@ func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, 
 // receive queue.
 func (c *Conn) pullOutOfOrder(now time.Time) {
 	bud := c.p.env.Budget
-	for len(c.ooo) > 0 && !c.ooo[0].seq.GreaterThan(c.rcvNxt) && c.state.canReceive() {
-		o := c.ooo[0]
-		c.ooo = c.ooo[1:]
+	pulled := 0
+	for pulled < len(c.ooo) && !c.ooo[pulled].seq.GreaterThan(c.rcvNxt) && c.state.canReceive() {
+		o := c.ooo[pulled]
+		pulled++
 		c.oooN -= len(o.data)
 		skip := int(c.rcvNxt.Sub(o.seq))
 		if skip > len(o.data) || (skip == len(o.data) && !o.fin) {
@@ -638,9 +642,12 @@ func (c *Conn) pullOutOfOrder(now time.Time) {
 			c.takeFIN(now)
 		}
 	}
-	if len(c.ooo) == 0 {
-		c.ooo = nil
-	}
+	// Shift what is left down once rather than reslice per segment: a
+	// queue that slides forward, or is dropped when emptied, makes
+	// holdOutOfOrder's append allocate anew after every hole filled.
+	n := copy(c.ooo, c.ooo[pulled:])
+	clear(c.ooo[n:])
+	c.ooo = c.ooo[:n]
 }
 
 // takeFIN processes the peer's FIN (RFC 9293 3.10.7.4 "eighth").

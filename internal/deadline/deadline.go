@@ -15,9 +15,9 @@ import (
 type Deadline struct {
 	clk   clock.Clock
 	mu    sync.Mutex
-	timer clock.Timer
+	timer clock.Timer   // made by the first Set, then reset: see Set
+	when  time.Time     // the deadline armed; zero when not set
 	fired chan struct{} // closed when the deadline has passed
-	gen   uint64        // counts Set calls, so a stale callback knows it is one
 }
 
 // New returns a deadline that is not set.
@@ -27,16 +27,21 @@ func New(clk clock.Clock) *Deadline {
 
 // Set arms the deadline for t; the zero time clears it. A time in the past
 // expires it at once, as net.Conn requires.
+//
+// One timer serves every Set, reset rather than made anew: a server that
+// sets its deadlines per request (net/http does) would otherwise allocate
+// a timer and its callback each time, two allocations per Set. The
+// callback it shares cannot know which Set armed it, so it checks the time
+// instead: see expire.
 func (d *Deadline) Set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.gen++
 	if d.timer != nil {
-		// A callback already running finds d.gen moved on and leaves
-		// the deadline alone.
+		// A callback already running finds d.when moved on or cleared
+		// and leaves the deadline alone.
 		d.timer.Stop()
-		d.timer = nil
 	}
+	d.when = t
 	closed := isClosed(d.fired)
 	if t.IsZero() {
 		if closed {
@@ -54,17 +59,29 @@ func (d *Deadline) Set(t time.Time) {
 	if closed {
 		d.fired = make(chan struct{})
 	}
-	fired, gen := d.fired, d.gen
-	d.timer = d.clk.AfterFunc(wait, func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		// A timer that Set stopped too late (its callback already
-		// started) must not expire the deadline Set armed after it,
-		// which may share its channel.
-		if d.gen == gen && d.fired == fired && !isClosed(fired) {
-			close(fired)
-		}
-	})
+	if d.timer == nil {
+		d.timer = d.clk.AfterFunc(wait, d.expire)
+		return
+	}
+	d.timer.Reset(wait)
+}
+
+// expire is the timer's callback. It may be a late one, from a firing that
+// Set's Stop came too late to prevent, running after Set moved or cleared
+// the deadline: it expires the deadline only when the time armed has
+// passed, and otherwise rearms for it (which also covers a wall clock
+// behind the monotonic one the timer ran on).
+func (d *Deadline) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.when.IsZero() || isClosed(d.fired) {
+		return
+	}
+	if wait := d.when.Sub(d.clk.Now()); wait > 0 {
+		d.timer.Reset(wait)
+		return
+	}
+	close(d.fired)
 }
 
 // Done returns a channel closed once the deadline has passed.

@@ -171,7 +171,7 @@ func (c *scripted) AfterFunc(_ time.Duration, f func()) clock.Timer {
 }
 func (t *scriptedTimer) C() <-chan time.Time      { return nil }
 func (t *scriptedTimer) Stop() bool               { was := !t.fired; t.fired = true; return was }
-func (t *scriptedTimer) Reset(time.Duration) bool { panic("not used") }
+func (t *scriptedTimer) Reset(time.Duration) bool { was := !t.fired; t.fired = false; return was }
 
 func TestStaleCallbackDoesNotExpireAMovedDeadline(t *testing.T) {
 	c := &scripted{now: start}
@@ -184,11 +184,15 @@ func TestStaleCallbackDoesNotExpireAMovedDeadline(t *testing.T) {
 	d.Set(start.Add(time.Hour))
 	c.timers[0].f() // the late callback
 	if closed(d.Done()) {
-		t.Fatal("the callback of a replaced timer expired the new deadline")
+		t.Fatal("the late callback expired the moved deadline")
 	}
-	c.timers[1].f()
+	if len(c.timers) != 1 || c.timers[0].fired {
+		t.Fatalf("%d timers, the first fired %v: want the one timer rearmed", len(c.timers), c.timers[0].fired)
+	}
+	c.now = start.Add(time.Hour)
+	c.timers[0].f() // the firing Set armed
 	if !closed(d.Done()) {
-		t.Fatal("the current timer did not expire the deadline")
+		t.Fatal("the timer did not expire the deadline when its time came")
 	}
 }
 
@@ -202,4 +206,37 @@ func TestStaleCallbackDoesNotExpireAClearedDeadline(t *testing.T) {
 	if closed(d.Done()) {
 		t.Fatal("the callback of a cleared deadline expired it")
 	}
+}
+
+func TestCallbackBeforeTheTimeRearms(t *testing.T) {
+	// The timer runs on the monotonic clock, the deadline is a wall time:
+	// a wall clock stepped back finds the callback early.
+	c := &scripted{now: start}
+	d := deadline.New(c)
+	d.Set(start.Add(time.Second))
+	c.timers[0].fired = true
+	c.timers[0].f()
+	if closed(d.Done()) {
+		t.Fatal("a callback before the deadline expired it")
+	}
+	if c.timers[0].fired {
+		t.Fatal("the early callback did not rearm the timer")
+	}
+	c.now = start.Add(time.Second)
+	c.timers[0].f()
+	if !closed(d.Done()) {
+		t.Fatal("the rearmed timer did not expire the deadline")
+	}
+}
+
+func TestSetsShareOneTimer(t *testing.T) {
+	v := clock.NewVirtual(start)
+	d := deadline.New(v)
+	for i := range 10 {
+		d.Set(start.Add(time.Duration(i+1) * time.Second))
+		if v.Pending() != 1 {
+			t.Fatalf("after Set %d: %d timers armed, want 1", i, v.Pending())
+		}
+	}
+	fire(t, v, d, 10*time.Second, true)
 }
