@@ -143,22 +143,32 @@ func (r *newReno) OnEnterRecovery(inflight int) {
 // OnRecoveryAck: a duplicate inflates the window by one MSS (RFC 5681 step
 // 4); a partial ACK deflates it by the amount acknowledged and adds back one
 // MSS if that was at least one (RFC 6582 section 3.2 step 5).
-func (r *newReno) OnRecoveryAck(acked int) {
+func (r *newReno) OnRecoveryAck(acked int) { r.cwnd = recoveryWindow(r.cwnd, acked, r.mss) }
+
+// recoveryWindow is cwnd after an ACK in fast recovery: inflated by one
+// MSS for a duplicate (RFC 5681 section 3.2 step 4); deflated by what a
+// partial ACK acknowledged, one MSS added back if that was at least one
+// (RFC 6582 section 3.2 step 5). NewReno and CUBIC share it: CUBIC
+// changes only the reduction.
+func recoveryWindow(cwnd, acked, mss int) int {
 	if acked == 0 {
-		r.cwnd += r.mss
-		return
+		return cwnd + mss
 	}
-	r.cwnd -= acked
-	if acked >= r.mss {
-		r.cwnd += r.mss
+	cwnd -= acked
+	if acked >= mss {
+		cwnd += mss
 	}
-	r.cwnd = max(r.cwnd, r.mss)
+	return max(cwnd, mss)
 }
+
+// exitWindow is cwnd as fast recovery ends: RFC 6582 section 3.2 step 6,
+// option 1, min(ssthresh, max(FlightSize, SMSS) + SMSS).
+func exitWindow(ssthresh, inflight, mss int) int { return min(ssthresh, max(inflight, mss)+mss) }
 
 // OnExitRecovery: RFC 6582 section 3.2 step 6, option 1:
 // cwnd = min(ssthresh, max(FlightSize, SMSS) + SMSS).
 func (r *newReno) OnExitRecovery(inflight int) {
-	r.cwnd = min(r.ssthresh, max(inflight, r.mss)+r.mss)
+	r.cwnd = exitWindow(r.ssthresh, inflight, r.mss)
 	r.acc = 0
 }
 

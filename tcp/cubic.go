@@ -194,22 +194,12 @@ func (c *cubic) OnEnterRecovery(int) {
 
 // OnRecoveryAck is fast recovery's own (RFC 5681 section 3.2 step 4, RFC
 // 6582 section 3.2 step 5), as NewReno's: CUBIC changes only the reduction.
-func (c *cubic) OnRecoveryAck(acked int) {
-	if acked == 0 {
-		c.cwnd += c.mss
-		return
-	}
-	c.cwnd -= acked
-	if acked >= c.mss {
-		c.cwnd += c.mss
-	}
-	c.cwnd = max(c.cwnd, c.mss)
-}
+func (c *cubic) OnRecoveryAck(acked int) { c.cwnd = recoveryWindow(c.cwnd, acked, c.mss) }
 
 // OnExitRecovery deflates the window as RFC 6582 section 3.2 step 6 does;
 // the next ACK in congestion avoidance starts a stage at that window.
 func (c *cubic) OnExitRecovery(inflight int) {
-	c.cwnd = min(c.ssthresh, max(inflight, c.mss)+c.mss)
+	c.cwnd = exitWindow(c.ssthresh, inflight, c.mss)
 	c.inRecovery = false
 }
 
