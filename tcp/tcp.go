@@ -1,11 +1,12 @@
 // Package tcp is GoNet's Transmission Control Protocol (RFC 9293), with the
 // options of RFC 7323 (window scaling, timestamps), loss recovery after
 // RFC 6298, RFC 5681, RFC 6582 and RFC 3042, SACK (RFC 2018, RFC 2883,
-// RFC 6675) and RACK-TLP (RFC 8985), and initial sequence numbers
-// and ephemeral ports after RFC 6528 and RFC 6056.
+// RFC 6675) and RACK-TLP (RFC 8985), ECN (RFC 3168), path MTU discovery
+// (RFC 1191, RFC 5927), and initial sequence numbers and ephemeral ports
+// after RFC 6528 and RFC 6056.
 //
 // Each connection is a process: one goroutine (conn.run) owns its
-// Transmission Control Block, takes segments from a channel that the TCP
+// Transmission Control Block, takes segments from a mailbox that the TCP
 // dealer fills, and keeps one timer. The application's goroutines reach it
 // through the send buffer and the receive queue, guarded by the
 // connection's own mutex, and a wake-up channel; no lock is shared between
@@ -14,19 +15,24 @@
 // listener for a SYN, or answers with a reset.
 //
 // Files follow RFC 9293's sections: demux.go (3.10.7.1 and the dealer),
-// listener.go (passive open, 3.10.7.2), conn.go (the connection process and
-// the socket API), input.go (3.10.7.3 and 3.10.7.4, segment arrival),
-// output.go (3.10.4, 3.8.6: sending, Nagle and window management),
-// timer.go (3.8.1 and RFC 6298), congestion.go (the congestion control
-// interface and NewReno), cubic.go (RFC 9438, the default) and hystart.go
-// (RFC 9406, CUBIC's slow start); the defences against attack: paws.go
-// (RFC 7323 section 5), challenge.go (RFC 5961) and syncookie.go (RFC 4987
-// section 3.6).
+// listener.go (passive open, 3.10.7.2), conn.go and mailbox.go (the
+// connection process and what feeds it), api.go (the socket API), input.go
+// (3.10.7.3 and 3.10.7.4, segment arrival; window_span.go for a segment
+// covering the whole window), output.go (3.10.4, 3.8.6: sending, Nagle and
+// window management; gso.go for TSO super-segments), timer.go (3.8.1 and
+// RFC 6298), timewait.go (TIME-WAIT reopened by a newer SYN, RFC 6191),
+// congestion.go (the congestion control interface and NewReno), cubic.go
+// (RFC 9438, the default) and hystart.go (RFC 9406, CUBIC's slow start);
+// the defences against attack: paws.go (RFC 7323 sections 3.2 and 5),
+// challenge.go (RFC 5961) and syncookie.go (RFC 4987 section 3.6).
 //
 // With SACK, loss is found and repaired by sack.go (the receiver's
 // blocks), sack_sender.go (the sender's scoreboard and RFC 6675 recovery),
 // prr.go (RFC 6937, its pacing), rack.go (RACK, RFC 8985 section 6) and
-// tlp.go (tail loss probes, RFC 8985 section 7).
+// tlp.go (tail loss probes, RFC 8985 section 7). Signals other than loss:
+// ecn.go (RFC 3168) and icmp.go (RFC 1191 path MTU, RFC 1122 4.2.3.9 soft
+// errors). Bounds: memory.go (the stack's memory budget), timeouts.go (user
+// timeout, RFC 5482; orphans) and autotune.go (receive-window auto-tuning).
 package tcp
 
 import (
