@@ -3,11 +3,9 @@ package integration
 import (
 	"fmt"
 	"maps"
-	"net"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // Offloads across the TAP device (tap.Options.Offload): 50 MiB each way
@@ -25,28 +23,7 @@ func TestOffloadBulkToKernel(t *testing.T) {
 			checkGoroutines(t)
 			h := newHost(t, options{noOffload: !tt.offload})
 			defer h.logCounters(t, false)
-			got := make(chan *digest, 1)
-			h.kernelServe(t, 5001, func(c *net.TCPConn) {
-				c.SetDeadline(time.Now().Add(120 * time.Second))
-				d := newDigest()
-				if err := recvAll(c, d); err != nil {
-					t.Errorf("kernel: %v", err)
-				}
-				got <- d
-			})
-			c := h.gonetDial(t, 5001)
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(120 * time.Second))
-			sent := newDigest()
-			start := time.Now()
-			if err := sendAll(c, 11, bulk, sent); err != nil {
-				t.Fatalf("GoNet: %v", err)
-			}
-			d := <-got
-			if d.n != bulk || d.sum() != sent.sum() {
-				t.Fatalf("GoNet sent %d bytes (sha256 %s), the kernel received %d (sha256 %s)", int64(bulk), sent.sum(), d.n, d.sum())
-			}
-			logRate(t, "GoNet to kernel, "+tt.name, bulk, time.Since(start))
+			h.bulkToKernel(t, 11, "GoNet to kernel, "+tt.name)
 			h.checkOffloadCounters(t, tt.offload, "Tx")
 		})
 	}
@@ -61,28 +38,7 @@ func TestOffloadBulkFromKernel(t *testing.T) {
 			checkGoroutines(t)
 			h := newHost(t, options{noOffload: !tt.offload})
 			defer h.logCounters(t, false)
-			sent := make(chan *digest, 1)
-			h.kernelServe(t, 5001, func(c *net.TCPConn) {
-				c.SetDeadline(time.Now().Add(120 * time.Second))
-				d := newDigest()
-				if err := sendAll(c, 12, bulk, d); err != nil {
-					t.Errorf("kernel: %v", err)
-				}
-				sent <- d
-			})
-			c := h.gonetDial(t, 5001)
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(120 * time.Second))
-			got := newDigest()
-			start := time.Now()
-			if err := recvAll(c, got); err != nil {
-				t.Fatalf("GoNet: %v", err)
-			}
-			d := <-sent
-			if got.n != bulk || got.sum() != d.sum() {
-				t.Fatalf("the kernel sent %d bytes (sha256 %s), GoNet received %d (sha256 %s)", d.n, d.sum(), got.n, got.sum())
-			}
-			logRate(t, "kernel to GoNet, "+tt.name, bulk, time.Since(start))
+			h.bulkFromKernel(t, 12, "kernel to GoNet, "+tt.name)
 			h.checkOffloadCounters(t, tt.offload, "Rx")
 		})
 	}

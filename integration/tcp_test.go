@@ -408,28 +408,7 @@ func TestGoNetSendsToKernel(t *testing.T) {
 	checkGoroutines(t)
 	h := newHost(t, options{})
 	defer h.logCounters(t, false)
-	size := int64(bulk)
-	got := make(chan *digest, 1)
-	h.kernelServe(t, 5001, func(c *net.TCPConn) {
-		c.SetDeadline(time.Now().Add(120 * time.Second))
-		d := newDigest()
-		if err := recvAll(c, d); err != nil {
-			t.Errorf("kernel: %v", err)
-		}
-		got <- d
-	})
-	c := h.gonetDial(t, 5001)
-	c.SetDeadline(time.Now().Add(120 * time.Second))
-	sent := newDigest()
-	start := time.Now()
-	if err := sendAll(c, 1, size, sent); err != nil {
-		t.Fatalf("GoNet: %v", err)
-	}
-	d := <-got
-	if d.n != size || d.sum() != sent.sum() {
-		t.Fatalf("GoNet sent %d bytes (sha256 %s), the kernel received %d (sha256 %s)", size, sent.sum(), d.n, d.sum())
-	}
-	logRate(t, "GoNet to kernel", size, time.Since(start))
+	c := h.bulkToKernel(t, 1, "GoNet to kernel")
 	// The kernel's side closes after our FIN: we read its FIN.
 	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		t.Errorf("GoNet's read after the kernel closed: %d, %v; want 0, EOF", n, err)
@@ -440,17 +419,55 @@ func TestKernelSendsToGoNet(t *testing.T) {
 	checkGoroutines(t)
 	h := newHost(t, options{})
 	defer h.logCounters(t, false)
-	size := int64(bulk)
+	h.bulkFromKernel(t, 2, "kernel to GoNet")
+}
+
+// bulkToKernel sends bulk bytes of the pattern seeded by seed from a GoNet
+// connection to a kernel socket that reads them all and closes, checks
+// they arrived whole by SHA-256, and logs the rate as what. It returns
+// GoNet's connection, write side closed, for the caller's further checks.
+func (h *host) bulkToKernel(t *testing.T, seed uint64, what string) net.Conn {
+	t.Helper()
+	got := make(chan *digest, 1)
+	h.kernelServe(t, 5001, func(c *net.TCPConn) {
+		c.SetDeadline(time.Now().Add(120 * time.Second))
+		d := newDigest()
+		if err := recvAll(c, d); err != nil {
+			t.Errorf("kernel: %v", err)
+		}
+		got <- d
+	})
+	c := h.gonetDial(t, 5001)
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(120 * time.Second))
+	sent := newDigest()
+	start := time.Now()
+	if err := sendAll(c, seed, bulk, sent); err != nil {
+		t.Fatalf("GoNet: %v", err)
+	}
+	d := <-got
+	if d.n != bulk || d.sum() != sent.sum() {
+		t.Fatalf("GoNet sent %d bytes (sha256 %s), the kernel received %d (sha256 %s)", int64(bulk), sent.sum(), d.n, d.sum())
+	}
+	logRate(t, what, bulk, time.Since(start))
+	return c
+}
+
+// bulkFromKernel is bulkToKernel the other way: a kernel socket sends,
+// GoNet reads to the end.
+func (h *host) bulkFromKernel(t *testing.T, seed uint64, what string) {
+	t.Helper()
 	sent := make(chan *digest, 1)
 	h.kernelServe(t, 5001, func(c *net.TCPConn) {
 		c.SetDeadline(time.Now().Add(120 * time.Second))
 		d := newDigest()
-		if err := sendAll(c, 2, size, d); err != nil {
+		if err := sendAll(c, seed, bulk, d); err != nil {
 			t.Errorf("kernel: %v", err)
 		}
 		sent <- d
 	})
 	c := h.gonetDial(t, 5001)
+	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(120 * time.Second))
 	got := newDigest()
 	start := time.Now()
@@ -458,10 +475,10 @@ func TestKernelSendsToGoNet(t *testing.T) {
 		t.Fatalf("GoNet: %v", err)
 	}
 	d := <-sent
-	if got.n != size || got.sum() != d.sum() {
+	if got.n != bulk || got.sum() != d.sum() {
 		t.Fatalf("the kernel sent %d bytes (sha256 %s), GoNet received %d (sha256 %s)", d.n, d.sum(), got.n, got.sum())
 	}
-	logRate(t, "kernel to GoNet", size, time.Since(start))
+	logRate(t, what, bulk, time.Since(start))
 }
 
 // 3. curl against GoNet's web server.
