@@ -27,17 +27,17 @@ func SetTCPPartialChecksum(b []byte, src, dst netip.Addr) {
 // EncodeUDPPartial is EncodeUDP with the checksum left for the device to
 // finish: FinishChecksum(b, 0, UDPChecksumOffset) completes it.
 func EncodeUDPPartial(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
-	be.PutUint16(b[0:2], srcPort)
-	be.PutUint16(b[2:4], dstPort)
-	be.PutUint16(b[4:6], uint16(len(b)))
-	be.PutUint16(b[6:8], PartialChecksum(src, dst, ProtoUDP, len(b)))
+	be.PutUint16(b[udpSrcPort:], srcPort)
+	be.PutUint16(b[udpDstPort:], dstPort)
+	be.PutUint16(b[udpLength:], uint16(len(b)))
+	be.PutUint16(b[udpChecksum:], PartialChecksum(src, dst, ProtoUDP, len(b)))
 }
 
 // TCPChecksumOffset and UDPChecksumOffset locate the checksum field in
 // their headers: a partial checksum's csum_offset.
 const (
-	TCPChecksumOffset = 16
-	UDPChecksumOffset = 6
+	TCPChecksumOffset = tcpChecksum
+	UDPChecksumOffset = udpChecksum
 )
 
 // FinishChecksum does what the device would with a partial checksum: it

@@ -5,6 +5,15 @@ import "net/netip"
 // UDPHeaderLen is the length of a UDP header (RFC 768).
 const UDPHeaderLen = 8
 
+// UDP header layout (RFC 768, "Format"): the offset of each field, each
+// 2 bytes.
+const (
+	udpSrcPort  = 0
+	udpDstPort  = 2
+	udpLength   = 4
+	udpChecksum = 6
+)
+
 // UDP is a view of a UDP datagram, header first.
 type UDP []byte
 
@@ -14,7 +23,7 @@ func ParseUDP(b []byte) (UDP, bool) {
 	if len(b) < UDPHeaderLen {
 		return nil, false
 	}
-	l := int(be.Uint16(b[4:6]))
+	l := UDP(b).Length()
 	if l < UDPHeaderLen || l > len(b) {
 		return nil, false
 	}
@@ -22,16 +31,16 @@ func ParseUDP(b []byte) (UDP, bool) {
 }
 
 // SrcPort returns the source port.
-func (u UDP) SrcPort() uint16 { return be.Uint16(u[0:2]) }
+func (u UDP) SrcPort() uint16 { return be.Uint16(u[udpSrcPort:]) }
 
 // DstPort returns the destination port.
-func (u UDP) DstPort() uint16 { return be.Uint16(u[2:4]) }
+func (u UDP) DstPort() uint16 { return be.Uint16(u[udpDstPort:]) }
 
 // Length returns the length field.
-func (u UDP) Length() int { return int(be.Uint16(u[4:6])) }
+func (u UDP) Length() int { return int(be.Uint16(u[udpLength:])) }
 
 // Checksum returns the checksum field; zero means none was computed.
-func (u UDP) Checksum() uint16 { return be.Uint16(u[6:8]) }
+func (u UDP) Checksum() uint16 { return be.Uint16(u[udpChecksum:]) }
 
 // Payload returns the data after the header.
 func (u UDP) Payload() []byte { return u[UDPHeaderLen:u.Length()] }
@@ -49,13 +58,13 @@ func (u UDP) ChecksumValid(src, dst netip.Addr) bool {
 // EncodeUDP writes a UDP header into b[:8] for the datagram b (header and
 // payload already in place) and computes its checksum over the pseudo-header.
 func EncodeUDP(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
-	be.PutUint16(b[0:2], srcPort)
-	be.PutUint16(b[2:4], dstPort)
-	be.PutUint16(b[4:6], uint16(len(b)))
-	b[6], b[7] = 0, 0
+	be.PutUint16(b[udpSrcPort:], srcPort)
+	be.PutUint16(b[udpDstPort:], dstPort)
+	be.PutUint16(b[udpLength:], uint16(len(b)))
+	b[udpChecksum], b[udpChecksum+1] = 0, 0
 	c := Checksum(b, PseudoHeaderSum(src, dst, ProtoUDP, len(b)))
 	if c == 0 {
 		c = 0xffff // RFC 768: a computed zero is sent as all ones
 	}
-	be.PutUint16(b[6:8], c)
+	be.PutUint16(b[udpChecksum:], c)
 }
