@@ -197,7 +197,7 @@ func TestNoErrorAbout(t *testing.T) {
 	}
 	icmpMsg := func(typ uint8) []byte {
 		b := make([]byte, 8+28)
-		wire.EncodeICMP(b, typ, 0, 0)
+		wire.EncodeICMP(b, &wire.ICMPFields{Type: typ})
 		return b
 	}
 	udp := make([]byte, 8)

@@ -66,8 +66,8 @@ type ARPFields struct {
 	SenderIP, TargetIP   netip.Addr
 }
 
-// EncodeARP writes f into b[:ARPLen].
-func EncodeARP(b []byte, f ARPFields) {
+// EncodeARP writes the packet f describes into b[:ARPLen].
+func EncodeARP(b []byte, f *ARPFields) {
 	be.PutUint16(b[arpHrd:], arpHWEthernet)
 	be.PutUint16(b[arpPro:], EtherTypeIPv4)
 	b[arpHln], b[arpPln] = arpMACLen, arpIPv4Len

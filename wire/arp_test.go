@@ -62,7 +62,7 @@ func TestEncodeARPIsWhatGopacketDecodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bytes.Repeat([]byte{0xa5}, wire.ARPLen)
-			wire.EncodeARP(b, tt.f)
+			wire.EncodeARP(b, &tt.f)
 			var a layers.ARP
 			decodeLayer(t, &a, b)
 			if a.AddrType != layers.LinkTypeEthernet || a.Protocol != layers.EthernetTypeIPv4 || a.HwAddressSize != 6 || a.ProtAddressSize != 4 {

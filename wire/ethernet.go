@@ -41,9 +41,15 @@ func (e Ethernet) Type() uint16 { return be.Uint16(e[ethType:]) }
 // Payload returns the bytes after the header.
 func (e Ethernet) Payload() []byte { return e[EthernetHeaderLen:] }
 
-// EncodeEthernet writes an Ethernet II header into b[:14].
-func EncodeEthernet(b []byte, dst, src MAC, etherType uint16) {
-	copy(b[ethDst:], dst[:])
-	copy(b[ethSrc:], src[:])
-	be.PutUint16(b[ethType:], etherType)
+// EthernetFields describes an Ethernet II header to encode.
+type EthernetFields struct {
+	Dst, Src MAC
+	Type     uint16 // EtherType
+}
+
+// EncodeEthernet writes the header f describes into b[:EthernetHeaderLen].
+func EncodeEthernet(b []byte, f *EthernetFields) {
+	copy(b[ethDst:], f.Dst[:])
+	copy(b[ethSrc:], f.Src[:])
+	be.PutUint16(b[ethType:], f.Type)
 }

@@ -43,7 +43,7 @@ func FuzzParseEthernet(f *testing.F) {
 		}
 		re := make([]byte, len(data))
 		copy(re[wire.EthernetHeaderLen:], e.Payload())
-		wire.EncodeEthernet(re, dst, src, e.Type())
+		wire.EncodeEthernet(re, &wire.EthernetFields{Dst: dst, Src: src, Type: e.Type()})
 		if !bytes.Equal(re, data) {
 			t.Fatalf("parse then encode = %x, want %x", re, data)
 		}
@@ -71,7 +71,7 @@ func FuzzParseARP(f *testing.F) {
 			t.Fatalf("view %x is not the first %d bytes", a, wire.ARPLen)
 		}
 		re := make([]byte, wire.ARPLen)
-		wire.EncodeARP(re, wire.ARPFields{Op: a.Op(), SenderMAC: a.SenderMAC(), SenderIP: a.SenderIP(), TargetMAC: a.TargetMAC(), TargetIP: a.TargetIP()})
+		wire.EncodeARP(re, &wire.ARPFields{Op: a.Op(), SenderMAC: a.SenderMAC(), SenderIP: a.SenderIP(), TargetMAC: a.TargetMAC(), TargetIP: a.TargetIP()})
 		if !bytes.Equal(re, a) {
 			t.Fatalf("parse then encode = %x, want %x", re, a)
 		}
@@ -159,13 +159,14 @@ func checkParseIPv4(t *testing.T, data []byte) {
 	// Parse, encode, parse: the header comes back byte for byte, but
 	// for a checksum sent as 0xffff that computes to 0x0000.
 	re := append([]byte(nil), h...)
-	n := wire.EncodeIPv4(re, &wire.IPv4Fields{
+	rf := wire.IPv4Fields{
 		TOS: h.TOS(), TotalLen: h.TotalLen(), ID: h.ID(), Flags: h.Flags(), FragOff: h.FragmentOffset(),
 		TTL: h.TTL(), Protocol: h.Protocol(), Src: h.Src(), Dst: h.Dst(), Options: h.Options(),
-	})
-	if n != hl {
-		t.Fatalf("EncodeIPv4 returned %d, want %d", n, hl)
 	}
+	if n := rf.HeaderLen(); n != hl {
+		t.Fatalf("HeaderLen = %d, want %d", n, hl)
+	}
+	wire.EncodeIPv4(re, &rf)
 	if !sameModChecksumZero(re, h, 10) {
 		t.Fatalf("parse then encode\n%x\nwant\n%x", re[:hl], h[:hl])
 	}
@@ -248,7 +249,7 @@ func checkParseICMP(t *testing.T, data []byte) {
 		t.Fatal("RestOfHeader is not Ident and Seq")
 	}
 	re := append([]byte(nil), m...)
-	wire.EncodeICMP(re, m.Type(), m.Code(), m.RestOfHeader())
+	wire.EncodeICMP(re, &wire.ICMPFields{Type: m.Type(), Code: m.Code(), Rest: m.RestOfHeader()})
 	if !sameModChecksumZero(re, m, 2) {
 		t.Fatalf("parse then encode = %x, want %x", re, m)
 	}
@@ -289,7 +290,8 @@ func FuzzParseUDP(f *testing.F) {
 			t.Fatalf("ChecksumValid = %v, want %v", valid, wantValid)
 		}
 		re := append([]byte(nil), u...)
-		wire.EncodeUDP(re, src, dst, u.SrcPort(), u.DstPort())
+		wire.EncodeUDP(re, &wire.UDPFields{SrcPort: u.SrcPort(), DstPort: u.DstPort()})
+		wire.SetUDPChecksum(re, src, dst)
 		ru, ok := wire.ParseUDP(re)
 		if !ok || !ru.ChecksumValid(src, dst) || ru.Checksum() == 0 {
 			t.Fatalf("re-encoded datagram %x: ok %v", re, ok)

@@ -62,13 +62,19 @@ func (m ICMP) RestOfHeader() uint32 { return be.Uint32(m[icmpRest:]) }
 // datagram of an error.
 func (m ICMP) Payload() []byte { return m[ICMPHeaderLen:] }
 
-// EncodeICMP writes an ICMP header with type, code and the rest-of-header
-// word into b[:8] and computes the checksum over all of b (header and the
-// payload already in place).
-func EncodeICMP(b []byte, typ, code uint8, rest uint32) {
-	b[icmpType], b[icmpCode] = typ, code
+// ICMPFields describes an ICMP header to encode.
+type ICMPFields struct {
+	Type, Code uint8
+	Rest       uint32 // the rest of the header: see EchoRest for echo messages
+}
+
+// EncodeICMP writes the header f describes into b[:ICMPHeaderLen] and
+// computes the checksum over all of b, the message: its payload must be in
+// place first.
+func EncodeICMP(b []byte, f *ICMPFields) {
+	b[icmpType], b[icmpCode] = f.Type, f.Code
 	b[icmpChecksum], b[icmpChecksum+1] = 0, 0
-	be.PutUint32(b[icmpRest:], rest)
+	be.PutUint32(b[icmpRest:], f.Rest)
 	be.PutUint16(b[icmpChecksum:], Checksum(b, 0))
 }
 

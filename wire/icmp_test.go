@@ -60,7 +60,7 @@ func TestEncodeICMPIsWhatGopacketDecodes(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pl := c.payload(t)
 			b := append(bytes.Repeat([]byte{0xa5}, wire.ICMPHeaderLen), pl...)
-			wire.EncodeICMP(b, c.typ, c.code, wire.EchoRest(c.id, c.seq))
+			wire.EncodeICMP(b, &wire.ICMPFields{Type: c.typ, Code: c.code, Rest: wire.EchoRest(c.id, c.seq)})
 			var g layers.ICMPv4
 			decodeLayer(t, &g, b)
 			if g.TypeCode.Type() != c.typ || g.TypeCode.Code() != c.code || g.Id != c.id || g.Seq != c.seq {

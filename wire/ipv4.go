@@ -178,9 +178,9 @@ type IPv4Fields struct {
 // HeaderLen returns the length of the header f describes.
 func (f *IPv4Fields) HeaderLen() int { return IPv4MinHeaderLen + len(f.Options) }
 
-// EncodeIPv4 writes the header f describes into b, checksum included, and
-// returns its length.
-func EncodeIPv4(b []byte, f *IPv4Fields) int {
+// EncodeIPv4 writes the header f describes into b[:f.HeaderLen()], checksum
+// included.
+func EncodeIPv4(b []byte, f *IPv4Fields) {
 	hl := f.HeaderLen()
 	b[ipv4VerIHL] = 4<<4 | uint8(hl/4)
 	b[ipv4TOS] = f.TOS
@@ -195,7 +195,6 @@ func EncodeIPv4(b []byte, f *IPv4Fields) int {
 	copy(b[ipv4Dst:], d[:])
 	copy(b[ipv4Options:hl], f.Options)
 	be.PutUint16(b[ipv4Checksum:], Checksum(b[:hl], 0))
-	return hl
 }
 
 // CopiedOptions returns the options of h that RFC 791 says every fragment

@@ -21,15 +21,12 @@ func PartialChecksum(src, dst netip.Addr, proto uint8, length int) uint16 {
 // SetTCPPartialChecksum is SetTCPChecksum left for the device to finish:
 // FinishChecksum(b, 0, TCPChecksumOffset) completes it.
 func SetTCPPartialChecksum(b []byte, src, dst netip.Addr) {
-	be.PutUint16(b[TCPChecksumOffset:], PartialChecksum(src, dst, ProtoTCP, len(b)))
+	be.PutUint16(b[tcpChecksum:], PartialChecksum(src, dst, ProtoTCP, len(b)))
 }
 
-// EncodeUDPPartial is EncodeUDP with the checksum left for the device to
-// finish: FinishChecksum(b, 0, UDPChecksumOffset) completes it.
-func EncodeUDPPartial(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
-	be.PutUint16(b[udpSrcPort:], srcPort)
-	be.PutUint16(b[udpDstPort:], dstPort)
-	be.PutUint16(b[udpLength:], uint16(len(b)))
+// SetUDPPartialChecksum is SetUDPChecksum left for the device to finish:
+// FinishChecksum(b, 0, UDPChecksumOffset) completes it.
+func SetUDPPartialChecksum(b []byte, src, dst netip.Addr) {
 	be.PutUint16(b[udpChecksum:], PartialChecksum(src, dst, ProtoUDP, len(b)))
 }
 

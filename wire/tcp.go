@@ -304,19 +304,23 @@ type TCPFields struct {
 	Flags            uint8 // TCPFlagFIN ... TCPFlagCWR
 	Window           uint16
 	Urgent           uint16
+	// OptionsLen is the length of the options that follow the fixed
+	// header, a multiple of 4 such as EncodeTCPOptions returns.
+	OptionsLen int
 }
 
-// EncodeTCP writes the 20-byte fixed header f describes into b[:20], with a
-// data offset of (20+optLen)/4, zero reserved bits and a zero checksum. The
-// optLen bytes of options belong at b[20:20+optLen], written before or after
-// with EncodeTCPOptions; SetTCPChecksum finishes the segment.
-func EncodeTCP(b []byte, f *TCPFields, optLen int) {
+// EncodeTCP writes the fixed header f describes into b[:TCPMinHeaderLen],
+// with a data offset of TCPMinHeaderLen+f.OptionsLen, zero reserved bits and
+// a zero checksum. The options belong at b[TCPMinHeaderLen:][:f.OptionsLen],
+// written before or after with EncodeTCPOptions; SetTCPChecksum or
+// SetTCPPartialChecksum finishes the segment.
+func EncodeTCP(b []byte, f *TCPFields) {
 	_ = b[TCPMinHeaderLen-1]
 	be.PutUint16(b[tcpSrcPort:], f.SrcPort)
 	be.PutUint16(b[tcpDstPort:], f.DstPort)
 	be.PutUint32(b[tcpSeq:], f.Seq)
 	be.PutUint32(b[tcpAck:], f.Ack)
-	b[tcpDataOff] = byte((TCPMinHeaderLen+optLen)/4) << 4
+	b[tcpDataOff] = byte((TCPMinHeaderLen+f.OptionsLen)/4) << 4
 	b[tcpFlags] = f.Flags
 	be.PutUint16(b[tcpWindow:], f.Window)
 	b[tcpChecksum], b[tcpChecksum+1] = 0, 0

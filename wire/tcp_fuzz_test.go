@@ -112,7 +112,8 @@ func checkParseTCP(t *testing.T, data []byte, src, dst netip.Addr) {
 	wire.EncodeTCP(re, &wire.TCPFields{
 		SrcPort: seg.SrcPort(), DstPort: seg.DstPort(), Seq: seg.Seq(), Ack: seg.Ack(),
 		Flags: seg.Flags(), Window: seg.Window(), Urgent: seg.Urgent(),
-	}, off-wire.TCPMinHeaderLen)
+		OptionsLen: off - wire.TCPMinHeaderLen,
+	})
 	copy(re[wire.TCPMinHeaderLen:], seg[wire.TCPMinHeaderLen:])
 	wire.SetTCPChecksum(re, src, dst)
 	if rs, ok := wire.ParseTCP(re); !ok || !rs.ChecksumValid(src, dst) || rs.DataOffset() != off {
@@ -232,7 +233,7 @@ func checkTCPOptionsWithGopacket(t *testing.T, opts []byte, o *wire.TCPOptions, 
 	t.Helper()
 	hdr := make([]byte, wire.TCPMinHeaderLen+len(opts))
 	copy(hdr[wire.TCPMinHeaderLen:], opts)
-	wire.EncodeTCP(hdr, &wire.TCPFields{}, len(opts))
+	wire.EncodeTCP(hdr, &wire.TCPFields{OptionsLen: len(opts)})
 	var g layers.TCP
 	if err := g.DecodeFromBytes(hdr, &feedback{}); err != nil {
 		t.Fatalf("gopacket: %v", err)

@@ -300,7 +300,8 @@ func encodeTCP(f *wire.TCPFields, o *wire.TCPOptions, pl []byte, src, dst netip.
 	if got := wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], o); got != n {
 		panic("EncodeTCPOptions and TCPOptionsLen disagree")
 	}
-	wire.EncodeTCP(b, f, n)
+	f.OptionsLen = n
+	wire.EncodeTCP(b, f)
 	copy(b[wire.TCPMinHeaderLen+n:], pl)
 	wire.SetTCPChecksum(b, src, dst)
 	return b
@@ -478,7 +479,7 @@ func TestEncodeTCPOptionsStaysWithin40Bytes(t *testing.T) {
 			}
 			hdr := make([]byte, wire.TCPMinHeaderLen+got)
 			copy(hdr[wire.TCPMinHeaderLen:], b[:got])
-			wire.EncodeTCP(hdr, &wire.TCPFields{Flags: wire.TCPFlagACK}, got)
+			wire.EncodeTCP(hdr, &wire.TCPFields{Flags: wire.TCPFlagACK, OptionsLen: got})
 			var g layers.TCP
 			decodeLayer(t, &g, hdr)
 			gg, ok := optionsFromGopacket(g.Options)
@@ -533,7 +534,7 @@ func TestParseTCPOptionsRejectsMalformed(t *testing.T) {
 				return
 			}
 			hdr := append(make([]byte, wire.TCPMinHeaderLen), tt.b...)
-			wire.EncodeTCP(hdr, &wire.TCPFields{}, len(tt.b))
+			wire.EncodeTCP(hdr, &wire.TCPFields{OptionsLen: len(tt.b)})
 			var g layers.TCP
 			decodeLayer(t, &g, hdr)
 			if _, ok := optionsFromGopacket(g.Options); ok && len(g.Padding) == 0 {
@@ -710,7 +711,7 @@ func TestSetTCPChecksumIgnoresTheOldValue(t *testing.T) {
 
 func TestEncodeTCPClearsReservedBitsAndChecksum(t *testing.T) {
 	b := bytes.Repeat([]byte{0xff}, 24)
-	wire.EncodeTCP(b, &wire.TCPFields{Flags: wire.TCPFlagSYN}, 4)
+	wire.EncodeTCP(b, &wire.TCPFields{Flags: wire.TCPFlagSYN, OptionsLen: 4})
 	if b[12] != 6<<4 || b[13] != wire.TCPFlagSYN || b[16] != 0 || b[17] != 0 {
 		t.Errorf("header %x", b[:20])
 	}
@@ -732,8 +733,9 @@ func TestTCPHotPathDoesNotAllocate(t *testing.T) {
 	var arr [wire.TCPMaxSACKBlocks]wire.SACKBlock
 	in := wire.TCPOptions{SACK: arr[:0]}
 	allocs := testing.AllocsPerRun(1000, func() {
-		n := wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &o)
-		wire.EncodeTCP(b, &f, n)
+		f.OptionsLen = wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &o)
+		wire.EncodeTCP(b, &f)
+		n := f.OptionsLen
 		seg := b[:wire.TCPMinHeaderLen+n+1448]
 		wire.SetTCPChecksum(seg, srcIP, dstIP)
 		p, ok := wire.ParseTCP(seg)
@@ -767,19 +769,19 @@ func BenchmarkEncodeTCP(b *testing.B) {
 	b.Run("header and options", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			n := wire.EncodeTCPOptions(buf[wire.TCPMinHeaderLen:], &o)
-			wire.EncodeTCP(buf, &f, n)
+			f.OptionsLen = wire.EncodeTCPOptions(buf[wire.TCPMinHeaderLen:], &o)
+			wire.EncodeTCP(buf, &f)
 			sink ^= uint16(buf[12])
 		}
 	})
 	b.Run("with checksum over 1448 bytes", func(b *testing.B) {
 		b.ReportAllocs()
-		n := wire.TCPOptionsLen(&o)
-		seg := buf[:wire.TCPMinHeaderLen+n+1448]
+		f.OptionsLen = wire.TCPOptionsLen(&o)
+		seg := buf[:wire.TCPMinHeaderLen+f.OptionsLen+1448]
 		b.SetBytes(int64(len(seg)))
 		for b.Loop() {
 			wire.EncodeTCPOptions(seg[wire.TCPMinHeaderLen:], &o)
-			wire.EncodeTCP(seg, &f, n)
+			wire.EncodeTCP(seg, &f)
 			wire.SetTCPChecksum(seg, srcIP, dstIP)
 			sink ^= uint16(seg[16])
 		}

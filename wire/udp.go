@@ -55,12 +55,24 @@ func (u UDP) ChecksumValid(src, dst netip.Addr) bool {
 	return Checksum(u, PseudoHeaderSum(src, dst, ProtoUDP, len(u))) == 0
 }
 
-// EncodeUDP writes a UDP header into b[:8] for the datagram b (header and
-// payload already in place) and computes its checksum over the pseudo-header.
-func EncodeUDP(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
-	be.PutUint16(b[udpSrcPort:], srcPort)
-	be.PutUint16(b[udpDstPort:], dstPort)
+// UDPFields describes a UDP header to encode. The length is the datagram's.
+type UDPFields struct {
+	SrcPort, DstPort uint16
+}
+
+// EncodeUDP writes the header f describes into b[:UDPHeaderLen], b being the
+// whole datagram, with a length of len(b) and a zero checksum: "no checksum"
+// (RFC 768) until SetUDPChecksum or SetUDPPartialChecksum sets one.
+func EncodeUDP(b []byte, f *UDPFields) {
+	be.PutUint16(b[udpSrcPort:], f.SrcPort)
+	be.PutUint16(b[udpDstPort:], f.DstPort)
 	be.PutUint16(b[udpLength:], uint16(len(b)))
+	b[udpChecksum], b[udpChecksum+1] = 0, 0
+}
+
+// SetUDPChecksum computes the checksum of the datagram b, header and
+// payload, over the IPv4 pseudo-header of src and dst, and stores it.
+func SetUDPChecksum(b []byte, src, dst netip.Addr) {
 	b[udpChecksum], b[udpChecksum+1] = 0, 0
 	c := Checksum(b, PseudoHeaderSum(src, dst, ProtoUDP, len(b)))
 	if c == 0 {

@@ -84,7 +84,8 @@ func TestEncodeUDPIsWhatGopacketBuilds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pl := payload(c.payload)
 			b := append(bytes.Repeat([]byte{0xa5}, wire.UDPHeaderLen), pl...)
-			wire.EncodeUDP(b, c.src, c.dst, c.sport, c.dport)
+			wire.EncodeUDP(b, &wire.UDPFields{SrcPort: c.sport, DstPort: c.dport})
+			wire.SetUDPChecksum(b, c.src, c.dst)
 			g, valid := gopacketUDPValid(t, b, c.src, c.dst)
 			if !valid {
 				t.Errorf("gopacket finds checksum %#04x wrong", g.Checksum)
@@ -105,10 +106,12 @@ func TestEncodeUDPIsWhatGopacketBuilds(t *testing.T) {
 func zeroSumUDP(src, dst netip.Addr) []byte {
 	b := make([]byte, wire.UDPHeaderLen+6)
 	copy(b[8:], []byte{0xde, 0xad, 0xbe, 0xef})
-	wire.EncodeUDP(b, src, dst, 1234, 5678)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: 1234, DstPort: 5678})
+	wire.SetUDPChecksum(b, src, dst)
 	c := be16(b[6:8]) // the checksum with the last word zero
 	b[12], b[13] = byte(c>>8), byte(c)
-	wire.EncodeUDP(b, src, dst, 1234, 5678)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: 1234, DstPort: 5678})
+	wire.SetUDPChecksum(b, src, dst)
 	return b
 }
 
@@ -119,7 +122,8 @@ func TestEncodeUDPSendsAComputedZeroAsAllOnes(t *testing.T) {
 	if c := wire.Checksum(pre, wire.PseudoHeaderSum(srcIP, dstIP, wire.ProtoUDP, len(pre))); c != 0 {
 		t.Fatalf("setup: the checksum computes to %#04x, not zero", c)
 	}
-	wire.EncodeUDP(b, srcIP, dstIP, 1234, 5678)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: 1234, DstPort: 5678})
+	wire.SetUDPChecksum(b, srcIP, dstIP)
 	if got := be16(b[6:8]); got != 0xffff {
 		t.Fatalf("checksum field %#04x, want 0xffff (RFC 768)", got)
 	}
