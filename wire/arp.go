@@ -24,8 +24,8 @@ const (
 	arpTha = 18 // ar$tha, target hardware address, 6 bytes
 	arpTpa = 24 // ar$tpa, target protocol address, 4 bytes
 
-	arpMACLen  = 6 // ar$hln for Ethernet
-	arpIPv4Len = 4 // ar$pln for IPv4
+	arpMACLen  = macLen // ar$hln for Ethernet
+	arpIPv4Len = 4      // ar$pln for IPv4
 )
 
 // ARP is a view of an ARP packet.
@@ -38,26 +38,26 @@ func ParseARP(b []byte) (ARP, bool) {
 		return nil, false
 	}
 	a := ARP(b)
-	if be.Uint16(a[arpHrd:]) != arpHWEthernet || be.Uint16(a[arpPro:]) != EtherTypeIPv4 || a[arpHln] != arpMACLen || a[arpPln] != arpIPv4Len {
+	if be.Uint16(a[arpHrd:arpHrd+2]) != arpHWEthernet || be.Uint16(a[arpPro:arpPro+2]) != EtherTypeIPv4 || a[arpHln] != arpMACLen || a[arpPln] != arpIPv4Len {
 		return nil, false
 	}
 	return a[:ARPLen], true
 }
 
 // Op returns the operation (ARPRequest or ARPReply).
-func (a ARP) Op() uint16 { return be.Uint16(a[arpOp:]) }
+func (a ARP) Op() uint16 { return be.Uint16(a[arpOp : arpOp+2]) }
 
 // SenderMAC returns the sender's hardware address.
-func (a ARP) SenderMAC() MAC { return MAC(a[arpSha:]) }
+func (a ARP) SenderMAC() MAC { return MAC(a[arpSha : arpSha+macLen]) }
 
 // SenderIP returns the sender's protocol address.
-func (a ARP) SenderIP() netip.Addr { return netip.AddrFrom4([4]byte(a[arpSpa:])) }
+func (a ARP) SenderIP() netip.Addr { return netip.AddrFrom4([4]byte(a[arpSpa : arpSpa+4])) }
 
 // TargetMAC returns the target's hardware address.
-func (a ARP) TargetMAC() MAC { return MAC(a[arpTha:]) }
+func (a ARP) TargetMAC() MAC { return MAC(a[arpTha : arpTha+macLen]) }
 
 // TargetIP returns the target's protocol address.
-func (a ARP) TargetIP() netip.Addr { return netip.AddrFrom4([4]byte(a[arpTpa:])) }
+func (a ARP) TargetIP() netip.Addr { return netip.AddrFrom4([4]byte(a[arpTpa : arpTpa+4])) }
 
 // ARPFields describes an ARP packet to encode.
 type ARPFields struct {
@@ -68,10 +68,10 @@ type ARPFields struct {
 
 // EncodeARP writes the packet f describes into b[:ARPLen].
 func EncodeARP(b []byte, f *ARPFields) {
-	be.PutUint16(b[arpHrd:], arpHWEthernet)
-	be.PutUint16(b[arpPro:], EtherTypeIPv4)
+	be.PutUint16(b[arpHrd:arpHrd+2], arpHWEthernet)
+	be.PutUint16(b[arpPro:arpPro+2], EtherTypeIPv4)
 	b[arpHln], b[arpPln] = arpMACLen, arpIPv4Len
-	be.PutUint16(b[arpOp:], f.Op)
+	be.PutUint16(b[arpOp:arpOp+2], f.Op)
 	copy(b[arpSha:], f.SenderMAC[:])
 	s, t := f.SenderIP.As4(), f.TargetIP.As4()
 	copy(b[arpSpa:], s[:])

@@ -30,13 +30,13 @@ func ParseEthernet(b []byte) (Ethernet, bool) {
 }
 
 // Dst returns the destination address.
-func (e Ethernet) Dst() MAC { return MAC(e[ethDst:]) }
+func (e Ethernet) Dst() MAC { return MAC(e[ethDst : ethDst+macLen]) }
 
 // Src returns the source address.
-func (e Ethernet) Src() MAC { return MAC(e[ethSrc:]) }
+func (e Ethernet) Src() MAC { return MAC(e[ethSrc : ethSrc+macLen]) }
 
 // Type returns the EtherType.
-func (e Ethernet) Type() uint16 { return be.Uint16(e[ethType:]) }
+func (e Ethernet) Type() uint16 { return be.Uint16(e[ethType : ethType+2]) }
 
 // Payload returns the bytes after the header.
 func (e Ethernet) Payload() []byte { return e[EthernetHeaderLen:] }
@@ -51,5 +51,5 @@ type EthernetFields struct {
 func EncodeEthernet(b []byte, f *EthernetFields) {
 	copy(b[ethDst:], f.Dst[:])
 	copy(b[ethSrc:], f.Src[:])
-	be.PutUint16(b[ethType:], f.Type)
+	be.PutUint16(b[ethType:ethType+2], f.Type)
 }

@@ -46,17 +46,17 @@ func (m ICMP) Type() uint8 { return m[icmpType] }
 func (m ICMP) Code() uint8 { return m[icmpCode] }
 
 // Checksum returns the checksum field.
-func (m ICMP) Checksum() uint16 { return be.Uint16(m[icmpChecksum:]) }
+func (m ICMP) Checksum() uint16 { return be.Uint16(m[icmpChecksum : icmpChecksum+2]) }
 
 // Ident returns an echo message's identifier.
-func (m ICMP) Ident() uint16 { return be.Uint16(m[icmpIdent:]) }
+func (m ICMP) Ident() uint16 { return be.Uint16(m[icmpIdent : icmpIdent+2]) }
 
 // Seq returns an echo message's sequence number.
-func (m ICMP) Seq() uint16 { return be.Uint16(m[icmpSeq:]) }
+func (m ICMP) Seq() uint16 { return be.Uint16(m[icmpSeq : icmpSeq+2]) }
 
 // RestOfHeader returns the header's last word (unused, pointer, or next-hop
 // MTU).
-func (m ICMP) RestOfHeader() uint32 { return be.Uint32(m[icmpRest:]) }
+func (m ICMP) RestOfHeader() uint32 { return be.Uint32(m[icmpRest : icmpRest+4]) }
 
 // Payload returns what follows the 8-byte header: echo data, or the quoted
 // datagram of an error.
@@ -74,8 +74,8 @@ type ICMPFields struct {
 func EncodeICMP(b []byte, f *ICMPFields) {
 	b[icmpType], b[icmpCode] = f.Type, f.Code
 	b[icmpChecksum], b[icmpChecksum+1] = 0, 0
-	be.PutUint32(b[icmpRest:], f.Rest)
-	be.PutUint16(b[icmpChecksum:], Checksum(b, 0))
+	be.PutUint32(b[icmpRest:icmpRest+4], f.Rest)
+	be.PutUint16(b[icmpChecksum:icmpChecksum+2], Checksum(b, 0))
 }
 
 // EchoRest packs an echo message's identifier and sequence number into the

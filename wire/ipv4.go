@@ -109,13 +109,13 @@ func (h IPv4) HeaderLen() int { return int(h[ipv4VerIHL]&0xf) * 4 }
 func (h IPv4) TOS() uint8 { return h[ipv4TOS] }
 
 // TotalLen returns the total length field.
-func (h IPv4) TotalLen() int { return int(be.Uint16(h[ipv4TotalLen:])) }
+func (h IPv4) TotalLen() int { return int(be.Uint16(h[ipv4TotalLen : ipv4TotalLen+2])) }
 
 // ID returns the identification field.
-func (h IPv4) ID() uint16 { return be.Uint16(h[ipv4ID:]) }
+func (h IPv4) ID() uint16 { return be.Uint16(h[ipv4ID : ipv4ID+2]) }
 
 // Flags returns the DF and MF bits in their field positions.
-func (h IPv4) Flags() uint16 { return be.Uint16(h[ipv4FragOff:]) &^ ipv4OffMsk }
+func (h IPv4) Flags() uint16 { return be.Uint16(h[ipv4FragOff:ipv4FragOff+2]) &^ ipv4OffMsk }
 
 // MoreFragments reports whether MF is set.
 func (h IPv4) MoreFragments() bool { return h.Flags()&IPv4FlagMF != 0 }
@@ -124,7 +124,9 @@ func (h IPv4) MoreFragments() bool { return h.Flags()&IPv4FlagMF != 0 }
 func (h IPv4) DontFragment() bool { return h.Flags()&IPv4FlagDF != 0 }
 
 // FragmentOffset returns the fragment offset in bytes.
-func (h IPv4) FragmentOffset() int { return int(be.Uint16(h[ipv4FragOff:])&ipv4OffMsk) * 8 }
+func (h IPv4) FragmentOffset() int {
+	return int(be.Uint16(h[ipv4FragOff:ipv4FragOff+2])&ipv4OffMsk) * 8
+}
 
 // IsFragment reports whether the datagram is a fragment of a larger one.
 func (h IPv4) IsFragment() bool { return h.MoreFragments() || h.FragmentOffset() != 0 }
@@ -136,10 +138,10 @@ func (h IPv4) TTL() uint8 { return h[ipv4TTL] }
 func (h IPv4) Protocol() uint8 { return h[ipv4Protocol] }
 
 // Src returns the source address.
-func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[ipv4Src:])) }
+func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[ipv4Src : ipv4Src+4])) }
 
 // Dst returns the destination address.
-func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[ipv4Dst:])) }
+func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[ipv4Dst : ipv4Dst+4])) }
 
 // Options returns the option bytes, if any.
 func (h IPv4) Options() []byte { return h[ipv4Options:h.HeaderLen()] }
@@ -151,15 +153,15 @@ func (h IPv4) Payload() []byte { return h[h.HeaderLen():h.TotalLen()] }
 func (h IPv4) SetTTL(ttl uint8) {
 	// The checksum sums 16-bit words: the TTL's is the one it shares with
 	// the protocol.
-	old := be.Uint16(h[ipv4TTL:])
+	old := be.Uint16(h[ipv4TTL : ipv4TTL+2])
 	h[ipv4TTL] = ttl
-	h.updateChecksum(old, be.Uint16(h[ipv4TTL:]))
+	h.updateChecksum(old, be.Uint16(h[ipv4TTL:ipv4TTL+2]))
 }
 
 func (h IPv4) updateChecksum(old, new uint16) {
 	// RFC 1624 equation 3: HC' = ~(~HC + ~m + m').
-	s := uint32(^be.Uint16(h[ipv4Checksum:])) + uint32(^old) + uint32(new)
-	be.PutUint16(h[ipv4Checksum:], ^Fold(s))
+	s := uint32(^be.Uint16(h[ipv4Checksum:ipv4Checksum+2])) + uint32(^old) + uint32(new)
+	be.PutUint16(h[ipv4Checksum:ipv4Checksum+2], ^Fold(s))
 }
 
 // IPv4Fields describes an IPv4 header to encode.
@@ -184,9 +186,9 @@ func EncodeIPv4(b []byte, f *IPv4Fields) {
 	hl := f.HeaderLen()
 	b[ipv4VerIHL] = 4<<4 | uint8(hl/4)
 	b[ipv4TOS] = f.TOS
-	be.PutUint16(b[ipv4TotalLen:], uint16(f.TotalLen))
-	be.PutUint16(b[ipv4ID:], f.ID)
-	be.PutUint16(b[ipv4FragOff:], f.Flags|uint16(f.FragOff/8)&ipv4OffMsk)
+	be.PutUint16(b[ipv4TotalLen:ipv4TotalLen+2], uint16(f.TotalLen))
+	be.PutUint16(b[ipv4ID:ipv4ID+2], f.ID)
+	be.PutUint16(b[ipv4FragOff:ipv4FragOff+2], f.Flags|uint16(f.FragOff/8)&ipv4OffMsk)
 	b[ipv4TTL] = f.TTL
 	b[ipv4Protocol] = f.Protocol
 	b[ipv4Checksum], b[ipv4Checksum+1] = 0, 0
@@ -194,7 +196,7 @@ func EncodeIPv4(b []byte, f *IPv4Fields) {
 	copy(b[ipv4Src:], s[:])
 	copy(b[ipv4Dst:], d[:])
 	copy(b[ipv4Options:hl], f.Options)
-	be.PutUint16(b[ipv4Checksum:], Checksum(b[:hl], 0))
+	be.PutUint16(b[ipv4Checksum:ipv4Checksum+2], Checksum(b[:hl], 0))
 }
 
 // CopiedOptions returns the options of h that RFC 791 says every fragment

@@ -21,13 +21,13 @@ func PartialChecksum(src, dst netip.Addr, proto uint8, length int) uint16 {
 // SetTCPPartialChecksum is SetTCPChecksum left for the device to finish:
 // FinishChecksum(b, 0, TCPChecksumOffset) completes it.
 func SetTCPPartialChecksum(b []byte, src, dst netip.Addr) {
-	be.PutUint16(b[tcpChecksum:], PartialChecksum(src, dst, ProtoTCP, len(b)))
+	be.PutUint16(b[tcpChecksum:tcpChecksum+2], PartialChecksum(src, dst, ProtoTCP, len(b)))
 }
 
 // SetUDPPartialChecksum is SetUDPChecksum left for the device to finish:
 // FinishChecksum(b, 0, UDPChecksumOffset) completes it.
 func SetUDPPartialChecksum(b []byte, src, dst netip.Addr) {
-	be.PutUint16(b[udpChecksum:], PartialChecksum(src, dst, ProtoUDP, len(b)))
+	be.PutUint16(b[udpChecksum:udpChecksum+2], PartialChecksum(src, dst, ProtoUDP, len(b)))
 }
 
 // TCPChecksumOffset and UDPChecksumOffset locate the checksum field in
@@ -51,6 +51,6 @@ func FinishChecksum(b []byte, start, offset int) bool {
 	if c == 0 {
 		c = 0xffff
 	}
-	be.PutUint16(b[start+offset:], c)
+	be.PutUint16(b[start+offset:start+offset+2], c)
 	return true
 }

@@ -93,16 +93,16 @@ func ParseTCP(b []byte) (TCP, bool) {
 }
 
 // SrcPort returns the source port.
-func (t TCP) SrcPort() uint16 { return be.Uint16(t[tcpSrcPort:]) }
+func (t TCP) SrcPort() uint16 { return be.Uint16(t[tcpSrcPort : tcpSrcPort+2]) }
 
 // DstPort returns the destination port.
-func (t TCP) DstPort() uint16 { return be.Uint16(t[tcpDstPort:]) }
+func (t TCP) DstPort() uint16 { return be.Uint16(t[tcpDstPort : tcpDstPort+2]) }
 
 // Seq returns the sequence number.
-func (t TCP) Seq() uint32 { return be.Uint32(t[tcpSeq:]) }
+func (t TCP) Seq() uint32 { return be.Uint32(t[tcpSeq : tcpSeq+4]) }
 
 // Ack returns the acknowledgment number.
-func (t TCP) Ack() uint32 { return be.Uint32(t[tcpAck:]) }
+func (t TCP) Ack() uint32 { return be.Uint32(t[tcpAck : tcpAck+4]) }
 
 // DataOffset returns the header length in bytes, options included.
 func (t TCP) DataOffset() int { return int(t[tcpDataOff]>>4) * 4 }
@@ -112,13 +112,13 @@ func (t TCP) DataOffset() int { return int(t[tcpDataOff]>>4) * 4 }
 func (t TCP) Flags() uint8 { return t[tcpFlags] }
 
 // Window returns the window field, unscaled.
-func (t TCP) Window() uint16 { return be.Uint16(t[tcpWindow:]) }
+func (t TCP) Window() uint16 { return be.Uint16(t[tcpWindow : tcpWindow+2]) }
 
 // Checksum returns the checksum field.
-func (t TCP) Checksum() uint16 { return be.Uint16(t[tcpChecksum:]) }
+func (t TCP) Checksum() uint16 { return be.Uint16(t[tcpChecksum : tcpChecksum+2]) }
 
 // Urgent returns the urgent pointer.
-func (t TCP) Urgent() uint16 { return be.Uint16(t[tcpUrgent:]) }
+func (t TCP) Urgent() uint16 { return be.Uint16(t[tcpUrgent : tcpUrgent+2]) }
 
 // Options returns the option bytes between the fixed header and the data.
 func (t TCP) Options() []byte { return t[tcpOptions:t.DataOffset()] }
@@ -189,7 +189,7 @@ func ParseTCPOptions(b []byte, o *TCPOptions) bool {
 			if l != tcpOptMSSLen {
 				return false
 			}
-			o.MSS = be.Uint16(opt[tcpOptData:])
+			o.MSS = be.Uint16(opt[tcpOptData : tcpOptData+2])
 		case TCPOptionWScale:
 			if l != tcpOptWScaleLen {
 				return false
@@ -212,7 +212,7 @@ func ParseTCPOptions(b []byte, o *TCPOptions) bool {
 				return false
 			}
 			o.HasTimestamp = true
-			o.TSVal, o.TSEcr = be.Uint32(opt[tcpOptData:]), be.Uint32(opt[tcpOptData+4:])
+			o.TSVal, o.TSEcr = be.Uint32(opt[tcpOptData:tcpOptData+4]), be.Uint32(opt[tcpOptData+4:tcpOptData+4+4])
 		}
 		i += l
 	}
@@ -264,7 +264,7 @@ func EncodeTCPOptions(b []byte, o *TCPOptions) int {
 	n := 0
 	if o.MSS != 0 {
 		b[n], b[n+1] = TCPOptionMSS, tcpOptMSSLen
-		be.PutUint16(b[n+tcpOptData:], o.MSS)
+		be.PutUint16(b[n+tcpOptData:n+tcpOptData+2], o.MSS)
 		n += 4
 	}
 	if o.HasTimestamp {
@@ -316,20 +316,20 @@ type TCPFields struct {
 // SetTCPPartialChecksum finishes the segment.
 func EncodeTCP(b []byte, f *TCPFields) {
 	_ = b[TCPMinHeaderLen-1]
-	be.PutUint16(b[tcpSrcPort:], f.SrcPort)
-	be.PutUint16(b[tcpDstPort:], f.DstPort)
-	be.PutUint32(b[tcpSeq:], f.Seq)
-	be.PutUint32(b[tcpAck:], f.Ack)
+	be.PutUint16(b[tcpSrcPort:tcpSrcPort+2], f.SrcPort)
+	be.PutUint16(b[tcpDstPort:tcpDstPort+2], f.DstPort)
+	be.PutUint32(b[tcpSeq:tcpSeq+4], f.Seq)
+	be.PutUint32(b[tcpAck:tcpAck+4], f.Ack)
 	b[tcpDataOff] = byte((TCPMinHeaderLen+f.OptionsLen)/4) << 4
 	b[tcpFlags] = f.Flags
-	be.PutUint16(b[tcpWindow:], f.Window)
+	be.PutUint16(b[tcpWindow:tcpWindow+2], f.Window)
 	b[tcpChecksum], b[tcpChecksum+1] = 0, 0
-	be.PutUint16(b[tcpUrgent:], f.Urgent)
+	be.PutUint16(b[tcpUrgent:tcpUrgent+2], f.Urgent)
 }
 
 // SetTCPChecksum computes the checksum of the segment b, header, options and
 // payload, over the IPv4 pseudo-header of src and dst, and stores it.
 func SetTCPChecksum(b []byte, src, dst netip.Addr) {
 	b[tcpChecksum], b[tcpChecksum+1] = 0, 0
-	be.PutUint16(b[tcpChecksum:], Checksum(b, PseudoHeaderSum(src, dst, ProtoTCP, len(b))))
+	be.PutUint16(b[tcpChecksum:tcpChecksum+2], Checksum(b, PseudoHeaderSum(src, dst, ProtoTCP, len(b))))
 }

@@ -31,16 +31,16 @@ func ParseUDP(b []byte) (UDP, bool) {
 }
 
 // SrcPort returns the source port.
-func (u UDP) SrcPort() uint16 { return be.Uint16(u[udpSrcPort:]) }
+func (u UDP) SrcPort() uint16 { return be.Uint16(u[udpSrcPort : udpSrcPort+2]) }
 
 // DstPort returns the destination port.
-func (u UDP) DstPort() uint16 { return be.Uint16(u[udpDstPort:]) }
+func (u UDP) DstPort() uint16 { return be.Uint16(u[udpDstPort : udpDstPort+2]) }
 
 // Length returns the length field.
-func (u UDP) Length() int { return int(be.Uint16(u[udpLength:])) }
+func (u UDP) Length() int { return int(be.Uint16(u[udpLength : udpLength+2])) }
 
 // Checksum returns the checksum field; zero means none was computed.
-func (u UDP) Checksum() uint16 { return be.Uint16(u[udpChecksum:]) }
+func (u UDP) Checksum() uint16 { return be.Uint16(u[udpChecksum : udpChecksum+2]) }
 
 // Payload returns the data after the header.
 func (u UDP) Payload() []byte { return u[UDPHeaderLen:u.Length()] }
@@ -64,9 +64,9 @@ type UDPFields struct {
 // whole datagram, with a length of len(b) and a zero checksum: "no checksum"
 // (RFC 768) until SetUDPChecksum or SetUDPPartialChecksum sets one.
 func EncodeUDP(b []byte, f *UDPFields) {
-	be.PutUint16(b[udpSrcPort:], f.SrcPort)
-	be.PutUint16(b[udpDstPort:], f.DstPort)
-	be.PutUint16(b[udpLength:], uint16(len(b)))
+	be.PutUint16(b[udpSrcPort:udpSrcPort+2], f.SrcPort)
+	be.PutUint16(b[udpDstPort:udpDstPort+2], f.DstPort)
+	be.PutUint16(b[udpLength:udpLength+2], uint16(len(b)))
 	b[udpChecksum], b[udpChecksum+1] = 0, 0
 }
 
@@ -78,5 +78,5 @@ func SetUDPChecksum(b []byte, src, dst netip.Addr) {
 	if c == 0 {
 		c = 0xffff // RFC 768: a computed zero is sent as all ones
 	}
-	be.PutUint16(b[udpChecksum:], c)
+	be.PutUint16(b[udpChecksum:udpChecksum+2], c)
 }

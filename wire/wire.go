@@ -3,11 +3,12 @@
 //
 //   - a view, type X []byte, whose accessors read the header's fields in
 //     place, without copying;
-//   - ParseX(b []byte) (X, bool), which checks that b holds a header of X and
-//     that its length fields agree with what arrived, and returns the view,
-//     trimmed to the length the header gives where it gives one. ParseIPv4
-//     alone returns an IPv4Error in place of the bool, because the IPv4
-//     layer counts each reason for a drop apart;
+//   - ParseX(b []byte) (X, bool), which checks that b holds a header of X
+//     the stack can read (its length fields within what arrived, and what
+//     else its doc lists) and returns the view, trimmed to the length the
+//     header gives where it gives one. ParseIPv4 alone returns an IPv4Error
+//     in place of the bool, because the IPv4 layer counts each reason for a
+//     drop apart;
 //   - an XFields struct and EncodeX(b []byte, f *XFields), which writes the
 //     header f describes at the front of b. b must have room for the
 //     header; f is only read, and does not escape.
@@ -38,7 +39,9 @@ import (
 )
 
 // MAC is an IEEE 802 hardware address.
-type MAC [6]byte
+type MAC [macLen]byte
+
+const macLen = 6
 
 // Broadcast is the Ethernet broadcast address.
 var Broadcast = MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
