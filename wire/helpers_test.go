@@ -98,6 +98,43 @@ var (
 	dstIP  = addr("198.51.100.7")
 )
 
+// transportLayer is a gopacket TCP or UDP layer: its checksum covers the
+// IPv4 pseudo-header.
+type transportLayer interface {
+	gopacket.SerializableLayer
+	gopacket.DecodingLayer
+	SetNetworkLayerForChecksum(gopacket.NetworkLayer) error
+	VerifyChecksum() (error, gopacket.ChecksumVerificationResult)
+}
+
+// gopacketTransport serializes l carrying pl with gopacket, its checksum
+// over the pseudo-header of src and dst, and returns it without the IP
+// header.
+func gopacketTransport(t testing.TB, src, dst netip.Addr, proto layers.IPProtocol, l transportLayer, pl []byte) []byte {
+	t.Helper()
+	ipl := gopacketIPv4(src, dst, proto)
+	if err := l.SetNetworkLayerForChecksum(ipl); err != nil {
+		t.Fatal(err)
+	}
+	b := serialize(t, ipl, l, gopacketPayload(pl))
+	return b[wire.IPv4MinHeaderLen:]
+}
+
+// gopacketTransportValid decodes b into l with gopacket and reports whether
+// its checksum over the pseudo-header of src and dst is right.
+func gopacketTransportValid(t testing.TB, l transportLayer, b []byte, src, dst netip.Addr, proto layers.IPProtocol) bool {
+	t.Helper()
+	decodeLayer(t, l, b)
+	if err := l.SetNetworkLayerForChecksum(gopacketIPv4(src, dst, proto)); err != nil {
+		t.Fatal(err)
+	}
+	err, v := l.VerifyChecksum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Valid
+}
+
 // gopacketPayload wraps raw bytes as a gopacket layer.
 func gopacketPayload(b []byte) gopacket.SerializableLayer { return gopacket.Payload(b) }
 

@@ -65,12 +65,7 @@ func gopacketFlags(l *layers.TCP) uint8 {
 // IP header.
 func gopacketTCP(t testing.TB, src, dst netip.Addr, l *layers.TCP, pl []byte) []byte {
 	t.Helper()
-	ipl := gopacketIPv4(src, dst, layers.IPProtocolTCP)
-	if err := l.SetNetworkLayerForChecksum(ipl); err != nil {
-		t.Fatal(err)
-	}
-	b := serialize(t, ipl, l, gopacketPayload(pl))
-	return b[wire.IPv4MinHeaderLen:]
+	return gopacketTransport(t, src, dst, layers.IPProtocolTCP, l, pl)
 }
 
 // gopacketTCPValid decodes b with gopacket and verifies its checksum over
@@ -78,15 +73,7 @@ func gopacketTCP(t testing.TB, src, dst netip.Addr, l *layers.TCP, pl []byte) []
 func gopacketTCPValid(t testing.TB, b []byte, src, dst netip.Addr) (*layers.TCP, bool) {
 	t.Helper()
 	var g layers.TCP
-	decodeLayer(t, &g, b)
-	if err := g.SetNetworkLayerForChecksum(gopacketIPv4(src, dst, layers.IPProtocolTCP)); err != nil {
-		t.Fatal(err)
-	}
-	err, v := g.VerifyChecksum()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &g, v.Valid
+	return &g, gopacketTransportValid(t, &g, b, src, dst, layers.IPProtocolTCP)
 }
 
 // Options as gopacket builds them.

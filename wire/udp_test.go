@@ -14,13 +14,8 @@ import (
 // IPv4 pseudo-header of src and dst, and returns it without the IP header.
 func gopacketUDP(t testing.TB, src, dst netip.Addr, sport, dport uint16, pl []byte) []byte {
 	t.Helper()
-	ipl := gopacketIPv4(src, dst, layers.IPProtocolUDP)
 	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
-	if err := u.SetNetworkLayerForChecksum(ipl); err != nil {
-		t.Fatal(err)
-	}
-	b := serialize(t, ipl, u, gopacketPayload(pl))
-	return b[wire.IPv4MinHeaderLen:]
+	return gopacketTransport(t, src, dst, layers.IPProtocolUDP, u, pl)
 }
 
 // gopacketUDPValid decodes b with gopacket and verifies its checksum over the
@@ -28,15 +23,7 @@ func gopacketUDP(t testing.TB, src, dst netip.Addr, sport, dport uint16, pl []by
 func gopacketUDPValid(t testing.TB, b []byte, src, dst netip.Addr) (*layers.UDP, bool) {
 	t.Helper()
 	var u layers.UDP
-	decodeLayer(t, &u, b)
-	if err := u.SetNetworkLayerForChecksum(gopacketIPv4(src, dst, layers.IPProtocolUDP)); err != nil {
-		t.Fatal(err)
-	}
-	err, v := u.VerifyChecksum()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &u, v.Valid
+	return &u, gopacketTransportValid(t, &u, b, src, dst, layers.IPProtocolUDP)
 }
 
 var udpCases = []struct {
