@@ -22,13 +22,7 @@ func FuzzParseEthernet(f *testing.F) {
 		gopacketARP(wire.ARPRequest, srcMAC, wire.MAC{}, "192.0.2.1", "192.0.2.2")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, ok := wire.ParseEthernet(data)
-		if ok != (len(data) >= wire.EthernetHeaderLen) {
-			t.Fatalf("ParseEthernet of %d bytes: ok = %v", len(data), ok)
-		}
-		if !ok {
-			if e != nil {
-				t.Fatal("a rejected frame returned a view")
-			}
+		if !checkParse(t, "ParseEthernet", e, ok, len(data) >= wire.EthernetHeaderLen) {
 			return
 		}
 		dst, src := e.Dst(), e.Src()
@@ -58,13 +52,7 @@ func FuzzParseARP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, ok := wire.ParseARP(data)
 		want := len(data) >= wire.ARPLen && bytes.Equal(data[:6], []byte{0, 1, 8, 0, 6, 4})
-		if ok != want {
-			t.Fatalf("ParseARP ok = %v, want %v", ok, want)
-		}
-		if !ok {
-			if a != nil {
-				t.Fatal("a rejected packet returned a view")
-			}
+		if !checkParse(t, "ParseARP", a, ok, want) {
 			return
 		}
 		if !bytes.Equal(a, data[:wire.ARPLen]) {
@@ -233,13 +221,8 @@ func FuzzParseICMP(f *testing.F) {
 func checkParseICMP(t *testing.T, data []byte) {
 	t.Helper()
 	m, ok := wire.ParseICMP(data)
-	if want := len(data) >= wire.ICMPHeaderLen && naiveChecksum(data, 0) == 0; ok != want {
-		t.Fatalf("ParseICMP ok = %v, want %v", ok, want)
-	}
-	if !ok {
-		if m != nil {
-			t.Fatal("a rejected message returned a view")
-		}
+	want := len(data) >= wire.ICMPHeaderLen && naiveChecksum(data, 0) == 0
+	if !checkParse(t, "ParseICMP", m, ok, want) {
 		return
 	}
 	if len(m) != len(data) || m.Checksum() != be16(data[2:4]) || len(m.Payload()) != len(data)-wire.ICMPHeaderLen {
@@ -271,13 +254,7 @@ func FuzzParseUDP(f *testing.F) {
 		dst := netip.AddrFrom4([4]byte{byte(d >> 24), byte(d >> 16), byte(d >> 8), byte(d)})
 		u, ok := wire.ParseUDP(data)
 		want := len(data) >= 8 && int(be16(data[4:6])) >= 8 && int(be16(data[4:6])) <= len(data)
-		if ok != want {
-			t.Fatalf("ParseUDP ok = %v, want %v", ok, want)
-		}
-		if !ok {
-			if u != nil {
-				t.Fatal("a rejected datagram returned a view")
-			}
+		if !checkParse(t, "ParseUDP", u, ok, want) {
 			return
 		}
 		if len(u) != u.Length() || &u[0] != &data[0] || len(u.Payload()) != u.Length()-wire.UDPHeaderLen {

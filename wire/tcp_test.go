@@ -613,13 +613,7 @@ func TestParseTCPChecksTheDataOffset(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			seg, ok := wire.ParseTCP(tt.b)
-			if ok != tt.ok {
-				t.Fatalf("ParseTCP ok = %v, want %v", ok, tt.ok)
-			}
-			if !ok {
-				if seg != nil {
-					t.Error("a rejected segment returned a view")
-				}
+			if !checkParse(t, "ParseTCP", seg, ok, tt.ok) {
 				return
 			}
 			if len(seg) != len(tt.b) || seg.DataOffset() != tt.off || len(seg.Options()) != tt.off-20 || len(seg.Payload()) != tt.payload {
@@ -642,12 +636,7 @@ func zeroSumTCP(src, dst netip.Addr) []byte {
 func TestTCPChecksum(t *testing.T) {
 	good := gopacketTCP(t, srcIP, dstIP, tcpCases[5].seg.layer(), payload(11))
 	zero := zeroSumTCP(srcIP, dstIP)
-	tests := []struct {
-		name     string
-		b        []byte
-		src, dst netip.Addr
-		valid    bool
-	}{
+	checkChecksumValid(t, layers.IPProtocolTCP, []checksumCase{
 		{"valid", good, srcIP, dstIP, true},
 		{"zero is not 'no checksum' as in UDP", withU16(good, 16, 0), srcIP, dstIP, false},
 		{"damaged payload", with(good, len(good)-3, good[len(good)-3]^0x01), srcIP, dstIP, false},
@@ -659,21 +648,7 @@ func TestTCPChecksum(t *testing.T) {
 		{"swapped addresses still sum the same", good, dstIP, srcIP, true},
 		{"a computed zero is sent as zero", zero, srcIP, dstIP, true},
 		{"and all ones verifies too (RFC 1071)", withU16(zero, 16, 0xffff), srcIP, dstIP, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			seg, ok := wire.ParseTCP(tt.b)
-			if !ok {
-				t.Fatal("ParseTCP rejected the segment")
-			}
-			if got := seg.ChecksumValid(tt.src, tt.dst); got != tt.valid {
-				t.Errorf("ChecksumValid = %v, want %v", got, tt.valid)
-			}
-			if _, valid := gopacketTCPValid(t, tt.b, tt.src, tt.dst); valid != tt.valid {
-				t.Errorf("gopacket says valid = %v", valid)
-			}
-		})
-	}
+	})
 	if be16(zero[16:18]) != 0 {
 		t.Fatalf("setup: zeroSumTCP has checksum %#04x", be16(zero[16:18]))
 	}

@@ -128,12 +128,7 @@ func TestEncodeUDPSendsAComputedZeroAsAllOnes(t *testing.T) {
 
 func TestUDPChecksumValid(t *testing.T) {
 	good := gopacketUDP(t, srcIP, dstIP, 1000, 2000, payload(11))
-	tests := []struct {
-		name     string
-		b        []byte
-		src, dst netip.Addr
-		valid    bool
-	}{
+	checkChecksumValid(t, layers.IPProtocolUDP, []checksumCase{
 		{"valid", good, srcIP, dstIP, true},
 		{"zero means none was computed", withU16(good, 6, 0), srcIP, dstIP, true},
 		{"zero is accepted even over damaged data", withU16(with(good, 10, good[10]^0xff), 6, 0), srcIP, dstIP, true},
@@ -144,21 +139,7 @@ func TestUDPChecksumValid(t *testing.T) {
 		{"wrong destination address", good, srcIP, addr("198.51.100.8"), false},
 		{"swapped addresses still sum the same", good, dstIP, srcIP, true},
 		{"computed zero sent as all ones", zeroSumUDP(srcIP, dstIP), srcIP, dstIP, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			u, ok := wire.ParseUDP(tt.b)
-			if !ok {
-				t.Fatal("ParseUDP rejected the datagram")
-			}
-			if got := u.ChecksumValid(tt.src, tt.dst); got != tt.valid {
-				t.Errorf("ChecksumValid = %v, want %v", got, tt.valid)
-			}
-			if _, valid := gopacketUDPValid(t, tt.b, tt.src, tt.dst); valid != tt.valid {
-				t.Errorf("gopacket says valid = %v", valid)
-			}
-		})
-	}
+	})
 }
 
 func TestParseUDPChecksTheLengthField(t *testing.T) {
@@ -184,13 +165,7 @@ func TestParseUDPChecksTheLengthField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u, ok := wire.ParseUDP(tt.b)
-			if ok != tt.ok {
-				t.Fatalf("ParseUDP ok = %v, want %v", ok, tt.ok)
-			}
-			if !ok {
-				if u != nil {
-					t.Error("a rejected datagram returned a view")
-				}
+			if !checkParse(t, "ParseUDP", u, ok, tt.ok) {
 				return
 			}
 			if len(u) != tt.wantLen || u.Length() != tt.wantLen || len(u.Payload()) != tt.wantLen-wire.UDPHeaderLen {
