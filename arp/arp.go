@@ -283,7 +283,7 @@ func (p *Protocol) send(f wire.ARPFields, dst wire.MAC) {
 	// Pad to the 46-byte minimum Ethernet payload, as real NICs would.
 	pk := p.env.Pool.Get(46)
 	b := pk.Bytes()
-	wire.EncodeARP(b, f)
+	wire.EncodeARP(b, &f)
 	clear(b[wire.ARPLen:])
 	p.nic.Send(dst, wire.EtherTypeARP, pk)
 }

@@ -122,7 +122,7 @@ func (n *NIC) Start() {
 // The NIC takes ownership of pkt. It blocks while the transmit queue is
 // full, and drops the packet once the NIC is closed.
 func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
-	wire.EncodeEthernet(pkt.Prepend(wire.EthernetHeaderLen), dst, n.mac, etherType)
+	wire.EncodeEthernet(pkt.Prepend(wire.EthernetHeaderLen), &wire.EthernetFields{Dst: dst, Src: n.mac, Type: etherType})
 	pkt.Offload.Prepended(wire.EthernetHeaderLen)
 	n.sendMu.RLock()
 	defer n.sendMu.RUnlock()

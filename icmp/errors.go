@@ -25,7 +25,7 @@ func (p *Protocol) SendError(orig wire.IPv4, typ, code uint8, rest uint32) {
 	pk := p.env.Pool.Get(wire.ICMPHeaderLen + quote)
 	b := pk.Bytes()
 	copy(b[wire.ICMPHeaderLen:], orig[:quote])
-	wire.EncodeICMP(b, typ, code, rest)
+	wire.EncodeICMP(b, &wire.ICMPFields{Type: typ, Code: code, Rest: rest})
 	p.Stats.OutMsgs.Inc()
 	switch typ {
 	case wire.ICMPDestUnreach:

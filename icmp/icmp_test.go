@@ -16,7 +16,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/icmp"
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -197,7 +197,7 @@ func TestNoErrorAbout(t *testing.T) {
 	}
 	icmpMsg := func(typ uint8) []byte {
 		b := make([]byte, 8+28)
-		wire.EncodeICMP(b, typ, 0, 0)
+		wire.EncodeICMP(b, &wire.ICMPFields{Type: typ})
 		return b
 	}
 	udp := make([]byte, 8)

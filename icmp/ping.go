@@ -79,7 +79,7 @@ func (p *Protocol) runPing(ctx context.Context, dst netip.Addr, size int, res ch
 	pk := p.env.Pool.Get(wire.ICMPHeaderLen + size)
 	b := pk.Bytes()
 	fillPattern(b[wire.ICMPHeaderLen:], pg.seq)
-	wire.EncodeICMP(b, wire.ICMPEchoRequest, 0, wire.EchoRest(p.ident, pg.seq))
+	wire.EncodeICMP(b, &wire.ICMPFields{Type: wire.ICMPEchoRequest, Rest: wire.EchoRest(p.ident, pg.seq)})
 	p.Stats.OutMsgs.Inc()
 	p.Stats.OutEchos.Inc()
 	if err := p.ip.Send(pk, ipv4.SendParams{Dst: dst, Proto: wire.ProtoICMP}); err != nil {

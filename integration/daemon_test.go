@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/internal/netns"
-	"github.com/gonetstack/gonet/internal/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 )
 
 // buildGonet compiles the daemon once per test binary.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/internal/netns"
-	"github.com/gonetstack/gonet/internal/netnstest"
-	"github.com/gonetstack/gonet/internal/stacktest"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/stack"

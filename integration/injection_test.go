@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/services"
 )

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gonetstack/gonet/internal/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/internal/netns"
-	"github.com/gonetstack/gonet/internal/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/tcp"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/stack"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/stack"
 )

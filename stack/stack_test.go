@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gonetstack/gonet/internal/stacktest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/stack"
 )
 

@@ -132,7 +132,7 @@ func (p *Protocol) sendReset(seg *segment, seq, ack seqnum.Value, flags uint8) {
 	wire.EncodeTCP(b, &wire.TCPFields{
 		SrcPort: seg.tcp.DstPort(), DstPort: seg.tcp.SrcPort(),
 		Seq: uint32(seq), Ack: uint32(ack), Flags: flags,
-	}, 0)
+	})
 	src, dst := seg.ip.Dst(), seg.ip.Src()
 	wire.SetTCPChecksum(b, src, dst)
 	p.Stats.OutRsts.Inc()

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/arp"
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/icmp"
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/wire"
 )

@@ -242,7 +242,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	}
 	f := wire.TCPFields{
 		SrcPort: c.id.local.Port(), DstPort: c.id.remote.Port(),
-		Seq: uint32(seq), Flags: flags,
+		Seq: uint32(seq), Flags: flags, OptionsLen: optLen,
 	}
 	if syn && flags&wire.TCPFlagACK == 0 {
 		f.Window = c.windowField(true) // a SYN offers a window too
@@ -261,7 +261,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 			c.delackAt = noTime
 		}
 	}
-	wire.EncodeTCP(b, &f, optLen)
+	wire.EncodeTCP(b, &f)
 	c.finishSegment(pk, hl, n)
 	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
 	// unless the path MTU is locked at the floor.

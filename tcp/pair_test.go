@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gonetstack/gonet/internal/stacktest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/stack"

@@ -144,9 +144,10 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) 
 	wire.EncodeTCP(b, &wire.TCPFields{
 		SrcPort: id.local.Port(), DstPort: id.remote.Port(),
 		Seq: uint32(cookie), Ack: uint32(seg.seq + 1),
-		Flags:  flags,
-		Window: uint16(min(p.cfg.ReceiveBuffer, 65535)), // a SYN's window is never scaled
-	}, optLen)
+		Flags:      flags,
+		Window:     uint16(min(p.cfg.ReceiveBuffer, 65535)), // a SYN's window is never scaled
+		OptionsLen: optLen,
+	})
 	wire.SetTCPChecksum(b, id.local.Addr(), id.remote.Addr())
 	p.Stats.SynCookiesSent.Inc()
 	p.Stats.OutSegs.Inc()

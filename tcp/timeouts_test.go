@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/tcp"
 )
 

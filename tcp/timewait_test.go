@@ -3,7 +3,7 @@ package tcp_test
 import (
 	"testing"
 
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/tcp"
 )
 

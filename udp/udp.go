@@ -219,13 +219,14 @@ func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
 	pk := p.env.Pool.Get(wire.UDPHeaderLen + len(data))
 	b := pk.Bytes()
 	copy(b[wire.UDPHeaderLen:], data)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: laddr.Port(), DstPort: raddr.Port()})
 	if ri.Offloads().TxChecksum {
 		// The link finishes the checksum (IPv4 does, should the datagram
 		// need fragmenting).
-		wire.EncodeUDPPartial(b, src, raddr.Addr(), laddr.Port(), raddr.Port())
+		wire.SetUDPPartialChecksum(b, src, raddr.Addr())
 		pk.Offload = buffer.Offload{Flags: buffer.NeedsCsum, CsumOffset: wire.UDPChecksumOffset}
 	} else {
-		wire.EncodeUDP(b, src, raddr.Addr(), laddr.Port(), raddr.Port())
+		wire.SetUDPChecksum(b, src, raddr.Addr())
 	}
 	if err := p.ip.SendRoute(pk, ipv4.SendParams{Src: src, Dst: raddr.Addr(), Proto: wire.ProtoUDP}, ri); err != nil {
 		p.Stats.OutErrors.Inc()

@@ -62,7 +62,7 @@ func TestEncodeARPIsWhatGopacketDecodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := bytes.Repeat([]byte{0xa5}, wire.ARPLen)
-			wire.EncodeARP(b, tt.f)
+			wire.EncodeARP(b, &tt.f)
 			var a layers.ARP
 			decodeLayer(t, &a, b)
 			if a.AddrType != layers.LinkTypeEthernet || a.Protocol != layers.EthernetTypeIPv4 || a.HwAddressSize != 6 || a.ProtAddressSize != 4 {
@@ -116,12 +116,7 @@ func TestParseARPRejectsAllButIPv4OverEthernet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			a, ok := wire.ParseARP(tt.b)
-			if ok != tt.accept {
-				t.Fatalf("ParseARP ok = %v, want %v", ok, tt.accept)
-			}
-			if !ok && a != nil {
-				t.Errorf("rejected packet returned a view %x", a)
-			}
+			checkParse(t, "ParseARP", a, ok, tt.accept)
 		})
 	}
 }

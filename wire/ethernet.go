@@ -10,6 +10,14 @@ const (
 // EthernetHeaderLen is the length of an Ethernet II header.
 const EthernetHeaderLen = 14
 
+// Ethernet II header layout (IEEE 802.3 section 3.1.1, the Length/Type
+// field holding an EtherType): the offset of each field.
+const (
+	ethDst  = 0  // destination address, 6 bytes
+	ethSrc  = 6  // source address, 6 bytes
+	ethType = 12 // EtherType, 2 bytes
+)
+
 // Ethernet is a view of an Ethernet II frame.
 type Ethernet []byte
 
@@ -22,20 +30,26 @@ func ParseEthernet(b []byte) (Ethernet, bool) {
 }
 
 // Dst returns the destination address.
-func (e Ethernet) Dst() MAC { return MAC(e[0:6]) }
+func (e Ethernet) Dst() MAC { return MAC(e[ethDst : ethDst+macLen]) }
 
 // Src returns the source address.
-func (e Ethernet) Src() MAC { return MAC(e[6:12]) }
+func (e Ethernet) Src() MAC { return MAC(e[ethSrc : ethSrc+macLen]) }
 
 // Type returns the EtherType.
-func (e Ethernet) Type() uint16 { return be.Uint16(e[12:14]) }
+func (e Ethernet) Type() uint16 { return be.Uint16(e[ethType : ethType+2]) }
 
 // Payload returns the bytes after the header.
 func (e Ethernet) Payload() []byte { return e[EthernetHeaderLen:] }
 
-// EncodeEthernet writes an Ethernet II header into b[:14].
-func EncodeEthernet(b []byte, dst, src MAC, etherType uint16) {
-	copy(b[0:6], dst[:])
-	copy(b[6:12], src[:])
-	be.PutUint16(b[12:14], etherType)
+// EthernetFields describes an Ethernet II header to encode.
+type EthernetFields struct {
+	Dst, Src MAC
+	Type     uint16 // EtherType
+}
+
+// EncodeEthernet writes the header f describes into b[:EthernetHeaderLen].
+func EncodeEthernet(b []byte, f *EthernetFields) {
+	copy(b[ethDst:], f.Dst[:])
+	copy(b[ethSrc:], f.Src[:])
+	be.PutUint16(b[ethType:ethType+2], f.Type)
 }

@@ -56,7 +56,7 @@ func TestEncodeEthernetIsWhatGopacketDecodes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := make([]byte, wire.EthernetHeaderLen+46)
 			copy(b[wire.EthernetHeaderLen:], payload(46))
-			wire.EncodeEthernet(b, tt.dst, tt.src, tt.etherType)
+			wire.EncodeEthernet(b, &wire.EthernetFields{Dst: tt.dst, Src: tt.src, Type: tt.etherType})
 			var eth layers.Ethernet
 			decodeLayer(t, &eth, b)
 			if !bytes.Equal(eth.DstMAC, tt.dst[:]) || !bytes.Equal(eth.SrcMAC, tt.src[:]) || uint16(eth.EthernetType) != tt.etherType {

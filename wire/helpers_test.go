@@ -98,6 +98,97 @@ var (
 	dstIP  = addr("198.51.100.7")
 )
 
+// checkParse fails the test unless a Parse function, named fn, returned ok
+// as want and, when it rejected its input, no view. It returns ok: whether
+// there is a view to check further.
+func checkParse[V ~[]byte](t testing.TB, fn string, v V, ok, want bool) bool {
+	t.Helper()
+	if ok != want {
+		t.Fatalf("%s ok = %v, want %v", fn, ok, want)
+	}
+	if !ok && v != nil {
+		t.Fatalf("%s rejected its input but returned a view %x", fn, []byte(v))
+	}
+	return ok
+}
+
+// transportLayer is a gopacket TCP or UDP layer: its checksum covers the
+// IPv4 pseudo-header.
+type transportLayer interface {
+	gopacket.SerializableLayer
+	gopacket.DecodingLayer
+	SetNetworkLayerForChecksum(gopacket.NetworkLayer) error
+	VerifyChecksum() (error, gopacket.ChecksumVerificationResult)
+}
+
+// gopacketTransport serializes l carrying pl with gopacket, its checksum
+// over the pseudo-header of src and dst, and returns it without the IP
+// header.
+func gopacketTransport(t testing.TB, src, dst netip.Addr, proto layers.IPProtocol, l transportLayer, pl []byte) []byte {
+	t.Helper()
+	ipl := gopacketIPv4(src, dst, proto)
+	if err := l.SetNetworkLayerForChecksum(ipl); err != nil {
+		t.Fatal(err)
+	}
+	b := serialize(t, ipl, l, gopacketPayload(pl))
+	return b[wire.IPv4MinHeaderLen:]
+}
+
+// gopacketTransportValid decodes b into l with gopacket and reports whether
+// its checksum over the pseudo-header of src and dst is right.
+func gopacketTransportValid(t testing.TB, l transportLayer, b []byte, src, dst netip.Addr, proto layers.IPProtocol) bool {
+	t.Helper()
+	decodeLayer(t, l, b)
+	if err := l.SetNetworkLayerForChecksum(gopacketIPv4(src, dst, proto)); err != nil {
+		t.Fatal(err)
+	}
+	err, v := l.VerifyChecksum()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Valid
+}
+
+// checksumCase is a TCP segment or UDP datagram and the addresses of its
+// pseudo-header, with whether its checksum should verify.
+type checksumCase struct {
+	name     string
+	b        []byte
+	src, dst netip.Addr
+	valid    bool
+}
+
+// checkChecksumValid checks, for each case, that ChecksumValid and gopacket
+// both give the verdict the case expects.
+func checkChecksumValid(t *testing.T, proto layers.IPProtocol, cases []checksumCase) {
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			var got bool
+			var g transportLayer
+			switch proto {
+			case layers.IPProtocolTCP:
+				seg, ok := wire.ParseTCP(tt.b)
+				if !ok {
+					t.Fatal("ParseTCP rejected the segment")
+				}
+				got, g = seg.ChecksumValid(tt.src, tt.dst), &layers.TCP{}
+			case layers.IPProtocolUDP:
+				u, ok := wire.ParseUDP(tt.b)
+				if !ok {
+					t.Fatal("ParseUDP rejected the datagram")
+				}
+				got, g = u.ChecksumValid(tt.src, tt.dst), &layers.UDP{}
+			}
+			if got != tt.valid {
+				t.Errorf("ChecksumValid = %v, want %v", got, tt.valid)
+			}
+			if valid := gopacketTransportValid(t, g, tt.b, tt.src, tt.dst, proto); valid != tt.valid {
+				t.Errorf("gopacket says valid = %v", valid)
+			}
+		})
+	}
+}
+
 // gopacketPayload wraps raw bytes as a gopacket layer.
 func gopacketPayload(b []byte) gopacket.SerializableLayer { return gopacket.Payload(b) }
 

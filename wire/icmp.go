@@ -15,6 +15,18 @@ const (
 	ICMPCodeReassembly = 1 // fragment reassembly time exceeded
 )
 
+// ICMP header layout (RFC 792): the offset of each field. The last word,
+// the rest of the header, holds an echo message's identifier and sequence
+// number, a parameter problem's pointer, or a next-hop MTU (RFC 1191).
+const (
+	icmpType     = 0 // 1 byte
+	icmpCode     = 1 // 1 byte
+	icmpChecksum = 2 // 2 bytes
+	icmpRest     = 4 // 4 bytes
+	icmpIdent    = 4 // echo identifier, 2 bytes
+	icmpSeq      = 6 // echo sequence number, 2 bytes
+)
+
 // ICMP is a view of an ICMPv4 message.
 type ICMP []byte
 
@@ -28,35 +40,42 @@ func ParseICMP(b []byte) (ICMP, bool) {
 }
 
 // Type returns the message type.
-func (m ICMP) Type() uint8 { return m[0] }
+func (m ICMP) Type() uint8 { return m[icmpType] }
 
 // Code returns the message code.
-func (m ICMP) Code() uint8 { return m[1] }
+func (m ICMP) Code() uint8 { return m[icmpCode] }
 
 // Checksum returns the checksum field.
-func (m ICMP) Checksum() uint16 { return be.Uint16(m[2:4]) }
+func (m ICMP) Checksum() uint16 { return be.Uint16(m[icmpChecksum : icmpChecksum+2]) }
 
 // Ident returns an echo message's identifier.
-func (m ICMP) Ident() uint16 { return be.Uint16(m[4:6]) }
+func (m ICMP) Ident() uint16 { return be.Uint16(m[icmpIdent : icmpIdent+2]) }
 
 // Seq returns an echo message's sequence number.
-func (m ICMP) Seq() uint16 { return be.Uint16(m[6:8]) }
+func (m ICMP) Seq() uint16 { return be.Uint16(m[icmpSeq : icmpSeq+2]) }
 
-// RestOfHeader returns bytes 4 to 8 (unused, pointer, or next-hop MTU).
-func (m ICMP) RestOfHeader() uint32 { return be.Uint32(m[4:8]) }
+// RestOfHeader returns the header's last word (unused, pointer, or next-hop
+// MTU).
+func (m ICMP) RestOfHeader() uint32 { return be.Uint32(m[icmpRest : icmpRest+4]) }
 
 // Payload returns what follows the 8-byte header: echo data, or the quoted
 // datagram of an error.
 func (m ICMP) Payload() []byte { return m[ICMPHeaderLen:] }
 
-// EncodeICMP writes an ICMP header with type, code and the rest-of-header
-// word into b[:8] and computes the checksum over all of b (header and the
-// payload already in place).
-func EncodeICMP(b []byte, typ, code uint8, rest uint32) {
-	b[0], b[1] = typ, code
-	b[2], b[3] = 0, 0
-	be.PutUint32(b[4:8], rest)
-	be.PutUint16(b[2:4], Checksum(b, 0))
+// ICMPFields describes an ICMP header to encode.
+type ICMPFields struct {
+	Type, Code uint8
+	Rest       uint32 // the rest of the header: see EchoRest for echo messages
+}
+
+// EncodeICMP writes the header f describes into b[:ICMPHeaderLen] and
+// computes the checksum over all of b, the message: its payload must be in
+// place first.
+func EncodeICMP(b []byte, f *ICMPFields) {
+	b[icmpType], b[icmpCode] = f.Type, f.Code
+	b[icmpChecksum], b[icmpChecksum+1] = 0, 0
+	be.PutUint32(b[icmpRest:icmpRest+4], f.Rest)
+	be.PutUint16(b[icmpChecksum:icmpChecksum+2], Checksum(b, 0))
 }
 
 // EchoRest packs an echo message's identifier and sequence number into the

@@ -21,6 +21,31 @@ const (
 	ProtoUDP  = 17
 )
 
+// IPv4 header layout (RFC 791 section 3.1): the offset of each field.
+const (
+	ipv4VerIHL   = 0  // version (high 4 bits), IHL in 32-bit words (low 4 bits)
+	ipv4TOS      = 1  // type of service, 1 byte
+	ipv4TotalLen = 2  // total length, 2 bytes
+	ipv4ID       = 4  // identification, 2 bytes
+	ipv4FragOff  = 6  // flags (high 3 bits), fragment offset in 8-byte units, 2 bytes
+	ipv4TTL      = 8  // time to live, 1 byte
+	ipv4Protocol = 9  // protocol, 1 byte
+	ipv4Checksum = 10 // header checksum, 2 bytes
+	ipv4Src      = 12 // source address, 4 bytes
+	ipv4Dst      = 16 // destination address, 4 bytes
+	ipv4Options  = IPv4MinHeaderLen
+)
+
+// IPv4 options (RFC 791 section 3.1, "Options"): EOL and NOP are a type
+// byte alone; every other option is a type byte, whose high bit is the
+// copied flag, a length byte counting type and length, and data.
+const (
+	ipv4OptEOL    = 0
+	ipv4OptNOP    = 1
+	ipv4OptCopied = 0x80
+	ipv4OptLength = 1
+)
+
 // IPv4 is a view of an IPv4 datagram, header first.
 type IPv4 []byte
 
@@ -57,37 +82,40 @@ func ParseIPv4(b []byte) (IPv4, IPv4Error) {
 	if len(b) < IPv4MinHeaderLen {
 		return nil, IPv4Truncated
 	}
-	if b[0]>>4 != 4 {
+	h := IPv4(b)
+	if h.version() != 4 {
 		return nil, IPv4BadVersion
 	}
-	ihl := int(b[0]&0xf) * 4
+	ihl := h.HeaderLen()
 	if ihl < IPv4MinHeaderLen || ihl > len(b) {
 		return nil, IPv4BadIHL
 	}
-	total := int(be.Uint16(b[2:4]))
+	total := h.TotalLen()
 	if total < ihl || total > len(b) {
 		return nil, IPv4BadTotalLen
 	}
 	if Checksum(b[:ihl], 0) != 0 {
 		return nil, IPv4BadChecksum
 	}
-	return IPv4(b[:total]), IPv4OK
+	return h[:total], IPv4OK
 }
 
+func (h IPv4) version() uint8 { return h[ipv4VerIHL] >> 4 }
+
 // HeaderLen returns the header length in bytes.
-func (h IPv4) HeaderLen() int { return int(h[0]&0xf) * 4 }
+func (h IPv4) HeaderLen() int { return int(h[ipv4VerIHL]&0xf) * 4 }
 
 // TOS returns the type-of-service byte (DSCP and ECN).
-func (h IPv4) TOS() uint8 { return h[1] }
+func (h IPv4) TOS() uint8 { return h[ipv4TOS] }
 
 // TotalLen returns the total length field.
-func (h IPv4) TotalLen() int { return int(be.Uint16(h[2:4])) }
+func (h IPv4) TotalLen() int { return int(be.Uint16(h[ipv4TotalLen : ipv4TotalLen+2])) }
 
 // ID returns the identification field.
-func (h IPv4) ID() uint16 { return be.Uint16(h[4:6]) }
+func (h IPv4) ID() uint16 { return be.Uint16(h[ipv4ID : ipv4ID+2]) }
 
 // Flags returns the DF and MF bits in their field positions.
-func (h IPv4) Flags() uint16 { return be.Uint16(h[6:8]) &^ ipv4OffMsk }
+func (h IPv4) Flags() uint16 { return be.Uint16(h[ipv4FragOff:ipv4FragOff+2]) &^ ipv4OffMsk }
 
 // MoreFragments reports whether MF is set.
 func (h IPv4) MoreFragments() bool { return h.Flags()&IPv4FlagMF != 0 }
@@ -96,40 +124,44 @@ func (h IPv4) MoreFragments() bool { return h.Flags()&IPv4FlagMF != 0 }
 func (h IPv4) DontFragment() bool { return h.Flags()&IPv4FlagDF != 0 }
 
 // FragmentOffset returns the fragment offset in bytes.
-func (h IPv4) FragmentOffset() int { return int(be.Uint16(h[6:8])&ipv4OffMsk) * 8 }
+func (h IPv4) FragmentOffset() int {
+	return int(be.Uint16(h[ipv4FragOff:ipv4FragOff+2])&ipv4OffMsk) * 8
+}
 
 // IsFragment reports whether the datagram is a fragment of a larger one.
 func (h IPv4) IsFragment() bool { return h.MoreFragments() || h.FragmentOffset() != 0 }
 
 // TTL returns the time to live.
-func (h IPv4) TTL() uint8 { return h[8] }
+func (h IPv4) TTL() uint8 { return h[ipv4TTL] }
 
 // Protocol returns the protocol number.
-func (h IPv4) Protocol() uint8 { return h[9] }
+func (h IPv4) Protocol() uint8 { return h[ipv4Protocol] }
 
 // Src returns the source address.
-func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[12:16])) }
+func (h IPv4) Src() netip.Addr { return netip.AddrFrom4([4]byte(h[ipv4Src : ipv4Src+4])) }
 
 // Dst returns the destination address.
-func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[16:20])) }
+func (h IPv4) Dst() netip.Addr { return netip.AddrFrom4([4]byte(h[ipv4Dst : ipv4Dst+4])) }
 
 // Options returns the option bytes, if any.
-func (h IPv4) Options() []byte { return h[IPv4MinHeaderLen:h.HeaderLen()] }
+func (h IPv4) Options() []byte { return h[ipv4Options:h.HeaderLen()] }
 
 // Payload returns the bytes after the header, up to the total length.
 func (h IPv4) Payload() []byte { return h[h.HeaderLen():h.TotalLen()] }
 
 // SetTTL sets the TTL and updates the checksum incrementally (RFC 1624).
 func (h IPv4) SetTTL(ttl uint8) {
-	old := be.Uint16(h[8:10])
-	h[8] = ttl
-	h.updateChecksum(old, be.Uint16(h[8:10]))
+	// The checksum sums 16-bit words: the TTL's is the one it shares with
+	// the protocol.
+	old := be.Uint16(h[ipv4TTL : ipv4TTL+2])
+	h[ipv4TTL] = ttl
+	h.updateChecksum(old, be.Uint16(h[ipv4TTL:ipv4TTL+2]))
 }
 
 func (h IPv4) updateChecksum(old, new uint16) {
 	// RFC 1624 equation 3: HC' = ~(~HC + ~m + m').
-	s := uint32(^be.Uint16(h[10:12])) + uint32(^old) + uint32(new)
-	be.PutUint16(h[10:12], ^Fold(s))
+	s := uint32(^be.Uint16(h[ipv4Checksum:ipv4Checksum+2])) + uint32(^old) + uint32(new)
+	be.PutUint16(h[ipv4Checksum:ipv4Checksum+2], ^Fold(s))
 }
 
 // IPv4Fields describes an IPv4 header to encode.
@@ -148,24 +180,23 @@ type IPv4Fields struct {
 // HeaderLen returns the length of the header f describes.
 func (f *IPv4Fields) HeaderLen() int { return IPv4MinHeaderLen + len(f.Options) }
 
-// EncodeIPv4 writes the header f describes into b, checksum included, and
-// returns its length.
-func EncodeIPv4(b []byte, f *IPv4Fields) int {
+// EncodeIPv4 writes the header f describes into b[:f.HeaderLen()], checksum
+// included.
+func EncodeIPv4(b []byte, f *IPv4Fields) {
 	hl := f.HeaderLen()
-	b[0] = 4<<4 | uint8(hl/4)
-	b[1] = f.TOS
-	be.PutUint16(b[2:4], uint16(f.TotalLen))
-	be.PutUint16(b[4:6], f.ID)
-	be.PutUint16(b[6:8], f.Flags|uint16(f.FragOff/8)&ipv4OffMsk)
-	b[8] = f.TTL
-	b[9] = f.Protocol
-	b[10], b[11] = 0, 0
+	b[ipv4VerIHL] = 4<<4 | uint8(hl/4)
+	b[ipv4TOS] = f.TOS
+	be.PutUint16(b[ipv4TotalLen:ipv4TotalLen+2], uint16(f.TotalLen))
+	be.PutUint16(b[ipv4ID:ipv4ID+2], f.ID)
+	be.PutUint16(b[ipv4FragOff:ipv4FragOff+2], f.Flags|uint16(f.FragOff/8)&ipv4OffMsk)
+	b[ipv4TTL] = f.TTL
+	b[ipv4Protocol] = f.Protocol
+	b[ipv4Checksum], b[ipv4Checksum+1] = 0, 0
 	s, d := f.Src.As4(), f.Dst.As4()
-	copy(b[12:16], s[:])
-	copy(b[16:20], d[:])
-	copy(b[20:hl], f.Options)
-	be.PutUint16(b[10:12], Checksum(b[:hl], 0))
-	return hl
+	copy(b[ipv4Src:], s[:])
+	copy(b[ipv4Dst:], d[:])
+	copy(b[ipv4Options:hl], f.Options)
+	be.PutUint16(b[ipv4Checksum:ipv4Checksum+2], Checksum(b[:hl], 0))
 }
 
 // CopiedOptions returns the options of h that RFC 791 says every fragment
@@ -176,18 +207,21 @@ func (h IPv4) CopiedOptions(dst []byte) []byte {
 	start := len(dst)
 	for len(opts) > 0 {
 		t := opts[0]
-		if t == 0 { // end of option list
+		if t == ipv4OptEOL {
 			break
 		}
-		if t == 1 { // no-operation
+		if t == ipv4OptNOP {
 			opts = opts[1:]
 			continue
 		}
-		if len(opts) < 2 || int(opts[1]) < 2 || int(opts[1]) > len(opts) {
+		if len(opts) <= ipv4OptLength {
 			break
 		}
-		l := int(opts[1])
-		if t&0x80 != 0 {
+		l := int(opts[ipv4OptLength]) // type and length bytes included
+		if l < 2 || l > len(opts) {
+			break
+		}
+		if t&ipv4OptCopied != 0 {
 			dst = append(dst, opts[:l]...)
 		}
 		opts = opts[l:]

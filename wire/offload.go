@@ -21,23 +21,20 @@ func PartialChecksum(src, dst netip.Addr, proto uint8, length int) uint16 {
 // SetTCPPartialChecksum is SetTCPChecksum left for the device to finish:
 // FinishChecksum(b, 0, TCPChecksumOffset) completes it.
 func SetTCPPartialChecksum(b []byte, src, dst netip.Addr) {
-	be.PutUint16(b[TCPChecksumOffset:], PartialChecksum(src, dst, ProtoTCP, len(b)))
+	be.PutUint16(b[tcpChecksum:tcpChecksum+2], PartialChecksum(src, dst, ProtoTCP, len(b)))
 }
 
-// EncodeUDPPartial is EncodeUDP with the checksum left for the device to
-// finish: FinishChecksum(b, 0, UDPChecksumOffset) completes it.
-func EncodeUDPPartial(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
-	be.PutUint16(b[0:2], srcPort)
-	be.PutUint16(b[2:4], dstPort)
-	be.PutUint16(b[4:6], uint16(len(b)))
-	be.PutUint16(b[6:8], PartialChecksum(src, dst, ProtoUDP, len(b)))
+// SetUDPPartialChecksum is SetUDPChecksum left for the device to finish:
+// FinishChecksum(b, 0, UDPChecksumOffset) completes it.
+func SetUDPPartialChecksum(b []byte, src, dst netip.Addr) {
+	be.PutUint16(b[udpChecksum:udpChecksum+2], PartialChecksum(src, dst, ProtoUDP, len(b)))
 }
 
 // TCPChecksumOffset and UDPChecksumOffset locate the checksum field in
 // their headers: a partial checksum's csum_offset.
 const (
-	TCPChecksumOffset = 16
-	UDPChecksumOffset = 6
+	TCPChecksumOffset = tcpChecksum
+	UDPChecksumOffset = udpChecksum
 )
 
 // FinishChecksum does what the device would with a partial checksum: it
@@ -54,6 +51,6 @@ func FinishChecksum(b []byte, start, offset int) bool {
 	if c == 0 {
 		c = 0xffff
 	}
-	be.PutUint16(b[start+offset:], c)
+	be.PutUint16(b[start+offset:start+offset+2], c)
 	return true
 }

@@ -99,8 +99,10 @@ func TestEncodeUDPPartialFinishedIsEncodeUDP(t *testing.T) {
 		full := make([]byte, 8+n)
 		copy(full[8:], payload(n))
 		part := append([]byte(nil), full...)
-		wire.EncodeUDP(full, srcIP, dstIP, 5353, 53)
-		wire.EncodeUDPPartial(part, srcIP, dstIP, 5353, 53)
+		wire.EncodeUDP(full, &wire.UDPFields{SrcPort: 5353, DstPort: 53})
+		wire.SetUDPChecksum(full, srcIP, dstIP)
+		wire.EncodeUDP(part, &wire.UDPFields{SrcPort: 5353, DstPort: 53})
+		wire.SetUDPPartialChecksum(part, srcIP, dstIP)
 		wire.FinishChecksum(part, 0, wire.UDPChecksumOffset)
 		if string(part) != string(full) {
 			t.Errorf("%d bytes: finished partial datagram % x, EncodeUDP's % x", n, part[:8], full[:8])

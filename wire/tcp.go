@@ -9,8 +9,22 @@ const (
 	TCPMaxOptionsLen = TCPMaxHeaderLen - TCPMinHeaderLen
 )
 
-// TCP control bits, as they sit in byte 13 of the header (RFC 9293 section
-// 3.1; ECE and CWR from RFC 3168).
+// TCP header layout (RFC 9293 section 3.1): the offset of each field.
+const (
+	tcpSrcPort  = 0  // 2 bytes
+	tcpDstPort  = 2  // 2 bytes
+	tcpSeq      = 4  // sequence number, 4 bytes
+	tcpAck      = 8  // acknowledgment number, 4 bytes
+	tcpDataOff  = 12 // data offset in 32-bit words (high 4 bits), reserved (low 4)
+	tcpFlags    = 13 // control bits, 1 byte
+	tcpWindow   = 14 // 2 bytes
+	tcpChecksum = 16 // 2 bytes
+	tcpUrgent   = 18 // urgent pointer, 2 bytes
+	tcpOptions  = TCPMinHeaderLen
+)
+
+// TCP control bits, as they sit in the header's control bits byte (RFC 9293
+// section 3.1; ECE and CWR from RFC 3168).
 const (
 	TCPFlagFIN = 0x01
 	TCPFlagSYN = 0x02
@@ -34,13 +48,20 @@ const (
 	TCPOptionTimestamp     = 8
 )
 
+// Option layout (RFC 9293 section 3.2): a kind byte; for kinds other than
+// EOL and NOP, a length byte counting kind and length; then the data.
+const (
+	tcpOptLength = 1
+	tcpOptData   = 2
+)
+
 // Option lengths, kind and length bytes included.
 const (
 	tcpOptMSSLen       = 4
 	tcpOptWScaleLen    = 3
 	tcpOptSACKPermLen  = 2
 	tcpOptTimestampLen = 10
-	tcpOptSACKBaseLen  = 2
+	tcpOptSACKBaseLen  = tcpOptData
 	tcpSACKBlockLen    = 8
 )
 
@@ -64,7 +85,7 @@ func ParseTCP(b []byte) (TCP, bool) {
 	if len(b) < TCPMinHeaderLen {
 		return nil, false
 	}
-	off := int(b[12]>>4) * 4
+	off := TCP(b).DataOffset()
 	if off < TCPMinHeaderLen || off > len(b) {
 		return nil, false
 	}
@@ -72,35 +93,35 @@ func ParseTCP(b []byte) (TCP, bool) {
 }
 
 // SrcPort returns the source port.
-func (t TCP) SrcPort() uint16 { return be.Uint16(t[0:2]) }
+func (t TCP) SrcPort() uint16 { return be.Uint16(t[tcpSrcPort : tcpSrcPort+2]) }
 
 // DstPort returns the destination port.
-func (t TCP) DstPort() uint16 { return be.Uint16(t[2:4]) }
+func (t TCP) DstPort() uint16 { return be.Uint16(t[tcpDstPort : tcpDstPort+2]) }
 
 // Seq returns the sequence number.
-func (t TCP) Seq() uint32 { return be.Uint32(t[4:8]) }
+func (t TCP) Seq() uint32 { return be.Uint32(t[tcpSeq : tcpSeq+4]) }
 
 // Ack returns the acknowledgment number.
-func (t TCP) Ack() uint32 { return be.Uint32(t[8:12]) }
+func (t TCP) Ack() uint32 { return be.Uint32(t[tcpAck : tcpAck+4]) }
 
 // DataOffset returns the header length in bytes, options included.
-func (t TCP) DataOffset() int { return int(t[12]>>4) * 4 }
+func (t TCP) DataOffset() int { return int(t[tcpDataOff]>>4) * 4 }
 
 // Flags returns the eight control bits, CWR to FIN. The reserved bits in
-// byte 12 are not among them.
-func (t TCP) Flags() uint8 { return t[13] }
+// the data offset byte are not among them.
+func (t TCP) Flags() uint8 { return t[tcpFlags] }
 
 // Window returns the window field, unscaled.
-func (t TCP) Window() uint16 { return be.Uint16(t[14:16]) }
+func (t TCP) Window() uint16 { return be.Uint16(t[tcpWindow : tcpWindow+2]) }
 
 // Checksum returns the checksum field.
-func (t TCP) Checksum() uint16 { return be.Uint16(t[16:18]) }
+func (t TCP) Checksum() uint16 { return be.Uint16(t[tcpChecksum : tcpChecksum+2]) }
 
 // Urgent returns the urgent pointer.
-func (t TCP) Urgent() uint16 { return be.Uint16(t[18:20]) }
+func (t TCP) Urgent() uint16 { return be.Uint16(t[tcpUrgent : tcpUrgent+2]) }
 
 // Options returns the option bytes between the fixed header and the data.
-func (t TCP) Options() []byte { return t[TCPMinHeaderLen:t.DataOffset()] }
+func (t TCP) Options() []byte { return t[tcpOptions:t.DataOffset()] }
 
 // Payload returns the data after the header.
 func (t TCP) Payload() []byte { return t[t.DataOffset():] }
@@ -155,11 +176,11 @@ func ParseTCPOptions(b []byte, o *TCPOptions) bool {
 			i++
 			continue
 		}
-		if i+1 >= len(b) {
+		if i+tcpOptLength >= len(b) {
 			return false
 		}
-		l := int(b[i+1])
-		if l < 2 || l > len(b)-i {
+		l := int(b[i+tcpOptLength])
+		if l < tcpOptData || l > len(b)-i {
 			return false
 		}
 		opt := b[i : i+l]
@@ -168,12 +189,12 @@ func ParseTCPOptions(b []byte, o *TCPOptions) bool {
 			if l != tcpOptMSSLen {
 				return false
 			}
-			o.MSS = be.Uint16(opt[2:4])
+			o.MSS = be.Uint16(opt[tcpOptData : tcpOptData+2])
 		case TCPOptionWScale:
 			if l != tcpOptWScaleLen {
 				return false
 			}
-			o.WScale, o.HasWScale = opt[2], true
+			o.WScale, o.HasWScale = opt[tcpOptData], true
 		case TCPOptionSACKPermitted:
 			if l != tcpOptSACKPermLen {
 				return false
@@ -191,7 +212,7 @@ func ParseTCPOptions(b []byte, o *TCPOptions) bool {
 				return false
 			}
 			o.HasTimestamp = true
-			o.TSVal, o.TSEcr = be.Uint32(opt[2:6]), be.Uint32(opt[6:10])
+			o.TSVal, o.TSEcr = be.Uint32(opt[tcpOptData:tcpOptData+4]), be.Uint32(opt[tcpOptData+4:tcpOptData+4+4])
 		}
 		i += l
 	}
@@ -243,7 +264,7 @@ func EncodeTCPOptions(b []byte, o *TCPOptions) int {
 	n := 0
 	if o.MSS != 0 {
 		b[n], b[n+1] = TCPOptionMSS, tcpOptMSSLen
-		be.PutUint16(b[n+2:n+4], o.MSS)
+		be.PutUint16(b[n+tcpOptData:n+tcpOptData+2], o.MSS)
 		n += 4
 	}
 	if o.HasTimestamp {
@@ -283,28 +304,32 @@ type TCPFields struct {
 	Flags            uint8 // TCPFlagFIN ... TCPFlagCWR
 	Window           uint16
 	Urgent           uint16
+	// OptionsLen is the length of the options that follow the fixed
+	// header, a multiple of 4 such as EncodeTCPOptions returns.
+	OptionsLen int
 }
 
-// EncodeTCP writes the 20-byte fixed header f describes into b[:20], with a
-// data offset of (20+optLen)/4, zero reserved bits and a zero checksum. The
-// optLen bytes of options belong at b[20:20+optLen], written before or after
-// with EncodeTCPOptions; SetTCPChecksum finishes the segment.
-func EncodeTCP(b []byte, f *TCPFields, optLen int) {
+// EncodeTCP writes the fixed header f describes into b[:TCPMinHeaderLen],
+// with a data offset of TCPMinHeaderLen+f.OptionsLen, zero reserved bits and
+// a zero checksum. The options belong at b[TCPMinHeaderLen:][:f.OptionsLen],
+// written before or after with EncodeTCPOptions; SetTCPChecksum or
+// SetTCPPartialChecksum finishes the segment.
+func EncodeTCP(b []byte, f *TCPFields) {
 	_ = b[TCPMinHeaderLen-1]
-	be.PutUint16(b[0:2], f.SrcPort)
-	be.PutUint16(b[2:4], f.DstPort)
-	be.PutUint32(b[4:8], f.Seq)
-	be.PutUint32(b[8:12], f.Ack)
-	b[12] = byte((TCPMinHeaderLen+optLen)/4) << 4
-	b[13] = f.Flags
-	be.PutUint16(b[14:16], f.Window)
-	b[16], b[17] = 0, 0
-	be.PutUint16(b[18:20], f.Urgent)
+	be.PutUint16(b[tcpSrcPort:tcpSrcPort+2], f.SrcPort)
+	be.PutUint16(b[tcpDstPort:tcpDstPort+2], f.DstPort)
+	be.PutUint32(b[tcpSeq:tcpSeq+4], f.Seq)
+	be.PutUint32(b[tcpAck:tcpAck+4], f.Ack)
+	b[tcpDataOff] = byte((TCPMinHeaderLen+f.OptionsLen)/4) << 4
+	b[tcpFlags] = f.Flags
+	be.PutUint16(b[tcpWindow:tcpWindow+2], f.Window)
+	b[tcpChecksum], b[tcpChecksum+1] = 0, 0
+	be.PutUint16(b[tcpUrgent:tcpUrgent+2], f.Urgent)
 }
 
 // SetTCPChecksum computes the checksum of the segment b, header, options and
 // payload, over the IPv4 pseudo-header of src and dst, and stores it.
 func SetTCPChecksum(b []byte, src, dst netip.Addr) {
-	b[16], b[17] = 0, 0
-	be.PutUint16(b[16:18], Checksum(b, PseudoHeaderSum(src, dst, ProtoTCP, len(b))))
+	b[tcpChecksum], b[tcpChecksum+1] = 0, 0
+	be.PutUint16(b[tcpChecksum:tcpChecksum+2], Checksum(b, PseudoHeaderSum(src, dst, ProtoTCP, len(b))))
 }

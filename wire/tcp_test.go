@@ -65,12 +65,7 @@ func gopacketFlags(l *layers.TCP) uint8 {
 // IP header.
 func gopacketTCP(t testing.TB, src, dst netip.Addr, l *layers.TCP, pl []byte) []byte {
 	t.Helper()
-	ipl := gopacketIPv4(src, dst, layers.IPProtocolTCP)
-	if err := l.SetNetworkLayerForChecksum(ipl); err != nil {
-		t.Fatal(err)
-	}
-	b := serialize(t, ipl, l, gopacketPayload(pl))
-	return b[wire.IPv4MinHeaderLen:]
+	return gopacketTransport(t, src, dst, layers.IPProtocolTCP, l, pl)
 }
 
 // gopacketTCPValid decodes b with gopacket and verifies its checksum over
@@ -78,15 +73,7 @@ func gopacketTCP(t testing.TB, src, dst netip.Addr, l *layers.TCP, pl []byte) []
 func gopacketTCPValid(t testing.TB, b []byte, src, dst netip.Addr) (*layers.TCP, bool) {
 	t.Helper()
 	var g layers.TCP
-	decodeLayer(t, &g, b)
-	if err := g.SetNetworkLayerForChecksum(gopacketIPv4(src, dst, layers.IPProtocolTCP)); err != nil {
-		t.Fatal(err)
-	}
-	err, v := g.VerifyChecksum()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &g, v.Valid
+	return &g, gopacketTransportValid(t, &g, b, src, dst, layers.IPProtocolTCP)
 }
 
 // Options as gopacket builds them.
@@ -300,7 +287,8 @@ func encodeTCP(f *wire.TCPFields, o *wire.TCPOptions, pl []byte, src, dst netip.
 	if got := wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], o); got != n {
 		panic("EncodeTCPOptions and TCPOptionsLen disagree")
 	}
-	wire.EncodeTCP(b, f, n)
+	f.OptionsLen = n
+	wire.EncodeTCP(b, f)
 	copy(b[wire.TCPMinHeaderLen+n:], pl)
 	wire.SetTCPChecksum(b, src, dst)
 	return b
@@ -478,7 +466,7 @@ func TestEncodeTCPOptionsStaysWithin40Bytes(t *testing.T) {
 			}
 			hdr := make([]byte, wire.TCPMinHeaderLen+got)
 			copy(hdr[wire.TCPMinHeaderLen:], b[:got])
-			wire.EncodeTCP(hdr, &wire.TCPFields{Flags: wire.TCPFlagACK}, got)
+			wire.EncodeTCP(hdr, &wire.TCPFields{Flags: wire.TCPFlagACK, OptionsLen: got})
 			var g layers.TCP
 			decodeLayer(t, &g, hdr)
 			gg, ok := optionsFromGopacket(g.Options)
@@ -533,7 +521,7 @@ func TestParseTCPOptionsRejectsMalformed(t *testing.T) {
 				return
 			}
 			hdr := append(make([]byte, wire.TCPMinHeaderLen), tt.b...)
-			wire.EncodeTCP(hdr, &wire.TCPFields{}, len(tt.b))
+			wire.EncodeTCP(hdr, &wire.TCPFields{OptionsLen: len(tt.b)})
 			var g layers.TCP
 			decodeLayer(t, &g, hdr)
 			if _, ok := optionsFromGopacket(g.Options); ok && len(g.Padding) == 0 {
@@ -625,13 +613,7 @@ func TestParseTCPChecksTheDataOffset(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			seg, ok := wire.ParseTCP(tt.b)
-			if ok != tt.ok {
-				t.Fatalf("ParseTCP ok = %v, want %v", ok, tt.ok)
-			}
-			if !ok {
-				if seg != nil {
-					t.Error("a rejected segment returned a view")
-				}
+			if !checkParse(t, "ParseTCP", seg, ok, tt.ok) {
 				return
 			}
 			if len(seg) != len(tt.b) || seg.DataOffset() != tt.off || len(seg.Options()) != tt.off-20 || len(seg.Payload()) != tt.payload {
@@ -654,12 +636,7 @@ func zeroSumTCP(src, dst netip.Addr) []byte {
 func TestTCPChecksum(t *testing.T) {
 	good := gopacketTCP(t, srcIP, dstIP, tcpCases[5].seg.layer(), payload(11))
 	zero := zeroSumTCP(srcIP, dstIP)
-	tests := []struct {
-		name     string
-		b        []byte
-		src, dst netip.Addr
-		valid    bool
-	}{
+	checkChecksumValid(t, layers.IPProtocolTCP, []checksumCase{
 		{"valid", good, srcIP, dstIP, true},
 		{"zero is not 'no checksum' as in UDP", withU16(good, 16, 0), srcIP, dstIP, false},
 		{"damaged payload", with(good, len(good)-3, good[len(good)-3]^0x01), srcIP, dstIP, false},
@@ -671,21 +648,7 @@ func TestTCPChecksum(t *testing.T) {
 		{"swapped addresses still sum the same", good, dstIP, srcIP, true},
 		{"a computed zero is sent as zero", zero, srcIP, dstIP, true},
 		{"and all ones verifies too (RFC 1071)", withU16(zero, 16, 0xffff), srcIP, dstIP, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			seg, ok := wire.ParseTCP(tt.b)
-			if !ok {
-				t.Fatal("ParseTCP rejected the segment")
-			}
-			if got := seg.ChecksumValid(tt.src, tt.dst); got != tt.valid {
-				t.Errorf("ChecksumValid = %v, want %v", got, tt.valid)
-			}
-			if _, valid := gopacketTCPValid(t, tt.b, tt.src, tt.dst); valid != tt.valid {
-				t.Errorf("gopacket says valid = %v", valid)
-			}
-		})
-	}
+	})
 	if be16(zero[16:18]) != 0 {
 		t.Fatalf("setup: zeroSumTCP has checksum %#04x", be16(zero[16:18]))
 	}
@@ -710,7 +673,7 @@ func TestSetTCPChecksumIgnoresTheOldValue(t *testing.T) {
 
 func TestEncodeTCPClearsReservedBitsAndChecksum(t *testing.T) {
 	b := bytes.Repeat([]byte{0xff}, 24)
-	wire.EncodeTCP(b, &wire.TCPFields{Flags: wire.TCPFlagSYN}, 4)
+	wire.EncodeTCP(b, &wire.TCPFields{Flags: wire.TCPFlagSYN, OptionsLen: 4})
 	if b[12] != 6<<4 || b[13] != wire.TCPFlagSYN || b[16] != 0 || b[17] != 0 {
 		t.Errorf("header %x", b[:20])
 	}
@@ -732,8 +695,9 @@ func TestTCPHotPathDoesNotAllocate(t *testing.T) {
 	var arr [wire.TCPMaxSACKBlocks]wire.SACKBlock
 	in := wire.TCPOptions{SACK: arr[:0]}
 	allocs := testing.AllocsPerRun(1000, func() {
-		n := wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &o)
-		wire.EncodeTCP(b, &f, n)
+		f.OptionsLen = wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &o)
+		wire.EncodeTCP(b, &f)
+		n := f.OptionsLen
 		seg := b[:wire.TCPMinHeaderLen+n+1448]
 		wire.SetTCPChecksum(seg, srcIP, dstIP)
 		p, ok := wire.ParseTCP(seg)
@@ -767,19 +731,19 @@ func BenchmarkEncodeTCP(b *testing.B) {
 	b.Run("header and options", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			n := wire.EncodeTCPOptions(buf[wire.TCPMinHeaderLen:], &o)
-			wire.EncodeTCP(buf, &f, n)
+			f.OptionsLen = wire.EncodeTCPOptions(buf[wire.TCPMinHeaderLen:], &o)
+			wire.EncodeTCP(buf, &f)
 			sink ^= uint16(buf[12])
 		}
 	})
 	b.Run("with checksum over 1448 bytes", func(b *testing.B) {
 		b.ReportAllocs()
-		n := wire.TCPOptionsLen(&o)
-		seg := buf[:wire.TCPMinHeaderLen+n+1448]
+		f.OptionsLen = wire.TCPOptionsLen(&o)
+		seg := buf[:wire.TCPMinHeaderLen+f.OptionsLen+1448]
 		b.SetBytes(int64(len(seg)))
 		for b.Loop() {
 			wire.EncodeTCPOptions(seg[wire.TCPMinHeaderLen:], &o)
-			wire.EncodeTCP(seg, &f, n)
+			wire.EncodeTCP(seg, &f)
 			wire.SetTCPChecksum(seg, srcIP, dstIP)
 			sink ^= uint16(seg[16])
 		}

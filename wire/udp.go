@@ -5,6 +5,15 @@ import "net/netip"
 // UDPHeaderLen is the length of a UDP header (RFC 768).
 const UDPHeaderLen = 8
 
+// UDP header layout (RFC 768, "Format"): the offset of each field, each
+// 2 bytes.
+const (
+	udpSrcPort  = 0
+	udpDstPort  = 2
+	udpLength   = 4
+	udpChecksum = 6
+)
+
 // UDP is a view of a UDP datagram, header first.
 type UDP []byte
 
@@ -14,7 +23,7 @@ func ParseUDP(b []byte) (UDP, bool) {
 	if len(b) < UDPHeaderLen {
 		return nil, false
 	}
-	l := int(be.Uint16(b[4:6]))
+	l := UDP(b).Length()
 	if l < UDPHeaderLen || l > len(b) {
 		return nil, false
 	}
@@ -22,16 +31,16 @@ func ParseUDP(b []byte) (UDP, bool) {
 }
 
 // SrcPort returns the source port.
-func (u UDP) SrcPort() uint16 { return be.Uint16(u[0:2]) }
+func (u UDP) SrcPort() uint16 { return be.Uint16(u[udpSrcPort : udpSrcPort+2]) }
 
 // DstPort returns the destination port.
-func (u UDP) DstPort() uint16 { return be.Uint16(u[2:4]) }
+func (u UDP) DstPort() uint16 { return be.Uint16(u[udpDstPort : udpDstPort+2]) }
 
 // Length returns the length field.
-func (u UDP) Length() int { return int(be.Uint16(u[4:6])) }
+func (u UDP) Length() int { return int(be.Uint16(u[udpLength : udpLength+2])) }
 
 // Checksum returns the checksum field; zero means none was computed.
-func (u UDP) Checksum() uint16 { return be.Uint16(u[6:8]) }
+func (u UDP) Checksum() uint16 { return be.Uint16(u[udpChecksum : udpChecksum+2]) }
 
 // Payload returns the data after the header.
 func (u UDP) Payload() []byte { return u[UDPHeaderLen:u.Length()] }
@@ -46,16 +55,28 @@ func (u UDP) ChecksumValid(src, dst netip.Addr) bool {
 	return Checksum(u, PseudoHeaderSum(src, dst, ProtoUDP, len(u))) == 0
 }
 
-// EncodeUDP writes a UDP header into b[:8] for the datagram b (header and
-// payload already in place) and computes its checksum over the pseudo-header.
-func EncodeUDP(b []byte, src, dst netip.Addr, srcPort, dstPort uint16) {
-	be.PutUint16(b[0:2], srcPort)
-	be.PutUint16(b[2:4], dstPort)
-	be.PutUint16(b[4:6], uint16(len(b)))
-	b[6], b[7] = 0, 0
+// UDPFields describes a UDP header to encode. The length is the datagram's.
+type UDPFields struct {
+	SrcPort, DstPort uint16
+}
+
+// EncodeUDP writes the header f describes into b[:UDPHeaderLen], b being the
+// whole datagram, with a length of len(b) and a zero checksum: "no checksum"
+// (RFC 768) until SetUDPChecksum or SetUDPPartialChecksum sets one.
+func EncodeUDP(b []byte, f *UDPFields) {
+	be.PutUint16(b[udpSrcPort:udpSrcPort+2], f.SrcPort)
+	be.PutUint16(b[udpDstPort:udpDstPort+2], f.DstPort)
+	be.PutUint16(b[udpLength:udpLength+2], uint16(len(b)))
+	b[udpChecksum], b[udpChecksum+1] = 0, 0
+}
+
+// SetUDPChecksum computes the checksum of the datagram b, header and
+// payload, over the IPv4 pseudo-header of src and dst, and stores it.
+func SetUDPChecksum(b []byte, src, dst netip.Addr) {
+	b[udpChecksum], b[udpChecksum+1] = 0, 0
 	c := Checksum(b, PseudoHeaderSum(src, dst, ProtoUDP, len(b)))
 	if c == 0 {
 		c = 0xffff // RFC 768: a computed zero is sent as all ones
 	}
-	be.PutUint16(b[6:8], c)
+	be.PutUint16(b[udpChecksum:udpChecksum+2], c)
 }

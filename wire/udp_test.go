@@ -14,13 +14,8 @@ import (
 // IPv4 pseudo-header of src and dst, and returns it without the IP header.
 func gopacketUDP(t testing.TB, src, dst netip.Addr, sport, dport uint16, pl []byte) []byte {
 	t.Helper()
-	ipl := gopacketIPv4(src, dst, layers.IPProtocolUDP)
 	u := &layers.UDP{SrcPort: layers.UDPPort(sport), DstPort: layers.UDPPort(dport)}
-	if err := u.SetNetworkLayerForChecksum(ipl); err != nil {
-		t.Fatal(err)
-	}
-	b := serialize(t, ipl, u, gopacketPayload(pl))
-	return b[wire.IPv4MinHeaderLen:]
+	return gopacketTransport(t, src, dst, layers.IPProtocolUDP, u, pl)
 }
 
 // gopacketUDPValid decodes b with gopacket and verifies its checksum over the
@@ -28,15 +23,7 @@ func gopacketUDP(t testing.TB, src, dst netip.Addr, sport, dport uint16, pl []by
 func gopacketUDPValid(t testing.TB, b []byte, src, dst netip.Addr) (*layers.UDP, bool) {
 	t.Helper()
 	var u layers.UDP
-	decodeLayer(t, &u, b)
-	if err := u.SetNetworkLayerForChecksum(gopacketIPv4(src, dst, layers.IPProtocolUDP)); err != nil {
-		t.Fatal(err)
-	}
-	err, v := u.VerifyChecksum()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &u, v.Valid
+	return &u, gopacketTransportValid(t, &u, b, src, dst, layers.IPProtocolUDP)
 }
 
 var udpCases = []struct {
@@ -84,7 +71,8 @@ func TestEncodeUDPIsWhatGopacketBuilds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pl := payload(c.payload)
 			b := append(bytes.Repeat([]byte{0xa5}, wire.UDPHeaderLen), pl...)
-			wire.EncodeUDP(b, c.src, c.dst, c.sport, c.dport)
+			wire.EncodeUDP(b, &wire.UDPFields{SrcPort: c.sport, DstPort: c.dport})
+			wire.SetUDPChecksum(b, c.src, c.dst)
 			g, valid := gopacketUDPValid(t, b, c.src, c.dst)
 			if !valid {
 				t.Errorf("gopacket finds checksum %#04x wrong", g.Checksum)
@@ -105,10 +93,12 @@ func TestEncodeUDPIsWhatGopacketBuilds(t *testing.T) {
 func zeroSumUDP(src, dst netip.Addr) []byte {
 	b := make([]byte, wire.UDPHeaderLen+6)
 	copy(b[8:], []byte{0xde, 0xad, 0xbe, 0xef})
-	wire.EncodeUDP(b, src, dst, 1234, 5678)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: 1234, DstPort: 5678})
+	wire.SetUDPChecksum(b, src, dst)
 	c := be16(b[6:8]) // the checksum with the last word zero
 	b[12], b[13] = byte(c>>8), byte(c)
-	wire.EncodeUDP(b, src, dst, 1234, 5678)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: 1234, DstPort: 5678})
+	wire.SetUDPChecksum(b, src, dst)
 	return b
 }
 
@@ -119,7 +109,8 @@ func TestEncodeUDPSendsAComputedZeroAsAllOnes(t *testing.T) {
 	if c := wire.Checksum(pre, wire.PseudoHeaderSum(srcIP, dstIP, wire.ProtoUDP, len(pre))); c != 0 {
 		t.Fatalf("setup: the checksum computes to %#04x, not zero", c)
 	}
-	wire.EncodeUDP(b, srcIP, dstIP, 1234, 5678)
+	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: 1234, DstPort: 5678})
+	wire.SetUDPChecksum(b, srcIP, dstIP)
 	if got := be16(b[6:8]); got != 0xffff {
 		t.Fatalf("checksum field %#04x, want 0xffff (RFC 768)", got)
 	}
@@ -137,12 +128,7 @@ func TestEncodeUDPSendsAComputedZeroAsAllOnes(t *testing.T) {
 
 func TestUDPChecksumValid(t *testing.T) {
 	good := gopacketUDP(t, srcIP, dstIP, 1000, 2000, payload(11))
-	tests := []struct {
-		name     string
-		b        []byte
-		src, dst netip.Addr
-		valid    bool
-	}{
+	checkChecksumValid(t, layers.IPProtocolUDP, []checksumCase{
 		{"valid", good, srcIP, dstIP, true},
 		{"zero means none was computed", withU16(good, 6, 0), srcIP, dstIP, true},
 		{"zero is accepted even over damaged data", withU16(with(good, 10, good[10]^0xff), 6, 0), srcIP, dstIP, true},
@@ -153,21 +139,7 @@ func TestUDPChecksumValid(t *testing.T) {
 		{"wrong destination address", good, srcIP, addr("198.51.100.8"), false},
 		{"swapped addresses still sum the same", good, dstIP, srcIP, true},
 		{"computed zero sent as all ones", zeroSumUDP(srcIP, dstIP), srcIP, dstIP, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			u, ok := wire.ParseUDP(tt.b)
-			if !ok {
-				t.Fatal("ParseUDP rejected the datagram")
-			}
-			if got := u.ChecksumValid(tt.src, tt.dst); got != tt.valid {
-				t.Errorf("ChecksumValid = %v, want %v", got, tt.valid)
-			}
-			if _, valid := gopacketUDPValid(t, tt.b, tt.src, tt.dst); valid != tt.valid {
-				t.Errorf("gopacket says valid = %v", valid)
-			}
-		})
-	}
+	})
 }
 
 func TestParseUDPChecksTheLengthField(t *testing.T) {
@@ -193,13 +165,7 @@ func TestParseUDPChecksTheLengthField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u, ok := wire.ParseUDP(tt.b)
-			if ok != tt.ok {
-				t.Fatalf("ParseUDP ok = %v, want %v", ok, tt.ok)
-			}
-			if !ok {
-				if u != nil {
-					t.Error("a rejected datagram returned a view")
-				}
+			if !checkParse(t, "ParseUDP", u, ok, tt.ok) {
 				return
 			}
 			if len(u) != tt.wantLen || u.Length() != tt.wantLen || len(u.Payload()) != tt.wantLen-wire.UDPHeaderLen {

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gonetstack/gonet/internal/netns"
-	"github.com/gonetstack/gonet/internal/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 )
 
 // listNamespaces returns the names `ip netns list` shows.

@@ -57,8 +57,8 @@ var (
 // NIC is the name of the stack's NIC.
 const NIC = "eth0"
 
-// Timeout is how long Expect and Next wait, on the wall clock, for the
-// stack's goroutines to send a frame. It bounds a wait for concurrency, not a
+// Timeout is how long Expect waits, on the wall clock, for the stack's
+// goroutines to send a frame. It bounds a wait for concurrency, not a
 // protocol timer, so it is generous: a passing test never waits for it.
 const Timeout = 10 * time.Second
 
@@ -247,17 +247,6 @@ func (h *Host) Inject(frames ...[]byte) {
 			h.tb.Errorf("rawtest: inject: the pipe dropped %d of %d frames (queue full or malformed)", d, n)
 		}
 		frames = frames[n:]
-	}
-}
-
-// Next returns the next frame the stack sent, waiting up to Timeout for
-// it; ok is false when none came.
-func (h *Host) Next() (frame []byte, ok bool) {
-	select {
-	case f := <-h.frames:
-		return f, true
-	case <-time.After(Timeout):
-		return nil, false
 	}
 }
 

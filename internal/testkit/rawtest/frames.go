@@ -13,8 +13,7 @@ import (
 )
 
 // Building frames. Every builder lets gopacket fix lengths and compute
-// checksums; tests that need a wrong field change the bytes afterwards (and
-// IPv4Checksum puts a right header checksum back when they want one).
+// checksums; tests that need a wrong field change the bytes afterwards.
 
 // Serialize encodes layers with gopacket, fixing lengths and checksums.
 func Serialize(tb testing.TB, ls ...gopacket.SerializableLayer) []byte {
@@ -290,13 +289,4 @@ func isBarrierEchoReply(f []byte, seq uint16) bool {
 func Addr(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip.To4())
 	return a
-}
-
-// IPv4Checksum recomputes the header checksum of the IPv4 datagram that
-// starts at b, after a test changed a header field on purpose.
-func IPv4Checksum(b []byte) {
-	hl := int(b[0]&0xf) * 4
-	b[10], b[11] = 0, 0
-	c := gopacket.FoldChecksum(gopacket.ComputeChecksum(b[:hl], 0))
-	b[10], b[11] = byte(c>>8), byte(c)
 }

@@ -3,7 +3,7 @@ package rawtest_test
 import (
 	"testing"
 
-	"github.com/gonetstack/gonet/internal/rawtest"
+	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/stack"
 )
 
