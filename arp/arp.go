@@ -163,7 +163,7 @@ func (p *Protocol) Close() {
 
 // Deliver hands a batch of ARP packets to the dealer. A full dealer queue
 // drops the batch: a flood of ARP must not stall the NIC.
-func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
+func (p *Protocol) Deliver(b *buffer.Batch) {
 	select {
 	case p.in <- b:
 	default:

@@ -18,7 +18,6 @@ import (
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
-	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -215,7 +214,7 @@ func (p *Protocol) Close() {
 // Deliver hands a batch of datagrams from a NIC to the dealer. When the
 // dealer is that far behind, the batch is dropped and counted, as a NIC
 // drops when its ring is full; blocking would stall ARP on the same NIC.
-func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
+func (p *Protocol) Deliver(b *buffer.Batch) {
 	select {
 	case p.in <- b:
 	default:
