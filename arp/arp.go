@@ -116,13 +116,15 @@ type entry struct {
 	expires time.Time
 }
 
-// New returns ARP for nic, bound to the ARP EtherType. Call Start before
-// starting the NIC.
-func New(nic *ethernet.NIC, addrs Addresses, cfg Config, e *env.Env) *Protocol {
+// New returns ARP for nic, bound to the ARP EtherType. It is the link
+// output of the IPv4 interface on nic (Output, OutputBroadcast), and learns
+// from that interface which addresses it answers for when it is started:
+// ARP is made first, then the interface that sends through it, then Start,
+// before the NIC starts and before the interface has an address.
+func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
 		nic:     nic,
-		addrs:   addrs,
 		cfg:     cfg,
 		env:     e,
 		in:      make(chan *buffer.Batch, 16),
@@ -134,8 +136,10 @@ func New(nic *ethernet.NIC, addrs Addresses, cfg Config, e *env.Env) *Protocol {
 	return p
 }
 
-// Start launches the dealer goroutine.
-func (p *Protocol) Start() {
+// Start launches the dealer goroutine, which answers for addrs: the
+// addresses of the IPv4 interface on the NIC.
+func (p *Protocol) Start(addrs Addresses) {
+	p.addrs = addrs
 	p.wg.Add(1)
 	go p.deal()
 }

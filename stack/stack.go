@@ -110,26 +110,19 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 	if err != nil {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
-	n := &nic{eth: eth}
-	// ARP needs the interface for its addresses, the interface needs ARP
-	// for its output: resolve the cycle through the nic.
-	n.iface, err = s.ip.AddOffloadInterface(name, eth.MTU(), ep.Capabilities(), arpOutput{n})
+	// ARP is the interface's output; the interface, once made, tells ARP
+	// its addresses.
+	n := &nic{eth: eth, arp: arp.New(eth, s.cfg.ARP, s.env)}
+	n.iface, err = s.ip.AddOffloadInterface(name, eth.MTU(), ep.Capabilities(), n.arp)
 	if err != nil {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
-	n.arp = arp.New(eth, n.iface, s.cfg.ARP, s.env)
 	eth.Bind(wire.EtherTypeIPv4, s.ip)
-	n.arp.Start()
+	n.arp.Start(n.iface)
 	eth.Start()
 	s.nics = append(s.nics, n)
 	return nil
 }
-
-// arpOutput forwards IPv4 output to the NIC's ARP, set after the interface.
-type arpOutput struct{ n *nic }
-
-func (o arpOutput) Output(nextHop netip.Addr, pkt *buffer.Packet) { o.n.arp.Output(nextHop, pkt) }
-func (o arpOutput) OutputBroadcast(pkt *buffer.Packet)            { o.n.arp.OutputBroadcast(pkt) }
 
 func (s *Stack) nic(name string) (*nic, error) {
 	s.mu.Lock()
