@@ -18,6 +18,7 @@ import (
 	"github.com/gonetstack/gonet/budget"
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/dealer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
@@ -243,6 +244,36 @@ func (s *Stack) WriteCounters(w io.Writer) error {
 		if _, err := fmt.Fprintf(w, "%s %d\n", n, m[n]); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Sync returns once each dealer of the stack has dealt with what was queued
+// for it before the call: every NIC's ARP, then IPv4 with the transports it
+// delivers to by function call (see ipv4.Protocol.Sync). It gives tests and
+// tools an explicit "the stack has handled what it was given" instead of
+// inferring it from a side effect.
+//
+// Sync does not cover frames still inside a link endpoint, or read by a NIC
+// and not yet dealt: a frame is the dealers' once the NIC has delivered it.
+// Nor does it wait for goroutines that work on their own after a dealer
+// hands over: ARP resolutions, reassembly, pings, TCP connections, socket
+// readers. It returns ctx's error if ctx ends first, and an error wrapping
+// dealer.ErrClosed once the stack is closed.
+func (s *Stack) Sync(ctx context.Context) error {
+	s.mu.Lock()
+	closed, nics := s.closed, s.nics
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("stack: sync: %w", dealer.ErrClosed)
+	}
+	for _, n := range nics {
+		if err := n.arp.Sync(ctx); err != nil {
+			return fmt.Errorf("stack: sync ARP on %s: %w", n.eth.Name(), err)
+		}
+	}
+	if err := s.ip.Sync(ctx); err != nil {
+		return fmt.Errorf("stack: sync IPv4: %w", err)
 	}
 	return nil
 }
