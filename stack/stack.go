@@ -7,10 +7,8 @@ package stack
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/netip"
-	"sort"
 	"sync"
 	"time"
 
@@ -227,25 +225,6 @@ func (s *Stack) Counters() map[string]int64 {
 	m["Memory.Refused"] = int64(b.Refused())
 	m["Buffers.Outstanding"] = s.env.Pool.Outstanding()
 	return m
-}
-
-// WriteCounters prints the non-zero counters, one "Layer.Name value" a line,
-// sorted.
-func (s *Stack) WriteCounters(w io.Writer) error {
-	m := s.Counters()
-	names := make([]string, 0, len(m))
-	for n, v := range m {
-		if v != 0 {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if _, err := fmt.Fprintf(w, "%s %d\n", n, m[n]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Sync returns once each dealer of the stack has dealt with what was queued
