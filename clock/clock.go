@@ -1,6 +1,6 @@
 // Package clock gives the stack its sense of time. Every timer in GoNet (ARP
-// retries and expiry, reassembly timeouts, ICMP rate limits, later TCP's
-// retransmission) runs on a Clock taken from the stack's configuration: the
+// retries and expiry, reassembly timeouts, ICMP rate limits, TCP's
+// connection timers) runs on a Clock taken from the stack's configuration: the
 // wall clock in production, a Virtual clock that tests advance by hand, so
 // that timer behaviour is tested without sleeping.
 package clock

@@ -67,7 +67,7 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Transport is a protocol above IPv4 (ICMP, UDP, later TCP).
+// Transport is a protocol above IPv4 (ICMP, UDP, TCP).
 type Transport interface {
 	// HandleIPv4 takes ownership of pkt, a validated, whole datagram
 	// addressed to this host: pkt.Bytes() starts at the IPv4 header.
@@ -187,9 +187,6 @@ func (p *Protocol) Transport(proto uint8) Transport { return p.transports[proto]
 
 // SetErrorSender sets who reports dropped datagrams with ICMP.
 func (p *Protocol) SetErrorSender(e ErrorSender) { p.errors = e }
-
-// DefaultTTL returns the TTL of datagrams the stack originates.
-func (p *Protocol) DefaultTTL() uint8 { return p.cfg.DefaultTTL }
 
 // Start launches the dealer goroutine.
 func (p *Protocol) Start() {

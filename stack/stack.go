@@ -1,7 +1,7 @@
 // Package stack wires GoNet's layers into a working host: NICs (each a link
 // endpoint with its Ethernet dealer and ARP), IPv4 with its addresses and
-// routes, ICMP and UDP, sharing one clock, one random source, one buffer pool
-// and one memory budget (package env).
+// routes, ICMP, UDP and TCP, sharing one clock, one random source, one
+// buffer pool and one memory budget (package env).
 package stack
 
 import (
@@ -33,8 +33,11 @@ import (
 type Config struct {
 	// Clock drives every timer; clock.Real{} when nil.
 	Clock clock.Clock
-	// Rand is the random source (ephemeral ports, IP IDs, ping idents,
-	// later initial sequence numbers); seeded from crypto/rand when nil.
+	// Rand is the random source: UDP's and TCP's ephemeral ports (RFC
+	// 6056), the first IP identification, the ping identifier, TCP's
+	// secret key for initial sequence numbers (RFC 6528) and SYN cookies,
+	// and each TCP connection's timestamp offset; seeded from crypto/rand
+	// when nil.
 	Rand rand.Source
 	// MemoryLimit bounds the bytes the stack holds for others; 512 MiB
 	// when zero.
@@ -194,9 +197,6 @@ func (s *Stack) Pool() *buffer.Pool { return s.env.Pool }
 
 // Budget returns the stack's memory budget.
 func (s *Stack) Budget() *budget.Budget { return s.env.Budget }
-
-// Env returns the stack's shared environment, for protocols added on top.
-func (s *Stack) Env() *env.Env { return s.env }
 
 // IPv4 returns the IPv4 layer, for protocols added on top.
 func (s *Stack) IPv4() *ipv4.Protocol { return s.ip }
