@@ -101,9 +101,10 @@ type Protocol struct {
 	cfg   Config
 	env   *env.Env
 
-	in   *dealer.Inbox[*buffer.Batch]
-	done chan struct{}
-	wg   sync.WaitGroup // the dealer and every resolution
+	in      *dealer.Inbox[*buffer.Batch]
+	done    chan struct{}
+	wg      sync.WaitGroup // the dealer and every resolution
+	closing sync.Once
 
 	mu      sync.RWMutex
 	cache   map[netip.Addr]entry
@@ -149,16 +150,14 @@ func (p *Protocol) Start(addrs Addresses) {
 
 // Close stops the dealer and every resolution, dropping what waits.
 func (p *Protocol) Close() {
-	p.mu.Lock()
-	if p.closed {
+	p.closing.Do(func() {
+		p.mu.Lock()
+		p.closed = true // no resolution starts from now on
 		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	close(p.done)
-	p.mu.Unlock()
-	p.wg.Wait()
-	p.in.Close()
+		close(p.done)
+		p.wg.Wait()
+		p.in.Close()
+	})
 }
 
 // Deliver hands a batch of ARP packets to the dealer. When the dealer's
