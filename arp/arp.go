@@ -11,11 +11,13 @@
 package arp
 
 import (
+	"context"
 	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/dealer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/stats"
@@ -99,9 +101,10 @@ type Protocol struct {
 	cfg   Config
 	env   *env.Env
 
-	in   chan *buffer.Batch
-	done chan struct{}
-	wg   sync.WaitGroup
+	in      *dealer.Inbox[*buffer.Batch]
+	done    chan struct{}
+	wg      sync.WaitGroup // the dealer and every resolution
+	closing sync.Once
 
 	mu      sync.RWMutex
 	cache   map[netip.Addr]entry
@@ -116,72 +119,70 @@ type entry struct {
 	expires time.Time
 }
 
-// New returns ARP for nic, bound to the ARP EtherType. Call Start before
-// starting the NIC.
-func New(nic *ethernet.NIC, addrs Addresses, cfg Config, e *env.Env) *Protocol {
+// New returns ARP for nic, bound to the ARP EtherType. It is the link
+// output of the IPv4 interface on nic (Output, OutputBroadcast), and learns
+// from that interface which addresses it answers for when it is started:
+// ARP is made first, then the interface that sends through it, then Start,
+// before the NIC starts and before the interface has an address.
+func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
 		nic:     nic,
-		addrs:   addrs,
 		cfg:     cfg,
 		env:     e,
-		in:      make(chan *buffer.Batch, 16),
 		done:    make(chan struct{}),
 		cache:   map[netip.Addr]entry{},
 		pending: map[netip.Addr]*resolution{},
 	}
+	// A full dealer queue drops: a flood of ARP must not stall the NIC.
+	p.in = dealer.New[*buffer.Batch](16, &p.Stats.InDropped)
 	nic.Bind(wire.EtherTypeARP, p)
 	return p
 }
 
-// Start launches the dealer goroutine.
-func (p *Protocol) Start() {
+// Start launches the dealer goroutine, which answers for addrs: the
+// addresses of the IPv4 interface on the NIC.
+func (p *Protocol) Start(addrs Addresses) {
+	p.addrs = addrs
 	p.wg.Add(1)
 	go p.deal()
 }
 
 // Close stops the dealer and every resolution, dropping what waits.
 func (p *Protocol) Close() {
-	p.mu.Lock()
-	if p.closed {
+	p.closing.Do(func() {
+		p.mu.Lock()
+		p.closed = true // no resolution starts from now on
 		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	close(p.done)
-	p.mu.Unlock()
-	p.wg.Wait()
-	for {
-		select {
-		case b := <-p.in:
-			b.Release()
-		default:
-			return
-		}
-	}
+		close(p.done)
+		p.wg.Wait()
+		p.in.Close()
+	})
 }
 
-// Deliver hands a batch of ARP packets to the dealer. A full dealer queue
-// drops the batch: a flood of ARP must not stall the NIC.
-func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
-	select {
-	case p.in <- b:
-	default:
-		p.Stats.InDropped.Add(uint64(len(b.Pkts)))
-		b.Release()
-	}
-}
+// Deliver hands a batch of ARP packets to the dealer. When the dealer's
+// queue is full the batch is dropped and counted (InDropped).
+func (p *Protocol) Deliver(b *buffer.Batch) { p.in.Deliver(b) }
+
+// Sync returns once the dealer has handled every ARP packet delivered before
+// the call: requests answered (the reply queued on the NIC), senders learnt,
+// resolutions told their answer. It does not wait for what a resolution
+// then sends, nor for frames the NIC has not yet dealt. It returns ctx's
+// error if ctx ends first, and dealer.ErrClosed once ARP is closed.
+func (p *Protocol) Sync(ctx context.Context) error { return p.in.Sync(ctx) }
 
 func (p *Protocol) deal() {
 	defer p.wg.Done()
 	for {
 		select {
-		case b := <-p.in:
-			for _, pk := range b.Pkts {
-				p.handle(pk.Bytes())
-				pk.Release()
+		case e := <-p.in.C():
+			if b, ok := e.Open(); ok {
+				for _, pk := range b.Pkts {
+					p.handle(pk.Bytes())
+					pk.Release()
+				}
+				b.Put()
 			}
-			b.Put()
 		case <-p.done:
 			return
 		}

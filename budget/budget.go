@@ -1,6 +1,6 @@
 // Package budget bounds the memory the stack holds on behalf of others:
 // reassembly buffers, packets queued on ARP, datagrams waiting in socket
-// queues and, later, TCP's send and receive queues.
+// queues, and TCP's connections with their send and receive queues.
 //
 // A layer reserves before it holds data and releases when it lets go, as the
 // Biscuit kernel does for its heap: when the budget is spent, new work is

@@ -1,11 +1,12 @@
 // Package clock gives the stack its sense of time. Every timer in GoNet (ARP
-// retries and expiry, reassembly timeouts, ICMP rate limits, later TCP's
-// retransmission) runs on a Clock taken from the stack's configuration: the
+// retries and expiry, reassembly timeouts, ICMP rate limits, TCP's
+// connection timers) runs on a Clock taken from the stack's configuration: the
 // wall clock in production, a Virtual clock that tests advance by hand, so
 // that timer behaviour is tested without sleeping.
 package clock
 
 import (
+	"context"
 	"sort"
 	"sync"
 	"time"
@@ -30,6 +31,24 @@ type Timer interface {
 	// Reset restarts the timer to fire after d; it reports whether it was
 	// active.
 	Reset(d time.Duration) bool
+}
+
+// Sleep waits on c for d, or until ctx is done; it reports whether d
+// passed. With d zero or negative it returns at once, reporting whether ctx
+// is still live. For waits outside the stack (a pause between pings, an
+// accept back-off) c is Real{}.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Real is the wall clock.

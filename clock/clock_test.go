@@ -1,6 +1,7 @@
 package clock_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -285,5 +286,28 @@ func TestRealClock(t *testing.T) {
 	}
 	if f.C() != nil {
 		t.Error("a real AfterFunc timer has a channel")
+	}
+}
+
+func TestSleepWaitsForTheClockOrTheContext(t *testing.T) {
+	v := clock.NewVirtual(start)
+	slept := make(chan bool)
+	go func() { slept <- clock.Sleep(context.Background(), v, time.Second) }()
+	v.WaitPending(1)
+	v.Advance(time.Second)
+	if !<-slept {
+		t.Error("Sleep reported its context done when the clock passed the wait")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { slept <- clock.Sleep(ctx, v, time.Second) }()
+	v.WaitPending(1)
+	cancel()
+	if <-slept {
+		t.Error("Sleep reported the wait passed when its context ended first")
+	}
+
+	if !clock.Sleep(context.Background(), v, 0) || clock.Sleep(ctx, v, -time.Second) {
+		t.Error("Sleep of no time should report only whether the context is live")
 	}
 }

@@ -22,8 +22,13 @@ import (
 // the batch and its packets; each packet's data starts at the protocol's
 // header. Deliver is called from the NIC's receive goroutine and must not
 // block for long: a dealer hands the batch to its own goroutine.
+//
+// The handler is not told which NIC the batch came from: a protocol that
+// serves one NIC (ARP) knows it, and a network layer that serves them all
+// (IPv4) receives without naming a link type, so that it needs no import of
+// this package. One that must tell interfaces apart binds a handler per NIC.
 type Handler interface {
-	Deliver(nic *NIC, b *buffer.Batch)
+	Deliver(b *buffer.Batch)
 }
 
 // Stats are a NIC's counters, after the kernel's /sys/class/net statistics.
@@ -220,7 +225,7 @@ func (n *NIC) receive() {
 			if out[j].batch == nil {
 				break
 			}
-			out[j].h.Deliver(n, out[j].batch)
+			out[j].h.Deliver(out[j].batch)
 			out[j].batch = nil
 		}
 		for i := 0; i < cnt; i++ {

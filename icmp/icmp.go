@@ -29,8 +29,8 @@ type Config struct {
 }
 
 // ErrorHandler is implemented by transports that want the ICMP errors
-// quoting their datagrams (later TCP for path MTU discovery, UDP for
-// connected sockets).
+// quoting their datagrams: TCP, for path MTU discovery and to report soft
+// and hard errors to its connections.
 type ErrorHandler interface {
 	// HandleICMPError gets the error's type, code and rest-of-header word,
 	// and the quoted datagram: its IP header and at least 8 bytes of it.

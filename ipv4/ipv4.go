@@ -11,14 +11,15 @@
 package ipv4
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/dealer"
 	"github.com/gonetstack/gonet/env"
-	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -66,7 +67,7 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Transport is a protocol above IPv4 (ICMP, UDP, later TCP).
+// Transport is a protocol above IPv4 (ICMP, UDP, TCP).
 type Transport interface {
 	// HandleIPv4 takes ownership of pkt, a validated, whole datagram
 	// addressed to this host: pkt.Bytes() starts at the IPv4 header.
@@ -140,8 +141,8 @@ type Protocol struct {
 	pmtu   pmtuCache // path MTUs learnt (pmtu.go)
 	nextID atomic.Uint32
 
-	in   chan *buffer.Batch
-	loop chan *buffer.Packet // datagrams this host sent to itself
+	in   *dealer.Inbox[*buffer.Batch]
+	loop *dealer.Inbox[*buffer.Packet] // datagrams this host sent to itself
 	done chan struct{}
 	wg   sync.WaitGroup // the dealer and every assembler
 	once sync.Once
@@ -164,13 +165,15 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p := &Protocol{
 		cfg:   cfg,
 		env:   e,
-		in:    make(chan *buffer.Batch, 256),
-		loop:  make(chan *buffer.Packet, 256),
 		done:  make(chan struct{}),
 		reasm: map[fragKey]*assembler{},
 		// Room for every assembler in the map and every evicted one.
 		reasmDone: make(chan reasmResult, 2*cfg.MaxReassemblies),
 	}
+	// A dealer that far behind drops and counts, as a NIC drops when its
+	// ring is full: blocking would stall ARP on the same NIC, or the sender.
+	p.in = dealer.New[*buffer.Batch](256, &p.Stats.InDiscards)
+	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.nextID.Store(e.Rand.Uint32())
 	p.tables.init()
 	return p
@@ -185,9 +188,6 @@ func (p *Protocol) Transport(proto uint8) Transport { return p.transports[proto]
 // SetErrorSender sets who reports dropped datagrams with ICMP.
 func (p *Protocol) SetErrorSender(e ErrorSender) { p.errors = e }
 
-// DefaultTTL returns the TTL of datagrams the stack originates.
-func (p *Protocol) DefaultTTL() uint8 { return p.cfg.DefaultTTL }
-
 // Start launches the dealer goroutine.
 func (p *Protocol) Start() {
 	p.wg.Add(1)
@@ -199,29 +199,32 @@ func (p *Protocol) Close() {
 	p.once.Do(func() {
 		close(p.done)
 		p.wg.Wait()
-		for {
-			select {
-			case b := <-p.in:
-				b.Release()
-			case pk := <-p.loop:
-				pk.Release()
-			default:
-				return
-			}
-		}
+		p.in.Close()
+		p.loop.Close()
 	})
 }
 
 // Deliver hands a batch of datagrams from a NIC to the dealer. When the
-// dealer is that far behind, the batch is dropped and counted, as a NIC
-// drops when its ring is full; blocking would stall ARP on the same NIC.
-func (p *Protocol) Deliver(_ *ethernet.NIC, b *buffer.Batch) {
-	select {
-	case p.in <- b:
-	default:
-		p.Stats.InDiscards.Add(uint64(len(b.Pkts)))
-		b.Release()
+// dealer's queue is full the batch is dropped and counted (InDiscards).
+func (p *Protocol) Deliver(b *buffer.Batch) { p.in.Deliver(b) }
+
+// Sync returns once the dealer has dealt with every datagram delivered to
+// it before the call, and then with every datagram the host had sent itself
+// by then, those sent while dealing with the delivered ones included.
+// Dealing with a datagram covers its validation, its delivery to the
+// transport by function call (ICMP's replies sent, a UDP socket's queue,
+// TCP's connection mailboxes) and a fragment's hand-off to its assembler;
+// not the reassembly that follows in the assembler's goroutine, nor what
+// transports do in goroutines of their own, nor frames the NICs have not
+// yet dealt. It returns ctx's error if ctx ends first, and dealer.ErrClosed
+// once the layer is closed.
+func (p *Protocol) Sync(ctx context.Context) error {
+	// The loop after the NICs' queue: a datagram the dealer loops back
+	// while dealing with a delivered one is queued before the second marker.
+	if err := p.in.Sync(ctx); err != nil {
+		return err
 	}
+	return p.loop.Sync(ctx)
 }
 
 // deal is the IPv4 dealer: it validates and delivers batches, and takes the
@@ -231,14 +234,18 @@ func (p *Protocol) deal() {
 	defer p.stopAssemblers()
 	for {
 		select {
-		case b := <-p.in:
-			for _, pk := range b.Pkts {
-				p.receive(pk, true)
+		case e := <-p.in.C():
+			if b, ok := e.Open(); ok {
+				for _, pk := range b.Pkts {
+					p.receive(pk, true)
+				}
+				b.Put()
 			}
-			b.Put()
-		case pk := <-p.loop:
-			p.Stats.InLoopback.Inc()
-			p.receive(pk, false)
+		case e := <-p.loop.C():
+			if pk, ok := e.Open(); ok {
+				p.Stats.InLoopback.Inc()
+				p.receive(pk, false)
+			}
 		case r := <-p.reasmDone:
 			p.reassembled(r)
 		case <-p.done:

@@ -85,12 +85,7 @@ func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
 	switch {
 	case ri.Local:
 		finishChecksum(pkt) // our own input checks it
-		select {
-		case p.loop <- pkt:
-		default:
-			p.Stats.OutDiscards.Inc()
-			pkt.Release()
-		}
+		p.loop.Deliver(pkt)
 	case ri.Bcast && ri.NextHop != limitedBroadcast:
 		ri.Iface.out.OutputBroadcast(pkt)
 	default:

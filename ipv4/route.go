@@ -116,15 +116,10 @@ func (t *tables) update(f func(*table) error) error {
 	return nil
 }
 
-// AddInterface adds an interface of the given MTU whose datagrams leave
-// through out.
-func (p *Protocol) AddInterface(name string, mtu int, out LinkOutput) (*Interface, error) {
-	return p.AddOffloadInterface(name, mtu, link.Capabilities{}, out)
-}
-
-// AddOffloadInterface is AddInterface for a link that performs the
-// offloads in caps: transports may then leave checksums to it and send TCP
-// super-segments through it (offload.go).
+// AddOffloadInterface adds an interface of the given MTU whose datagrams
+// leave through out, on a link that performs the offloads in caps (none
+// for the zero Capabilities): transports may then leave checksums to it and
+// send TCP super-segments through it (offload.go).
 func (p *Protocol) AddOffloadInterface(name string, mtu int, caps link.Capabilities, out LinkOutput) (*Interface, error) {
 	if mtu < 68 {
 		return nil, fmt.Errorf("ipv4: interface %s: MTU %d below the minimum of 68 (RFC 791)", name, mtu)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gonetstack/gonet/stats"
 )
 
 // StatusPrefix is where the status pages live on every HTTPHandler, a file
@@ -177,7 +179,7 @@ func (p statusPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func writeStatusText(w http.ResponseWriter, st Status) {
 	WriteConnTable(w, st.Connections)
 	fmt.Fprintln(w)
-	WriteCounters(w, st.Counters, false)
+	stats.Write(w, st.Counters, false)
 }
 
 // statusView is what the HTML status page is rendered from.

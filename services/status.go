@@ -235,21 +235,3 @@ func ssOptions(r ConnRow) string {
 	}
 	return strings.Join(o, " ")
 }
-
-// WriteCounters prints counters one "Layer.Name value" a line, sorted by
-// name: the non-zero ones, or all of them when all is set.
-func WriteCounters(w io.Writer, counters map[string]int64, all bool) error {
-	names := make([]string, 0, len(counters))
-	for n, v := range counters {
-		if all || v != 0 {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		if _, err := fmt.Fprintf(w, "%s %d\n", n, counters[n]); err != nil {
-			return err
-		}
-	}
-	return nil
-}

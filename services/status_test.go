@@ -123,29 +123,6 @@ func TestSSThreshHidesTheInitialInfinity(t *testing.T) {
 	}
 }
 
-func TestWriteCounters(t *testing.T) {
-	counters := map[string]int64{"UDP.InDatagrams": 3, "TCP.ActiveOpens": 1, "IPv4.InDiscards": 0, "Memory.Used": -1}
-	tests := []struct {
-		name string
-		all  bool
-		want string
-	}{
-		{"the non-zero ones, sorted", false, "Memory.Used -1\nTCP.ActiveOpens 1\nUDP.InDatagrams 3\n"},
-		{"all of them", true, "IPv4.InDiscards 0\nMemory.Used -1\nTCP.ActiveOpens 1\nUDP.InDatagrams 3\n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var b strings.Builder
-			if err := WriteCounters(&b, counters, tt.all); err != nil {
-				t.Fatal(err)
-			}
-			if b.String() != tt.want {
-				t.Errorf("counters\n%q\nwant\n%q", b.String(), tt.want)
-			}
-		})
-	}
-}
-
 func TestStatusJSONRoundTrips(t *testing.T) {
 	src := fakeStatus{counters: map[string]int64{"TCP.ActiveOpens": 2}, rows: []ConnRow{estabRow, listenRow}}
 	st := Snapshot(src)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/gonetstack/gonet/clock"
 )
 
 // TCP forms of the services. Each runs an accept loop on a net.Listener and
@@ -53,7 +55,7 @@ func serveTCP(ctx context.Context, name string, ln net.Listener, handle func(net
 		if err != nil {
 			if ctx.Err() == nil && isTemporary(err) {
 				backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
-				if sleepCtx(ctx, backoff) {
+				if clock.Sleep(ctx, clock.Real{}, backoff) {
 					continue
 				}
 			}
@@ -92,18 +94,6 @@ func serveTCP(ctx context.Context, name string, ln net.Listener, handle func(net
 func isTemporary(err error) bool {
 	var t interface{ Temporary() bool }
 	return errors.As(err, &t) && t.Temporary()
-}
-
-// sleepCtx waits for d or until ctx is done; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // lingeringClose ends a connection the server has finished sending on:

@@ -1,16 +1,14 @@
 // Package stack wires GoNet's layers into a working host: NICs (each a link
 // endpoint with its Ethernet dealer and ARP), IPv4 with its addresses and
-// routes, ICMP and UDP, sharing one clock, one random source, one buffer pool
-// and one memory budget (package env).
+// routes, ICMP, UDP and TCP, sharing one clock, one random source, one
+// buffer pool and one memory budget (package env).
 package stack
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/netip"
-	"sort"
 	"sync"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/gonetstack/gonet/budget"
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/dealer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
@@ -34,8 +33,11 @@ import (
 type Config struct {
 	// Clock drives every timer; clock.Real{} when nil.
 	Clock clock.Clock
-	// Rand is the random source (ephemeral ports, IP IDs, ping idents,
-	// later initial sequence numbers); seeded from crypto/rand when nil.
+	// Rand is the random source: UDP's and TCP's ephemeral ports (RFC
+	// 6056), the first IP identification, the ping identifier, TCP's
+	// secret key for initial sequence numbers (RFC 6528) and SYN cookies,
+	// and each TCP connection's timestamp offset; seeded from crypto/rand
+	// when nil.
 	Rand rand.Source
 	// MemoryLimit bounds the bytes the stack holds for others; 512 MiB
 	// when zero.
@@ -110,26 +112,19 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 	if err != nil {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
-	n := &nic{eth: eth}
-	// ARP needs the interface for its addresses, the interface needs ARP
-	// for its output: resolve the cycle through the nic.
-	n.iface, err = s.ip.AddOffloadInterface(name, eth.MTU(), ep.Capabilities(), arpOutput{n})
+	// ARP is the interface's output; the interface, once made, tells ARP
+	// its addresses.
+	n := &nic{eth: eth, arp: arp.New(eth, s.cfg.ARP, s.env)}
+	n.iface, err = s.ip.AddOffloadInterface(name, eth.MTU(), ep.Capabilities(), n.arp)
 	if err != nil {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
-	n.arp = arp.New(eth, n.iface, s.cfg.ARP, s.env)
 	eth.Bind(wire.EtherTypeIPv4, s.ip)
-	n.arp.Start()
+	n.arp.Start(n.iface)
 	eth.Start()
 	s.nics = append(s.nics, n)
 	return nil
 }
-
-// arpOutput forwards IPv4 output to the NIC's ARP, set after the interface.
-type arpOutput struct{ n *nic }
-
-func (o arpOutput) Output(nextHop netip.Addr, pkt *buffer.Packet) { o.n.arp.Output(nextHop, pkt) }
-func (o arpOutput) OutputBroadcast(pkt *buffer.Packet)            { o.n.arp.OutputBroadcast(pkt) }
 
 func (s *Stack) nic(name string) (*nic, error) {
 	s.mu.Lock()
@@ -203,9 +198,6 @@ func (s *Stack) Pool() *buffer.Pool { return s.env.Pool }
 // Budget returns the stack's memory budget.
 func (s *Stack) Budget() *budget.Budget { return s.env.Budget }
 
-// Env returns the stack's shared environment, for protocols added on top.
-func (s *Stack) Env() *env.Env { return s.env }
-
 // IPv4 returns the IPv4 layer, for protocols added on top.
 func (s *Stack) IPv4() *ipv4.Protocol { return s.ip }
 
@@ -235,21 +227,32 @@ func (s *Stack) Counters() map[string]int64 {
 	return m
 }
 
-// WriteCounters prints the non-zero counters, one "Layer.Name value" a line,
-// sorted.
-func (s *Stack) WriteCounters(w io.Writer) error {
-	m := s.Counters()
-	names := make([]string, 0, len(m))
-	for n, v := range m {
-		if v != 0 {
-			names = append(names, n)
+// Sync returns once each dealer of the stack has dealt with what was queued
+// for it before the call: every NIC's ARP, then IPv4 with the transports it
+// delivers to by function call (see ipv4.Protocol.Sync). It gives tests and
+// tools an explicit "the stack has handled what it was given" instead of
+// inferring it from a side effect.
+//
+// Sync does not cover frames still inside a link endpoint, or read by a NIC
+// and not yet dealt: a frame is the dealers' once the NIC has delivered it.
+// Nor does it wait for goroutines that work on their own after a dealer
+// hands over: ARP resolutions, reassembly, pings, TCP connections, socket
+// readers. It returns ctx's error if ctx ends first, and an error wrapping
+// dealer.ErrClosed once the stack is closed.
+func (s *Stack) Sync(ctx context.Context) error {
+	s.mu.Lock()
+	closed, nics := s.closed, s.nics
+	s.mu.Unlock()
+	if closed {
+		return fmt.Errorf("stack: sync: %w", dealer.ErrClosed)
+	}
+	for _, n := range nics {
+		if err := n.arp.Sync(ctx); err != nil {
+			return fmt.Errorf("stack: sync ARP on %s: %w", n.eth.Name(), err)
 		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if _, err := fmt.Fprintf(w, "%s %d\n", n, m[n]); err != nil {
-			return err
-		}
+	if err := s.ip.Sync(ctx); err != nil {
+		return fmt.Errorf("stack: sync IPv4: %w", err)
 	}
 	return nil
 }

@@ -4,7 +4,10 @@
 package stats
 
 import (
+	"fmt"
+	"io"
 	"reflect"
+	"slices"
 	"sync/atomic"
 )
 
@@ -66,6 +69,26 @@ func walk(prefix string, v reflect.Value, fn func(string, int64)) {
 			}
 		}
 	}
+}
+
+// Write prints counters, as Map or a stack's Counters give them, one
+// "Layer.Name value" a line, sorted by name: the non-zero ones, or all of
+// them when all is set. It is how the daemon, gonet stats and the status
+// page print them.
+func Write(w io.Writer, counters map[string]int64, all bool) error {
+	names := make([]string, 0, len(counters))
+	for n, v := range counters {
+		if all || v != 0 {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if _, err := fmt.Fprintf(w, "%s %d\n", n, counters[n]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Map returns the counters of s by name.

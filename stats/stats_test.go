@@ -2,6 +2,7 @@ package stats_test
 
 import (
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -97,5 +98,28 @@ func TestCountersAreSafeForConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if c.Load() != 8*3000 || g.Load() != 0 {
 		t.Errorf("Counter = %d Gauge = %d, want %d and 0", c.Load(), g.Load(), 8*3000)
+	}
+}
+
+func TestWriteCounters(t *testing.T) {
+	counters := map[string]int64{"UDP.InDatagrams": 3, "TCP.ActiveOpens": 1, "IPv4.InDiscards": 0, "Memory.Used": -1}
+	tests := []struct {
+		name string
+		all  bool
+		want string
+	}{
+		{"the non-zero ones, sorted", false, "Memory.Used -1\nTCP.ActiveOpens 1\nUDP.InDatagrams 3\n"},
+		{"all of them", true, "IPv4.InDiscards 0\nMemory.Used -1\nTCP.ActiveOpens 1\nUDP.InDatagrams 3\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := stats.Write(&b, counters, tt.all); err != nil {
+				t.Fatal(err)
+			}
+			if b.String() != tt.want {
+				t.Errorf("counters\n%q\nwant\n%q", b.String(), tt.want)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
 )
 
@@ -82,7 +83,7 @@ func transfer(t *testing.T, c *tcp.Conn, size int, stacks ...*stack.Stack) {
 					t.Logf("stack %d: %+v", i, ci)
 				}
 				var sb strings.Builder
-				s.WriteCounters(&sb)
+				stats.Write(&sb, s.Counters(), false)
 				t.Logf("stack %d counters:\n%s", i, sb.String())
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"strconv"
 	"time"
+
+	"github.com/gonetstack/gonet/clock"
 )
 
 // icmpEchoHeaderLen is the ICMP echo header (RFC 792): type, code,
@@ -109,7 +111,7 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 	// at once, without trying to catch up on the lost time.
 	next := start
 	for seq := 1; c.count == 0 || seq <= c.count; seq++ {
-		if !sleepCtx(ctx, time.Until(next)) {
+		if !clock.Sleep(ctx, clock.Real{}, time.Until(next)) {
 			break
 		}
 		if now := time.Now(); next.Before(now) {
@@ -140,21 +142,6 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 		return exitFail
 	}
 	return exitOK
-}
-
-// sleepCtx waits for d or until ctx is done; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // pingStats are the figures of a run of pings.

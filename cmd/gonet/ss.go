@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/gonetstack/gonet/services"
+	"github.com/gonetstack/gonet/stats"
 )
 
 var ssCommand = &command{
@@ -107,7 +108,7 @@ func runStats(ctx context.Context, cmd *command, out *output, args []string) int
 	if !ok {
 		return exitFail
 	}
-	if err := services.WriteCounters(out.stdout, st.Counters, c.all); err != nil {
+	if err := stats.Write(out.stdout, st.Counters, c.all); err != nil {
 		fmt.Fprintf(out.stderr, "gonet stats: %v\n", err)
 		return exitFail
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/gonetstack/gonet/services"
+	"github.com/gonetstack/gonet/stats"
 )
 
 var upCommand = &command{
@@ -135,7 +136,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		fmt.Fprintf(out.stderr, "gonet up: shutting down: %v\n", err)
 		code = exitFail
 	}
-	if err := h.stack.WriteCounters(out.stdout); err != nil {
+	if err := stats.Write(out.stdout, h.stack.Counters(), false); err != nil {
 		fmt.Fprintf(out.stderr, "gonet up: writing counters: %v\n", err)
 		code = exitFail
 	}
