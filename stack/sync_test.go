@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/gonetstack/gonet/dealer"
-	"github.com/gonetstack/gonet/internal/stacktest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 )
 
 func TestSyncCoversWhatTheHostSentItself(t *testing.T) {
