@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/seqnum"
-	"github.com/gonetstack/gonet/wire"
 )
 
 // Receive-window auto-tuning ("dynamic right-sizing", as Linux's
@@ -50,17 +49,17 @@ const rcvTuneSegs = 10
 
 // measureRcvRTT takes a receiver RTT sample from a data segment; mu is
 // held.
-func (c *Conn) measureRcvRTT(seg *segment, o *wire.TCPOptions, now time.Time) {
+func (c *Conn) measureRcvRTT(seg *segment, now time.Time) {
 	t := &c.tune
 	if t.off || len(seg.payload) == 0 {
 		return
 	}
 	if c.tsOK {
-		if !o.HasTimestamp || o.TSEcr == 0 || o.TSEcr == t.lastEcr {
+		if !seg.opts.HasTimestamp || seg.opts.TSEcr == 0 || seg.opts.TSEcr == t.lastEcr {
 			return
 		}
-		t.lastEcr = o.TSEcr
-		d := time.Duration(int32(c.p.tsNow()+c.tsOffset-o.TSEcr)) * time.Millisecond
+		t.lastEcr = seg.opts.TSEcr
+		d := time.Duration(int32(c.p.tsNow()+c.tsOffset-seg.opts.TSEcr)) * time.Millisecond
 		if d < 0 {
 			return
 		}

@@ -7,7 +7,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/internal/deadline"
 	"github.com/gonetstack/gonet/ipv4"
@@ -73,7 +72,6 @@ type Conn struct {
 	rcvAdv seqnum.Value // right edge of the window advertised
 	ooo    []oooSeg
 	oooN   int
-	sackIn [wire.TCPMaxSACKBlocks]wire.SACKBlock // the arriving segment's SACK blocks (input)
 	// Options (RFC 7323): negotiated only when the peer offered them.
 	sndWScale, rcvWScale uint8
 	wsOK                 bool
@@ -193,10 +191,10 @@ func (c *Conn) start() {
 
 // deliver queues a segment for the connection; it runs in the dealer and
 // never blocks.
-func (c *Conn) deliver(pk *buffer.Packet) {
-	if !c.in.put(pk) {
+func (c *Conn) deliver(seg *segment) {
+	if !c.in.put(seg) {
 		c.p.Stats.InQueueDrops.Inc()
-		pk.Release()
+		seg.pk.Release()
 	}
 }
 

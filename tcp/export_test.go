@@ -58,11 +58,10 @@ func (c *Conn) settle(tb testing.TB) {
 		return
 	}
 	pool := buffer.NewPool()
-	pk := pool.Get(20)
-	b := pk.Bytes()
-	clear(b)
-	b[0], b[3] = 0x45, 20
-	for !c.in.put(pk) {
+	// A segment without a header: input releases it unread.
+	marker := segment{pk: pool.Get(20)}
+	pk := marker.pk
+	for !c.in.put(&marker) {
 		// A full mailbox has room once run takes its batch; a closed
 		// one means the goroutine has ended.
 		select {

@@ -11,61 +11,51 @@ import (
 // Segment arrival (RFC 9293 section 3.10.7). Everything here runs in the
 // connection's goroutine with mu held.
 
-// input processes one segment from the dealer and releases it, unless its
-// data was queued for the application.
-func (c *Conn) input(pk *buffer.Packet) {
-	seg, ok := parseSegment(pk)
-	if !ok || c.state == Closed {
-		pk.Release()
+// input processes one segment from the dealer, parsed there, and releases
+// its packet unless its data was queued for the application.
+func (c *Conn) input(seg *segment) {
+	if c.state == Closed || seg.tcp == nil {
+		// A segment without a header is Settle's marker (export_test.go).
+		seg.pk.Release()
 		return
 	}
-	// The SACK blocks parse into the connection's array (sackIn), not a
-	// fresh slice, which allocated for every SACK option received: they
-	// are read only while this segment is processed.
-	opts := wire.TCPOptions{SACK: c.sackIn[:0]}
-	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
-		c.p.Stats.InErrs.Inc()
-		pk.Release()
-		return
-	}
-	seg.sack = opts.SACK
 	now := c.p.env.Clock.Now()
 	kept := false
 	if c.state == SynSent {
-		c.inputSynSent(&seg, &opts, now)
+		c.inputSynSent(seg, now)
 	} else {
-		kept = c.inputSynchronized(&seg, &opts, now)
+		kept = c.inputSynchronized(seg, now)
 	}
 	if !kept {
-		pk.Release()
+		seg.pk.Release()
 	}
 }
 
 // negotiate takes the options of the peer's SYN (RFC 9293 3.7.1, RFC 6691,
 // RFC 7323 sections 1.3 and 2.2: scaling and timestamps only if both
 // sides offered them) and starts congestion control with the agreed MSS.
-func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
+func (c *Conn) negotiate(seg *segment) {
 	c.irs = seg.seq
 	c.rcvNxt = seg.seq + 1
 	c.rcvAdv = c.rcvNxt
 	mss := 536 // RFC 9293 3.7.1: the default when no MSS option came
-	if o.MSS != 0 {
-		mss = int(o.MSS)
+	if seg.opts.MSS != 0 {
+		mss = int(seg.opts.MSS)
 	}
 	c.sndMSS = min(mss, c.rcvMSS)
-	if o.HasWScale {
+	if seg.opts.HasWScale {
 		c.wsOK = true
-		c.sndWScale = min(o.WScale, 14) // RFC 7323 2.3: larger values mean 14
+		c.sndWScale = min(seg.opts.WScale, 14) // RFC 7323 2.3: larger values mean 14
 	} else {
 		c.wsOK = false
 		c.rcvWScale = 0
 	}
 	// RFC 2018 section 2: SACK only when both SYNs carried SACK-permitted
 	// (a passive open replies with it only if the SYN had it).
-	c.sackOK = o.SACKPermitted && !c.p.cfg.DisableSACK
-	if o.HasTimestamp {
+	c.sackOK = seg.opts.SACKPermitted && !c.p.cfg.DisableSACK
+	if seg.opts.HasTimestamp {
 		c.tsOK = true
-		c.tsRecent, c.tsRecentAt = o.TSVal, c.p.env.Clock.Now()
+		c.tsRecent, c.tsRecentAt = seg.opts.TSVal, c.p.env.Clock.Now()
 		c.sndMSS -= 12 // RFC 6691: the option takes room from each segment
 	}
 	c.sndMSS = max(c.sndMSS, 64)
@@ -74,7 +64,7 @@ func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
 }
 
 // inputSynSent handles a segment in SYN-SENT (RFC 9293 3.10.7.3).
-func (c *Conn) inputSynSent(seg *segment, o *wire.TCPOptions, now time.Time) {
+func (c *Conn) inputSynSent(seg *segment, now time.Time) {
 	ackOK := false
 	if seg.has(wire.TCPFlagACK) {
 		// "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless
@@ -99,7 +89,7 @@ func (c *Conn) inputSynSent(seg *segment, o *wire.TCPOptions, now time.Time) {
 	if !seg.has(wire.TCPFlagSYN) {
 		return
 	}
-	c.negotiate(seg, o)
+	c.negotiate(seg)
 	c.sndWnd = uint32(seg.wnd) // a SYN's window is never scaled
 	c.sndWl1, c.sndWl2 = seg.seq, seg.ack
 	c.maxSndWnd = c.sndWnd
@@ -171,7 +161,7 @@ func (c *Conn) acceptable(seg *segment) bool {
 // inputSynchronized handles a segment in SYN-RECEIVED and every later state
 // (RFC 9293 3.10.7.4), in the RFC's order of checks. It reports whether the
 // segment's packet was kept for its data.
-func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time) bool {
+func (c *Conn) inputSynchronized(seg *segment, now time.Time) bool {
 	// Simultaneous open (RFC 9293 figure 8, line 6): the peer's SYN-ACK
 	// repeats the SYN we hold and acknowledges ours. Take it as the ACK
 	// it carries, as Linux does: answering it as a duplicate SYN would
@@ -182,15 +172,15 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		seg.seq++
 	}
 	// RFC 6191: a newer SYN ends TIME-WAIT and opens anew (timewait.go).
-	if c.timeWaitReopen(seg, o) {
+	if c.timeWaitReopen(seg) {
 		return true
 	}
 	// RFC 7323 3.2: no timestamp where one was negotiated (paws.go).
-	if c.tsMissing(seg, o) {
+	if c.tsMissing(seg) {
 		return false
 	}
 	// RFC 7323 5.3 R1: PAWS comes before the sequence number test.
-	if c.pawsReject(seg, o, now) {
+	if c.pawsReject(seg, now) {
 		return false
 	}
 	// First, check sequence number.
@@ -256,8 +246,8 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	if c.state != SynReceived && !c.ackAcceptable(seg, now) {
 		return false // RFC 5961 5.2 (challenge.go)
 	}
-	if c.tsOK && o.HasTimestamp && !seg.seq.GreaterThan(c.rcvNxt) {
-		c.tsRecent, c.tsRecentAt = o.TSVal, now // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
+	if c.tsOK && seg.opts.HasTimestamp && !seg.seq.GreaterThan(c.rcvNxt) {
+		c.tsRecent, c.tsRecentAt = seg.opts.TSVal, now // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
 	}
 	c.armKeepalive(now)
 	c.ecnInput(seg)
@@ -272,7 +262,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 		c.sndWl1, c.sndWl2 = seg.seq, seg.ack
 		c.maxSndWnd = c.sndWnd
 		c.establish(now)
-	} else if !c.processAck(seg, o.TSEcr, now) {
+	} else if !c.processAck(seg, seg.opts.TSEcr, now) {
 		return false
 	}
 	switch c.state {
@@ -297,7 +287,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// recommends it); the pointer is not acted on.
 	// Seventh, process the segment text.
 	kept := false
-	c.measureRcvRTT(seg, o, now)
+	c.measureRcvRTT(seg, now)
 	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
 		kept = c.receiveText(seg, now)
 	}

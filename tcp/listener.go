@@ -102,10 +102,12 @@ func listenError(laddr netip.AddrPort, err error) error {
 // handle takes a segment for the listener, in the dealer (RFC 9293
 // 3.10.7.2): a RST is ignored, an ACK is answered with a RST unless it
 // returns a SYN cookie, and a SYN opens a connection in SYN-RECEIVED
-// within the backlog, or beyond it gets a SYN cookie (syncookie.go).
-func (l *Listener) handle(seg *segment, id fourTuple) {
+// within the backlog, or beyond it gets a SYN cookie (syncookie.go). The
+// dealer has parsed the segment's options; optsOK is false if they did not
+// parse. The segment's packet is released unless a connection took it.
+func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 	p := l.p
-	defer seg.pk.Release()
+	defer seg.release()
 	switch {
 	case seg.has(wire.TCPFlagRST):
 		return
@@ -118,8 +120,7 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	case !seg.has(wire.TCPFlagSYN):
 		return
 	}
-	var opts wire.TCPOptions
-	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
+	if !optsOK {
 		p.Stats.InErrs.Inc()
 		return
 	}
@@ -132,7 +133,7 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	}
 	l.mu.Unlock()
 	if cookie {
-		l.sendCookie(seg, id, &opts)
+		l.sendCookie(seg, id)
 		return
 	}
 	if full {
@@ -157,7 +158,7 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 		c.startAt(seg.reopenISS) // timewait.go
 	}
 	c.lis = l
-	c.negotiate(seg, &opts)
+	c.negotiate(seg)
 	c.sndWnd = uint32(seg.wnd)
 	c.sndWl1 = seg.seq
 	c.maxSndWnd = c.sndWnd

@@ -9,26 +9,26 @@ import (
 // A connection's mailbox: the queue between the TCP dealer, which runs in
 // the IPv4 dealer's goroutine, and the connection's goroutine. It is a
 // process's buffered input, as a CSP channel would be, made of a slice
-// under a mutex of its own because a buffered channel costs its capacity in
-// memory whether or not anything waits (1024 segments were 8 KiB of every
-// idle connection) and a channel operation per segment. The dealer appends;
-// the goroutine takes everything at once by swapping the slice for the one
-// it has finished with, so the two slices alternate and neither is
+// under a mutex of its own: a buffered channel would cost its whole
+// capacity in memory on every connection, idle or not, and a channel
+// operation per segment. It carries segments parsed by the dealer, header
+// and options, by value, so the connection's goroutine never parses one
+// again and nothing is allocated per segment. The dealer appends; the
+// goroutine takes everything at once by swapping the slice for the one it
+// has finished with, so the two slices alternate and neither is
 // reallocated in steady state. It handles the batch buffer.MaxBatch
 // segments at a time, each such chunk one event with one ACK decision
-// after it, as when it took up to that many from a channel: between them
-// the application's Read and Write get the connection's mutex, and a kick
-// or the timer its turn.
+// after it: between them the application's Read and Write get the
+// connection's mutex, and a wake-up or the timer its turn.
 //
 // The lock is not the connection's mu, which run holds while it works: the
 // dealer never waits for a connection to finish a batch, only for an append
 // or a swap.
 
 // inQueueLen bounds the segments waiting for a connection's goroutine:
-// those in the mailbox and those of its batch beyond the chunk in hand, as
-// a channel of that size held all but the segments taken. A full mailbox drops
-// (counted): TCP recovers from the loss, and the dealer never blocks on one
-// slow connection.
+// those in the mailbox and those of its batch beyond the chunk in hand. A
+// full mailbox drops (counted): TCP recovers from the loss, and the dealer
+// never blocks on one slow connection.
 const inQueueLen = 1024
 
 // mailboxKeep is the capacity, in segments, a connection's two slices keep
@@ -41,13 +41,13 @@ const mailboxKeep = buffer.MaxBatch
 
 type mailbox struct {
 	mu     sync.Mutex
-	q      []*buffer.Packet // segments waiting, oldest first
-	held   int              // run's batch beyond the chunk in hand, counted against the bound
-	closed bool             // run has exited: nothing more is taken
-	notify chan struct{}    // capacity 1: q has become non-empty, or run has more
+	q      []segment     // segments waiting, oldest first
+	held   int           // run's batch beyond the chunk in hand, counted against the bound
+	closed bool          // run has exited: nothing more is taken
+	notify chan struct{} // capacity 1: q has become non-empty, or run has more
 
 	// run's own, not under mu: the batch it took and how far it has got.
-	batch   []*buffer.Packet
+	batch   []segment
 	pos     int
 	resumed bool // run woke itself for the batch's next chunk
 }
@@ -56,18 +56,25 @@ func newMailbox() mailbox {
 	return mailbox{notify: make(chan struct{}, 1)}
 }
 
-// put queues pk and wakes the goroutine if the mailbox was empty (a
+// put queues a copy of seg and wakes the goroutine if the mailbox was empty (a
 // non-empty one has a wake-up pending, or its goroutine is at work and will
-// look again). It reports false, keeping pk, when the mailbox is full or
-// closed.
-func (m *mailbox) put(pk *buffer.Packet) bool {
+// look again). It reports false, leaving seg's packet to the caller, when
+// the mailbox is full or closed.
+func (m *mailbox) put(seg *segment) bool {
 	m.mu.Lock()
 	if m.closed || len(m.q)+m.held >= inQueueLen {
 		m.mu.Unlock()
 		return false
 	}
 	wake := len(m.q) == 0
-	m.q = append(m.q, pk)
+	if n := len(m.q); n == cap(m.q) && n < mailboxKeep {
+		// Grow to mailboxKeep exactly, not to the size class append
+		// would round it up to, past what done keeps.
+		q := make([]segment, n, min(max(2*n, 4), mailboxKeep))
+		copy(q, m.q)
+		m.q = q
+	}
+	m.q = append(m.q, *seg)
 	m.mu.Unlock()
 	if wake {
 		signal(m.notify)
@@ -79,7 +86,7 @@ func (m *mailbox) put(pk *buffer.Packet) bool {
 // has finished with, in their place, emptied. A batch of no more than
 // mailboxKeep means a burst is over: a prev grown beyond that is dropped
 // rather than handed back.
-func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
+func (m *mailbox) take(prev []segment) []segment {
 	clear(prev) // no pointers kept to packets released or passed on
 	prev = prev[:0]
 	m.mu.Lock()
@@ -94,7 +101,7 @@ func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
 
 // next returns run's next chunk, up to buffer.MaxBatch segments: more of
 // the batch it holds, or, that one finished, what the mailbox holds.
-func (m *mailbox) next() []*buffer.Packet {
+func (m *mailbox) next() []segment {
 	if m.pos == len(m.batch) {
 		m.batch, m.pos = m.take(m.batch), 0
 	}
@@ -147,11 +154,11 @@ func (m *mailbox) close() {
 	q := m.q
 	m.q, m.closed = nil, true
 	m.mu.Unlock()
-	for _, pk := range q {
-		pk.Release()
+	for i := range q {
+		q[i].pk.Release()
 	}
-	for _, pk := range m.batch[m.pos:] {
-		pk.Release()
+	for i := range m.batch[m.pos:] {
+		m.batch[m.pos+i].pk.Release()
 	}
 	m.batch, m.pos = nil, 0
 }
@@ -160,12 +167,9 @@ func (m *mailbox) close() {
 // held. One ACK decision follows it (in run): one ACK can answer many
 // segments. What is left when the connection closes is released.
 func (c *Conn) inputBatch() {
-	for _, pk := range c.in.next() {
-		if c.state == Closed {
-			pk.Release()
-			continue
-		}
-		c.input(pk)
+	chunk := c.in.next()
+	for i := range chunk {
+		c.input(&chunk[i])
 	}
 	c.in.done()
 }

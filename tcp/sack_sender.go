@@ -109,7 +109,7 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 		c.recover = c.sndUna
 	}
 	c.ackedEntries(ack, now)
-	newly, dsack := c.takeSACK(seg.sack, ack, now)
+	newly, dsack := c.takeSACK(seg.sackBlocks(), ack, now)
 	wasInRecovery := c.inRecovery
 	if acked > 0 {
 		c.newAck(ack, acked, tsEcr, now)
@@ -119,7 +119,7 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 	} else {
 		c.dupAcks = 0
 	}
-	c.tlpOnAck(ack, isDup && len(seg.sack) == 0)
+	c.tlpOnAck(ack, isDup && seg.nSACK == 0)
 	c.rackUpdateReoWnd(dsack, wasInRecovery && !c.inRecovery)
 	if c.rackOn() {
 		// Only SACKed data, or a recovery under way, can leave a segment

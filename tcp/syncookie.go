@@ -94,8 +94,8 @@ func (l *Listener) wantCookie(full bool, now time.Time) bool {
 
 // sendCookie answers a SYN with a SYN-ACK whose sequence number is a
 // cookie, and forgets it.
-func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) {
-	p := l.p
+func (l *Listener) sendCookie(seg *segment, id fourTuple) {
+	p, syn := l.p, &seg.opts
 	route, err := p.ip.Route(id.remote.Addr())
 	if err != nil {
 		p.Stats.ListenDrops.Inc()
@@ -172,10 +172,9 @@ func (l *Listener) cookieACK(seg *segment, id fourTuple) bool {
 	if !recent {
 		return false
 	}
-	var opts wire.TCPOptions
 	bits := uint8(cookieNoTS)
-	if wire.ParseTCPOptions(seg.tcp.Options(), &opts) && opts.HasTimestamp {
-		bits = uint8(opts.TSEcr & cookieTSMask)
+	if seg.opts.HasTimestamp { // empty if they did not parse
+		bits = uint8(seg.opts.TSEcr & cookieTSMask)
 	}
 	cookie := seg.ack - 1
 	mssIdx := uint8(cookie & cookieMSSMask)
@@ -188,7 +187,7 @@ func (l *Listener) cookieACK(seg *segment, id fourTuple) bool {
 	p.Stats.SynCookiesValidated.Inc()
 	syn := wire.TCPOptions{MSS: cookieMSS[mssIdx]}
 	if bits != cookieNoTS {
-		syn.HasTimestamp, syn.TSVal = true, opts.TSVal
+		syn.HasTimestamp, syn.TSVal = true, seg.opts.TSVal
 		if ws := bits & cookieWSMask; ws != cookieNoWScale {
 			syn.HasWScale, syn.WScale = true, ws
 		}
@@ -216,7 +215,8 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 	c.recover = c.iss
 	synSeg := *seg
 	synSeg.seq--
-	c.negotiate(&synSeg, syn)
+	synSeg.opts = *syn
+	c.negotiate(&synSeg)
 	if c.wsOK {
 		c.rcvWScale = p.cookieWScale() // what the SYN-ACK said
 	}
@@ -253,8 +253,9 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 	c.start()
 	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
 		// The ACK brought data too: the connection takes it as any
-		// segment (the listener releases the original).
-		c.deliver(p.env.Pool.Clone(seg.pk))
+		// segment, and with it the packet, which handle then leaves.
+		c.deliver(seg)
+		seg.pk = nil
 	}
 }
 

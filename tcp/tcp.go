@@ -288,6 +288,10 @@ type Protocol struct {
 
 	challenges challengeBudget // the stack's challenge ACKs (challenge.go)
 
+	// sackScratch is the dealer's, where a segment's SACK blocks parse
+	// before they are copied into it (segment.parseOptions).
+	sackScratch [wire.TCPMaxSACKBlocks]wire.SACKBlock
+
 	mu        sync.RWMutex
 	conns     map[fourTuple]*Conn
 	listeners map[uint16][]*Listener

@@ -27,12 +27,12 @@ import (
 // timeWaitReopen hands a SYN that may reopen the connection to the
 // listener of the port and ends TIME-WAIT. It reports whether it did; the
 // listener then owns the segment's packet.
-func (c *Conn) timeWaitReopen(seg *segment, o *wire.TCPOptions) bool {
+func (c *Conn) timeWaitReopen(seg *segment) bool {
 	if c.state != TimeWait || seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) != wire.TCPFlagSYN {
 		return false
 	}
-	if c.tsOK && o.HasTimestamp {
-		if int32(o.TSVal-c.tsRecent) <= 0 {
+	if c.tsOK && seg.opts.HasTimestamp {
+		if int32(seg.opts.TSVal-c.tsRecent) <= 0 {
 			return false
 		}
 	} else if !seg.seq.GreaterThan(c.rcvNxt) {
@@ -61,7 +61,7 @@ func (c *Conn) timeWaitReopen(seg *segment, o *wire.TCPOptions) bool {
 		seg.reopenISS = 1
 	}
 	c.finish(nil)
-	l.handle(seg, c.id)
+	l.handle(seg, c.id, true)
 	return true
 }
 
