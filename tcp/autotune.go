@@ -50,7 +50,7 @@ const rcvTuneSegs = 10
 // measureRcvRTT takes a receiver RTT sample from a data segment; mu is
 // held.
 func (c *Conn) measureRcvRTT(seg *segment, now time.Time) {
-	t := &c.tune
+	t := &c.rcv.tune
 	if t.off || len(seg.payload) == 0 {
 		return
 	}
@@ -76,16 +76,16 @@ func (c *Conn) measureRcvRTT(seg *segment, now time.Time) {
 	// Without timestamps (Linux's tcp_rcv_rtt_measure): the time for
 	// RCV.NXT to cover the window offered when the measure began. It
 	// is at least a round trip, so the smallest sample is the best.
-	if !t.rttAt.IsZero() && !c.rcvNxt.LessThan(t.rttSeq) {
+	if !t.rttAt.IsZero() && !c.rcv.nxt.LessThan(t.rttSeq) {
 		if d := max(now.Sub(t.rttAt), time.Millisecond); t.rtt == 0 || d < t.rtt {
 			t.rtt = d
 		}
 		t.rttAt = noTime
 	}
 	if t.rttAt.IsZero() {
-		t.rttSeq = c.rcvAdv
-		if !t.rttSeq.GreaterThan(c.rcvNxt) {
-			t.rttSeq = c.rcvNxt.Add(seqnum.Size(c.rcvMSS))
+		t.rttSeq = c.rcv.adv
+		if !t.rttSeq.GreaterThan(c.rcv.nxt) {
+			t.rttSeq = c.rcv.nxt.Add(seqnum.Size(c.rcv.mss))
 		}
 		t.rttAt = now
 	}
@@ -96,7 +96,7 @@ func (c *Conn) measureRcvRTT(seg *segment, now time.Time) {
 // what that round trip's consumption calls for. mu is held; output then
 // advertises the larger window.
 func (c *Conn) rcvSpaceAdjust(n int) {
-	t := &c.tune
+	t := &c.rcv.tune
 	if t.off || t.rtt == 0 {
 		return
 	}
@@ -104,7 +104,7 @@ func (c *Conn) rcvSpaceAdjust(n int) {
 	if t.at.IsZero() {
 		// The first measure starts after this read.
 		t.at = now
-		t.space = min(c.rcvBufSize, rcvTuneSegs*c.rcvMSS)
+		t.space = min(c.sock.rcvBufSize, rcvTuneSegs*c.rcv.mss)
 		return
 	}
 	t.copied += n
@@ -122,14 +122,14 @@ func (c *Conn) rcvSpaceAdjust(n int) {
 	// slow start no more than doubles its rate each round trip, and the
 	// first measure against the initial ten segments would otherwise
 	// leap to the maximum.
-	win := 2*copied + 16*c.rcvMSS
+	win := 2*copied + 16*c.rcv.mss
 	win += int(int64(win) * int64(min(copied-t.space, t.space)) / int64(t.space))
 	t.space = copied
 	if limit := c.p.cfg.ReceiveBufferMax; win > limit {
 		win = limit
 	}
-	if win > c.rcvBufSize {
-		c.rcvBufSize = win
+	if win > c.sock.rcvBufSize {
+		c.sock.rcvBufSize = win
 		c.p.Stats.RcvBufAutoGrows.Inc()
 	}
 }

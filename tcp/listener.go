@@ -159,9 +159,9 @@ func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 	}
 	c.lis = l
 	c.negotiate(seg)
-	c.sndWnd = uint32(seg.wnd)
-	c.sndWl1 = seg.seq
-	c.maxSndWnd = c.sndWnd
+	c.snd.wnd = uint32(seg.wnd)
+	c.snd.wl1 = seg.seq
+	c.snd.maxWnd = c.snd.wnd
 	if !p.register(c) {
 		p.Stats.ListenDrops.Inc()
 		l.halfOpenDone(nil, false)
@@ -189,8 +189,8 @@ func (l *Listener) halfOpenDone(c *Conn, ok bool) {
 	if ok {
 		// Accept queue full or listener closed: reset it. Called from
 		// c's goroutine with c.mu held, so ask, do not reset directly.
-		c.abortReq = errConnReset
-		c.poke()
+		c.sock.abortReq = errConnReset
+		c.wake()
 	}
 }
 

@@ -41,10 +41,10 @@ const mailboxKeep = buffer.MaxBatch
 
 type mailbox struct {
 	mu     sync.Mutex
-	q      []segment     // segments waiting, oldest first
-	held   int           // run's batch beyond the chunk in hand, counted against the bound
-	closed bool          // run has exited: nothing more is taken
-	notify chan struct{} // capacity 1: q has become non-empty, or run has more
+	q      []segment // segments waiting, oldest first
+	held   int       // run's batch beyond the chunk in hand, counted against the bound
+	closed bool      // run has exited: nothing more is taken
+	wakeup waker     // q has become non-empty, or run has more
 
 	// run's own, not under mu: the batch it took and how far it has got.
 	batch   []segment
@@ -53,7 +53,7 @@ type mailbox struct {
 }
 
 func newMailbox() mailbox {
-	return mailbox{notify: make(chan struct{}, 1)}
+	return mailbox{wakeup: newWaker()}
 }
 
 // put queues a copy of seg and wakes the goroutine if the mailbox was empty (a
@@ -77,7 +77,7 @@ func (m *mailbox) put(seg *segment) bool {
 	m.q = append(m.q, *seg)
 	m.mu.Unlock()
 	if wake {
-		signal(m.notify)
+		m.wakeup.wake()
 	}
 	return true
 }
@@ -112,11 +112,10 @@ func (m *mailbox) next() []segment {
 
 // done follows run's handling of a chunk. While the batch has more, run
 // wakes itself for it, and the bound counts what is left beyond the next
-// chunk. Once it is
-// finished, a run that woke itself looks whether segments came meanwhile,
-// since their wake-up went into the same signal; and if nothing waits,
-// the burst is over and slices it grew beyond mailboxKeep are let go, so
-// that an idle connection does not keep them. A batch of one chunk, the
+// chunk. Once it is finished, a run that woke itself looks whether
+// segments came meanwhile, since their wake-up went into the same waker;
+// and if nothing waits, the burst is over and slices it grew beyond
+// mailboxKeep are let go, so that an idle connection does not keep them. A batch of one chunk, the
 // common case, takes no lock here.
 func (m *mailbox) done() {
 	if m.pos < len(m.batch) {
@@ -124,7 +123,7 @@ func (m *mailbox) done() {
 		m.mu.Lock()
 		m.held = max(len(m.batch)-m.pos-buffer.MaxBatch, 0)
 		m.mu.Unlock()
-		signal(m.notify)
+		m.wakeup.wake()
 		return
 	}
 	if !m.resumed && cap(m.batch) <= mailboxKeep {
@@ -143,7 +142,7 @@ func (m *mailbox) done() {
 	}
 	m.mu.Unlock()
 	if waiting {
-		signal(m.notify)
+		m.wakeup.wake()
 	}
 }
 

@@ -13,7 +13,7 @@ func TestMailbox(t *testing.T) {
 	get := func() *segment { return &segment{pk: pool.Get(20)} }
 	woken := func(m *mailbox) bool {
 		select {
-		case <-m.notify:
+		case <-m.wakeup:
 			return true
 		default:
 			return false
@@ -194,7 +194,7 @@ func TestMailboxSteadyDeliveryDoesNotAllocate(t *testing.T) {
 		for i := range segs {
 			m.put(&segs[i])
 		}
-		<-m.notify
+		<-m.wakeup
 		chunk := m.next()
 		for i := range chunk {
 			chunk[i].pk.Release()

@@ -71,13 +71,13 @@ func (p *Protocol) connRoom() bool {
 func (c *Conn) budgetWindow(free int) int {
 	avail := int(min(c.p.env.Budget.Available(), int64(free)))
 	if avail < free {
-		if !c.memPressure {
-			c.memPressure = true
+		if !c.rcv.memPressure {
+			c.rcv.memPressure = true
 			c.p.Stats.MemoryPressures.Inc()
 		}
 		return avail
 	}
-	c.memPressure = false
+	c.rcv.memPressure = false
 	return free
 }
 

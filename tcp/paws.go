@@ -57,14 +57,14 @@ func (c *Conn) pawsReject(seg *segment, now time.Time) bool {
 	if !c.tsOK || !seg.opts.HasTimestamp || seg.has(wire.TCPFlagRST) {
 		return false
 	}
-	if int32(seg.opts.TSVal-c.tsRecent) >= 0 || now.Sub(c.tsRecentAt) >= pawsIdle || c.disorderedACK(seg) {
+	if int32(seg.opts.TSVal-c.rcv.tsRecent) >= 0 || now.Sub(c.rcv.tsRecentAt) >= pawsIdle || c.disorderedACK(seg) {
 		return false
 	}
 	c.p.Stats.PAWSEstab.Inc()
 	if seg.has(wire.TCPFlagSYN) && c.state != SynReceived {
 		c.challengeACK(now)
 	} else {
-		c.ackNow = true
+		c.rcv.ackNow = true
 	}
 	return true
 }
@@ -79,11 +79,11 @@ func (c *Conn) disorderedACK(seg *segment) bool {
 	if seg.flags&(wire.TCPFlagSYN|wire.TCPFlagFIN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagACK || len(seg.payload) != 0 {
 		return false
 	}
-	if seg.seq != c.rcvNxt || seg.ack != c.sndUna || c.state == SynReceived {
+	if seg.seq != c.rcv.nxt || seg.ack != c.snd.una || c.state == SynReceived {
 		return false
 	}
-	if seg.seq.GreaterThan(c.sndWl1) || uint32(seg.wnd)<<c.sndWScaleIf() > c.sndWnd {
+	if seg.seq.GreaterThan(c.snd.wl1) || uint32(seg.wnd)<<c.sndWScaleIf() > c.snd.wnd {
 		return false // it would update the window: not a mere duplicate
 	}
-	return int32(c.tsRecent-seg.opts.TSVal) <= int32(c.rto/time.Millisecond)
+	return int32(c.rcv.tsRecent-seg.opts.TSVal) <= int32(c.snd.rto/time.Millisecond)
 }

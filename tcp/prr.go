@@ -23,18 +23,18 @@ type prrState struct {
 // prrStart begins PRR for a recovery (RFC 6937 section 3, "at the
 // beginning of recovery").
 func (c *Conn) prrStart() {
-	c.prr = prrState{recoverFS: max(int(c.sndMax.Sub(c.sndUna)), 1)}
+	c.snd.prr = prrState{recoverFS: max(int(c.snd.max.Sub(c.snd.una)), 1)}
 }
 
-func (c *Conn) prrOut() int { return int(c.sndMax.Sub(c.recover)) + c.prr.rexmitOut }
+func (c *Conn) prrOut() int { return int(c.snd.max.Sub(c.snd.recover)) + c.snd.prr.rexmitOut }
 
 // prrOnAck is RFC 6937's "on every ACK during recovery": delivered is
 // DeliveredData, the change in SND.UNA plus the change in SACKed bytes.
 func (c *Conn) prrOnAck(delivered int) {
-	p := &c.prr
+	p := &c.snd.prr
 	p.delivered += max(delivered, 0)
 	out := c.prrOut()
-	pipe, ssthresh := c.pipe(), c.cc.SSThresh()
+	pipe, ssthresh := c.pipe(), c.snd.cc.SSThresh()
 	var sndcnt int
 	if pipe > ssthresh {
 		// Proportional rate reduction: CEIL(prr_delivered * ssthresh /
@@ -43,7 +43,7 @@ func (c *Conn) prrOnAck(delivered int) {
 	} else {
 		// PRR-SSRB: MIN(ssthresh - pipe, MAX(prr_delivered - prr_out,
 		// DeliveredData) + MSS).
-		sndcnt = min(ssthresh-pipe, max(p.delivered-out, delivered)+c.sndMSS)
+		sndcnt = min(ssthresh-pipe, max(p.delivered-out, delivered)+c.snd.mss)
 	}
 	p.allow = out + max(sndcnt, 0)
 }
@@ -52,9 +52,9 @@ func (c *Conn) prrOnAck(delivered int) {
 // up as Linux counts sndcnt in segments: a fraction of one still sends
 // one, or a small window would never send at all.
 func (c *Conn) prrRoom() int {
-	room := c.prr.allow - c.prrOut()
+	room := c.snd.prr.allow - c.prrOut()
 	if room <= 0 {
 		return 0
 	}
-	return (room + c.sndMSS - 1) / c.sndMSS * c.sndMSS
+	return (room + c.snd.mss - 1) / c.snd.mss * c.snd.mss
 }

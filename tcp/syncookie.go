@@ -210,25 +210,25 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 		return
 	}
 	c := p.newConn(id, route, SynReceived)
-	c.iss = seg.ack - 1
-	c.sndUna, c.sndNxt, c.sndMax, c.sndBufSeq = seg.ack, seg.ack, seg.ack, seg.ack
-	c.recover = c.iss
+	c.snd.iss = seg.ack - 1
+	c.snd.una, c.snd.nxt, c.snd.max, c.snd.bufSeq = seg.ack, seg.ack, seg.ack, seg.ack
+	c.snd.recover = c.snd.iss
 	synSeg := *seg
 	synSeg.seq--
 	synSeg.opts = *syn
 	c.negotiate(&synSeg)
 	if c.wsOK {
-		c.rcvWScale = p.cookieWScale() // what the SYN-ACK said
+		c.rcv.wscale = p.cookieWScale() // what the SYN-ACK said
 	}
 	c.tsOffset = p.cookieTSOffset(id)
 	if ecn {
 		c.ecn.ok = true // negotiate saw the ACK, not the SYN: the cookie says
 		p.Stats.ECNNegotiated.Inc()
 	}
-	c.rcvAdv = c.rcvNxt.Add(seqnum.Size(min(p.cfg.ReceiveBuffer, 65535)))
-	c.sndWnd = uint32(seg.wnd) << c.sndWScaleIf()
-	c.sndWl1, c.sndWl2 = seg.seq, seg.ack
-	c.maxSndWnd = c.sndWnd
+	c.rcv.adv = c.rcv.nxt.Add(seqnum.Size(min(p.cfg.ReceiveBuffer, 65535)))
+	c.snd.wnd = uint32(seg.wnd) << c.sndWScaleIf()
+	c.snd.wl1, c.snd.wl2 = seg.seq, seg.ack
+	c.snd.maxWnd = c.snd.wnd
 
 	// The room checked is the room used: every send on l.accepted holds
 	// l.mu (lock order: l.mu, then p.mu).

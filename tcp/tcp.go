@@ -382,7 +382,7 @@ func (p *Protocol) Close() {
 	p.mu.Unlock()
 	for c := range unread {
 		c.mu.Lock()
-		p.env.Budget.Release(c.rcv.clear())
+		p.env.Budget.Release(c.sock.rcvBuf.clear())
 		c.mu.Unlock()
 	}
 }

@@ -32,10 +32,10 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 		return false
 	}
 	if c.tsOK && seg.opts.HasTimestamp {
-		if int32(seg.opts.TSVal-c.tsRecent) <= 0 {
+		if int32(seg.opts.TSVal-c.rcv.tsRecent) <= 0 {
 			return false
 		}
-	} else if !seg.seq.GreaterThan(c.rcvNxt) {
+	} else if !seg.seq.GreaterThan(c.rcv.nxt) {
 		return false
 	}
 	// Leave the table now rather than when the goroutine exits, so that
@@ -56,7 +56,7 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 	// the old one sent, and beyond a whole unscaled window more, as
 	// Linux's tcp_timewait_state_process makes it (tw_snd_nxt + 65537),
 	// so that the peer cannot take an old duplicate of ours as new data.
-	seg.reopenISS = c.sndNxt + 65535 + 2
+	seg.reopenISS = c.snd.nxt + 65535 + 2
 	if seg.reopenISS == 0 {
 		seg.reopenISS = 1
 	}
@@ -68,8 +68,8 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 // startAt makes iss the connection's initial sequence number, as newConn
 // would have.
 func (c *Conn) startAt(iss seqnum.Value) {
-	c.iss = iss
-	c.sndUna, c.sndNxt, c.sndMax = iss, iss, iss
-	c.recover = iss
-	c.sndBufSeq = iss + 1
+	c.snd.iss = iss
+	c.snd.una, c.snd.nxt, c.snd.max = iss, iss, iss
+	c.snd.recover = iss
+	c.snd.bufSeq = iss + 1
 }

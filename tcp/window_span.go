@@ -18,5 +18,5 @@ import "github.com/gonetstack/gonet/seqnum"
 // spansWindow reports whether n octets from seq cover the window of wnd
 // octets from RCV.NXT from edge to edge, with room to spare on both sides.
 func (c *Conn) spansWindow(seq seqnum.Value, n, wnd seqnum.Size) bool {
-	return seq.LessThan(c.rcvNxt) && seq.Add(n).GreaterThan(c.rcvNxt.Add(wnd))
+	return seq.LessThan(c.rcv.nxt) && seq.Add(n).GreaterThan(c.rcv.nxt.Add(wnd))
 }

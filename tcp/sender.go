@@ -1,0 +1,63 @@
+package tcp
+
+import (
+	"time"
+
+	"github.com/gonetstack/gonet/seqnum"
+)
+
+// sender is the sending half of the TCB: the send sequence variables of
+// RFC 9293 section 3.3.1 and what acts on them, the retransmission queue,
+// the RTT estimator (RFC 6298), loss recovery (RFC 5681, RFC 6582, RFC 6675,
+// RFC 8985) and congestion control. The connection's goroutine owns it.
+//
+//	     1         2          3          4
+//	----------|----------|----------|----------
+//	       SND.UNA    SND.NXT    SND.UNA
+//	                            +SND.WND
+//
+//	1 - old sequence numbers which have been acknowledged
+//	2 - sequence numbers of unacknowledged data
+//	3 - sequence numbers allowed for new data transmission
+//	4 - future sequence numbers which are not yet allowed
+type sender struct {
+	iss    seqnum.Value // initial send sequence number
+	una    seqnum.Value // SND.UNA: oldest unacknowledged
+	nxt    seqnum.Value // SND.NXT: next to send
+	max    seqnum.Value // highest sequence number sent (nxt goes back on RTO)
+	bufSeq seqnum.Value // sequence number of the send buffer's first byte
+	wnd    uint32       // SND.WND: the peer's window, scaled
+	wl1    seqnum.Value // SND.WL1: segment sequence number of the last window update
+	wl2    seqnum.Value // SND.WL2: segment acknowledgment number of the last window update
+	maxWnd uint32       // the largest window the peer has offered
+	wscale uint8        // the peer's window shift (RFC 7323 section 2)
+	mss    int          // payload bytes per segment, options excluded
+
+	cc         CongestionControl
+	sent       []sentSeg // the retransmission queue: segments in flight
+	srtt       time.Duration
+	rttvar     time.Duration
+	rto        time.Duration
+	backoff    int // consecutive RTO expiries
+	dupAcks    int
+	recover    seqnum.Value // RFC 6582's "recover"
+	inRecovery bool
+	lastSend   time.Time
+	builtAt    time.Time  // when the last segment was built: its transmission time (RACK)
+	sb         scoreboard // SACK scoreboard (sack_sender.go)
+	rack       rackState  // RACK (rack.go)
+	tlp        tlpState   // tail loss probe (tlp.go)
+	prr        prrState   // proportional rate reduction (prr.go)
+
+	retransmits uint64 // shown in the connection table
+}
+
+// sentSeg is a segment in flight: the retransmission queue keeps one per
+// transmission, so that Karn's rule, SACK and RACK have per-segment state.
+type sentSeg struct {
+	start, end seqnum.Value
+	sentAt     time.Time
+	retrans    bool
+	sacked     bool // the peer holds it (RFC 2018): not in flight
+	lost       bool // deemed lost (RFC 6675, RFC 8985), not yet retransmitted
+}
