@@ -65,10 +65,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		rcv:         receiver{tune: rcvTuner{off: p.cfg.ReceiveBufferMax <= p.cfg.ReceiveBuffer}},
 		tsOffset:    p.env.Rand.Uint32(),
 	}
-	c.snd.iss = p.isn(id)
-	c.snd.una, c.snd.nxt, c.snd.max = c.snd.iss, c.snd.iss, c.snd.iss
-	c.snd.recover = c.snd.iss // RFC 6582 3.2 step 1: "initialized to the ISS"
-	c.snd.bufSeq = c.snd.iss + 1
+	c.snd.startAt(p.isn(id))
 	// RFC 9293 3.7.1 and RFC 6691: the MSS announced is the route's MTU
 	// less the fixed IP and TCP headers.
 	c.rcv.mss = route.MTU() - wire.IPv4MinHeaderLen - wire.TCPMinHeaderLen

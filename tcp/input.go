@@ -154,7 +154,7 @@ func (c *Conn) acceptable(seg *segment) bool {
 		return seg.seq == c.rcv.nxt
 	default:
 		return seg.seq.InWindow(c.rcv.nxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcv.nxt, wnd) ||
-			c.spansWindow(seg.seq, n, wnd)
+			c.rcv.spansWindow(seg.seq, n, wnd)
 	}
 }
 

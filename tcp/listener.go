@@ -155,7 +155,7 @@ func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 	}
 	c := p.newConn(id, route, SynReceived)
 	if seg.reopenISS != 0 {
-		c.startAt(seg.reopenISS) // timewait.go
+		c.snd.startAt(seg.reopenISS) // RFC 6191 (timewait.go)
 	}
 	c.lis = l
 	c.negotiate(seg)

@@ -30,7 +30,7 @@ func (c *Conn) output() {
 	// a segment carrying data is no duplicate ACK to the sender (RFC 5681
 	// section 2), which would then wait for its timer to repair the loss.
 	for ; c.rcv.dupAcksOwed > 0; c.rcv.dupAcksOwed-- {
-		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
+		c.sendFlags(c.snd.ackSeq(), wire.TCPFlagACK)
 	}
 	sent := false
 	for c.sendRecovery() {
@@ -44,21 +44,8 @@ func (c *Conn) output() {
 		// SND.UNA, and an ACK carrying a sequence number the peer has
 		// passed would fail its acceptability test and be dropped with the
 		// acknowledgement it carries (as Linux's tcp_acceptable_seq avoids).
-		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
+		c.sendFlags(c.snd.ackSeq(), wire.TCPFlagACK)
 	}
-}
-
-// ackSeq is the sequence number of a segment without data: SND.MAX, or
-// the right edge of the peer's window if that is less, as Linux's
-// tcp_acceptable_seq. A peer whose window closed before all we sent
-// arrived accepts, with its zero window, only a segment at its RCV.NXT
-// (RFC 9293 3.10.7.4): at SND.MAX our ACKs, and the acknowledgement of its
-// data they carry, would be dropped until a zero-window probe got through.
-func (c *Conn) ackSeq() seqnum.Value {
-	if end := c.snd.una.Add(seqnum.Size(c.snd.wnd)); end.LessThan(c.snd.max) {
-		return end
-	}
-	return c.snd.max
 }
 
 func (c *Conn) synFlags() uint8 {
@@ -119,16 +106,6 @@ func (c *Conn) sendData() bool {
 	c.sendSegment(c.snd.nxt, flags, off, n)
 	c.noteSentSegments(c.snd.nxt, n, fin)
 	return true
-}
-
-// limitedTransmit is the extra window RFC 3042 grants on the first two
-// duplicate ACKs: one segment each beyond cwnd, so that a small window
-// still produces the three duplicates fast retransmit needs.
-func (c *Conn) limitedTransmit() int {
-	if c.snd.inRecovery || c.snd.dupAcks == 0 {
-		return 0
-	}
-	return min(c.snd.dupAcks, 2) * c.snd.mss
 }
 
 // finSeq is the FIN's sequence number once the application shut its side:
@@ -215,7 +192,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		opts.HasTimestamp = true
 	}
 	if !syn && c.sackOK && flags&wire.TCPFlagACK != 0 && flags&wire.TCPFlagRST == 0 && (len(c.rcv.ooo) > 0 || c.rcv.dsack.valid) {
-		opts.SACK = c.sackBlocks(c.rcv.sackBuf[:0])
+		opts.SACK = c.rcv.sackBlocks(c.rcv.sackBuf[:0])
 		c.rcv.dsack.valid = false
 	}
 	if opts.HasTimestamp {
@@ -255,7 +232,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		// and all. Only a segment at SND.MAX (or at ackSeq, where the
 		// peer's window ends before it) settles an ACK we owe; after a
 		// retransmission output sends a pure ACK as well.
-		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.ackSeq()) {
+		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.snd.ackSeq()) {
 			c.rcv.ackNow = false
 			c.rcv.segsUnacked = 0
 			c.timers.delackAt = noTime

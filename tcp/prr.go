@@ -22,19 +22,21 @@ type prrState struct {
 
 // prrStart begins PRR for a recovery (RFC 6937 section 3, "at the
 // beginning of recovery").
-func (c *Conn) prrStart() {
-	c.snd.prr = prrState{recoverFS: max(int(c.snd.max.Sub(c.snd.una)), 1)}
+func (snd *sender) prrStart() {
+	snd.prr = prrState{recoverFS: max(int(snd.max.Sub(snd.una)), 1)}
 }
 
-func (c *Conn) prrOut() int { return int(c.snd.max.Sub(c.snd.recover)) + c.snd.prr.rexmitOut }
+// prrOut is RFC 6937's prr_out: what was sent since recovery began, new
+// data beyond recover and retransmissions.
+func (snd *sender) prrOut() int { return int(snd.max.Sub(snd.recover)) + snd.prr.rexmitOut }
 
 // prrOnAck is RFC 6937's "on every ACK during recovery": delivered is
 // DeliveredData, the change in SND.UNA plus the change in SACKed bytes.
 func (c *Conn) prrOnAck(delivered int) {
 	p := &c.snd.prr
 	p.delivered += max(delivered, 0)
-	out := c.prrOut()
-	pipe, ssthresh := c.pipe(), c.snd.cc.SSThresh()
+	out := c.snd.prrOut()
+	pipe, ssthresh := c.snd.pipe(), c.snd.cc.SSThresh()
 	var sndcnt int
 	if pipe > ssthresh {
 		// Proportional rate reduction: CEIL(prr_delivered * ssthresh /
@@ -52,7 +54,7 @@ func (c *Conn) prrOnAck(delivered int) {
 // up as Linux counts sndcnt in segments: a fraction of one still sends
 // one, or a small window would never send at all.
 func (c *Conn) prrRoom() int {
-	room := c.snd.prr.allow - c.prrOut()
+	room := c.snd.prr.allow - c.snd.prrOut()
 	if room <= 0 {
 		return 0
 	}

@@ -112,11 +112,11 @@ func (c *Conn) rackUpdateReoWnd(dsack, exitedRecovery bool) {
 // reordering has been seen and a loss is already evident (in recovery, or
 // DupThresh segments SACKed), else a quarter of the minimum RTT per
 // multiplier, at most SRTT.
-func (c *Conn) rackReoWnd() time.Duration {
-	if !c.snd.rack.reorderingSeen && (c.snd.inRecovery || c.snd.una.LessThan(c.snd.recover) || c.snd.sb.sackedSegs >= dupThresh) {
+func (snd *sender) rackReoWnd() time.Duration {
+	if !snd.rack.reorderingSeen && (snd.inRecovery || snd.una.LessThan(snd.recover) || snd.sb.sackedSegs >= dupThresh) {
 		return 0
 	}
-	return min(c.snd.rack.minRTT/4*time.Duration(max(c.snd.rack.reoWndMult, 1)), c.snd.srtt)
+	return min(snd.rack.minRTT/4*time.Duration(max(snd.rack.reoWndMult, 1)), snd.srtt)
 }
 
 // rackDetectLoss is section 6.2 step 5: every segment sent before the
@@ -128,7 +128,7 @@ func (c *Conn) rackDetectLoss(now time.Time) {
 	if c.snd.rack.xmitAt.IsZero() || len(c.snd.sent) == 0 {
 		return
 	}
-	reo := c.rackReoWnd()
+	reo := c.snd.rackReoWnd()
 	var wait time.Duration
 	for i := range c.snd.sent {
 		s := &c.snd.sent[i]

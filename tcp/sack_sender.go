@@ -71,8 +71,8 @@ func (sb *scoreboard) forget(s *sentSeg, n int) {
 // pipe is RFC 6675's estimate of the bytes in the network: everything
 // between SND.UNA and SND.MAX that is neither SACKed nor deemed lost (a
 // lost segment counts again once retransmitted).
-func (c *Conn) pipe() int {
-	return max(int(c.snd.max.Sub(c.snd.una))-c.snd.sb.sacked-c.snd.sb.lost, 0)
+func (snd *sender) pipe() int {
+	return max(int(snd.max.Sub(snd.una))-snd.sb.sacked-snd.sb.lost, 0)
 }
 
 // congestionRoom is how many more bytes the congestion window allows with
@@ -83,12 +83,12 @@ func (c *Conn) pipe() int {
 // limited transmit.
 func (c *Conn) congestionRoom(inflight int) int {
 	if !c.sackOK {
-		return c.snd.cc.CWnd() + c.limitedTransmit() - inflight
+		return c.snd.cc.CWnd() + c.snd.limitedTransmit() - inflight
 	}
 	if c.snd.inRecovery {
 		return c.prrRoom()
 	}
-	return c.snd.cc.CWnd() - c.pipe()
+	return c.snd.cc.CWnd() - c.snd.pipe()
 }
 
 // processSACKAck handles the ACK field when SACK is in use: the
@@ -129,7 +129,7 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 			c.rackDetectLoss(now)
 		}
 	} else if newly || c.snd.dupAcks >= dupThresh {
-		c.markLostByDupThresh()
+		c.snd.markLostByDupThresh()
 	}
 	c.maybeEnterRecovery()
 	if c.snd.inRecovery {
@@ -177,7 +177,7 @@ func (c *Conn) takeSACK(blocks []wire.SACKBlock, ack seqnum.Value, now time.Time
 			}
 			c.p.Stats.DSACKRecv.Inc()
 			dsack = true
-			c.tlpOnDSACK(start, end)
+			c.snd.tlpOnDSACK(start, end)
 			continue
 		}
 		if !start.LessThan(end) || start.LessThan(c.snd.una) || end.GreaterThan(c.snd.max) {
@@ -216,11 +216,11 @@ func (c *Conn) markSACKed(start, end seqnum.Value, now time.Time) bool {
 			continue
 		}
 		if c.snd.sent[i].start.LessThan(start) {
-			c.splitSent(i, start)
+			c.snd.splitSent(i, start)
 			continue // the next entry begins at start
 		}
 		if c.snd.sent[i].end.GreaterThan(end) {
-			c.splitSent(i, end)
+			c.snd.splitSent(i, end)
 		}
 		s := &c.snd.sent[i]
 		if s.lost {
@@ -239,11 +239,11 @@ func (c *Conn) markSACKed(start, end seqnum.Value, now time.Time) bool {
 
 // splitSent cuts entry i at seq, which lies inside it, into two entries
 // with the same marks and transmission time.
-func (c *Conn) splitSent(i int, at seqnum.Value) {
-	c.snd.sent = append(c.snd.sent, sentSeg{})
-	copy(c.snd.sent[i+1:], c.snd.sent[i:])
-	c.snd.sent[i].end = at
-	c.snd.sent[i+1].start = at
+func (snd *sender) splitSent(i int, at seqnum.Value) {
+	snd.sent = append(snd.sent, sentSeg{})
+	copy(snd.sent[i+1:], snd.sent[i:])
+	snd.sent[i].end = at
+	snd.sent[i+1].start = at
 }
 
 // markLostByDupThresh is RFC 6675's IsLost (section 4) over the queue,
@@ -253,11 +253,11 @@ func (c *Conn) splitSent(i int, at seqnum.Value) {
 // are not marked again: each hole goes out once per recovery. Without any
 // SACK, DupThresh duplicate ACKs mark the first segment (RFC 6675 section
 // 5, step (4.3) retransmits it).
-func (c *Conn) markLostByDupThresh() {
+func (snd *sender) markLostByDupThresh() {
 	segs, bytes := 0, 0
-	for i := len(c.snd.sent) - 1; i >= 0; i-- {
-		s := &c.snd.sent[i]
-		if c.snd.inRecovery && s.start.LessThan(c.snd.sb.highRxt) {
+	for i := len(snd.sent) - 1; i >= 0; i-- {
+		s := &snd.sent[i]
+		if snd.inRecovery && s.start.LessThan(snd.sb.highRxt) {
 			break
 		}
 		if s.sacked {
@@ -265,15 +265,15 @@ func (c *Conn) markLostByDupThresh() {
 			bytes += int(s.end.Sub(s.start))
 			continue
 		}
-		if segs >= dupThresh || bytes > (dupThresh-1)*c.snd.mss {
+		if segs >= dupThresh || bytes > (dupThresh-1)*snd.mss {
 			if s.lost {
 				break // and so is everything below it, marked before
 			}
-			c.snd.sb.markLost(s)
+			snd.sb.markLost(s)
 		}
 	}
-	if c.snd.dupAcks >= dupThresh && !c.snd.inRecovery && len(c.snd.sent) > 0 {
-		c.snd.sb.markLost(&c.snd.sent[0])
+	if snd.dupAcks >= dupThresh && !snd.inRecovery && len(snd.sent) > 0 {
+		snd.sb.markLost(&snd.sent[0])
 	}
 }
 
@@ -296,7 +296,7 @@ func (c *Conn) maybeEnterRecovery() {
 	c.snd.sb.highRxt = c.snd.una
 	c.snd.sb.rescued = false
 	c.snd.sb.entered = true
-	c.prrStart()
+	c.snd.prrStart()
 }
 
 // sendRecovery sends one segment by RFC 6675's NextSeg (section 4) if
@@ -311,7 +311,7 @@ func (c *Conn) sendRecovery() bool {
 	if !c.sackOK {
 		return false
 	}
-	c.skipSACKed()
+	c.snd.skipSACKed()
 	// After a timeout, until SND.UNA reaches its recovery point, segments
 	// RACK finds lost again (go-back-N's own retransmissions) are resent
 	// by rule (1) too, as Linux does in its Loss state: otherwise each
@@ -373,7 +373,7 @@ func (c *Conn) retransmitEntry(i int) bool {
 		n = int(seqnum.Min(s.end, dataEnd).Sub(s.start))
 	}
 	if n > c.snd.mss {
-		c.splitSent(i, s.start.Add(seqnum.Size(c.snd.mss)))
+		c.snd.splitSent(i, s.start.Add(seqnum.Size(c.snd.mss)))
 		s, n = c.snd.sent[i], c.snd.mss
 	}
 	fin := c.sock.wrShut && s.end.GreaterThan(c.finSeq())
@@ -393,13 +393,13 @@ func (c *Conn) retransmitEntry(i int) bool {
 
 // skipSACKed moves SND.NXT, when a timeout pulled it back to SND.UNA,
 // past segments the peer SACKed since: go-back-N need not resend them.
-func (c *Conn) skipSACKed() {
-	if c.snd.sb.sacked == 0 || !c.snd.nxt.LessThan(c.snd.max) {
+func (snd *sender) skipSACKed() {
+	if snd.sb.sacked == 0 || !snd.nxt.LessThan(snd.max) {
 		return
 	}
-	i := sort.Search(len(c.snd.sent), func(i int) bool { return c.snd.sent[i].end.GreaterThan(c.snd.nxt) })
-	for ; i < len(c.snd.sent) && c.snd.sent[i].sacked && !c.snd.sent[i].start.GreaterThan(c.snd.nxt); i++ {
-		c.snd.nxt = c.snd.sent[i].end
+	i := sort.Search(len(snd.sent), func(i int) bool { return snd.sent[i].end.GreaterThan(snd.nxt) })
+	for ; i < len(snd.sent) && snd.sent[i].sacked && !snd.sent[i].start.GreaterThan(snd.nxt); i++ {
+		snd.nxt = snd.sent[i].end
 	}
 }
 

@@ -61,3 +61,35 @@ type sentSeg struct {
 	sacked     bool // the peer holds it (RFC 2018): not in flight
 	lost       bool // deemed lost (RFC 6675, RFC 8985), not yet retransmitted
 }
+
+// ackSeq is the sequence number of a segment without data: SND.MAX, or
+// the right edge of the peer's window if that is less, as Linux's
+// tcp_acceptable_seq. A peer whose window closed before all we sent
+// arrived accepts, with its zero window, only a segment at its RCV.NXT
+// (RFC 9293 3.10.7.4): at SND.MAX our ACKs, and the acknowledgement of its
+// data they carry, would be dropped until a zero-window probe got through.
+func (snd *sender) ackSeq() seqnum.Value {
+	if end := snd.una.Add(seqnum.Size(snd.wnd)); end.LessThan(snd.max) {
+		return end
+	}
+	return snd.max
+}
+
+// limitedTransmit is the extra window RFC 3042 grants on the first two
+// duplicate ACKs: one segment each beyond cwnd, so that a small window
+// still produces the three duplicates fast retransmit needs.
+func (snd *sender) limitedTransmit() int {
+	if snd.inRecovery || snd.dupAcks == 0 {
+		return 0
+	}
+	return min(snd.dupAcks, 2) * snd.mss
+}
+
+// startAt makes iss the initial send sequence number: nothing is sent
+// yet, and the send buffer's first byte follows the SYN.
+func (snd *sender) startAt(iss seqnum.Value) {
+	snd.iss = iss
+	snd.una, snd.nxt, snd.max = iss, iss, iss
+	snd.recover = iss // RFC 6582 3.2 step 1: "initialized to the ISS"
+	snd.bufSeq = iss + 1
+}

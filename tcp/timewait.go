@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -63,13 +62,4 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 	c.finish(nil)
 	l.handle(seg, c.id, true)
 	return true
-}
-
-// startAt makes iss the connection's initial sequence number, as newConn
-// would have.
-func (c *Conn) startAt(iss seqnum.Value) {
-	c.snd.iss = iss
-	c.snd.una, c.snd.nxt, c.snd.max = iss, iss, iss
-	c.snd.recover = iss
-	c.snd.bufSeq = iss + 1
 }

@@ -114,9 +114,9 @@ func (c *Conn) onPTO(now time.Time) {
 
 // tlpOnDSACK notes a D-SACK for the probe's retransmission: the original
 // arrived too, and nothing was lost.
-func (c *Conn) tlpOnDSACK(start, end seqnum.Value) {
-	if c.snd.tlp.active && c.snd.tlp.isRetrans && !end.LessThan(c.snd.tlp.endSeq) && start.LessThan(c.snd.tlp.endSeq) {
-		c.snd.tlp.dsacked = true
+func (snd *sender) tlpOnDSACK(start, end seqnum.Value) {
+	if snd.tlp.active && snd.tlp.isRetrans && !end.LessThan(snd.tlp.endSeq) && start.LessThan(snd.tlp.endSeq) {
+		snd.tlp.dsacked = true
 	}
 }
 
