@@ -134,30 +134,6 @@ func (c *Conn) establish(now time.Time) {
 	c.sock.writable.wake()
 }
 
-// acceptable is the sequence test of RFC 9293 3.10.7.4 ("first, check
-// sequence number"), on the window we advertised.
-func (c *Conn) acceptable(seg *segment) bool {
-	wnd := seqnum.Size(c.rcv.adv.Sub(c.rcv.nxt))
-	if c.rcv.adv.LessThan(c.rcv.nxt) {
-		wnd = 0
-	}
-	n := seg.len()
-	switch {
-	case n == 0 && wnd == 0:
-		return seg.seq == c.rcv.nxt
-	case n == 0:
-		return seg.seq.InWindow(c.rcv.nxt, wnd)
-	case wnd == 0:
-		// "If the RCV.WND is zero, no segments will be acceptable, but
-		// special allowance should be made to accept valid ACKs, URGs,
-		// and RSTs": a segment at RCV.NXT is processed, its data dropped.
-		return seg.seq == c.rcv.nxt
-	default:
-		return seg.seq.InWindow(c.rcv.nxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcv.nxt, wnd) ||
-			c.rcv.spansWindow(seg.seq, n, wnd)
-	}
-}
-
 // inputSynchronized handles a segment in SYN-RECEIVED and every later state
 // (RFC 9293 3.10.7.4), in the RFC's order of checks. It reports whether the
 // segment's packet was kept for its data.
@@ -184,7 +160,7 @@ func (c *Conn) inputSynchronized(seg *segment, now time.Time) bool {
 		return false
 	}
 	// First, check sequence number.
-	if !c.acceptable(seg) {
+	if !c.rcv.acceptable(seg) {
 		c.p.Stats.OutOfWindow.Inc()
 		if n := seg.len(); n > 0 && seg.seq.LessThan(c.rcv.nxt) {
 			c.noteDuplicate(seg.seq, seqnum.Min(seg.seq.Add(n), c.rcv.nxt))

@@ -32,11 +32,11 @@ func (snd *sender) prrOut() int { return int(snd.max.Sub(snd.recover)) + snd.prr
 
 // prrOnAck is RFC 6937's "on every ACK during recovery": delivered is
 // DeliveredData, the change in SND.UNA plus the change in SACKed bytes.
-func (c *Conn) prrOnAck(delivered int) {
-	p := &c.snd.prr
+func (snd *sender) prrOnAck(delivered int) {
+	p := &snd.prr
 	p.delivered += max(delivered, 0)
-	out := c.snd.prrOut()
-	pipe, ssthresh := c.snd.pipe(), c.snd.cc.SSThresh()
+	out := snd.prrOut()
+	pipe, ssthresh := snd.pipe(), snd.cc.SSThresh()
 	var sndcnt int
 	if pipe > ssthresh {
 		// Proportional rate reduction: CEIL(prr_delivered * ssthresh /
@@ -45,7 +45,7 @@ func (c *Conn) prrOnAck(delivered int) {
 	} else {
 		// PRR-SSRB: MIN(ssthresh - pipe, MAX(prr_delivered - prr_out,
 		// DeliveredData) + MSS).
-		sndcnt = min(ssthresh-pipe, max(p.delivered-out, delivered)+c.snd.mss)
+		sndcnt = min(ssthresh-pipe, max(p.delivered-out, delivered)+snd.mss)
 	}
 	p.allow = out + max(sndcnt, 0)
 }
@@ -53,10 +53,10 @@ func (c *Conn) prrOnAck(delivered int) {
 // prrRoom is what PRR lets recovery send now, in whole segments, rounded
 // up as Linux counts sndcnt in segments: a fraction of one still sends
 // one, or a small window would never send at all.
-func (c *Conn) prrRoom() int {
-	room := c.snd.prr.allow - c.snd.prrOut()
+func (snd *sender) prrRoom() int {
+	room := snd.prr.allow - snd.prrOut()
 	if room <= 0 {
 		return 0
 	}
-	return (room + c.snd.mss - 1) / c.snd.mss * c.snd.mss
+	return (room + snd.mss - 1) / snd.mss * snd.mss
 }

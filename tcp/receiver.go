@@ -46,3 +46,27 @@ type receiver struct {
 	tune        rcvTuner // receive auto-tuning (autotune.go), shared
 	memPressure bool     // the budget holds the window back (memory.go)
 }
+
+// acceptable is the sequence test of RFC 9293 3.10.7.4 ("first, check
+// sequence number"), on the window we advertised.
+func (rcv *receiver) acceptable(seg *segment) bool {
+	wnd := seqnum.Size(rcv.adv.Sub(rcv.nxt))
+	if rcv.adv.LessThan(rcv.nxt) {
+		wnd = 0
+	}
+	n := seg.len()
+	switch {
+	case n == 0 && wnd == 0:
+		return seg.seq == rcv.nxt
+	case n == 0:
+		return seg.seq.InWindow(rcv.nxt, wnd)
+	case wnd == 0:
+		// "If the RCV.WND is zero, no segments will be acceptable, but
+		// special allowance should be made to accept valid ACKs, URGs,
+		// and RSTs": a segment at RCV.NXT is processed, its data dropped.
+		return seg.seq == rcv.nxt
+	default:
+		return seg.seq.InWindow(rcv.nxt, wnd) || seg.seq.Add(n-1).InWindow(rcv.nxt, wnd) ||
+			rcv.spansWindow(seg.seq, n, wnd)
+	}
+}

@@ -86,7 +86,7 @@ func (c *Conn) congestionRoom(inflight int) int {
 		return c.snd.cc.CWnd() + c.snd.limitedTransmit() - inflight
 	}
 	if c.snd.inRecovery {
-		return c.prrRoom()
+		return c.snd.prrRoom()
 	}
 	return c.snd.cc.CWnd() - c.snd.pipe()
 }
@@ -133,7 +133,7 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 	}
 	c.maybeEnterRecovery()
 	if c.snd.inRecovery {
-		c.prrOnAck(acked + c.snd.sb.sacked - sackedBefore)
+		c.snd.prrOnAck(acked + c.snd.sb.sacked - sackedBefore)
 	}
 	return true
 }
