@@ -13,17 +13,17 @@ import (
 // capacity in memory on every connection, idle or not, and a channel
 // operation per segment. It carries segments parsed by the dealer, header
 // and options, by value, so the connection's goroutine never parses one
-// again and nothing is allocated per segment. The dealer appends; the
-// goroutine takes everything at once by swapping the slice for the one it
-// has finished with, so the two slices alternate and neither is
-// reallocated in steady state. It handles the batch buffer.MaxBatch
+// again and nothing is allocated per segment. The dealer appends to a
+// slice lent by segmentSlices; the goroutine takes the slice whole and
+// gives it back once it has handled it, so no slice is allocated in steady
+// state and an idle connection holds none. It handles the batch buffer.MaxBatch
 // segments at a time, each such chunk one event with one ACK decision
 // after it: between them the application's Read and Write get the
 // connection's mutex, and a wake-up or the timer its turn.
 //
 // The lock is not the connection's mu, which run holds while it works: the
 // dealer never waits for a connection to finish a batch, only for an append
-// or a swap.
+// or a take.
 
 // inQueueLen bounds the segments waiting for a connection's goroutine:
 // those in the mailbox and those of its batch beyond the chunk in hand. A
@@ -31,17 +31,35 @@ import (
 // never blocks on one slow connection.
 const inQueueLen = 1024
 
-// mailboxKeep is the capacity, in segments, a connection's two slices keep
-// once a burst is over: the NIC's batch, the most one pass of the IPv4
-// dealer brings. Slices a burst grew beyond it are let go when the mailbox
-// is found empty after a batch, so an idle connection holds at most two
-// slices of this size, and a busy one reallocates only after falling more
-// than a NIC batch behind.
+// mailboxKeep is the capacity, in segments, of the slices the mailboxes
+// take from segmentSlices: the NIC's batch, the most one pass of the IPv4
+// dealer brings. A mailbox that falls further behind grows its slice, and
+// lets it go once run has handled it.
 const mailboxKeep = buffer.MaxBatch
+
+// segmentSlices lends the mailboxes their slices, emptied: the dealer takes
+// one when a segment finds its connection's mailbox without one, and run
+// gives its batch back as soon as it has handled it. An idle connection
+// thus holds none (a slice of mailboxKeep segments is some 11 KiB), a busy
+// one two at most, and in steady state they are reused without
+// allocation.
+var segmentSlices = sync.Pool{New: func() any { return new([mailboxKeep]segment) }}
+
+func getSegments() []segment { return segmentSlices.Get().(*[mailboxKeep]segment)[:0] }
+
+// putSegments gives s back to segmentSlices, emptied, unless it was grown
+// beyond mailboxKeep (or is nil): that one is let go.
+func putSegments(s []segment) {
+	if cap(s) != mailboxKeep {
+		return
+	}
+	clear(s) // no pointers kept to packets released or passed on
+	segmentSlices.Put((*[mailboxKeep]segment)(s[:mailboxKeep]))
+}
 
 type mailbox struct {
 	mu     sync.Mutex
-	q      []segment // segments waiting, oldest first
+	q      []segment // segments waiting, oldest first; nil when none
 	held   int       // run's batch beyond the chunk in hand, counted against the bound
 	closed bool      // run has exited: nothing more is taken
 	wakeup waker     // q has become non-empty, or run has more
@@ -56,10 +74,10 @@ func newMailbox() mailbox {
 	return mailbox{wakeup: newWaker()}
 }
 
-// put queues a copy of seg and wakes the goroutine if the mailbox was empty (a
-// non-empty one has a wake-up pending, or its goroutine is at work and will
-// look again). It reports false, leaving seg's packet to the caller, when
-// the mailbox is full or closed.
+// put queues a copy of seg and wakes the goroutine if the mailbox was
+// empty (a non-empty one has a wake-up pending, or its goroutine is at
+// work and will look again). It reports false, leaving seg's packet to the
+// caller, when the mailbox is full or closed.
 func (m *mailbox) put(seg *segment) bool {
 	m.mu.Lock()
 	if m.closed || len(m.q)+m.held >= inQueueLen {
@@ -67,12 +85,8 @@ func (m *mailbox) put(seg *segment) bool {
 		return false
 	}
 	wake := len(m.q) == 0
-	if n := len(m.q); n == cap(m.q) && n < mailboxKeep {
-		// Grow to mailboxKeep exactly, not to the size class append
-		// would round it up to, past what done keeps.
-		q := make([]segment, n, min(max(2*n, 4), mailboxKeep))
-		copy(q, m.q)
-		m.q = q
+	if m.q == nil {
+		m.q = getSegments()
 	}
 	m.q = append(m.q, *seg)
 	m.mu.Unlock()
@@ -82,19 +96,11 @@ func (m *mailbox) put(seg *segment) bool {
 	return true
 }
 
-// take returns the segments waiting and leaves prev, the batch the caller
-// has finished with, in their place, emptied. A batch of no more than
-// mailboxKeep means a burst is over: a prev grown beyond that is dropped
-// rather than handed back.
-func (m *mailbox) take(prev []segment) []segment {
-	clear(prev) // no pointers kept to packets released or passed on
-	prev = prev[:0]
+// take returns the segments waiting and empties the mailbox.
+func (m *mailbox) take() []segment {
 	m.mu.Lock()
 	q := m.q
-	if cap(prev) > mailboxKeep && len(q) <= mailboxKeep {
-		prev = nil
-	}
-	m.q, m.held = prev, max(len(q)-buffer.MaxBatch, 0)
+	m.q, m.held = nil, max(len(q)-buffer.MaxBatch, 0)
 	m.mu.Unlock()
 	return q
 }
@@ -103,7 +109,7 @@ func (m *mailbox) take(prev []segment) []segment {
 // the batch it holds, or, that one finished, what the mailbox holds.
 func (m *mailbox) next() []segment {
 	if m.pos == len(m.batch) {
-		m.batch, m.pos = m.take(m.batch), 0
+		m.batch, m.pos = m.take(), 0
 	}
 	n := min(len(m.batch)-m.pos, buffer.MaxBatch)
 	m.pos += n
@@ -112,11 +118,10 @@ func (m *mailbox) next() []segment {
 
 // done follows run's handling of a chunk. While the batch has more, run
 // wakes itself for it, and the bound counts what is left beyond the next
-// chunk. Once it is finished, a run that woke itself looks whether
-// segments came meanwhile, since their wake-up went into the same waker;
-// and if nothing waits, the burst is over and slices it grew beyond
-// mailboxKeep are let go, so that an idle connection does not keep them. A batch of one chunk, the
-// common case, takes no lock here.
+// chunk. Once it is finished, run gives the batch's slice back, and a run
+// that woke itself looks whether segments came meanwhile, since their
+// wake-up went into the same waker. A batch of one chunk, the common case,
+// takes no lock here.
 func (m *mailbox) done() {
 	if m.pos < len(m.batch) {
 		m.resumed = true
@@ -126,20 +131,14 @@ func (m *mailbox) done() {
 		m.wakeup.wake()
 		return
 	}
-	if !m.resumed && cap(m.batch) <= mailboxKeep {
+	putSegments(m.batch)
+	m.batch, m.pos = nil, 0
+	if !m.resumed {
 		return // the common case: one chunk, its wake-up from put
 	}
 	m.resumed = false
 	m.mu.Lock()
 	waiting := len(m.q) > 0
-	if !waiting {
-		if cap(m.q) > mailboxKeep {
-			m.q = nil
-		}
-		if cap(m.batch) > mailboxKeep {
-			m.batch, m.pos = nil, 0
-		}
-	}
 	m.mu.Unlock()
 	if waiting {
 		m.wakeup.wake()
@@ -156,9 +155,11 @@ func (m *mailbox) close() {
 	for i := range q {
 		q[i].pk.Release()
 	}
+	putSegments(q)
 	for i := range m.batch[m.pos:] {
 		m.batch[m.pos+i].pk.Release()
 	}
+	putSegments(m.batch)
 	m.batch, m.pos = nil, 0
 }
 

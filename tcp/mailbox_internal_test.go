@@ -51,7 +51,7 @@ func TestMailbox(t *testing.T) {
 				want = append(want, seg)
 				m.put(seg)
 			}
-			got := m.take(nil)
+			got := m.take()
 			if len(got) != len(want) {
 				t.Fatalf("took %d, want %d", len(got), len(want))
 			}
