@@ -112,7 +112,7 @@ func (c *Conn) sendData() bool {
 // right after the last byte it wrote.
 func (c *Conn) finSeq() seqnum.Value { return c.snd.bufSeq.Add(seqnum.Size(c.sock.sndBuf.n)) }
 
-// finPending reports whether a FIN is due and sndNxt has not passed it.
+// finPending reports whether a FIN is due and SND.NXT has not passed it.
 func (c *Conn) finPending() bool { return c.sock.wrShut && !c.snd.nxt.GreaterThan(c.finSeq()) }
 
 // noteSent advances the send variables after a segment of n bytes (and a
