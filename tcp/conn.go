@@ -61,7 +61,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		done:        make(chan struct{}),
 		state:       state,
 		sock:        newSocket(p, clk),
-		snd:         sender{rto: p.cfg.RTOInitial},
+		snd:         sender{rto: p.cfg.RTOInitial, rtoMin: p.cfg.RTOMin, rtoMax: p.cfg.RTOMax},
 		rcv:         receiver{tune: rcvTuner{off: p.cfg.ReceiveBufferMax <= p.cfg.ReceiveBuffer}},
 		tsOffset:    p.env.Rand.Uint32(),
 	}

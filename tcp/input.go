@@ -112,7 +112,7 @@ func (c *Conn) ackSYN(ack seqnum.Value, now time.Time) {
 		c.snd.nxt = c.snd.una
 	}
 	if c.timers.synRetries == 0 {
-		c.sampleRTT(now.Sub(c.snd.lastSend))
+		c.snd.sampleRTT(now.Sub(c.snd.lastSend))
 	} else {
 		// RFC 6298 5.7: a SYN that timed out leaves an RTO of 3 s.
 		c.snd.rto = max(c.snd.rto, 3*time.Second)
@@ -391,7 +391,7 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 		}
 	}
 	if rtt > 0 {
-		c.sampleRTT(rtt)
+		c.snd.sampleRTT(rtt)
 	}
 	c.snd.backoff = 0
 	if c.snd.inRecovery {

@@ -38,7 +38,9 @@ type sender struct {
 	srtt       time.Duration
 	rttvar     time.Duration
 	rto        time.Duration
-	backoff    int // consecutive RTO expiries
+	rtoMin     time.Duration // Config.RTOMin
+	rtoMax     time.Duration // Config.RTOMax
+	backoff    int           // consecutive RTO expiries
 	dupAcks    int
 	recover    seqnum.Value // RFC 6582's "recover"
 	inRecovery bool
@@ -93,3 +95,26 @@ func (snd *sender) startAt(iss seqnum.Value) {
 	snd.recover = iss // RFC 6582 3.2 step 1: "initialized to the ISS"
 	snd.bufSeq = iss + 1
 }
+
+// sampleRTT updates SRTT, RTTVAR and RTO from a measurement (RFC 6298
+// section 2, with alpha 1/8 and beta 1/4, and a clock granularity of 1 ms).
+func (snd *sender) sampleRTT(r time.Duration) {
+	if r <= 0 {
+		r = time.Microsecond
+	}
+	if snd.srtt == 0 {
+		snd.srtt = r
+		snd.rttvar = r / 2
+	} else {
+		d := snd.srtt - r
+		if d < 0 {
+			d = -d
+		}
+		snd.rttvar = (3*snd.rttvar + d) / 4
+		snd.srtt = (7*snd.srtt + r) / 8
+	}
+	snd.rto = min(max(snd.srtt+max(time.Millisecond, 4*snd.rttvar), snd.rtoMin), snd.rtoMax)
+}
+
+// backoffRTO doubles the RTO up to its maximum (RFC 6298 5.5).
+func (snd *sender) backoffRTO() { snd.rto = min(2*snd.rto, snd.rtoMax) }

@@ -112,7 +112,7 @@ func (c *Conn) onRexmit(now time.Time) {
 			c.finish(errTimedOut)
 			return
 		}
-		c.backoffRTO()
+		c.snd.backoffRTO()
 		c.p.Stats.Timeouts.Inc()
 		c.p.Stats.RetransSegs.Inc()
 		c.snd.retransmits++
@@ -144,7 +144,7 @@ func (c *Conn) onRexmit(now time.Time) {
 			return
 		}
 		c.p.Stats.PersistProbes.Inc()
-		c.backoffRTO()
+		c.snd.backoffRTO()
 		seq := c.snd.nxt
 		if inflight > 0 {
 			seq = c.snd.una
@@ -175,7 +175,7 @@ func (c *Conn) onRexmit(now time.Time) {
 	}
 	c.p.Stats.Timeouts.Inc()
 	c.snd.cc.OnRTO(inflight)
-	c.backoffRTO()
+	c.snd.backoffRTO()
 	c.snd.inRecovery = false
 	c.snd.dupAcks = 0
 	c.sackOnRTO() // sack_sender.go
@@ -186,29 +186,6 @@ func (c *Conn) onRexmit(now time.Time) {
 	c.snd.nxt = c.snd.una
 	c.armRexmit(now)
 	// output sends from SND.UNA within the one-MSS loss window.
-}
-
-// backoffRTO doubles the RTO up to RTOMax (RFC 6298 5.5).
-func (c *Conn) backoffRTO() { c.snd.rto = min(2*c.snd.rto, c.p.cfg.RTOMax) }
-
-// sampleRTT updates SRTT, RTTVAR and RTO from a measurement (RFC 6298
-// section 2, with alpha 1/8 and beta 1/4, and a clock granularity of 1 ms).
-func (c *Conn) sampleRTT(r time.Duration) {
-	if r <= 0 {
-		r = time.Microsecond
-	}
-	if c.snd.srtt == 0 {
-		c.snd.srtt = r
-		c.snd.rttvar = r / 2
-	} else {
-		d := c.snd.srtt - r
-		if d < 0 {
-			d = -d
-		}
-		c.snd.rttvar = (3*c.snd.rttvar + d) / 4
-		c.snd.srtt = (7*c.snd.srtt + r) / 8
-	}
-	c.snd.rto = min(max(c.snd.srtt+max(time.Millisecond, 4*c.snd.rttvar), c.p.cfg.RTOMin), c.p.cfg.RTOMax)
 }
 
 // onKeepalive sends a keepalive probe, or gives up after kaCount
