@@ -41,7 +41,7 @@ type Conn struct {
 	wsOK     bool   // window scaling
 	tsOK     bool   // timestamps
 	sackOK   bool   // SACK
-	tsOffset uint32 // added to our timestamp clock (RFC 7323 section 5.4)
+	tsOffset uint32 // added to our timestamp clock, random per connection
 
 	lastChallenge time.Time // the last challenge ACK (challenge.go)
 	icmp          icmpState // ICMP errors for run (icmp.go)
