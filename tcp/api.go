@@ -63,7 +63,7 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		return nil, fail(errNoBuffers)
 	}
 	c := p.newConn(id, route, SynSent)
-	c.cc = p.congestion(c.sndMSS)
+	c.snd.cc = p.congestion(c.snd.mss)
 	p.conns[id] = c
 	p.wg.Add(1)
 	p.Stats.Connections.Add(1)
@@ -74,7 +74,7 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 	case <-c.established:
 		return c, nil
 	case <-c.done:
-		return nil, fail(c.err)
+		return nil, fail(c.sock.err)
 	case <-ctx.Done():
 		c.abort(ctx.Err())
 		<-c.done
@@ -98,44 +98,44 @@ func mapContextErr(err error) error {
 func (c *Conn) Read(b []byte) (int, error) {
 	for {
 		select {
-		case <-c.readDL.Done():
+		case <-c.sock.readDL.Done():
 			return 0, c.opError("read", os.ErrDeadlineExceeded)
 		default:
 		}
 		c.mu.Lock()
-		if c.closed {
+		if c.sock.closed {
 			c.mu.Unlock()
 			return 0, c.opError("read", net.ErrClosed)
 		}
-		if c.rcv.n > 0 {
+		if c.sock.rcvBuf.n > 0 {
 			if len(b) == 0 {
 				c.mu.Unlock()
 				return 0, nil
 			}
-			n := c.rcv.read(b)
+			n := c.sock.rcvBuf.read(b)
 			c.rcvSpaceAdjust(n)
-			more := c.rcv.n > 0
+			more := c.sock.rcvBuf.n > 0
 			c.mu.Unlock()
 			c.p.env.Budget.Release(n)
 			if more {
-				signal(c.readable) // for another reader
+				c.sock.readable.wake() // for another reader
 			}
-			c.poke() // the window may have opened enough to say so
+			c.wake() // the window may have opened enough to say so
 			return n, nil
 		}
 		switch {
-		case c.rdShut || c.rcvEOF:
+		case c.sock.rdShut || c.sock.rcvEOF:
 			c.mu.Unlock()
 			return 0, io.EOF
-		case c.err != nil && c.state == Closed:
-			err := c.err
+		case c.sock.err != nil && c.state == Closed:
+			err := c.sock.err
 			c.mu.Unlock()
 			return 0, c.opError("read", err)
 		}
 		c.mu.Unlock()
 		select {
-		case <-c.readable:
-		case <-c.readDL.Done():
+		case <-c.sock.readable:
+		case <-c.sock.readDL.Done():
 		case <-c.done:
 		}
 	}
@@ -149,23 +149,23 @@ func (c *Conn) Write(b []byte) (int, error) {
 	var freed <-chan struct{} // memory released anywhere in the stack
 	for {
 		select {
-		case <-c.writeDL.Done():
+		case <-c.sock.writeDL.Done():
 			return written, c.opError("write", os.ErrDeadlineExceeded)
 		default:
 		}
 		c.mu.Lock()
 		switch {
-		case c.closed:
+		case c.sock.closed:
 			c.mu.Unlock()
 			return written, c.opError("write", net.ErrClosed)
 		case c.state == Closed:
-			err := c.err
+			err := c.sock.err
 			if err == nil || err == errConnClosed {
 				err = syscall.EPIPE
 			}
 			c.mu.Unlock()
 			return written, c.opError("write", err)
-		case c.wrShut:
+		case c.sock.wrShut:
 			c.mu.Unlock()
 			return written, c.opError("write", syscall.EPIPE)
 		}
@@ -173,13 +173,13 @@ func (c *Conn) Write(b []byte) (int, error) {
 			c.mu.Unlock()
 			return written, nil
 		}
-		if room := c.sndBufSize - c.snd.n; room > 0 {
-			k := c.snd.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
+		if room := c.sock.sndBufSize - c.sock.sndBuf.n; room > 0 {
+			k := c.sock.sndBuf.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
 			written += k
 			c.mu.Unlock()
 			if k > 0 {
 				freed = nil
-				c.poke()
+				c.wake()
 				continue
 			}
 			if freed == nil {
@@ -196,10 +196,10 @@ func (c *Conn) Write(b []byte) (int, error) {
 			freed = nil
 		}
 		select {
-		case <-c.writable:
+		case <-c.sock.writable:
 		case <-freed:
 			freed = nil
-		case <-c.writeDL.Done():
+		case <-c.sock.writeDL.Done():
 		case <-c.done:
 		}
 	}
@@ -211,43 +211,43 @@ func (c *Conn) Write(b []byte) (int, error) {
 // net.ErrClosed.
 func (c *Conn) Close() error {
 	c.mu.Lock()
-	if c.closed {
+	if c.sock.closed {
 		c.mu.Unlock()
 		return c.opError("close", net.ErrClosed)
 	}
-	c.closed = true
-	c.rdShut = true
-	unread := c.rcv.n > 0 && c.state != Closed
-	c.p.env.Budget.Release(c.rcv.clear())
+	c.sock.closed = true
+	c.sock.rdShut = true
+	unread := c.sock.rcvBuf.n > 0 && c.state != Closed
+	c.p.env.Budget.Release(c.sock.rcvBuf.clear())
 	c.p.forgetUnread(c)
-	linger := c.linger
+	linger := c.sock.linger
 	switch {
 	case c.state == Closed:
 	case unread || linger == 0:
-		c.abortReq = errClosedByApp
+		c.sock.abortReq = errClosedByApp
 	default:
-		c.wrShut = true
+		c.sock.wrShut = true
 		if c.state == FinWait2 {
-			c.closeAt = c.p.env.Clock.Now().Add(c.p.cfg.FinTimeout)
+			c.timers.closeAt = c.p.env.Clock.Now().Add(c.p.cfg.FinTimeout)
 		}
 	}
 	c.mu.Unlock()
-	c.poke()
-	signal(c.readable)
-	signal(c.writable)
+	c.wake()
+	c.sock.readable.wake()
+	c.sock.writable.wake()
 	if linger > 0 {
 		// SO_LINGER with a time: wait for the send buffer to drain.
 		t := c.p.env.Clock.NewTimer(time.Duration(linger) * time.Second)
 		defer t.Stop()
 		for {
 			c.mu.Lock()
-			drained := c.snd.n == 0 || c.state == Closed
+			drained := c.sock.sndBuf.n == 0 || c.state == Closed
 			c.mu.Unlock()
 			if drained {
 				return nil
 			}
 			select {
-			case <-c.writable:
+			case <-c.sock.writable:
 			case <-c.done:
 			case <-t.C():
 				c.abort(errClosedByApp)
@@ -261,7 +261,7 @@ func (c *Conn) Close() error {
 // CloseWrite shuts the sending side: a FIN follows the data written.
 func (c *Conn) CloseWrite() error {
 	c.mu.Lock()
-	if c.closed {
+	if c.sock.closed {
 		c.mu.Unlock()
 		return c.opError("close", net.ErrClosed)
 	}
@@ -269,9 +269,9 @@ func (c *Conn) CloseWrite() error {
 		c.mu.Unlock()
 		return c.opError("close", syscall.ENOTCONN)
 	}
-	c.wrShut = true
+	c.sock.wrShut = true
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
@@ -279,15 +279,15 @@ func (c *Conn) CloseWrite() error {
 // arrives is acknowledged and dropped.
 func (c *Conn) CloseRead() error {
 	c.mu.Lock()
-	if c.closed {
+	if c.sock.closed {
 		c.mu.Unlock()
 		return c.opError("close", net.ErrClosed)
 	}
-	c.rdShut = true
-	c.p.env.Budget.Release(c.rcv.clear())
+	c.sock.rdShut = true
+	c.p.env.Budget.Release(c.sock.rcvBuf.clear())
 	c.mu.Unlock()
-	c.poke()
-	signal(c.readable)
+	c.wake()
+	c.sock.readable.wake()
 	return nil
 }
 
@@ -299,24 +299,24 @@ func (c *Conn) RemoteAddr() net.Addr { return net.TCPAddrFromAddrPort(c.id.remot
 
 // SetDeadline sets the read and write deadlines.
 func (c *Conn) SetDeadline(t time.Time) error {
-	c.readDL.Set(t)
-	c.writeDL.Set(t)
+	c.sock.readDL.Set(t)
+	c.sock.writeDL.Set(t)
 	return nil
 }
 
 // SetReadDeadline sets the deadline for Read.
-func (c *Conn) SetReadDeadline(t time.Time) error { c.readDL.Set(t); return nil }
+func (c *Conn) SetReadDeadline(t time.Time) error { c.sock.readDL.Set(t); return nil }
 
 // SetWriteDeadline sets the deadline for Write.
-func (c *Conn) SetWriteDeadline(t time.Time) error { c.writeDL.Set(t); return nil }
+func (c *Conn) SetWriteDeadline(t time.Time) error { c.sock.writeDL.Set(t); return nil }
 
 // SetNoDelay turns Nagle's algorithm off (true, the default, as in Go's
 // net package) or on.
 func (c *Conn) SetNoDelay(noDelay bool) error {
 	c.mu.Lock()
-	c.noDelay = noDelay
+	c.sock.noDelay = noDelay
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
@@ -324,10 +324,10 @@ func (c *Conn) SetNoDelay(noDelay bool) error {
 // default at the TCP level, as RFC 1122 asks).
 func (c *Conn) SetKeepAlive(on bool) error {
 	c.mu.Lock()
-	c.keepalive = on
-	c.kaReset = true
+	c.sock.keepalive = on
+	c.sock.kaReset = true
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
@@ -338,29 +338,29 @@ func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
 		return c.opError("set", syscall.EINVAL)
 	}
 	c.mu.Lock()
-	c.kaIdle, c.kaInterval = d, d
-	c.kaReset = true
+	c.sock.kaIdle, c.sock.kaInterval = d, d
+	c.sock.kaReset = true
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
 // SetKeepAliveConfig sets keepalive as net.TCPConn.SetKeepAliveConfig does.
 func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
 	c.mu.Lock()
-	c.keepalive = cfg.Enable
+	c.sock.keepalive = cfg.Enable
 	if cfg.Idle > 0 {
-		c.kaIdle = cfg.Idle
+		c.sock.kaIdle = cfg.Idle
 	}
 	if cfg.Interval > 0 {
-		c.kaInterval = cfg.Interval
+		c.sock.kaInterval = cfg.Interval
 	}
 	if cfg.Count > 0 {
-		c.kaCount = cfg.Count
+		c.sock.kaCount = cfg.Count
 	}
-	c.kaReset = true
+	c.sock.kaReset = true
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
@@ -369,7 +369,7 @@ func (c *Conn) SetKeepAliveConfig(cfg net.KeepAliveConfig) error {
 // waits up to sec seconds for it to be sent.
 func (c *Conn) SetLinger(sec int) error {
 	c.mu.Lock()
-	c.linger = sec
+	c.sock.linger = sec
 	c.mu.Unlock()
 	return nil
 }
@@ -381,10 +381,10 @@ func (c *Conn) SetReadBuffer(bytes int) error {
 		return c.opError("set", syscall.EINVAL)
 	}
 	c.mu.Lock()
-	c.rcvBufSize = bytes
-	c.tune.off = true
+	c.sock.rcvBufSize = bytes
+	c.rcv.tune.off = true
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
@@ -394,9 +394,9 @@ func (c *Conn) SetWriteBuffer(bytes int) error {
 		return c.opError("set", syscall.EINVAL)
 	}
 	c.mu.Lock()
-	c.sndBufSize = bytes
+	c.sock.sndBufSize = bytes
 	c.mu.Unlock()
-	signal(c.writable)
+	c.sock.writable.wake()
 	return nil
 }
 
@@ -413,19 +413,19 @@ func (c *Conn) SetWriteBuffer(bytes int) error {
 func (c *Conn) SetCongestion(name string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cc, err := newCongestion(name, c.sndMSS, &c.p.Stats)
+	cc, err := newCongestion(name, c.snd.mss, &c.p.Stats)
 	if err != nil {
 		return c.opError("set", err)
 	}
-	if c.cc != nil {
-		if c.cc.Name() == cc.Name() {
+	if c.snd.cc != nil {
+		if c.snd.cc.Name() == cc.Name() {
 			return nil // the same algorithm keeps its history
 		}
 		if s, ok := cc.(seeder); ok {
-			s.seed(c.cc.CWnd(), c.cc.SSThresh(), c.inRecovery)
+			s.seed(c.snd.cc.CWnd(), c.snd.cc.SSThresh(), c.snd.inRecovery)
 		}
 	}
-	c.cc = cc
+	c.snd.cc = cc
 	return nil
 }
 

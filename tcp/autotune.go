@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/seqnum"
-	"github.com/gonetstack/gonet/wire"
 )
 
 // Receive-window auto-tuning ("dynamic right-sizing", as Linux's
@@ -50,17 +49,17 @@ const rcvTuneSegs = 10
 
 // measureRcvRTT takes a receiver RTT sample from a data segment; mu is
 // held.
-func (c *Conn) measureRcvRTT(seg *segment, o *wire.TCPOptions, now time.Time) {
-	t := &c.tune
+func (c *Conn) measureRcvRTT(seg *segment, now time.Time) {
+	t := &c.rcv.tune
 	if t.off || len(seg.payload) == 0 {
 		return
 	}
 	if c.tsOK {
-		if !o.HasTimestamp || o.TSEcr == 0 || o.TSEcr == t.lastEcr {
+		if !seg.opts.HasTimestamp || seg.opts.TSEcr == 0 || seg.opts.TSEcr == t.lastEcr {
 			return
 		}
-		t.lastEcr = o.TSEcr
-		d := time.Duration(int32(c.p.tsNow()+c.tsOffset-o.TSEcr)) * time.Millisecond
+		t.lastEcr = seg.opts.TSEcr
+		d := time.Duration(int32(c.p.tsNow()+c.tsOffset-seg.opts.TSEcr)) * time.Millisecond
 		if d < 0 {
 			return
 		}
@@ -77,16 +76,16 @@ func (c *Conn) measureRcvRTT(seg *segment, o *wire.TCPOptions, now time.Time) {
 	// Without timestamps (Linux's tcp_rcv_rtt_measure): the time for
 	// RCV.NXT to cover the window offered when the measure began. It
 	// is at least a round trip, so the smallest sample is the best.
-	if !t.rttAt.IsZero() && !c.rcvNxt.LessThan(t.rttSeq) {
+	if !t.rttAt.IsZero() && !c.rcv.nxt.LessThan(t.rttSeq) {
 		if d := max(now.Sub(t.rttAt), time.Millisecond); t.rtt == 0 || d < t.rtt {
 			t.rtt = d
 		}
 		t.rttAt = noTime
 	}
 	if t.rttAt.IsZero() {
-		t.rttSeq = c.rcvAdv
-		if !t.rttSeq.GreaterThan(c.rcvNxt) {
-			t.rttSeq = c.rcvNxt.Add(seqnum.Size(c.rcvMSS))
+		t.rttSeq = c.rcv.adv
+		if !t.rttSeq.GreaterThan(c.rcv.nxt) {
+			t.rttSeq = c.rcv.nxt.Add(seqnum.Size(c.rcv.mss))
 		}
 		t.rttAt = now
 	}
@@ -97,7 +96,7 @@ func (c *Conn) measureRcvRTT(seg *segment, o *wire.TCPOptions, now time.Time) {
 // what that round trip's consumption calls for. mu is held; output then
 // advertises the larger window.
 func (c *Conn) rcvSpaceAdjust(n int) {
-	t := &c.tune
+	t := &c.rcv.tune
 	if t.off || t.rtt == 0 {
 		return
 	}
@@ -105,7 +104,7 @@ func (c *Conn) rcvSpaceAdjust(n int) {
 	if t.at.IsZero() {
 		// The first measure starts after this read.
 		t.at = now
-		t.space = min(c.rcvBufSize, rcvTuneSegs*c.rcvMSS)
+		t.space = min(c.sock.rcvBufSize, rcvTuneSegs*c.rcv.mss)
 		return
 	}
 	t.copied += n
@@ -123,14 +122,14 @@ func (c *Conn) rcvSpaceAdjust(n int) {
 	// slow start no more than doubles its rate each round trip, and the
 	// first measure against the initial ten segments would otherwise
 	// leap to the maximum.
-	win := 2*copied + 16*c.rcvMSS
+	win := 2*copied + 16*c.rcv.mss
 	win += int(int64(win) * int64(min(copied-t.space, t.space)) / int64(t.space))
 	t.space = copied
 	if limit := c.p.cfg.ReceiveBufferMax; win > limit {
 		win = limit
 	}
-	if win > c.rcvBufSize {
-		c.rcvBufSize = win
+	if win > c.sock.rcvBufSize {
+		c.sock.rcvBufSize = win
 		c.p.Stats.RcvBufAutoGrows.Inc()
 	}
 }

@@ -67,7 +67,7 @@ func (c *Conn) challengeACK(now time.Time) {
 	}
 	c.lastChallenge = now
 	p.Stats.ChallengeACKs.Inc()
-	c.ackNow = true
+	c.rcv.ackNow = true
 }
 
 // ackAcceptable is the acceptance test of RFC 5961 section 5.2 for a
@@ -81,8 +81,8 @@ func (c *Conn) challengeACK(now time.Time) {
 // by bytes_acked: an ACK below our ISS acknowledges nothing this connection
 // ever sent. SND.MAX stands for SND.NXT, which goes back on a timeout.
 func (c *Conn) ackAcceptable(seg *segment, now time.Time) bool {
-	back := min(seqnum.Size(c.maxSndWnd), c.sndUna.Sub(c.iss+1))
-	if seg.ack.GreaterThan(c.sndMax) || seg.ack.LessThan(c.sndUna-seqnum.Value(back)) {
+	back := min(seqnum.Size(c.snd.maxWnd), c.snd.una.Sub(c.snd.iss+1))
+	if seg.ack.GreaterThan(c.snd.max) || seg.ack.LessThan(c.snd.una-seqnum.Value(back)) {
 		c.p.Stats.BadACKs.Inc()
 		c.challengeACK(now)
 		return false

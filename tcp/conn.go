@@ -2,144 +2,50 @@ package tcp
 
 import (
 	"errors"
-	"net/netip"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/clock"
-	"github.com/gonetstack/gonet/internal/deadline"
 	"github.com/gonetstack/gonet/ipv4"
-	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
 
-// Conn is a TCP connection. Its goroutine (run) owns the Transmission
-// Control Block below; the application's goroutines share only the fields
-// marked "shared", under mu. It implements net.Conn (api.go).
+// Conn is a TCP connection: its Transmission Control Block, split as RFC
+// 9293 section 3.3.1 splits the sequence variables, into a sender (snd,
+// sender.go) and a receiver (rcv, receiver.go), with the timers (timers,
+// timer.go) and the application's side (sock, socket.go). Its goroutine
+// (run) owns all of it and holds mu while it works; the application's
+// goroutines share the socket, state and the fields marked "shared", and
+// only under mu. It implements net.Conn (api.go).
 type Conn struct {
 	p     *Protocol
 	id    fourTuple
 	route ipv4.RouteInfo
 	lis   *Listener // for a passive open until it is accepted
 
-	in   mailbox       // segments from the dealer (mailbox.go)
-	kick chan struct{} // the application has work for run
+	in     mailbox // segments from the dealer (mailbox.go)
+	wakeup waker   // the application has work for run (wake)
 
-	// Signals to the application (capacity 1), and the end of run.
-	readable    chan struct{}
-	writable    chan struct{}
 	established chan struct{} // closed when the handshake completes
 	done        chan struct{} // closed when run has exited
 
-	readDL, writeDL *deadline.Deadline
+	mu    sync.Mutex // guards the shared fields; run holds it while it works
+	state State      // shared
+	sock  socket     // shared: the application's side (socket.go)
 
-	mu sync.Mutex // guards the shared fields; run holds it while it works
+	snd    sender   // send sequence space, loss recovery, congestion control
+	rcv    receiver // receive sequence space and the ACKs owed
+	timers timers   // deadlines, one clock timer for the earliest (timer.go)
 
-	// Shared with the application.
-	state      State
-	snd        sendBuffer
-	sndBufSize int
-	rcv        rcvQueue
-	rcvBufSize int
-	rcvEOF     bool  // FIN received and all data before it queued
-	err        error // why the connection ended (ECONNRESET, ETIMEDOUT...)
-	wrShut     bool  // CloseWrite or Close: FIN once the send buffer drains
-	rdShut     bool  // CloseRead or Close
-	closed     bool  // Close called
-	abortReq   error // the application (or the stack) asks for a reset
-	noDelay    bool
-	keepalive  bool
-	kaIdle     time.Duration
-	kaInterval time.Duration
-	kaCount    int
-	kaReset    bool // keepalive settings changed: run restarts the idle clock
-	linger     int  // seconds; -1: default (close in the background)
+	// Options both sides agreed on in the handshake (RFC 7323, RFC 2018).
+	wsOK     bool   // window scaling
+	tsOK     bool   // timestamps
+	sackOK   bool   // SACK
+	tsOffset uint32 // added to our timestamp clock, random per connection
 
-	// The TCB, owned by run. Send sequence variables (RFC 9293 3.3.1).
-	iss       seqnum.Value
-	sndUna    seqnum.Value
-	sndNxt    seqnum.Value
-	sndMax    seqnum.Value // highest sequence number sent (sndNxt goes back on RTO)
-	sndBufSeq seqnum.Value // sequence number of snd's first byte
-	sndWnd    uint32       // peer's window, scaled
-	sndWl1    seqnum.Value
-	sndWl2    seqnum.Value
-	maxSndWnd uint32
-	// Receive sequence variables.
-	irs    seqnum.Value
-	rcvNxt seqnum.Value
-	rcvAdv seqnum.Value // right edge of the window advertised
-	ooo    []oooSeg
-	oooN   int
-	sackIn [wire.TCPMaxSACKBlocks]wire.SACKBlock // the arriving segment's SACK blocks (input)
-	// Options (RFC 7323): negotiated only when the peer offered them.
-	sndWScale, rcvWScale uint8
-	wsOK                 bool
-	tsOK                 bool
-	sackOK               bool      // both sides sent SACK-permitted (RFC 2018)
-	dsack                sackRange // a duplicate to report (RFC 2883)
-	lastOOO              sackRange // the latest out-of-order arrival
-	sackBuf              [wire.TCPMaxSACKBlocks]wire.SACKBlock
-	tsRecent             uint32
-	tsRecentAt           time.Time // when tsRecent was taken: PAWS (paws.go)
-	lastChallenge        time.Time // the last challenge ACK (challenge.go)
-	tsOffset             uint32
-	sndMSS               int // payload bytes per segment, options excluded
-	rcvMSS               int // the MSS we announce
-	// Loss recovery and congestion control.
-	cc         CongestionControl
-	sent       []sentSeg // the retransmission queue: segments in flight
-	srtt       time.Duration
-	rttvar     time.Duration
-	rto        time.Duration
-	backoff    int // consecutive RTO expiries
-	dupAcks    int
-	recover    seqnum.Value
-	inRecovery bool
-	lastSend   time.Time
-	builtAt    time.Time  // when the last segment was built: its transmission time (RACK)
-	sb         scoreboard // SACK scoreboard (sack_sender.go)
-	rack       rackState  // RACK (rack.go)
-	tlp        tlpState   // tail loss probe (tlp.go)
-	prr        prrState   // proportional rate reduction (prr.go)
-	// ACKs owed to the peer.
-	ackNow      bool
-	segsUnacked int
-	dupAcksOwed int // segments that arrived out of order since the last output
-	// Timers, as deadlines; one clock timer fires for the earliest.
-	timer       clock.Timer
-	timerAt     time.Time
-	rexmitAt    time.Time
-	delackAt    time.Time
-	keepaliveAt time.Time
-	closeAt     time.Time // TIME-WAIT, FIN-WAIT-2 or linger end
-	kaProbes    int
-	synRetries  int
-	// Statistics shown in the connection table.
-	retransmits uint64
-	icmp        icmpState // ICMP errors for run (icmp.go)
-	ecn         ecnState  // RFC 3168 (ecn.go)
-	memPressure bool      // the budget holds the window back (memory.go)
-	// Time bounds (timeouts.go): the user timeout, since when data has
-	// been outstanding without an ACK taking any, and an orphan's
-	// zero-window probes.
-	userTimeout  time.Duration // shared
-	stallSince   time.Time
-	orphanProbes int
-	tune         rcvTuner // receive auto-tuning (autotune.go), shared
-}
-
-// sentSeg is a segment in flight: the retransmission queue keeps one per
-// transmission, so that Karn's rule and, later, SACK and RACK have per-
-// segment state.
-type sentSeg struct {
-	start, end seqnum.Value
-	sentAt     time.Time
-	retrans    bool
-	sacked     bool // the peer holds it (RFC 2018): not in flight
-	lost       bool // deemed lost (RFC 6675, RFC 8985), not yet retransmitted
+	lastChallenge time.Time // the last challenge ACK (challenge.go)
+	icmp          icmpState // ICMP errors for run (icmp.go)
+	ecn           ecnState  // RFC 3168 (ecn.go)
 }
 
 // newConn makes a connection in state for id, not yet registered.
@@ -150,38 +56,24 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		id:          id,
 		route:       route,
 		in:          newMailbox(),
-		kick:        make(chan struct{}, 1),
-		readable:    make(chan struct{}, 1),
-		writable:    make(chan struct{}, 1),
+		wakeup:      newWaker(),
 		established: make(chan struct{}),
 		done:        make(chan struct{}),
-		readDL:      deadline.New(clk),
-		writeDL:     deadline.New(clk),
 		state:       state,
-		sndBufSize:  p.cfg.SendBuffer,
-		rcvBufSize:  p.cfg.ReceiveBuffer,
-		noDelay:     true, // as Go's net package sets TCP_NODELAY
-		kaIdle:      p.cfg.KeepaliveIdle,
-		kaInterval:  p.cfg.KeepaliveInterval,
-		kaCount:     p.cfg.KeepaliveCount,
-		linger:      -1,
-		tune:        rcvTuner{off: p.cfg.ReceiveBufferMax <= p.cfg.ReceiveBuffer},
-		rto:         p.cfg.RTOInitial,
-		userTimeout: p.cfg.UserTimeout,
+		sock:        newSocket(p, clk),
+		snd:         sender{rto: p.cfg.RTOInitial, rtoMin: p.cfg.RTOMin, rtoMax: p.cfg.RTOMax},
+		rcv:         receiver{tune: rcvTuner{off: p.cfg.ReceiveBufferMax <= p.cfg.ReceiveBuffer}},
 		tsOffset:    p.env.Rand.Uint32(),
 	}
-	c.iss = p.isn(id)
-	c.sndUna, c.sndNxt, c.sndMax = c.iss, c.iss, c.iss
-	c.recover = c.iss // RFC 6582 3.2 step 1: "initialized to the ISS"
-	c.sndBufSeq = c.iss + 1
+	c.snd.startAt(p.isn(id))
 	// RFC 9293 3.7.1 and RFC 6691: the MSS announced is the route's MTU
 	// less the fixed IP and TCP headers.
-	c.rcvMSS = route.MTU() - wire.IPv4MinHeaderLen - wire.TCPMinHeaderLen
-	c.sndMSS = min(536, c.rcvMSS) // RFC 9293 3.7.1 default until told
+	c.rcv.mss = route.MTU() - wire.IPv4MinHeaderLen - wire.TCPMinHeaderLen
+	c.snd.mss = min(536, c.rcv.mss) // RFC 9293 3.7.1 default until told
 	// RFC 7323 section 2.3: the smallest shift that lets the window
 	// field express the whole receive buffer.
-	for c.rcvWScale < 14 && 65535<<c.rcvWScale < max(c.rcvBufSize, p.cfg.ReceiveBufferMax) {
-		c.rcvWScale++
+	for c.rcv.wscale < 14 && 65535<<c.rcv.wscale < max(c.sock.rcvBufSize, p.cfg.ReceiveBufferMax) {
+		c.rcv.wscale++
 	}
 	return c
 }
@@ -193,48 +85,52 @@ func (c *Conn) start() {
 
 // deliver queues a segment for the connection; it runs in the dealer and
 // never blocks.
-func (c *Conn) deliver(pk *buffer.Packet) {
-	if !c.in.put(pk) {
+func (c *Conn) deliver(seg *segment) {
+	if !c.in.put(seg) {
 		c.p.Stats.InQueueDrops.Inc()
-		pk.Release()
+		seg.pk.Release()
 	}
 }
 
-// poke wakes run for the application's request.
-func (c *Conn) poke() {
+// A waker wakes one goroutine that waits on it, never blocking the one
+// that wakes it: its capacity of 1 holds one wake-up, and more before the
+// waiter takes it add nothing. It wakes run (Conn.wake, the mailbox) and
+// the application's Read and Write (socket.readable, socket.writable).
+type waker chan struct{}
+
+func newWaker() waker { return make(waker, 1) }
+
+// wake wakes the waiter, or leaves a wake-up pending for it.
+func (w waker) wake() {
 	select {
-	case c.kick <- struct{}{}:
+	case w <- struct{}{}:
 	default:
 	}
 }
 
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
+// wake wakes run for the application's request.
+func (c *Conn) wake() { c.wakeup.wake() }
 
 // run is the connection's process: it takes segments, requests and timer
 // expiries, one at a time, and after each sends what the TCB calls for.
 func (c *Conn) run() {
-	c.timer = c.p.env.Clock.NewTimer(time.Hour)
-	c.timer.Stop()
+	c.timers.clock = c.p.env.Clock.NewTimer(time.Hour)
+	c.timers.clock.Stop()
 	c.mu.Lock()
 	c.begin()
 	c.afterEvent()
 	c.mu.Unlock()
 	for {
 		select {
-		case <-c.in.notify:
+		case <-c.in.wakeup:
 			c.mu.Lock()
 			c.inputBatch()
-		case <-c.kick:
+		case <-c.wakeup:
 			c.mu.Lock()
 			c.request()
-		case <-c.timer.C():
+		case <-c.timers.clock.C():
 			c.mu.Lock()
-			c.timerAt = time.Time{}
+			c.timers.armedAt = time.Time{}
 			c.onTimer()
 		}
 		c.afterEvent()
@@ -269,22 +165,22 @@ func (c *Conn) afterEvent() {
 	c.armTimer()
 }
 
-// request handles what the application asked for since the last kick.
+// request handles what the application asked for since the last wake-up.
 func (c *Conn) request() {
-	if c.abortReq != nil {
-		c.reset(c.abortReq)
+	if c.sock.abortReq != nil {
+		c.reset(c.sock.abortReq)
 		return
 	}
 	c.icmpEvents()
-	if c.closed && c.state == SynSent {
+	if c.sock.closed && c.state == SynSent {
 		c.finish(errClosedByApp)
 		return
 	}
-	if c.kaReset {
+	if c.sock.kaReset {
 		// Keepalive turned on or retimed: the idle clock starts now, as
 		// Linux's setsockopt restarts it, not at the next segment, which
 		// an idle connection may never receive.
-		c.kaReset = false
+		c.sock.kaReset = false
 		c.armKeepalive(c.p.env.Clock.Now())
 	}
 	// A Read freed receive space: say so if the window grew enough
@@ -294,7 +190,7 @@ func (c *Conn) request() {
 // reset aborts the connection: a RST to a synchronized peer, and the end.
 func (c *Conn) reset(err error) {
 	if c.state.synchronized() || c.state == SynReceived {
-		c.sendFlags(c.sndMax, wire.TCPFlagRST|wire.TCPFlagACK)
+		c.sendFlags(c.snd.max, wire.TCPFlagRST|wire.TCPFlagACK)
 		c.p.Stats.OutRsts.Inc()
 		if c.state.countsEstablished() {
 			c.p.Stats.EstabResets.Inc()
@@ -330,8 +226,8 @@ func (c *Conn) finish(err error) {
 		err = c.icmp.softErr // RFC 1122 4.2.3.9: report the soft error
 	}
 	c.setState(Closed)
-	if c.err == nil {
-		c.err = err
+	if c.sock.err == nil {
+		c.sock.err = err
 	}
 }
 
@@ -339,25 +235,25 @@ func (c *Conn) finish(err error) {
 // releases every buffer, and wakes everyone waiting.
 func (c *Conn) exit() {
 	c.p.unregister(c)
-	c.timer.Stop()
+	c.timers.clock.Stop()
 	c.mu.Lock()
 	bud := c.p.env.Budget
 	// Data received in order stays readable after an orderly end: the
 	// application reads it, then io.EOF, and Close releases it. A reset
 	// discards it, as Read then reports the reset.
-	if c.rcv.n > 0 && (c.err != nil || c.closed) {
-		bud.Release(c.rcv.clear())
-	} else if c.rcv.n > 0 {
+	if c.sock.rcvBuf.n > 0 && (c.sock.err != nil || c.sock.closed) {
+		bud.Release(c.sock.rcvBuf.clear())
+	} else if c.sock.rcvBuf.n > 0 {
 		c.p.keepUnread(c)
 	}
-	for _, o := range c.ooo {
+	for _, o := range c.rcv.ooo {
 		o.pk.Release()
 		bud.Release(len(o.data))
 	}
-	c.ooo, c.oooN = nil, 0
-	c.snd.discard(c.snd.n, bud)
-	if c.err == nil && !c.rcvEOF {
-		c.err = errConnClosed
+	c.rcv.ooo, c.rcv.oooN = nil, 0
+	c.sock.sndBuf.discard(c.sock.sndBuf.n, bud)
+	if c.sock.err == nil && !c.sock.rcvEOF {
+		c.sock.err = errConnClosed
 	}
 	lis := c.lis
 	c.lis = nil
@@ -367,19 +263,19 @@ func (c *Conn) exit() {
 	}
 	c.in.close()
 	close(c.done)
-	signal(c.readable)
-	signal(c.writable)
+	c.sock.readable.wake()
+	c.sock.writable.wake()
 	c.p.wg.Done()
 }
 
 // abort asks the connection to reset and end, from outside its goroutine.
 func (c *Conn) abort(err error) {
 	c.mu.Lock()
-	if c.abortReq == nil {
-		c.abortReq = err
+	if c.sock.abortReq == nil {
+		c.sock.abortReq = err
 	}
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 }
 
 // Errors a connection ends with; the API wraps them in *net.OpError.
@@ -391,7 +287,3 @@ var (
 	errClosedByApp = errors.New("tcp: connection closed")
 	errConnClosed  = errors.New("tcp: connection closed by peer")
 )
-
-// local and remote addresses for the API.
-func (c *Conn) localAddr() netip.AddrPort  { return c.id.local }
-func (c *Conn) remoteAddr() netip.AddrPort { return c.id.remote }

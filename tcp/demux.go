@@ -10,7 +10,10 @@ import (
 )
 
 // segment is a received segment as the connection sees it: the packet
-// holding the datagram, and views into it.
+// holding the datagram, views into it, and its header fields and options
+// parsed once, in the dealer. The mailbox carries segments by value, so
+// nothing in one points into the segment itself: the SACK blocks are kept
+// in an array of its own and read through sackBlocks.
 type segment struct {
 	pk      *buffer.Packet
 	ip      wire.IPv4
@@ -20,7 +23,9 @@ type segment struct {
 	flags   uint8
 	wnd     uint16
 	payload []byte
-	sack    []wire.SACKBlock // the SACK option's blocks (sack_sender.go)
+	opts    wire.TCPOptions // opts.SACK is nil: see sackBlocks
+	nSACK   uint8
+	sack    [wire.TCPMaxSACKBlocks]wire.SACKBlock // the SACK option's blocks (sack_sender.go)
 	// reopenISS, when set, is the ISS a SYN that ended TIME-WAIT must
 	// open with (timewait.go).
 	reopenISS seqnum.Value
@@ -38,6 +43,33 @@ func (s *segment) len() seqnum.Size {
 		n++
 	}
 	return n
+}
+
+// release releases the segment's packet, if it still holds it.
+func (s *segment) release() {
+	if s.pk != nil {
+		s.pk.Release()
+	}
+}
+
+// sackBlocks are the blocks of the segment's SACK option (RFC 2018).
+func (s *segment) sackBlocks() []wire.SACKBlock { return s.sack[:s.nSACK] }
+
+// parseOptions parses the segment's options into opts and its SACK blocks
+// into its own array, without allocating. It reports false, leaving opts
+// empty, for options that do not parse. The blocks parse first into
+// scratch, an array on the heap the dealer owns: had they parsed into
+// the segment's array, the segment would point into itself, and escape
+// analysis would move every segment the dealer parses to the heap.
+func (s *segment) parseOptions(scratch *[wire.TCPMaxSACKBlocks]wire.SACKBlock) bool {
+	s.opts.SACK = scratch[:0]
+	ok := wire.ParseTCPOptions(s.tcp.Options(), &s.opts)
+	s.nSACK = uint8(copy(s.sack[:], s.opts.SACK))
+	if !ok {
+		s.opts, s.nSACK = wire.TCPOptions{}, 0
+	}
+	s.opts.SACK = nil
+	return ok
 }
 
 func parseSegment(pk *buffer.Packet) (segment, bool) {
@@ -86,9 +118,14 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 	p.mu.RUnlock()
 	switch {
 	case c != nil:
-		c.deliver(pk)
+		if !seg.parseOptions(&p.sackScratch) {
+			p.Stats.InErrs.Inc()
+			pk.Release()
+			return
+		}
+		c.deliver(&seg)
 	case l != nil:
-		l.handle(&seg, id)
+		l.handle(&seg, id, seg.parseOptions(&p.sackScratch))
 	default:
 		p.resetClosed(&seg)
 		pk.Release()

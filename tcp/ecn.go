@@ -78,7 +78,7 @@ func (c *Conn) ecnMark(flags *uint8, seq seqnum.Value, n int) uint8 {
 	}
 	if f&wire.TCPFlagSYN != 0 {
 		switch {
-		case f&wire.TCPFlagACK == 0 && c.state == SynSent && c.p.cfg.ECN == ECNOn && c.synRetries == 0:
+		case f&wire.TCPFlagACK == 0 && c.state == SynSent && c.p.cfg.ECN == ECNOn && c.timers.synRetries == 0:
 			// Section 6.1.1.1: a SYN retransmitted goes without the
 			// setup, in case a middlebox drops ECN-setup SYNs.
 			*flags |= wire.TCPFlagECE | wire.TCPFlagCWR
@@ -97,7 +97,7 @@ func (c *Conn) ecnMark(flags *uint8, seq seqnum.Value, n int) uint8 {
 	// Sections 6.1.4-6.1.6: no ECT on pure ACKs, retransmissions (a
 	// mark on one could not be told from one on the original) or window
 	// probes.
-	if n == 0 || seq.LessThan(c.sndMax) || c.sndWnd == 0 {
+	if n == 0 || seq.LessThan(c.snd.max) || c.snd.wnd == 0 {
 		return ecnNotECT
 	}
 	if c.ecn.cwrDue {
@@ -127,26 +127,26 @@ func (c *Conn) ecnInput(seg *segment) {
 		c.ecn.seen = true
 		if !c.ecn.ceOwed {
 			c.ecn.ceOwed = true
-			c.ackNow = true
+			c.rcv.ackNow = true
 		}
 	}
-	if !seg.has(wire.TCPFlagECE) || !c.state.synchronized() || c.cc == nil {
+	if !seg.has(wire.TCPFlagECE) || !c.state.synchronized() || c.snd.cc == nil {
 		return
 	}
 	// Sender, section 6.1.2: reduce the window as for a loss, once per
 	// window of data, and not during a recovery that already did.
 	c.p.Stats.ECNEchoReceived.Inc()
-	if c.inRecovery || c.ecn.reduced && !seg.ack.GreaterThan(c.ecn.recover) {
+	if c.snd.inRecovery || c.ecn.reduced && !seg.ack.GreaterThan(c.ecn.recover) {
 		return
 	}
 	// RFC 3168 6.1.2 halves cwnd and ssthresh as fast retransmit does
 	// (RFC 9438 section 4.6: CUBIC's own beta for ECN too). Entering and
 	// leaving recovery at once gives cwnd = ssthresh = the reduced window,
 	// through the CongestionControl interface as it is.
-	inflight := int(c.sndMax.Sub(c.sndUna))
-	c.cc.OnEnterRecovery(inflight)
-	c.cc.OnExitRecovery(inflight)
-	c.ecn.reduced, c.ecn.recover, c.ecn.cwrDue = true, c.sndMax, true
+	inflight := int(c.snd.max.Sub(c.snd.una))
+	c.snd.cc.OnEnterRecovery(inflight)
+	c.snd.cc.OnExitRecovery(inflight)
+	c.ecn.reduced, c.ecn.recover, c.ecn.cwrDue = true, c.snd.max, true
 	c.p.Stats.ECNReductions.Inc()
 }
 
@@ -159,9 +159,9 @@ func (c *Conn) ecnInput(seg *segment) {
 // signal, as Linux's tcp_enter_recovery keeps the CWR state's window. The
 // recovery itself goes ahead: the lost data must still be resent.
 func (c *Conn) lossReduce(inflight int) {
-	if c.ecn.reduced && !c.sndUna.GreaterThan(c.ecn.recover) {
+	if c.ecn.reduced && !c.snd.una.GreaterThan(c.ecn.recover) {
 		c.p.Stats.ECNLossNoReduce.Inc()
 		return
 	}
-	c.cc.OnEnterRecovery(inflight)
+	c.snd.cc.OnEnterRecovery(inflight)
 }

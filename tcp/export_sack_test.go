@@ -5,5 +5,5 @@ package tcp
 func SACKState(c *Conn) (sacked, lost int, inRecovery bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.sb.sacked, c.sb.lost, c.inRecovery
+	return c.snd.sb.sacked, c.snd.sb.lost, c.snd.inRecovery
 }

@@ -14,10 +14,10 @@ import (
 // segment) and after it (so every frame sent has been read), a test can
 // say the stack sent nothing.
 //
-// It queues a marker behind the segments, an IPv4 header with no TCP
-// header, which run releases without effect, and then waits for run to let
+// It queues a marker behind the segments, a segment with no TCP header,
+// which run releases without effect, and then waits for run to let
 // go of the connection's mutex, which it holds until the output of that
-// event is sent. A kick or a timer expiry already queued is let through
+// event is sent. A wake-up or a timer expiry already queued is let through
 // first, since select would pick between it and the marker at random.
 func Settle(tb testing.TB, p *Protocol) {
 	tb.Helper()
@@ -53,16 +53,15 @@ func (c *Conn) settle(tb testing.TB) {
 	if !wait("a request or a timer expiry stays queued", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.kick) > 0 || !c.timerAt.IsZero() && !c.timerAt.After(now)
+		return len(c.wakeup) > 0 || !c.timers.armedAt.IsZero() && !c.timers.armedAt.After(now)
 	}) {
 		return
 	}
 	pool := buffer.NewPool()
-	pk := pool.Get(20)
-	b := pk.Bytes()
-	clear(b)
-	b[0], b[3] = 0x45, 20
-	for !c.in.put(pk) {
+	// A segment without a header: input releases it unread.
+	marker := segment{pk: pool.Get(20)}
+	pk := marker.pk
+	for !c.in.put(&marker) {
 		// A full mailbox has room once run takes its batch; a closed
 		// one means the goroutine has ended.
 		select {
@@ -91,7 +90,7 @@ func (c *Conn) settle(tb testing.TB) {
 func RecoverPoint(c *Conn) uint32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return uint32(c.recover)
+	return uint32(c.snd.recover)
 }
 
 // InQueueLen is the bound on a connection's mailbox, in segments.

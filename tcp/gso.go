@@ -36,12 +36,12 @@ const gsoMaxPayload = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.TCPMax
 // and, as Linux's tcp_mss_split_point does, when Nagle would hold it
 // (RFC 9293 3.7.4: a small segment while data is unacknowledged).
 func (c *Conn) superSegment(n, unsent, usable, inflight int, finDue bool) int {
-	if n != c.sndMSS || !c.route.Offloads().TSO {
+	if n != c.snd.mss || !c.route.Offloads().TSO {
 		return n
 	}
-	m := min(unsent, usable, gsoMaxPayload/c.sndMSS*c.sndMSS)
-	if m < unsent || !c.noDelay && inflight > 0 && !finDue {
-		m -= m % c.sndMSS
+	m := min(unsent, usable, gsoMaxPayload/c.snd.mss*c.snd.mss)
+	if m < unsent || !c.sock.noDelay && inflight > 0 && !finDue {
+		m -= m % c.snd.mss
 	}
 	return m
 }
@@ -49,10 +49,10 @@ func (c *Conn) superSegment(n, unsent, usable, inflight int, finDue bool) int {
 // noteSentSegments is noteSent for a segment of n bytes that may be a
 // super-segment: one record per MSS-sized piece, the FIN on the last.
 func (c *Conn) noteSentSegments(seq seqnum.Value, n int, fin bool) {
-	for n > c.sndMSS {
-		c.noteSent(seq, c.sndMSS, false)
-		seq = seq.Add(seqnum.Size(c.sndMSS))
-		n -= c.sndMSS
+	for n > c.snd.mss {
+		c.noteSent(seq, c.snd.mss, false)
+		seq = seq.Add(seqnum.Size(c.snd.mss))
+		n -= c.snd.mss
 	}
 	c.noteSent(seq, n, fin)
 }
@@ -73,14 +73,14 @@ func (c *Conn) finishSegment(pk *buffer.Packet, hl, n int) {
 	pk.Offload.Flags = buffer.NeedsCsum
 	pk.Offload.CsumStart = 0
 	pk.Offload.CsumOffset = wire.TCPChecksumOffset
-	if n <= c.sndMSS {
+	if n <= c.snd.mss {
 		c.p.Stats.OutSegs.Inc()
 		return
 	}
 	pk.Offload.GSOType = buffer.GSOTCPv4
-	pk.Offload.GSOSize = uint16(c.sndMSS)
+	pk.Offload.GSOSize = uint16(c.snd.mss)
 	pk.Offload.HdrLen = uint16(hl)
-	c.p.Stats.OutSegs.Add(uint64((n + c.sndMSS - 1) / c.sndMSS))
+	c.p.Stats.OutSegs.Add(uint64((n + c.snd.mss - 1) / c.snd.mss))
 }
 
 // segmentsIn is how many segments a received one stands for: a

@@ -16,7 +16,7 @@ import (
 // peer's sequence numbers, only ours in flight.
 
 // icmpState is what ICMP errors leave for the connection's goroutine; the
-// dealer sets it under mu and pokes the connection.
+// dealer sets it under mu and wakes the connection.
 type icmpState struct {
 	// mtuDrop: a validated "fragmentation needed" lowered the route's
 	// path MTU; the goroutine lowers the MSS and resends.
@@ -58,7 +58,7 @@ func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seq
 	// RFC 5927 section 4.1: the quoted segment must be one in flight,
 	// SND.UNA =< SEG.SEQ < SND.NXT (SND.MAX here, as SND.NXT goes back
 	// after a timeout), as Linux's tcp_v4_err checks.
-	if c.state == Closed || c.state == TimeWait || !seq.InRange(c.sndUna, c.sndMax) {
+	if c.state == Closed || c.state == TimeWait || !seq.InRange(c.snd.una, c.snd.max) {
 		c.mu.Unlock()
 		c.p.Stats.OutOfWindowIcmps.Inc()
 		return
@@ -80,8 +80,8 @@ func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seq
 		// Linux aborts a connection attempt on a hard error: the port or
 		// protocol unreachable (RFC 1122 4.2.3.9 calls these hard).
 		c.p.Stats.ICMPHardErrors.Inc()
-		if c.abortReq == nil {
-			c.abortReq = err
+		if c.sock.abortReq == nil {
+			c.sock.abortReq = err
 		}
 	default:
 		c.p.Stats.ICMPSoftErrors.Inc()
@@ -90,7 +90,7 @@ func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seq
 		return
 	}
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 }
 
 // icmpErrno maps an ICMP error to the errno an application sees, as
@@ -121,7 +121,7 @@ func icmpErrno(typ, code uint8) (hard bool, err error) {
 // data: the path works again, and a later timeout is to be reported as
 // such (Linux clears sk_err_soft in tcp_ack likewise).
 func (c *Conn) pathWorks(seg *segment) {
-	if c.icmp.softErr != nil && seg.ack.GreaterThan(c.sndUna) && !seg.ack.GreaterThan(c.sndMax) {
+	if c.icmp.softErr != nil && seg.ack.GreaterThan(c.snd.una) && !seg.ack.GreaterThan(c.snd.max) {
 		c.icmp.softErr = nil
 	}
 }
@@ -153,15 +153,15 @@ func (c *Conn) mtuReduced() {
 	// 48 bytes of data at least, as Linux's tcp_min_snd_mss: a forged
 	// report must not make a connection send byte-sized segments.
 	mss = max(mss, 48)
-	if mss >= c.sndMSS {
+	if mss >= c.snd.mss {
 		return
 	}
 	c.p.Stats.PMTUReductions.Inc()
-	c.sndMSS = mss
-	if c.cc != nil {
-		c.cc.SetMSS(mss)
+	c.snd.mss = mss
+	if c.snd.cc != nil {
+		c.snd.cc.SetMSS(mss)
 	}
-	if !c.state.synchronized() || c.sndUna == c.sndMax {
+	if !c.state.synchronized() || c.snd.una == c.snd.max {
 		return
 	}
 	// Go back to SND.UNA: output resends from there within the window,
@@ -169,8 +169,8 @@ func (c *Conn) mtuReduced() {
 	// must not start fast retransmit (RFC 6582's recover, as after a
 	// timeout).
 	c.p.Stats.PMTURetransmits.Inc()
-	c.sndNxt = c.sndUna
-	if !c.inRecovery {
-		c.recover = c.sndMax
+	c.snd.nxt = c.snd.una
+	if !c.snd.inRecovery {
+		c.snd.recover = c.snd.max
 	}
 }

@@ -41,24 +41,24 @@ func (c *Conn) Info() ConnInfo {
 		State:       c.state.String(),
 		Local:       c.id.local,
 		Remote:      c.id.remote,
-		SendQueue:   c.snd.n,
-		RecvQueue:   c.rcv.n,
-		RTT:         c.srtt,
-		RTTVar:      c.rttvar,
-		RTO:         c.rto,
-		MSS:         c.sndMSS,
-		SendWindow:  int(c.sndWnd),
-		RecvBuffer:  c.rcvBufSize,
-		Retransmits: c.retransmits,
+		SendQueue:   c.sock.sndBuf.n,
+		RecvQueue:   c.sock.rcvBuf.n,
+		RTT:         c.snd.srtt,
+		RTTVar:      c.snd.rttvar,
+		RTO:         c.snd.rto,
+		MSS:         c.snd.mss,
+		SendWindow:  int(c.snd.wnd),
+		RecvBuffer:  c.sock.rcvBufSize,
+		Retransmits: c.snd.retransmits,
 		ECN:         c.ecn.ok,
 		ECNSeen:     c.ecn.seen,
 	}
 	ci.Timestamps, ci.SACK, ci.WScale = c.tsOK, c.sackOK, c.wsOK
 	if ci.WScale {
-		ci.SndWScale, ci.RcvWScale = c.sndWScale, c.rcvWScale
+		ci.SndWScale, ci.RcvWScale = c.snd.wscale, c.rcv.wscale
 	}
-	if c.cc != nil {
-		ci.Congestion, ci.CWnd, ci.SSThresh = c.cc.Name(), c.cc.CWnd(), c.cc.SSThresh()
+	if c.snd.cc != nil {
+		ci.Congestion, ci.CWnd, ci.SSThresh = c.snd.cc.Name(), c.snd.cc.CWnd(), c.snd.cc.SSThresh()
 	}
 	return ci
 }

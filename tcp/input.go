@@ -11,75 +11,65 @@ import (
 // Segment arrival (RFC 9293 section 3.10.7). Everything here runs in the
 // connection's goroutine with mu held.
 
-// input processes one segment from the dealer and releases it, unless its
-// data was queued for the application.
-func (c *Conn) input(pk *buffer.Packet) {
-	seg, ok := parseSegment(pk)
-	if !ok || c.state == Closed {
-		pk.Release()
+// input processes one segment from the dealer, parsed there, and releases
+// its packet unless its data was queued for the application.
+func (c *Conn) input(seg *segment) {
+	if c.state == Closed || seg.tcp == nil {
+		// A segment without a header is Settle's marker (export_test.go).
+		seg.pk.Release()
 		return
 	}
-	// The SACK blocks parse into the connection's array (sackIn), not a
-	// fresh slice, which allocated for every SACK option received: they
-	// are read only while this segment is processed.
-	opts := wire.TCPOptions{SACK: c.sackIn[:0]}
-	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
-		c.p.Stats.InErrs.Inc()
-		pk.Release()
-		return
-	}
-	seg.sack = opts.SACK
 	now := c.p.env.Clock.Now()
 	kept := false
 	if c.state == SynSent {
-		c.inputSynSent(&seg, &opts, now)
+		c.inputSynSent(seg, now)
 	} else {
-		kept = c.inputSynchronized(&seg, &opts, now)
+		kept = c.inputSynchronized(seg, now)
 	}
 	if !kept {
-		pk.Release()
+		seg.pk.Release()
 	}
 }
 
 // negotiate takes the options of the peer's SYN (RFC 9293 3.7.1, RFC 6691,
 // RFC 7323 sections 1.3 and 2.2: scaling and timestamps only if both
 // sides offered them) and starts congestion control with the agreed MSS.
-func (c *Conn) negotiate(seg *segment, o *wire.TCPOptions) {
-	c.irs = seg.seq
-	c.rcvNxt = seg.seq + 1
-	c.rcvAdv = c.rcvNxt
+func (c *Conn) negotiate(seg *segment) {
+	c.rcv.irs = seg.seq
+	c.rcv.nxt = seg.seq + 1
+	c.rcv.adv = c.rcv.nxt
 	mss := 536 // RFC 9293 3.7.1: the default when no MSS option came
-	if o.MSS != 0 {
-		mss = int(o.MSS)
+	if seg.opts.MSS != 0 {
+		mss = int(seg.opts.MSS)
 	}
-	c.sndMSS = min(mss, c.rcvMSS)
-	if o.HasWScale {
+	c.snd.mss = min(mss, c.rcv.mss)
+	if seg.opts.HasWScale {
 		c.wsOK = true
-		c.sndWScale = min(o.WScale, 14) // RFC 7323 2.3: larger values mean 14
+		c.snd.wscale = min(seg.opts.WScale, 14) // RFC 7323 2.3: larger values mean 14
 	} else {
 		c.wsOK = false
-		c.rcvWScale = 0
+		c.rcv.wscale = 0
 	}
 	// RFC 2018 section 2: SACK only when both SYNs carried SACK-permitted
 	// (a passive open replies with it only if the SYN had it).
-	c.sackOK = o.SACKPermitted && !c.p.cfg.DisableSACK
-	if o.HasTimestamp {
+	c.sackOK = seg.opts.SACKPermitted && !c.p.cfg.DisableSACK
+	if seg.opts.HasTimestamp {
 		c.tsOK = true
-		c.tsRecent, c.tsRecentAt = o.TSVal, c.p.env.Clock.Now()
-		c.sndMSS -= 12 // RFC 6691: the option takes room from each segment
+		c.rcv.tsRecent, c.rcv.tsRecentAt = seg.opts.TSVal, c.p.env.Clock.Now()
+		c.snd.mss -= 12 // RFC 6691: the option takes room from each segment
 	}
-	c.sndMSS = max(c.sndMSS, 64)
-	c.cc = c.p.congestion(c.sndMSS)
+	c.snd.mss = max(c.snd.mss, 64)
+	c.snd.cc = c.p.congestion(c.snd.mss)
 	c.ecnNegotiate(seg)
 }
 
 // inputSynSent handles a segment in SYN-SENT (RFC 9293 3.10.7.3).
-func (c *Conn) inputSynSent(seg *segment, o *wire.TCPOptions, now time.Time) {
+func (c *Conn) inputSynSent(seg *segment, now time.Time) {
 	ackOK := false
 	if seg.has(wire.TCPFlagACK) {
 		// "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless
 		// the RST bit is set, if so drop the segment and return)."
-		if seg.ack.LessThanEq(c.iss) || seg.ack.GreaterThan(c.sndNxt) {
+		if seg.ack.LessThanEq(c.snd.iss) || seg.ack.GreaterThan(c.snd.nxt) {
 			if !seg.has(wire.TCPFlagRST) {
 				c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
 			}
@@ -99,11 +89,11 @@ func (c *Conn) inputSynSent(seg *segment, o *wire.TCPOptions, now time.Time) {
 	if !seg.has(wire.TCPFlagSYN) {
 		return
 	}
-	c.negotiate(seg, o)
-	c.sndWnd = uint32(seg.wnd) // a SYN's window is never scaled
-	c.sndWl1, c.sndWl2 = seg.seq, seg.ack
-	c.maxSndWnd = c.sndWnd
-	c.ackNow = true
+	c.negotiate(seg)
+	c.snd.wnd = uint32(seg.wnd) // a SYN's window is never scaled
+	c.snd.wl1, c.snd.wl2 = seg.seq, seg.ack
+	c.snd.maxWnd = c.snd.wnd
+	c.rcv.ackNow = true
 	if !ackOK {
 		// Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment
 		// <SEQ=ISS><ACK=RCV.NXT><CTL=SYN,ACK> and send it."
@@ -117,18 +107,18 @@ func (c *Conn) inputSynSent(seg *segment, o *wire.TCPOptions, now time.Time) {
 // ackSYN takes the acknowledgement of our SYN, with an RTT sample if it
 // was not retransmitted (Karn's rule).
 func (c *Conn) ackSYN(ack seqnum.Value, now time.Time) {
-	c.sndUna = ack
-	if c.sndNxt.LessThan(c.sndUna) {
-		c.sndNxt = c.sndUna
+	c.snd.una = ack
+	if c.snd.nxt.LessThan(c.snd.una) {
+		c.snd.nxt = c.snd.una
 	}
-	if c.synRetries == 0 {
-		c.sampleRTT(now.Sub(c.lastSend))
+	if c.timers.synRetries == 0 {
+		c.snd.sampleRTT(now.Sub(c.snd.lastSend))
 	} else {
 		// RFC 6298 5.7: a SYN that timed out leaves an RTO of 3 s.
-		c.rto = max(c.rto, 3*time.Second)
+		c.snd.rto = max(c.snd.rto, 3*time.Second)
 	}
-	c.backoff = 0
-	c.rexmitAt = noTime
+	c.snd.backoff = 0
+	c.timers.rexmitAt = noTime
 }
 
 // establish enters ESTABLISHED and tells whoever waits.
@@ -141,73 +131,49 @@ func (c *Conn) establish(now time.Time) {
 		c.lis = nil
 		lis.halfOpenDone(c, true)
 	}
-	signal(c.writable)
-}
-
-// acceptable is the sequence test of RFC 9293 3.10.7.4 ("first, check
-// sequence number"), on the window we advertised.
-func (c *Conn) acceptable(seg *segment) bool {
-	wnd := seqnum.Size(c.rcvAdv.Sub(c.rcvNxt))
-	if c.rcvAdv.LessThan(c.rcvNxt) {
-		wnd = 0
-	}
-	n := seg.len()
-	switch {
-	case n == 0 && wnd == 0:
-		return seg.seq == c.rcvNxt
-	case n == 0:
-		return seg.seq.InWindow(c.rcvNxt, wnd)
-	case wnd == 0:
-		// "If the RCV.WND is zero, no segments will be acceptable, but
-		// special allowance should be made to accept valid ACKs, URGs,
-		// and RSTs": a segment at RCV.NXT is processed, its data dropped.
-		return seg.seq == c.rcvNxt
-	default:
-		return seg.seq.InWindow(c.rcvNxt, wnd) || seg.seq.Add(n-1).InWindow(c.rcvNxt, wnd) ||
-			c.spansWindow(seg.seq, n, wnd)
-	}
+	c.sock.writable.wake()
 }
 
 // inputSynchronized handles a segment in SYN-RECEIVED and every later state
 // (RFC 9293 3.10.7.4), in the RFC's order of checks. It reports whether the
 // segment's packet was kept for its data.
-func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time) bool {
+func (c *Conn) inputSynchronized(seg *segment, now time.Time) bool {
 	// Simultaneous open (RFC 9293 figure 8, line 6): the peer's SYN-ACK
 	// repeats the SYN we hold and acknowledges ours. Take it as the ACK
 	// it carries, as Linux does: answering it as a duplicate SYN would
 	// start a SYN-ACK ping-pong with a peer doing the same.
-	if c.state == SynReceived && c.lis == nil && seg.seq == c.irs && seg.ack == c.iss+1 &&
+	if c.state == SynReceived && c.lis == nil && seg.seq == c.rcv.irs && seg.ack == c.snd.iss+1 &&
 		seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
 		seg.flags &^= wire.TCPFlagSYN
 		seg.seq++
 	}
 	// RFC 6191: a newer SYN ends TIME-WAIT and opens anew (timewait.go).
-	if c.timeWaitReopen(seg, o) {
+	if c.timeWaitReopen(seg) {
 		return true
 	}
 	// RFC 7323 3.2: no timestamp where one was negotiated (paws.go).
-	if c.tsMissing(seg, o) {
+	if c.tsMissing(seg) {
 		return false
 	}
 	// RFC 7323 5.3 R1: PAWS comes before the sequence number test.
-	if c.pawsReject(seg, o, now) {
+	if c.pawsReject(seg, now) {
 		return false
 	}
 	// First, check sequence number.
-	if !c.acceptable(seg) {
+	if !c.rcv.acceptable(seg) {
 		c.p.Stats.OutOfWindow.Inc()
-		if n := seg.len(); n > 0 && seg.seq.LessThan(c.rcvNxt) {
-			c.noteDuplicate(seg.seq, seqnum.Min(seg.seq.Add(n), c.rcvNxt))
+		if n := seg.len(); n > 0 && seg.seq.LessThan(c.rcv.nxt) {
+			c.noteDuplicate(seg.seq, seqnum.Min(seg.seq.Add(n), c.rcv.nxt))
 		}
 		switch {
 		case seg.has(wire.TCPFlagRST):
 		case seg.has(wire.TCPFlagSYN) && c.state != SynReceived:
 			c.challengeACK(now) // RFC 5961 4.2: "irrespective of the sequence number"
 		default:
-			c.ackNow = true // "send an acknowledgment"; keepalives get theirs here
+			c.rcv.ackNow = true // "send an acknowledgment"; keepalives get theirs here
 		}
 		if c.state == TimeWait && seg.has(wire.TCPFlagFIN) {
-			c.closeAt = now.Add(2 * c.p.cfg.MSL)
+			c.timers.closeAt = now.Add(2 * c.p.cfg.MSL)
 		}
 		return false
 	}
@@ -215,7 +181,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// exactly at RCV.NXT it resets; elsewhere in the window it earns a
 	// challenge ACK, so a blind attacker must guess the exact number.
 	if seg.has(wire.TCPFlagRST) {
-		if seg.seq != c.rcvNxt {
+		if seg.seq != c.rcv.nxt {
 			c.challengeACK(now)
 			return false
 		}
@@ -242,8 +208,8 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// (RFC 5961 4.2, adopted by RFC 9293). A retransmitted SYN in
 	// SYN-RECEIVED gets our SYN-ACK again.
 	if seg.has(wire.TCPFlagSYN) {
-		if c.state == SynReceived && seg.seq == c.irs {
-			c.ackNow = true
+		if c.state == SynReceived && seg.seq == c.rcv.irs {
+			c.rcv.ackNow = true
 			return false
 		}
 		c.challengeACK(now)
@@ -256,31 +222,31 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	if c.state != SynReceived && !c.ackAcceptable(seg, now) {
 		return false // RFC 5961 5.2 (challenge.go)
 	}
-	if c.tsOK && o.HasTimestamp && !seg.seq.GreaterThan(c.rcvNxt) {
-		c.tsRecent, c.tsRecentAt = o.TSVal, now // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
+	if c.tsOK && seg.opts.HasTimestamp && !seg.seq.GreaterThan(c.rcv.nxt) {
+		c.rcv.tsRecent, c.rcv.tsRecentAt = seg.opts.TSVal, now // RFC 7323 4.3: SEG.SEQ =< Last.ACK.sent
 	}
 	c.armKeepalive(now)
 	c.ecnInput(seg)
 	c.pathWorks(seg)
 	if c.state == SynReceived {
-		if !seg.ack.InRange(c.sndUna+1, c.sndNxt+1) {
+		if !seg.ack.InRange(c.snd.una+1, c.snd.nxt+1) {
 			c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
 			return false
 		}
 		c.ackSYN(seg.ack, now)
-		c.sndWnd = uint32(seg.wnd) << c.sndWScaleIf()
-		c.sndWl1, c.sndWl2 = seg.seq, seg.ack
-		c.maxSndWnd = c.sndWnd
+		c.snd.wnd = uint32(seg.wnd) << c.sndWScaleIf()
+		c.snd.wl1, c.snd.wl2 = seg.seq, seg.ack
+		c.snd.maxWnd = c.snd.wnd
 		c.establish(now)
-	} else if !c.processAck(seg, o.TSEcr, now) {
+	} else if !c.processAck(seg, seg.opts.TSEcr, now) {
 		return false
 	}
 	switch c.state {
 	case FinWait1:
 		if c.finAcked() {
 			c.setState(FinWait2)
-			if c.closed {
-				c.closeAt = now.Add(c.p.cfg.FinTimeout)
+			if c.sock.closed {
+				c.timers.closeAt = now.Add(c.p.cfg.FinTimeout)
 			}
 		}
 	case Closing:
@@ -297,7 +263,7 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 	// recommends it); the pointer is not acted on.
 	// Seventh, process the segment text.
 	kept := false
-	c.measureRcvRTT(seg, o, now)
+	c.measureRcvRTT(seg, now)
 	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
 		kept = c.receiveText(seg, now)
 	}
@@ -307,18 +273,18 @@ func (c *Conn) inputSynchronized(seg *segment, o *wire.TCPOptions, now time.Time
 // sndWScaleIf is the shift for the peer's window fields.
 func (c *Conn) sndWScaleIf() uint8 {
 	if c.wsOK {
-		return c.sndWScale
+		return c.snd.wscale
 	}
 	return 0
 }
 
 // finAcked reports whether our FIN has been acknowledged.
-func (c *Conn) finAcked() bool { return c.wrShut && c.sndUna.GreaterThan(c.finSeq()) }
+func (c *Conn) finAcked() bool { return c.sock.wrShut && c.snd.una.GreaterThan(c.finSeq()) }
 
 func (c *Conn) enterTimeWait(now time.Time) {
 	c.setState(TimeWait)
-	c.rexmitAt, c.keepaliveAt, c.delackAt = noTime, noTime, noTime
-	c.closeAt = now.Add(2 * c.p.cfg.MSL)
+	c.timers.rexmitAt, c.timers.keepaliveAt, c.timers.delackAt = noTime, noTime, noTime
+	c.timers.closeAt = now.Add(2 * c.p.cfg.MSL)
 }
 
 // processAck handles the ACK field in a synchronized state: the send
@@ -327,54 +293,54 @@ func (c *Conn) enterTimeWait(now time.Time) {
 // reports false if the segment must be dropped.
 func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 	ack := seg.ack
-	if ack.GreaterThan(c.sndMax) {
+	if ack.GreaterThan(c.snd.max) {
 		// "If the ACK acks something not yet sent (SEG.ACK > SND.NXT)
 		// then send an ACK, drop the segment, and return."
-		c.ackNow = true
+		c.rcv.ackNow = true
 		return false
 	}
 	wnd := uint32(seg.wnd) << c.sndWScaleIf()
-	if ack.LessThan(c.sndUna) {
+	if ack.LessThan(c.snd.una) {
 		return true // an old duplicate: ignore the ACK, keep the text
 	}
 	// A closed window's answers to zero-window probes are not duplicate
 	// ACKs: they signal no loss (FreeBSD counts none in persist either).
-	isDup := ack == c.sndUna && len(seg.payload) == 0 && !seg.has(wire.TCPFlagFIN) &&
-		wnd == c.sndWnd && wnd != 0 && c.sndUna != c.sndMax
+	isDup := ack == c.snd.una && len(seg.payload) == 0 && !seg.has(wire.TCPFlagFIN) &&
+		wnd == c.snd.wnd && wnd != 0 && c.snd.una != c.snd.max
 	// RFC 9293 3.10.7.4: update the window if the segment is newer.
-	if c.sndWl1.LessThan(seg.seq) || (c.sndWl1 == seg.seq && c.sndWl2.LessThanEq(ack)) {
-		c.sndWnd = wnd
-		c.sndWl1, c.sndWl2 = seg.seq, ack
-		c.maxSndWnd = max(c.maxSndWnd, wnd)
+	if c.snd.wl1.LessThan(seg.seq) || (c.snd.wl1 == seg.seq && c.snd.wl2.LessThanEq(ack)) {
+		c.snd.wnd = wnd
+		c.snd.wl1, c.snd.wl2 = seg.seq, ack
+		c.snd.maxWnd = max(c.snd.maxWnd, wnd)
 	}
-	if c.sndWnd == 0 {
-		c.backoff = 0 // an answer to the zero-window probes: the peer lives
+	if c.snd.wnd == 0 {
+		c.snd.backoff = 0 // an answer to the zero-window probes: the peer lives
 	}
 	if c.sackOK {
 		return c.processSACKAck(seg, isDup, tsEcr, now) // RFC 6675, RFC 8985
 	}
-	acked := int(ack.Sub(c.sndUna))
+	acked := int(ack.Sub(c.snd.una))
 	if acked > 0 {
 		c.newAck(ack, acked, tsEcr, now)
 		return true
 	}
 	if !isDup {
-		c.dupAcks = 0
+		c.snd.dupAcks = 0
 		return true
 	}
 	c.p.Stats.DupAcks.Inc()
-	c.dupAcks++
-	inflight := int(c.sndMax.Sub(c.sndUna))
+	c.snd.dupAcks++
+	inflight := int(c.snd.max.Sub(c.snd.una))
 	switch {
-	case c.inRecovery:
-		c.cc.OnRecoveryAck(0)
-	case c.dupAcks == 3 && ack.GreaterThan(c.recover):
+	case c.snd.inRecovery:
+		c.snd.cc.OnRecoveryAck(0)
+	case c.snd.dupAcks == 3 && ack.GreaterThan(c.snd.recover):
 		// Fast retransmit (RFC 6582 3.2 steps 2-4; the "covers more than
 		// recover" check avoids a second reduction for one loss).
 		c.p.Stats.FastRetrans.Inc()
 		c.lossReduce(inflight) // ecn.go: not twice for one window
-		c.recover = c.sndMax
-		c.inRecovery = true
+		c.snd.recover = c.snd.max
+		c.snd.inRecovery = true
 		c.retransmitHead()
 	}
 	// Fewer than three duplicates: limited transmit (RFC 3042) lets
@@ -384,18 +350,18 @@ func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 
 // newAck takes an acknowledgement of acked new bytes up to ack.
 func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) {
-	inflight := int(c.sndMax.Sub(c.sndUna))
+	inflight := int(c.snd.max.Sub(c.snd.una))
 	// Free the acknowledged data (the FIN's sequence number is not data).
-	dataEnd := c.sndBufSeq.Add(seqnum.Size(c.snd.n))
-	if upTo := seqnum.Min(ack, dataEnd); upTo.GreaterThan(c.sndBufSeq) {
-		n := int(upTo.Sub(c.sndBufSeq))
-		c.snd.discard(n, c.p.env.Budget)
-		c.sndBufSeq = upTo
-		signal(c.writable)
+	dataEnd := c.snd.bufSeq.Add(seqnum.Size(c.sock.sndBuf.n))
+	if upTo := seqnum.Min(ack, dataEnd); upTo.GreaterThan(c.snd.bufSeq) {
+		n := int(upTo.Sub(c.snd.bufSeq))
+		c.sock.sndBuf.discard(n, c.p.env.Budget)
+		c.snd.bufSeq = upTo
+		c.sock.writable.wake()
 	}
-	c.sndUna = ack
-	if c.sndNxt.LessThan(ack) {
-		c.sndNxt = ack
+	c.snd.una = ack
+	if c.snd.nxt.LessThan(ack) {
+		c.snd.nxt = ack
 	}
 	c.noteProgress(now)
 	// The retransmission queue: drop what is acknowledged, and take an RTT
@@ -403,16 +369,16 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 	var rtt time.Duration
 	ambiguous := false
 	i := 0
-	for ; i < len(c.sent) && c.sent[i].end.LessThanEq(ack); i++ {
-		if c.sent[i].retrans {
+	for ; i < len(c.snd.sent) && c.snd.sent[i].end.LessThanEq(ack); i++ {
+		if c.snd.sent[i].retrans {
 			ambiguous = true
 		} else {
-			rtt = now.Sub(c.sent[i].sentAt)
+			rtt = now.Sub(c.snd.sent[i].sentAt)
 		}
 	}
 	if i > 0 {
-		n := copy(c.sent, c.sent[i:])
-		c.sent = c.sent[:n]
+		n := copy(c.snd.sent, c.snd.sent[i:])
+		c.snd.sent = c.snd.sent[:n]
 	}
 	if ambiguous {
 		// Karn's rule: an ACK that covers a retransmission cannot time
@@ -425,14 +391,14 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 		}
 	}
 	if rtt > 0 {
-		c.sampleRTT(rtt)
+		c.snd.sampleRTT(rtt)
 	}
-	c.backoff = 0
-	if c.inRecovery {
-		if !ack.LessThan(c.recover) {
-			c.inRecovery = false
-			c.dupAcks = 0
-			c.cc.OnExitRecovery(int(c.sndMax.Sub(c.sndUna)))
+	c.snd.backoff = 0
+	if c.snd.inRecovery {
+		if !ack.LessThan(c.snd.recover) {
+			c.snd.inRecovery = false
+			c.snd.dupAcks = 0
+			c.snd.cc.OnExitRecovery(int(c.snd.max.Sub(c.snd.una)))
 		} else if c.sackOK {
 			// RFC 6675: the scoreboard, not the partial ACK, says
 			// which holes to repair (sendRecovery).
@@ -440,12 +406,12 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 			// Partial acknowledgement (RFC 6582 3.2 step 5): the next hole
 			// is lost too; retransmit it at once.
 			c.p.Stats.PartialAcks.Inc()
-			c.cc.OnRecoveryAck(acked)
+			c.snd.cc.OnRecoveryAck(acked)
 			c.retransmitHead()
 		}
 	} else {
-		c.dupAcks = 0
-		if !c.sackOK && !c.recover.GreaterThan(ack) {
+		c.snd.dupAcks = 0
+		if !c.sackOK && !c.snd.recover.GreaterThan(ack) {
 			// Once passed, recover follows just behind SND.UNA: left
 			// at the ISS or the last recovery, it would fall 2^31
 			// behind after 2 GiB without a loss, and "the ACK covers
@@ -453,15 +419,15 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 			// false in sequence arithmetic and hold every later fast
 			// retransmit off. After a timeout it stays at SND.MAX
 			// until the ACKs pass it.
-			c.recover = ack - 1
+			c.snd.recover = ack - 1
 		}
-		c.cc.OnAck(AckEvent{Acked: acked, Inflight: inflight, RTT: rtt, SRTT: c.srtt,
-			SndUna: c.sndUna, SndMax: c.sndMax, Now: now})
+		c.snd.cc.OnAck(AckEvent{Acked: acked, Inflight: inflight, RTT: rtt, SRTT: c.snd.srtt,
+			SndUna: c.snd.una, SndMax: c.snd.max, Now: now})
 	}
 	// RFC 6298 5.2-5.3: stop the timer when all is acknowledged, else
 	// restart it.
-	if c.sndUna == c.sndMax {
-		c.rexmitAt = noTime
+	if c.snd.una == c.snd.max {
+		c.timers.rexmitAt = noTime
 	} else {
 		c.armRexmit(now)
 	}
@@ -469,9 +435,9 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 
 // retransmitHead resends the first unacknowledged segment.
 func (c *Conn) retransmitHead() {
-	off := int(c.sndUna.Sub(c.sndBufSeq))
-	n := min(max(c.snd.n-off, 0), c.sndMSS)
-	fin := c.wrShut && n == c.snd.n-off && c.sndMax.GreaterThan(c.finSeq())
+	off := int(c.snd.una.Sub(c.snd.bufSeq))
+	n := min(max(c.sock.sndBuf.n-off, 0), c.snd.mss)
+	fin := c.sock.wrShut && n == c.sock.sndBuf.n-off && c.snd.max.GreaterThan(c.finSeq())
 	if n == 0 && !fin {
 		return
 	}
@@ -479,8 +445,8 @@ func (c *Conn) retransmitHead() {
 	if fin {
 		flags |= wire.TCPFlagFIN
 	}
-	c.sendSegment(c.sndUna, flags, off, n)
-	c.noteSent(c.sndUna, n, fin)
+	c.sendSegment(c.snd.una, flags, off, n)
+	c.noteSent(c.snd.una, n, fin)
 }
 
 // receiveText queues the segment's data for the application (in order) or
@@ -491,25 +457,25 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 		// CLOSE-WAIT and later: the peer already sent its FIN. A FIN
 		// retransmitted into TIME-WAIT restarts the 2 MSL wait.
 		if c.state == TimeWait && seg.has(wire.TCPFlagFIN) {
-			c.closeAt = now.Add(2 * c.p.cfg.MSL)
+			c.timers.closeAt = now.Add(2 * c.p.cfg.MSL)
 		}
-		c.ackNow = true
+		c.rcv.ackNow = true
 		return false
 	}
 	data := seg.payload
 	seq := seg.seq
 	fin := seg.has(wire.TCPFlagFIN)
 	// Trim what we already have, and what lies beyond the window.
-	if seq.LessThan(c.rcvNxt) {
-		c.noteDuplicate(seq, seqnum.Min(seq.Add(seqnum.Size(len(data))), c.rcvNxt))
-		skip := int(c.rcvNxt.Sub(seq))
+	if seq.LessThan(c.rcv.nxt) {
+		c.noteDuplicate(seq, seqnum.Min(seq.Add(seqnum.Size(len(data))), c.rcv.nxt))
+		skip := int(c.rcv.nxt.Sub(seq))
 		if skip > len(data) {
 			skip = len(data)
 		}
 		data = data[skip:]
 		seq = seq.Add(seqnum.Size(skip))
 	}
-	if wndEnd := c.rcvAdv; seq.Add(seqnum.Size(len(data))).GreaterThan(wndEnd) {
+	if wndEnd := c.rcv.adv; seq.Add(seqnum.Size(len(data))).GreaterThan(wndEnd) {
 		keep := 0
 		if wndEnd.GreaterThan(seq) {
 			keep = int(wndEnd.Sub(seq))
@@ -519,47 +485,47 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 		// Say at once what was taken and what the window is: a zero-
 		// window probe must be answered (RFC 9293 3.8.6.1), and the
 		// sender of the rest learns to wait.
-		c.ackNow = true
+		c.rcv.ackNow = true
 	}
-	if len(data) > 0 && c.closed {
+	if len(data) > 0 && c.sock.closed {
 		// The application closed and will never read this: RFC 9293
 		// 3.6.1 / RFC 1122 4.2.2.13, answer with a reset.
 		c.p.Stats.DataAfterClose.Inc()
 		c.reset(errConnReset)
 		return false
 	}
-	if seq != c.rcvNxt {
-		if seq.GreaterThan(c.rcvNxt) {
+	if seq != c.rcv.nxt {
+		if seq.GreaterThan(c.rcv.nxt) {
 			c.holdOutOfOrder(seq, seg.pk, data, fin)
-			c.ackNow = true // RFC 5681 4.2: a duplicate ACK at once
-			c.dupAcksOwed++
+			c.rcv.ackNow = true // RFC 5681 4.2: a duplicate ACK at once
+			c.rcv.dupAcksOwed++
 			return true
 		}
-		c.ackNow = true
+		c.rcv.ackNow = true
 		return false
 	}
 	kept := false
-	filled := len(c.ooo) > 0
+	filled := len(c.rcv.ooo) > 0
 	if len(data) > 0 {
 		kept = c.queueData(seg.pk, data)
 	}
 	if kept || len(data) == 0 {
-		c.rcvNxt = c.rcvNxt.Add(seqnum.Size(len(data)))
+		c.rcv.nxt = c.rcv.nxt.Add(seqnum.Size(len(data)))
 		if fin {
 			c.takeFIN(now)
 		}
 		c.pullOutOfOrder(now)
 	}
 	if filled || fin || !kept && len(data) > 0 {
-		c.ackNow = true
+		c.rcv.ackNow = true
 	} else if len(data) > 0 {
 		// Delayed ACK (RFC 9293 3.8.6.3, RFC 5681 4.2): at least every
 		// second full-sized segment, and within DelayedAck.
-		c.segsUnacked += segmentsIn(seg.pk, len(data))
-		if c.segsUnacked >= 2 {
-			c.ackNow = true
-		} else if c.delackAt.IsZero() {
-			c.delackAt = now.Add(c.p.cfg.DelayedAck)
+		c.rcv.segsUnacked += segmentsIn(seg.pk, len(data))
+		if c.rcv.segsUnacked >= 2 {
+			c.rcv.ackNow = true
+		} else if c.timers.delackAt.IsZero() {
+			c.timers.delackAt = now.Add(c.p.cfg.DelayedAck)
 		}
 	}
 	return kept
@@ -568,15 +534,15 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 // queueData puts in-order data on the receive queue, within the stack's
 // memory budget; data after CloseRead is acknowledged and dropped.
 func (c *Conn) queueData(pk *buffer.Packet, data []byte) bool {
-	if c.rdShut {
+	if c.sock.rdShut {
 		return false
 	}
 	if !c.p.env.Budget.Reserve(len(data)) {
 		c.p.Stats.RcvBufDrops.Inc()
 		return false
 	}
-	c.rcv.push(pk, data)
-	signal(c.readable)
+	c.sock.rcvBuf.push(pk, data)
+	c.sock.readable.wake()
 	return true
 }
 
@@ -585,8 +551,8 @@ func (c *Conn) queueData(pk *buffer.Packet, data []byte) bool {
 func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, fin bool) {
 	end := seq.Add(seqnum.Size(len(data)))
 	i := 0
-	for ; i < len(c.ooo); i++ {
-		o := &c.ooo[i]
+	for ; i < len(c.rcv.ooo); i++ {
+		o := &c.rcv.ooo[i]
 		if !o.seq.GreaterThan(seq) && !o.end().LessThan(end) && (!fin || o.fin) {
 			c.noteDuplicate(seq, end)
 			pk.Release() // a duplicate of what we hold
@@ -602,11 +568,11 @@ func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, 
 		return
 	}
 	c.p.Stats.OFOQueue.Inc()
-	c.lastOOO = sackRange{seq, end, true}
-	c.ooo = append(c.ooo, oooSeg{})
-	copy(c.ooo[i+1:], c.ooo[i:])
-	c.ooo[i] = oooSeg{seq: seq, pk: pk, data: data, fin: fin}
-	c.oooN += len(data)
+	c.rcv.lastOOO = sackRange{seq, end, true}
+	c.rcv.ooo = append(c.rcv.ooo, oooSeg{})
+	copy(c.rcv.ooo[i+1:], c.rcv.ooo[i:])
+	c.rcv.ooo[i] = oooSeg{seq: seq, pk: pk, data: data, fin: fin}
+	c.rcv.oooN += len(data)
 }
 
 // pullOutOfOrder moves held data that the new RCV.NXT reaches to the
@@ -614,11 +580,11 @@ func (c *Conn) holdOutOfOrder(seq seqnum.Value, pk *buffer.Packet, data []byte, 
 func (c *Conn) pullOutOfOrder(now time.Time) {
 	bud := c.p.env.Budget
 	pulled := 0
-	for pulled < len(c.ooo) && !c.ooo[pulled].seq.GreaterThan(c.rcvNxt) && c.state.canReceive() {
-		o := c.ooo[pulled]
+	for pulled < len(c.rcv.ooo) && !c.rcv.ooo[pulled].seq.GreaterThan(c.rcv.nxt) && c.state.canReceive() {
+		o := c.rcv.ooo[pulled]
 		pulled++
-		c.oooN -= len(o.data)
-		skip := int(c.rcvNxt.Sub(o.seq))
+		c.rcv.oooN -= len(o.data)
+		skip := int(c.rcv.nxt.Sub(o.seq))
 		if skip > len(o.data) || (skip == len(o.data) && !o.fin) {
 			bud.Release(len(o.data))
 			o.pk.Release()
@@ -627,17 +593,17 @@ func (c *Conn) pullOutOfOrder(now time.Time) {
 		data := o.data[skip:]
 		bud.Release(skip)
 		if len(data) > 0 {
-			if c.rdShut {
+			if c.sock.rdShut {
 				bud.Release(len(data))
 				o.pk.Release()
 			} else {
-				c.rcv.push(o.pk, data)
-				signal(c.readable)
+				c.sock.rcvBuf.push(o.pk, data)
+				c.sock.readable.wake()
 			}
 		} else {
 			o.pk.Release()
 		}
-		c.rcvNxt = c.rcvNxt.Add(seqnum.Size(len(data)))
+		c.rcv.nxt = c.rcv.nxt.Add(seqnum.Size(len(data)))
 		if o.fin {
 			c.takeFIN(now)
 		}
@@ -645,17 +611,17 @@ func (c *Conn) pullOutOfOrder(now time.Time) {
 	// Shift what is left down once rather than reslice per segment: a
 	// queue that slides forward, or is dropped when emptied, makes
 	// holdOutOfOrder's append allocate anew after every hole filled.
-	n := copy(c.ooo, c.ooo[pulled:])
-	clear(c.ooo[n:])
-	c.ooo = c.ooo[:n]
+	n := copy(c.rcv.ooo, c.rcv.ooo[pulled:])
+	clear(c.rcv.ooo[n:])
+	c.rcv.ooo = c.rcv.ooo[:n]
 }
 
 // takeFIN processes the peer's FIN (RFC 9293 3.10.7.4 "eighth").
 func (c *Conn) takeFIN(now time.Time) {
-	c.rcvNxt++
-	c.rcvEOF = true
-	c.ackNow = true
-	signal(c.readable)
+	c.rcv.nxt++
+	c.sock.rcvEOF = true
+	c.rcv.ackNow = true
+	c.sock.readable.wake()
 	switch c.state {
 	case Established:
 		c.setState(CloseWait)

@@ -102,10 +102,12 @@ func listenError(laddr netip.AddrPort, err error) error {
 // handle takes a segment for the listener, in the dealer (RFC 9293
 // 3.10.7.2): a RST is ignored, an ACK is answered with a RST unless it
 // returns a SYN cookie, and a SYN opens a connection in SYN-RECEIVED
-// within the backlog, or beyond it gets a SYN cookie (syncookie.go).
-func (l *Listener) handle(seg *segment, id fourTuple) {
+// within the backlog, or beyond it gets a SYN cookie (syncookie.go). The
+// dealer has parsed the segment's options; optsOK is false if they did not
+// parse. The segment's packet is released unless a connection took it.
+func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 	p := l.p
-	defer seg.pk.Release()
+	defer seg.release()
 	switch {
 	case seg.has(wire.TCPFlagRST):
 		return
@@ -118,8 +120,7 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	case !seg.has(wire.TCPFlagSYN):
 		return
 	}
-	var opts wire.TCPOptions
-	if !wire.ParseTCPOptions(seg.tcp.Options(), &opts) {
+	if !optsOK {
 		p.Stats.InErrs.Inc()
 		return
 	}
@@ -132,7 +133,7 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	}
 	l.mu.Unlock()
 	if cookie {
-		l.sendCookie(seg, id, &opts)
+		l.sendCookie(seg, id)
 		return
 	}
 	if full {
@@ -154,13 +155,13 @@ func (l *Listener) handle(seg *segment, id fourTuple) {
 	}
 	c := p.newConn(id, route, SynReceived)
 	if seg.reopenISS != 0 {
-		c.startAt(seg.reopenISS) // timewait.go
+		c.snd.startAt(seg.reopenISS) // RFC 6191 (timewait.go)
 	}
 	c.lis = l
-	c.negotiate(seg, &opts)
-	c.sndWnd = uint32(seg.wnd)
-	c.sndWl1 = seg.seq
-	c.maxSndWnd = c.sndWnd
+	c.negotiate(seg)
+	c.snd.wnd = uint32(seg.wnd)
+	c.snd.wl1 = seg.seq
+	c.snd.maxWnd = c.snd.wnd
 	if !p.register(c) {
 		p.Stats.ListenDrops.Inc()
 		l.halfOpenDone(nil, false)
@@ -188,8 +189,8 @@ func (l *Listener) halfOpenDone(c *Conn, ok bool) {
 	if ok {
 		// Accept queue full or listener closed: reset it. Called from
 		// c's goroutine with c.mu held, so ask, do not reset directly.
-		c.abortReq = errConnReset
-		c.poke()
+		c.sock.abortReq = errConnReset
+		c.wake()
 	}
 }
 

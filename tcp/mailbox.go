@@ -9,94 +9,107 @@ import (
 // A connection's mailbox: the queue between the TCP dealer, which runs in
 // the IPv4 dealer's goroutine, and the connection's goroutine. It is a
 // process's buffered input, as a CSP channel would be, made of a slice
-// under a mutex of its own because a buffered channel costs its capacity in
-// memory whether or not anything waits (1024 segments were 8 KiB of every
-// idle connection) and a channel operation per segment. The dealer appends;
-// the goroutine takes everything at once by swapping the slice for the one
-// it has finished with, so the two slices alternate and neither is
-// reallocated in steady state. It handles the batch buffer.MaxBatch
+// under a mutex of its own: a buffered channel would cost its whole
+// capacity in memory on every connection, idle or not, and a channel
+// operation per segment. It carries segments parsed by the dealer, header
+// and options, by value, so the connection's goroutine never parses one
+// again and nothing is allocated per segment. The dealer appends to a
+// slice lent by segmentSlices; the goroutine takes the slice whole and
+// gives it back once it has handled it, so no slice is allocated in steady
+// state and an idle connection holds none. It handles the batch buffer.MaxBatch
 // segments at a time, each such chunk one event with one ACK decision
-// after it, as when it took up to that many from a channel: between them
-// the application's Read and Write get the connection's mutex, and a kick
-// or the timer its turn.
+// after it: between them the application's Read and Write get the
+// connection's mutex, and a wake-up or the timer its turn.
 //
 // The lock is not the connection's mu, which run holds while it works: the
 // dealer never waits for a connection to finish a batch, only for an append
-// or a swap.
+// or a take.
 
 // inQueueLen bounds the segments waiting for a connection's goroutine:
-// those in the mailbox and those of its batch beyond the chunk in hand, as
-// a channel of that size held all but the segments taken. A full mailbox drops
-// (counted): TCP recovers from the loss, and the dealer never blocks on one
-// slow connection.
+// those in the mailbox and those of its batch beyond the chunk in hand. A
+// full mailbox drops (counted): TCP recovers from the loss, and the dealer
+// never blocks on one slow connection.
 const inQueueLen = 1024
 
-// mailboxKeep is the capacity, in segments, a connection's two slices keep
-// once a burst is over: the NIC's batch, the most one pass of the IPv4
-// dealer brings. Slices a burst grew beyond it are let go when the mailbox
-// is found empty after a batch, so an idle connection holds at most two
-// slices of this size, and a busy one reallocates only after falling more
-// than a NIC batch behind.
+// mailboxKeep is the capacity, in segments, of the slices the mailboxes
+// take from segmentSlices: the NIC's batch, the most one pass of the IPv4
+// dealer brings. A mailbox that falls further behind grows its slice, and
+// lets it go once run has handled it.
 const mailboxKeep = buffer.MaxBatch
+
+// segmentSlices lends the mailboxes their slices, emptied: the dealer takes
+// one when a segment finds its connection's mailbox without one, and run
+// gives its batch back as soon as it has handled it. An idle connection
+// thus holds none (a slice of mailboxKeep segments is some 11 KiB), a busy
+// one two at most, and in steady state they are reused without
+// allocation.
+var segmentSlices = sync.Pool{New: func() any { return new([mailboxKeep]segment) }}
+
+func getSegments() []segment { return segmentSlices.Get().(*[mailboxKeep]segment)[:0] }
+
+// putSegments gives s back to segmentSlices, emptied, unless it was grown
+// beyond mailboxKeep (or is nil): that one is let go.
+func putSegments(s []segment) {
+	if cap(s) != mailboxKeep {
+		return
+	}
+	clear(s) // no pointers kept to packets released or passed on
+	segmentSlices.Put((*[mailboxKeep]segment)(s[:mailboxKeep]))
+}
 
 type mailbox struct {
 	mu     sync.Mutex
-	q      []*buffer.Packet // segments waiting, oldest first
-	held   int              // run's batch beyond the chunk in hand, counted against the bound
-	closed bool             // run has exited: nothing more is taken
-	notify chan struct{}    // capacity 1: q has become non-empty, or run has more
+	q      []segment // segments waiting, oldest first; nil when none
+	held   int       // run's batch beyond the chunk in hand, counted against the bound
+	closed bool      // run has exited: nothing more is taken
+	wakeup waker     // q has become non-empty, or run has more
 
 	// run's own, not under mu: the batch it took and how far it has got.
-	batch   []*buffer.Packet
+	batch   []segment
 	pos     int
 	resumed bool // run woke itself for the batch's next chunk
 }
 
 func newMailbox() mailbox {
-	return mailbox{notify: make(chan struct{}, 1)}
+	return mailbox{wakeup: newWaker()}
 }
 
-// put queues pk and wakes the goroutine if the mailbox was empty (a
-// non-empty one has a wake-up pending, or its goroutine is at work and will
-// look again). It reports false, keeping pk, when the mailbox is full or
-// closed.
-func (m *mailbox) put(pk *buffer.Packet) bool {
+// put queues a copy of seg and wakes the goroutine if the mailbox was
+// empty (a non-empty one has a wake-up pending, or its goroutine is at
+// work and will look again). It reports false, leaving seg's packet to the
+// caller, when the mailbox is full or closed.
+func (m *mailbox) put(seg *segment) bool {
 	m.mu.Lock()
 	if m.closed || len(m.q)+m.held >= inQueueLen {
 		m.mu.Unlock()
 		return false
 	}
 	wake := len(m.q) == 0
-	m.q = append(m.q, pk)
+	if m.q == nil {
+		m.q = getSegments()
+	}
+	m.q = append(m.q, *seg)
 	m.mu.Unlock()
 	if wake {
-		signal(m.notify)
+		m.wakeup.wake()
 	}
 	return true
 }
 
-// take returns the segments waiting and leaves prev, the batch the caller
-// has finished with, in their place, emptied. A batch of no more than
-// mailboxKeep means a burst is over: a prev grown beyond that is dropped
-// rather than handed back.
-func (m *mailbox) take(prev []*buffer.Packet) []*buffer.Packet {
-	clear(prev) // no pointers kept to packets released or passed on
-	prev = prev[:0]
+// take returns the segments waiting and empties the mailbox.
+func (m *mailbox) take() []segment {
 	m.mu.Lock()
 	q := m.q
-	if cap(prev) > mailboxKeep && len(q) <= mailboxKeep {
-		prev = nil
-	}
-	m.q, m.held = prev, max(len(q)-buffer.MaxBatch, 0)
+	m.q, m.held = nil, max(len(q)-buffer.MaxBatch, 0)
 	m.mu.Unlock()
 	return q
 }
 
 // next returns run's next chunk, up to buffer.MaxBatch segments: more of
 // the batch it holds, or, that one finished, what the mailbox holds.
-func (m *mailbox) next() []*buffer.Packet {
+func (m *mailbox) next() []segment {
 	if m.pos == len(m.batch) {
-		m.batch, m.pos = m.take(m.batch), 0
+		m.batch, m.pos = m.take(), 0
 	}
 	n := min(len(m.batch)-m.pos, buffer.MaxBatch)
 	m.pos += n
@@ -105,38 +118,30 @@ func (m *mailbox) next() []*buffer.Packet {
 
 // done follows run's handling of a chunk. While the batch has more, run
 // wakes itself for it, and the bound counts what is left beyond the next
-// chunk. Once it is
-// finished, a run that woke itself looks whether segments came meanwhile,
-// since their wake-up went into the same signal; and if nothing waits,
-// the burst is over and slices it grew beyond mailboxKeep are let go, so
-// that an idle connection does not keep them. A batch of one chunk, the
-// common case, takes no lock here.
+// chunk. Once it is finished, run gives the batch's slice back, and a run
+// that woke itself looks whether segments came meanwhile, since their
+// wake-up went into the same waker. A batch of one chunk, the common case,
+// takes no lock here.
 func (m *mailbox) done() {
 	if m.pos < len(m.batch) {
 		m.resumed = true
 		m.mu.Lock()
 		m.held = max(len(m.batch)-m.pos-buffer.MaxBatch, 0)
 		m.mu.Unlock()
-		signal(m.notify)
+		m.wakeup.wake()
 		return
 	}
-	if !m.resumed && cap(m.batch) <= mailboxKeep {
+	putSegments(m.batch)
+	m.batch, m.pos = nil, 0
+	if !m.resumed {
 		return // the common case: one chunk, its wake-up from put
 	}
 	m.resumed = false
 	m.mu.Lock()
 	waiting := len(m.q) > 0
-	if !waiting {
-		if cap(m.q) > mailboxKeep {
-			m.q = nil
-		}
-		if cap(m.batch) > mailboxKeep {
-			m.batch, m.pos = nil, 0
-		}
-	}
 	m.mu.Unlock()
 	if waiting {
-		signal(m.notify)
+		m.wakeup.wake()
 	}
 }
 
@@ -147,12 +152,14 @@ func (m *mailbox) close() {
 	q := m.q
 	m.q, m.closed = nil, true
 	m.mu.Unlock()
-	for _, pk := range q {
-		pk.Release()
+	for i := range q {
+		q[i].pk.Release()
 	}
-	for _, pk := range m.batch[m.pos:] {
-		pk.Release()
+	putSegments(q)
+	for i := range m.batch[m.pos:] {
+		m.batch[m.pos+i].pk.Release()
 	}
+	putSegments(m.batch)
 	m.batch, m.pos = nil, 0
 }
 
@@ -160,12 +167,9 @@ func (m *mailbox) close() {
 // held. One ACK decision follows it (in run): one ACK can answer many
 // segments. What is left when the connection closes is released.
 func (c *Conn) inputBatch() {
-	for _, pk := range c.in.next() {
-		if c.state == Closed {
-			pk.Release()
-			continue
-		}
-		c.input(pk)
+	chunk := c.in.next()
+	for i := range chunk {
+		c.input(&chunk[i])
 	}
 	c.in.done()
 }

@@ -10,10 +10,10 @@ import (
 // taking from it.
 func TestMailbox(t *testing.T) {
 	pool := buffer.NewPool()
-	get := func() *buffer.Packet { return pool.Get(20) }
+	get := func() *segment { return &segment{pk: pool.Get(20)} }
 	woken := func(m *mailbox) bool {
 		select {
-		case <-m.notify:
+		case <-m.wakeup:
 			return true
 		default:
 			return false
@@ -23,8 +23,8 @@ func TestMailbox(t *testing.T) {
 	// input would, then done.
 	event := func(m *mailbox) int {
 		chunk := m.next()
-		for _, pk := range chunk {
-			pk.Release()
+		for i := range chunk {
+			chunk[i].pk.Release()
 		}
 		m.done()
 		return len(chunk)
@@ -45,21 +45,21 @@ func TestMailbox(t *testing.T) {
 			m.close()
 		}},
 		{"take returns the segments in order and empties the mailbox", func(t *testing.T, m *mailbox) {
-			var want []*buffer.Packet
+			var want []*segment
 			for range 5 {
-				pk := get()
-				want = append(want, pk)
-				m.put(pk)
+				seg := get()
+				want = append(want, seg)
+				m.put(seg)
 			}
-			got := m.take(nil)
+			got := m.take()
 			if len(got) != len(want) {
 				t.Fatalf("took %d, want %d", len(got), len(want))
 			}
 			for i := range got {
-				if got[i] != want[i] {
+				if got[i].pk != want[i].pk {
 					t.Fatalf("segment %d out of order", i)
 				}
-				got[i].Release()
+				got[i].pk.Release()
 			}
 			woken(m)
 			if !m.put(get()) || !woken(m) {
@@ -73,11 +73,11 @@ func TestMailbox(t *testing.T) {
 					t.Fatalf("put %d of %d refused", i, inQueueLen)
 				}
 			}
-			pk := get()
-			if m.put(pk) {
+			seg := get()
+			if m.put(seg) {
 				t.Fatalf("put %d accepted", inQueueLen+1)
 			}
-			pk.Release()
+			seg.pk.Release()
 			m.close()
 		}},
 		{"the bound counts run's batch beyond the chunk in hand", func(t *testing.T, m *mailbox) {
@@ -88,9 +88,9 @@ func TestMailbox(t *testing.T) {
 			event(m) // one chunk handled, the next in hand
 			room := 0
 			for {
-				pk := get()
-				if !m.put(pk) {
-					pk.Release()
+				seg := get()
+				if !m.put(seg) {
+					seg.pk.Release()
 					break
 				}
 				room++
@@ -107,11 +107,11 @@ func TestMailbox(t *testing.T) {
 			if n := pool.Outstanding(); n != 0 {
 				t.Fatalf("%d packets outstanding after close", n)
 			}
-			pk := get()
-			if m.put(pk) {
+			seg := get()
+			if m.put(seg) {
 				t.Fatal("put after close accepted")
 			}
-			pk.Release()
+			seg.pk.Release()
 		}},
 		{"run takes a batch a chunk at a time and wakes itself for the rest", func(t *testing.T, m *mailbox) {
 			for range buffer.MaxBatch + 10 {
@@ -187,25 +187,26 @@ func TestMailboxSteadyDeliveryDoesNotAllocate(t *testing.T) {
 	}
 	pool := buffer.NewPool()
 	m := newMailbox()
-	deliver := func(pks []*buffer.Packet) {
-		for i := range pks {
-			pks[i] = pool.Get(20)
+	deliver := func(segs []segment) {
+		for i := range segs {
+			segs[i] = segment{pk: pool.Get(20)}
 		}
-		for _, pk := range pks {
-			m.put(pk)
+		for i := range segs {
+			m.put(&segs[i])
 		}
-		<-m.notify
-		for _, pk := range m.next() {
-			pk.Release()
+		<-m.wakeup
+		chunk := m.next()
+		for i := range chunk {
+			chunk[i].pk.Release()
 		}
 		m.done()
 	}
-	pks := make([]*buffer.Packet, 8)
+	segs := make([]segment, 8)
 	for range 10 { // both slices reach the batch's size
-		deliver(pks)
+		deliver(segs)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { deliver(pks) }); allocs != 0 {
-		t.Fatalf("%v allocations per batch of %d", allocs, len(pks))
+	if allocs := testing.AllocsPerRun(100, func() { deliver(segs) }); allocs != 0 {
+		t.Fatalf("%v allocations per batch of %d", allocs, len(segs))
 	}
 	m.close()
 	if n := pool.Outstanding(); n != 0 {

@@ -3,8 +3,6 @@ package tcp
 import (
 	"syscall"
 	"unsafe"
-
-	"github.com/gonetstack/gonet/buffer"
 )
 
 // Memory bounds. Everything TCP holds for others comes out of the stack's
@@ -30,11 +28,11 @@ import (
 //     until memory is released anywhere in the stack (budget.Freed).
 
 // connMemory is what the budget is charged for a connection, whatever data
-// it holds: the Conn itself, the most its mailbox keeps when idle (two
-// slices of mailboxKeep pointers, mailbox.go), and 8 KiB for its
-// goroutine's stack, channels, timer and deadlines. The integration test
-// TestTenThousandConnections measures the real figure.
-const connMemory = int(unsafe.Sizeof(Conn{})) + 2*mailboxKeep*int(unsafe.Sizeof((*buffer.Packet)(nil))) + 8<<10
+// it holds: the Conn itself and 8 KiB for its goroutine's stack, channels,
+// timer and deadlines. Its mailbox holds no slice when idle (mailbox.go).
+// The integration test TestTenThousandConnections measures the real
+// figure.
+const connMemory = int(unsafe.Sizeof(Conn{})) + 8<<10
 
 // ConnMemory is what the memory budget is charged for each connection, in
 // bytes, whatever data it holds: a stack.Config.MemoryLimit of n times
@@ -71,13 +69,13 @@ func (p *Protocol) connRoom() bool {
 func (c *Conn) budgetWindow(free int) int {
 	avail := int(min(c.p.env.Budget.Available(), int64(free)))
 	if avail < free {
-		if !c.memPressure {
-			c.memPressure = true
+		if !c.rcv.memPressure {
+			c.rcv.memPressure = true
 			c.p.Stats.MemoryPressures.Inc()
 		}
 		return avail
 	}
-	c.memPressure = false
+	c.rcv.memPressure = false
 	return free
 }
 

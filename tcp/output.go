@@ -16,21 +16,21 @@ import (
 // else carried it.
 func (c *Conn) output() {
 	if c.state == SynSent || c.state == SynReceived {
-		if c.ackNow {
+		if c.rcv.ackNow {
 			c.sendSYN(c.synFlags()) // a duplicate SYN gets our SYN again
 		}
 		return
 	}
 	now := c.p.env.Clock.Now()
-	if c.sndUna == c.sndMax && !c.lastSend.IsZero() && now.Sub(c.lastSend) > c.rto {
-		c.cc.OnIdle() // RFC 5681 section 4.1: restart after idle
+	if c.snd.una == c.snd.max && !c.snd.lastSend.IsZero() && now.Sub(c.snd.lastSend) > c.snd.rto {
+		c.snd.cc.OnIdle() // RFC 5681 section 4.1: restart after idle
 	}
 	// RFC 5681 4.2: one immediate duplicate ACK per segment that arrived
 	// out of order, even when a batch brought several, and without data:
 	// a segment carrying data is no duplicate ACK to the sender (RFC 5681
 	// section 2), which would then wait for its timer to repair the loss.
-	for ; c.dupAcksOwed > 0; c.dupAcksOwed-- {
-		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
+	for ; c.rcv.dupAcksOwed > 0; c.rcv.dupAcksOwed-- {
+		c.sendFlags(c.snd.ackSeq(), wire.TCPFlagACK)
 	}
 	sent := false
 	for c.sendRecovery() {
@@ -39,26 +39,13 @@ func (c *Conn) output() {
 	for c.sendData() {
 		sent = true
 	}
-	if !sent && (c.ackNow || c.windowUpdateDue()) {
+	if !sent && (c.rcv.ackNow || c.windowUpdateDue()) {
 		// SND.MAX, not SND.NXT: after a timeout SND.NXT goes back to
 		// SND.UNA, and an ACK carrying a sequence number the peer has
 		// passed would fail its acceptability test and be dropped with the
 		// acknowledgement it carries (as Linux's tcp_acceptable_seq avoids).
-		c.sendFlags(c.ackSeq(), wire.TCPFlagACK)
+		c.sendFlags(c.snd.ackSeq(), wire.TCPFlagACK)
 	}
-}
-
-// ackSeq is the sequence number of a segment without data: SND.MAX, or
-// the right edge of the peer's window if that is less, as Linux's
-// tcp_acceptable_seq. A peer whose window closed before all we sent
-// arrived accepts, with its zero window, only a segment at its RCV.NXT
-// (RFC 9293 3.10.7.4): at SND.MAX our ACKs, and the acknowledgement of its
-// data they carry, would be dropped until a zero-window probe got through.
-func (c *Conn) ackSeq() seqnum.Value {
-	if end := c.sndUna.Add(seqnum.Size(c.sndWnd)); end.LessThan(c.sndMax) {
-		return end
-	}
-	return c.sndMax
 }
 
 func (c *Conn) synFlags() uint8 {
@@ -74,35 +61,35 @@ func (c *Conn) sendData() bool {
 	if !c.state.synchronized() || c.state == TimeWait {
 		return false
 	}
-	off := int(c.sndNxt.Sub(c.sndBufSeq))
-	unsent := max(c.snd.n-off, 0)
+	off := int(c.snd.nxt.Sub(c.snd.bufSeq))
+	unsent := max(c.sock.sndBuf.n-off, 0)
 	finDue := c.finPending()
 	if unsent == 0 && !finDue {
 		return false
 	}
-	inflight := int(c.sndNxt.Sub(c.sndUna))
-	usable := max(min(int(c.sndWnd)-inflight, c.congestionRoom(inflight)), 0)
-	n := min(unsent, c.sndMSS, usable)
+	inflight := int(c.snd.nxt.Sub(c.snd.una))
+	usable := max(min(int(c.snd.wnd)-inflight, c.congestionRoom(inflight)), 0)
+	n := min(unsent, c.snd.mss, usable)
 	if unsent > 0 && n == 0 {
 		// Zero usable window. If the peer's window is the cause and
 		// nothing is in flight, the persist timer (RFC 9293 3.8.6.1)
 		// probes it; otherwise ACKs or the retransmission timer will.
-		if c.sndWnd == 0 && inflight == 0 && c.rexmitAt.IsZero() {
+		if c.snd.wnd == 0 && inflight == 0 && c.timers.rexmitAt.IsZero() {
 			c.armRexmit(c.p.env.Clock.Now())
 		}
 		return false
 	}
-	if n < c.sndMSS && n == unsent && n > 0 && !c.noDelay && inflight > 0 && !finDue {
+	if n < c.snd.mss && n == unsent && n > 0 && !c.sock.noDelay && inflight > 0 && !finDue {
 		// Nagle (RFC 9293 3.7.4): hold a small segment while data is
 		// unacknowledged.
 		return false
 	}
-	if n < unsent && n < c.sndMSS && n < int(c.maxSndWnd/2) {
+	if n < unsent && n < c.snd.mss && n < int(c.snd.maxWnd/2) {
 		// Sender SWS avoidance (RFC 9293 3.8.6.2.1): no small segment
 		// while more data waits for a larger window. With nothing in
 		// flight no ACK will come to reopen it: the persist timer is the
 		// RFC's override timeout.
-		if inflight == 0 && c.rexmitAt.IsZero() {
+		if inflight == 0 && c.timers.rexmitAt.IsZero() {
 			c.armRexmit(c.p.env.Clock.Now())
 		}
 		return false
@@ -116,27 +103,17 @@ func (c *Conn) sendData() bool {
 	if n > 0 && n == unsent {
 		flags |= wire.TCPFlagPSH
 	}
-	c.sendSegment(c.sndNxt, flags, off, n)
-	c.noteSentSegments(c.sndNxt, n, fin)
+	c.sendSegment(c.snd.nxt, flags, off, n)
+	c.noteSentSegments(c.snd.nxt, n, fin)
 	return true
-}
-
-// limitedTransmit is the extra window RFC 3042 grants on the first two
-// duplicate ACKs: one segment each beyond cwnd, so that a small window
-// still produces the three duplicates fast retransmit needs.
-func (c *Conn) limitedTransmit() int {
-	if c.inRecovery || c.dupAcks == 0 {
-		return 0
-	}
-	return min(c.dupAcks, 2) * c.sndMSS
 }
 
 // finSeq is the FIN's sequence number once the application shut its side:
 // right after the last byte it wrote.
-func (c *Conn) finSeq() seqnum.Value { return c.sndBufSeq.Add(seqnum.Size(c.snd.n)) }
+func (c *Conn) finSeq() seqnum.Value { return c.snd.bufSeq.Add(seqnum.Size(c.sock.sndBuf.n)) }
 
-// finPending reports whether a FIN is due and sndNxt has not passed it.
-func (c *Conn) finPending() bool { return c.wrShut && !c.sndNxt.GreaterThan(c.finSeq()) }
+// finPending reports whether a FIN is due and SND.NXT has not passed it.
+func (c *Conn) finPending() bool { return c.sock.wrShut && !c.snd.nxt.GreaterThan(c.finSeq()) }
 
 // noteSent advances the send variables after a segment of n bytes (and a
 // FIN) from seq, records it in the retransmission queue and arms the timer.
@@ -151,28 +128,28 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 			c.setState(LastAck)
 		}
 	}
-	now := c.builtAt // RFC 8985 section 6.1: the time it was built, not queued
-	c.lastSend = now
-	if seq.LessThan(c.sndMax) {
-		c.retransmits++
+	now := c.snd.builtAt // RFC 8985 section 6.1: the time it was built, not queued
+	c.snd.lastSend = now
+	if seq.LessThan(c.snd.max) {
+		c.snd.retransmits++
 		c.p.Stats.RetransSegs.Inc()
-		for i := range c.sent {
-			if c.sent[i].start.LessThan(end) && seq.LessThan(c.sent[i].end) {
-				c.sent[i].retrans = true
-				c.sent[i].sentAt = now
-				c.sb.retransmitted(&c.sent[i])
+		for i := range c.snd.sent {
+			if c.snd.sent[i].start.LessThan(end) && seq.LessThan(c.snd.sent[i].end) {
+				c.snd.sent[i].retrans = true
+				c.snd.sent[i].sentAt = now
+				c.snd.sb.retransmitted(&c.snd.sent[i])
 			}
 		}
 	}
-	if end.GreaterThan(c.sndMax) {
-		start := seqnum.Max(seq, c.sndMax)
-		c.sent = append(c.sent, sentSeg{start: start, end: end, sentAt: now, retrans: start != seq})
-		c.sndMax = end
+	if end.GreaterThan(c.snd.max) {
+		start := seqnum.Max(seq, c.snd.max)
+		c.snd.sent = append(c.snd.sent, sentSeg{start: start, end: end, sentAt: now, retrans: start != seq})
+		c.snd.max = end
 	}
-	if end.GreaterThan(c.sndNxt) {
-		c.sndNxt = end
+	if end.GreaterThan(c.snd.nxt) {
+		c.snd.nxt = end
 	}
-	if c.rexmitAt.IsZero() {
+	if c.timers.rexmitAt.IsZero() {
 		c.armRexmit(now)
 	}
 }
@@ -180,13 +157,13 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 // sendSYN sends our SYN (or SYN-ACK) with the options we offer.
 func (c *Conn) sendSYN(flags uint8) {
 	now := c.p.env.Clock.Now()
-	c.sendSegment(c.iss, flags, 0, 0)
-	c.sndNxt = c.iss + 1
-	if c.sndMax.LessThan(c.sndNxt) {
-		c.sndMax = c.sndNxt
+	c.sendSegment(c.snd.iss, flags, 0, 0)
+	c.snd.nxt = c.snd.iss + 1
+	if c.snd.max.LessThan(c.snd.nxt) {
+		c.snd.max = c.snd.nxt
 	}
-	c.lastSend = now
-	if c.rexmitAt.IsZero() {
+	c.snd.lastSend = now
+	if c.timers.rexmitAt.IsZero() {
 		c.armRexmit(now)
 	}
 }
@@ -197,15 +174,15 @@ func (c *Conn) sendFlags(seq seqnum.Value, flags uint8) { c.sendSegment(seq, fla
 // sendSegment builds and sends one segment with n bytes from the send
 // buffer at offset off.
 func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
-	c.builtAt = c.p.env.Clock.Now()
+	c.snd.builtAt = c.p.env.Clock.Now()
 	var opts wire.TCPOptions
 	syn := flags&wire.TCPFlagSYN != 0
 	if syn {
-		opts.MSS = uint16(min(c.rcvMSS, 65535))
+		opts.MSS = uint16(min(c.rcv.mss, 65535))
 		// Offer window scaling and timestamps on our SYN; on a SYN-ACK
 		// only if the peer offered them (RFC 7323 sections 1.3, 3.2).
 		if c.state == SynSent || c.wsOK {
-			opts.HasWScale, opts.WScale = true, c.rcvWScale
+			opts.HasWScale, opts.WScale = true, c.rcv.wscale
 		}
 		if c.state == SynSent || c.tsOK {
 			opts.HasTimestamp = true
@@ -214,18 +191,18 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	} else if c.tsOK && flags&wire.TCPFlagRST == 0 {
 		opts.HasTimestamp = true
 	}
-	if !syn && c.sackOK && flags&wire.TCPFlagACK != 0 && flags&wire.TCPFlagRST == 0 && (len(c.ooo) > 0 || c.dsack.valid) {
-		opts.SACK = c.sackBlocks(c.sackBuf[:0])
-		c.dsack.valid = false
+	if !syn && c.sackOK && flags&wire.TCPFlagACK != 0 && flags&wire.TCPFlagRST == 0 && (len(c.rcv.ooo) > 0 || c.rcv.dsack.valid) {
+		opts.SACK = c.rcv.sackBlocks(c.rcv.sackBuf[:0])
+		c.rcv.dsack.valid = false
 	}
 	if opts.HasTimestamp {
 		opts.TSVal = c.p.tsNow() + c.tsOffset
 		if flags&wire.TCPFlagACK != 0 {
-			opts.TSEcr = c.tsRecent
+			opts.TSEcr = c.rcv.tsRecent
 		}
 	}
 	optLen := wire.TCPOptionsLen(&opts)
-	if len(opts.SACK) > 0 && wire.IPv4MinHeaderLen+wire.TCPMinHeaderLen+optLen+min(n, c.sndMSS) > c.route.MTU() {
+	if len(opts.SACK) > 0 && wire.IPv4MinHeaderLen+wire.TCPMinHeaderLen+optLen+min(n, c.snd.mss) > c.route.MTU() {
 		// The MSS left room for timestamps only (RFC 6691): a full data
 		// segment goes without SACK blocks rather than be fragmented;
 		// the next pure ACK carries them.
@@ -238,7 +215,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	b := pk.Bytes()
 	wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &opts)
 	if n > 0 {
-		c.snd.copyAt(b[hl:], off)
+		c.sock.sndBuf.copyAt(b[hl:], off)
 	}
 	f := wire.TCPFields{
 		SrcPort: c.id.local.Port(), DstPort: c.id.remote.Port(),
@@ -248,17 +225,17 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		f.Window = c.windowField(true) // a SYN offers a window too
 	}
 	if flags&wire.TCPFlagACK != 0 {
-		f.Ack = uint32(c.rcvNxt)
+		f.Ack = uint32(c.rcv.nxt)
 		f.Window = c.windowField(syn)
 		// A retransmission may carry data the peer already has: it then
 		// fails the peer's acceptability test and is dropped, ACK field
 		// and all. Only a segment at SND.MAX (or at ackSeq, where the
 		// peer's window ends before it) settles an ACK we owe; after a
 		// retransmission output sends a pure ACK as well.
-		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.ackSeq()) {
-			c.ackNow = false
-			c.segsUnacked = 0
-			c.delackAt = noTime
+		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.snd.ackSeq()) {
+			c.rcv.ackNow = false
+			c.rcv.segsUnacked = 0
+			c.timers.delackAt = noTime
 		}
 	}
 	wire.EncodeTCP(b, &f)
@@ -274,22 +251,22 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 // by at least min(buffer/2, MSS); it never moves left (3.8.6.2.2, "shrinking
 // the window" is strongly discouraged).
 func (c *Conn) windowField(syn bool) uint16 {
-	free := c.budgetWindow(max(c.rcvBufSize-c.rcv.n-c.oooN, 0))
-	if c.rdShut {
-		free = c.rcvBufSize // data after CloseRead is discarded
+	free := c.budgetWindow(max(c.sock.rcvBufSize-c.sock.rcvBuf.n-c.rcv.oooN, 0))
+	if c.sock.rdShut {
+		free = c.sock.rcvBufSize // data after CloseRead is discarded
 	}
-	right := c.rcvNxt.Add(seqnum.Size(free))
-	if c.rcvAdv.LessThan(c.rcvNxt) {
-		c.rcvAdv = c.rcvNxt
+	right := c.rcv.nxt.Add(seqnum.Size(free))
+	if c.rcv.adv.LessThan(c.rcv.nxt) {
+		c.rcv.adv = c.rcv.nxt
 	}
-	if right.GreaterThan(c.rcvAdv) {
-		grow := int(right.Sub(c.rcvAdv))
-		if grow >= min(c.rcvBufSize/2, c.rcvMSS) || c.rcvAdv == c.rcvNxt && grow > 0 && free >= c.rcvMSS {
-			c.rcvAdv = right
+	if right.GreaterThan(c.rcv.adv) {
+		grow := int(right.Sub(c.rcv.adv))
+		if grow >= min(c.sock.rcvBufSize/2, c.rcv.mss) || c.rcv.adv == c.rcv.nxt && grow > 0 && free >= c.rcv.mss {
+			c.rcv.adv = right
 		}
 	}
-	wnd := int(c.rcvAdv.Sub(c.rcvNxt))
-	shift := c.rcvWScale
+	wnd := int(c.rcv.adv.Sub(c.rcv.nxt))
+	shift := c.rcv.wscale
 	if syn || !c.wsOK {
 		shift = 0 // RFC 7323 2.2: a SYN's window is never scaled
 	}
@@ -300,21 +277,21 @@ func (c *Conn) windowField(syn bool) uint16 {
 	// within it would be dropped and retransmitted.
 	field := min((wnd+1<<shift-1)>>shift, 65535)
 	// The edge the peer will compute from the field.
-	c.rcvAdv = c.rcvNxt.Add(seqnum.Size(field << shift))
+	c.rcv.adv = c.rcv.nxt.Add(seqnum.Size(field << shift))
 	return uint16(field)
 }
 
 // windowUpdateDue reports whether the receive window has opened enough
 // since the last advertisement to tell the peer unprompted.
 func (c *Conn) windowUpdateDue() bool {
-	free := c.budgetFree(max(c.rcvBufSize-c.rcv.n-c.oooN, 0))
+	free := c.budgetFree(max(c.sock.rcvBufSize-c.sock.rcvBuf.n-c.rcv.oooN, 0))
 	// No more than the window field can say: beyond it nothing would change.
-	free = min(free, 65535<<c.rcvWScale)
-	right := c.rcvNxt.Add(seqnum.Size(free))
-	if !right.GreaterThan(c.rcvAdv) {
+	free = min(free, 65535<<c.rcv.wscale)
+	right := c.rcv.nxt.Add(seqnum.Size(free))
+	if !right.GreaterThan(c.rcv.adv) {
 		return false
 	}
-	grow := int(right.Sub(c.rcvAdv))
+	grow := int(right.Sub(c.rcv.adv))
 	// Tell at once if the advertised window had (nearly) closed.
-	return grow >= min(c.rcvBufSize/2, 2*c.rcvMSS) || int(c.rcvAdv.Sub(c.rcvNxt)) < c.rcvMSS && grow >= c.rcvMSS
+	return grow >= min(c.sock.rcvBufSize/2, 2*c.rcv.mss) || int(c.rcv.adv.Sub(c.rcv.nxt)) < c.rcv.mss && grow >= c.rcv.mss
 }

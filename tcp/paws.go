@@ -35,8 +35,8 @@ const pawsIdle = 24 * 24 * time.Hour
 // it still earns the challenge ACK of RFC 5961 4.2, and in TIME-WAIT it may
 // reopen the connection by its sequence number (RFC 6191 section 2, RFC
 // 1122 4.2.2.13).
-func (c *Conn) tsMissing(seg *segment, o *wire.TCPOptions) bool {
-	if !c.tsOK || o.HasTimestamp || seg.flags&(wire.TCPFlagRST|wire.TCPFlagSYN) != 0 {
+func (c *Conn) tsMissing(seg *segment) bool {
+	if !c.tsOK || seg.opts.HasTimestamp || seg.flags&(wire.TCPFlagRST|wire.TCPFlagSYN) != 0 {
 		return false
 	}
 	c.p.Stats.TSOptMissing.Inc()
@@ -53,18 +53,18 @@ func (c *Conn) tsMissing(seg *segment, o *wire.TCPOptions) bool {
 //
 // A RST is exempt because the peer may have rebooted, and its clock with
 // it; RFC 5961 makes a reset guess the exact sequence number instead.
-func (c *Conn) pawsReject(seg *segment, o *wire.TCPOptions, now time.Time) bool {
-	if !c.tsOK || !o.HasTimestamp || seg.has(wire.TCPFlagRST) {
+func (c *Conn) pawsReject(seg *segment, now time.Time) bool {
+	if !c.tsOK || !seg.opts.HasTimestamp || seg.has(wire.TCPFlagRST) {
 		return false
 	}
-	if int32(o.TSVal-c.tsRecent) >= 0 || now.Sub(c.tsRecentAt) >= pawsIdle || c.disorderedACK(seg, o) {
+	if int32(seg.opts.TSVal-c.rcv.tsRecent) >= 0 || now.Sub(c.rcv.tsRecentAt) >= pawsIdle || c.disorderedACK(seg) {
 		return false
 	}
 	c.p.Stats.PAWSEstab.Inc()
 	if seg.has(wire.TCPFlagSYN) && c.state != SynReceived {
 		c.challengeACK(now)
 	} else {
-		c.ackNow = true
+		c.rcv.ackNow = true
 	}
 	return true
 }
@@ -75,15 +75,15 @@ func (c *Conn) pawsReject(seg *segment, o *wire.TCPOptions, now time.Time) bool 
 // its timestamp is older than TS.Recent by less than an RTO. PAWS has
 // nothing to protect there, and dropping it would only cost the sender a
 // duplicate ACK it counts on for fast retransmit.
-func (c *Conn) disorderedACK(seg *segment, o *wire.TCPOptions) bool {
+func (c *Conn) disorderedACK(seg *segment) bool {
 	if seg.flags&(wire.TCPFlagSYN|wire.TCPFlagFIN|wire.TCPFlagRST|wire.TCPFlagACK) != wire.TCPFlagACK || len(seg.payload) != 0 {
 		return false
 	}
-	if seg.seq != c.rcvNxt || seg.ack != c.sndUna || c.state == SynReceived {
+	if seg.seq != c.rcv.nxt || seg.ack != c.snd.una || c.state == SynReceived {
 		return false
 	}
-	if seg.seq.GreaterThan(c.sndWl1) || uint32(seg.wnd)<<c.sndWScaleIf() > c.sndWnd {
+	if seg.seq.GreaterThan(c.snd.wl1) || uint32(seg.wnd)<<c.sndWScaleIf() > c.snd.wnd {
 		return false // it would update the window: not a mere duplicate
 	}
-	return int32(c.tsRecent-o.TSVal) <= int32(c.rto/time.Millisecond)
+	return int32(c.rcv.tsRecent-seg.opts.TSVal) <= int32(c.snd.rto/time.Millisecond)
 }

@@ -22,19 +22,21 @@ type prrState struct {
 
 // prrStart begins PRR for a recovery (RFC 6937 section 3, "at the
 // beginning of recovery").
-func (c *Conn) prrStart() {
-	c.prr = prrState{recoverFS: max(int(c.sndMax.Sub(c.sndUna)), 1)}
+func (snd *sender) prrStart() {
+	snd.prr = prrState{recoverFS: max(int(snd.max.Sub(snd.una)), 1)}
 }
 
-func (c *Conn) prrOut() int { return int(c.sndMax.Sub(c.recover)) + c.prr.rexmitOut }
+// prrOut is RFC 6937's prr_out: what was sent since recovery began, new
+// data beyond recover and retransmissions.
+func (snd *sender) prrOut() int { return int(snd.max.Sub(snd.recover)) + snd.prr.rexmitOut }
 
 // prrOnAck is RFC 6937's "on every ACK during recovery": delivered is
 // DeliveredData, the change in SND.UNA plus the change in SACKed bytes.
-func (c *Conn) prrOnAck(delivered int) {
-	p := &c.prr
+func (snd *sender) prrOnAck(delivered int) {
+	p := &snd.prr
 	p.delivered += max(delivered, 0)
-	out := c.prrOut()
-	pipe, ssthresh := c.pipe(), c.cc.SSThresh()
+	out := snd.prrOut()
+	pipe, ssthresh := snd.pipe(), snd.cc.SSThresh()
 	var sndcnt int
 	if pipe > ssthresh {
 		// Proportional rate reduction: CEIL(prr_delivered * ssthresh /
@@ -43,7 +45,7 @@ func (c *Conn) prrOnAck(delivered int) {
 	} else {
 		// PRR-SSRB: MIN(ssthresh - pipe, MAX(prr_delivered - prr_out,
 		// DeliveredData) + MSS).
-		sndcnt = min(ssthresh-pipe, max(p.delivered-out, delivered)+c.sndMSS)
+		sndcnt = min(ssthresh-pipe, max(p.delivered-out, delivered)+snd.mss)
 	}
 	p.allow = out + max(sndcnt, 0)
 }
@@ -51,10 +53,10 @@ func (c *Conn) prrOnAck(delivered int) {
 // prrRoom is what PRR lets recovery send now, in whole segments, rounded
 // up as Linux counts sndcnt in segments: a fraction of one still sends
 // one, or a small window would never send at all.
-func (c *Conn) prrRoom() int {
-	room := c.prr.allow - c.prrOut()
+func (snd *sender) prrRoom() int {
+	room := snd.prr.allow - snd.prrOut()
 	if room <= 0 {
 		return 0
 	}
-	return (room + c.sndMSS - 1) / c.sndMSS * c.sndMSS
+	return (room + snd.mss - 1) / snd.mss * snd.mss
 }

@@ -58,25 +58,25 @@ func (c *Conn) rackDelivered(s *sentSeg, now time.Time) {
 		// Step 2: an ACK sooner than the minimum RTT after a
 		// retransmission acknowledges the original; without a TSval per
 		// transmission, this is the test that keeps the sample honest.
-		if rtt < c.rack.minRTT {
+		if rtt < c.snd.rack.minRTT {
 			return
 		}
 	} else {
-		if c.rack.minRTT == 0 || rtt < c.rack.minRTT {
-			c.rack.minRTT = max(rtt, time.Microsecond)
+		if c.snd.rack.minRTT == 0 || rtt < c.snd.rack.minRTT {
+			c.snd.rack.minRTT = max(rtt, time.Microsecond)
 		}
 		// Step 3: delivered below a segment sent after it and delivered
 		// first: the network reorders.
-		if !c.rack.xmitAt.IsZero() && s.end.LessThan(c.rack.fack) {
-			c.rack.reorderingSeen = true
+		if !c.snd.rack.xmitAt.IsZero() && s.end.LessThan(c.snd.rack.fack) {
+			c.snd.rack.reorderingSeen = true
 		}
 	}
-	if c.rack.xmitAt.IsZero() {
-		c.rack.fack = s.end
+	if c.snd.rack.xmitAt.IsZero() {
+		c.snd.rack.fack = s.end
 	}
-	c.rack.fack = seqnum.Max(c.rack.fack, s.end)
-	if c.rack.xmitAt.IsZero() || sentAfter(s.sentAt, s.end, c.rack.xmitAt, c.rack.endSeq) {
-		c.rack.xmitAt, c.rack.endSeq, c.rack.rtt = s.sentAt, s.end, rtt
+	c.snd.rack.fack = seqnum.Max(c.snd.rack.fack, s.end)
+	if c.snd.rack.xmitAt.IsZero() || sentAfter(s.sentAt, s.end, c.snd.rack.xmitAt, c.snd.rack.endSeq) {
+		c.snd.rack.xmitAt, c.snd.rack.endSeq, c.snd.rack.rtt = s.sentAt, s.end, rtt
 	}
 }
 
@@ -88,22 +88,22 @@ func (c *Conn) rackUpdateReoWnd(dsack, exitedRecovery bool) {
 	if !c.rackOn() {
 		return
 	}
-	if c.rack.reoWndMult == 0 {
-		c.rack.reoWndMult = 1
+	if c.snd.rack.reoWndMult == 0 {
+		c.snd.rack.reoWndMult = 1
 	}
-	if c.rack.dsackInRound && !c.sndUna.LessThan(c.rack.dsackRound) {
-		c.rack.dsackInRound = false
+	if c.snd.rack.dsackInRound && !c.snd.una.LessThan(c.snd.rack.dsackRound) {
+		c.snd.rack.dsackInRound = false
 	}
 	switch {
-	case dsack && !c.rack.dsackInRound:
-		c.rack.dsackInRound, c.rack.dsackRound = true, c.sndMax
-		c.rack.reoWndMult++
-		c.rack.reoWndPersist = 16
-		c.rack.reorderingSeen = true // as Linux: a D-SACK shows reordering
-	case exitedRecovery && c.rack.reoWndPersist > 0:
-		c.rack.reoWndPersist--
-		if c.rack.reoWndPersist == 0 {
-			c.rack.reoWndMult = 1
+	case dsack && !c.snd.rack.dsackInRound:
+		c.snd.rack.dsackInRound, c.snd.rack.dsackRound = true, c.snd.max
+		c.snd.rack.reoWndMult++
+		c.snd.rack.reoWndPersist = 16
+		c.snd.rack.reorderingSeen = true // as Linux: a D-SACK shows reordering
+	case exitedRecovery && c.snd.rack.reoWndPersist > 0:
+		c.snd.rack.reoWndPersist--
+		if c.snd.rack.reoWndPersist == 0 {
+			c.snd.rack.reoWndMult = 1
 		}
 	}
 }
@@ -112,11 +112,11 @@ func (c *Conn) rackUpdateReoWnd(dsack, exitedRecovery bool) {
 // reordering has been seen and a loss is already evident (in recovery, or
 // DupThresh segments SACKed), else a quarter of the minimum RTT per
 // multiplier, at most SRTT.
-func (c *Conn) rackReoWnd() time.Duration {
-	if !c.rack.reorderingSeen && (c.inRecovery || c.sndUna.LessThan(c.recover) || c.sb.sackedSegs >= dupThresh) {
+func (snd *sender) rackReoWnd() time.Duration {
+	if !snd.rack.reorderingSeen && (snd.inRecovery || snd.una.LessThan(snd.recover) || snd.sb.sackedSegs >= dupThresh) {
 		return 0
 	}
-	return min(c.rack.minRTT/4*time.Duration(max(c.rack.reoWndMult, 1)), c.srtt)
+	return min(snd.rack.minRTT/4*time.Duration(max(snd.rack.reoWndMult, 1)), snd.srtt)
 }
 
 // rackDetectLoss is section 6.2 step 5: every segment sent before the
@@ -124,26 +124,26 @@ func (c *Conn) rackReoWnd() time.Duration {
 // RACK.rtt plus the reordering window has passed since it was sent; the
 // reordering timer is armed for the latest of those still waiting.
 func (c *Conn) rackDetectLoss(now time.Time) {
-	c.rack.timerAt = noTime
-	if c.rack.xmitAt.IsZero() || len(c.sent) == 0 {
+	c.snd.rack.timerAt = noTime
+	if c.snd.rack.xmitAt.IsZero() || len(c.snd.sent) == 0 {
 		return
 	}
-	reo := c.rackReoWnd()
+	reo := c.snd.rackReoWnd()
 	var wait time.Duration
-	for i := range c.sent {
-		s := &c.sent[i]
-		if s.sacked || s.lost || !sentAfter(c.rack.xmitAt, c.rack.endSeq, s.sentAt, s.end) {
+	for i := range c.snd.sent {
+		s := &c.snd.sent[i]
+		if s.sacked || s.lost || !sentAfter(c.snd.rack.xmitAt, c.snd.rack.endSeq, s.sentAt, s.end) {
 			continue
 		}
-		if remaining := s.sentAt.Add(c.rack.rtt + reo).Sub(now); remaining > 0 {
+		if remaining := s.sentAt.Add(c.snd.rack.rtt + reo).Sub(now); remaining > 0 {
 			wait = max(wait, remaining)
 			continue
 		}
-		c.sb.markLost(s)
+		c.snd.sb.markLost(s)
 		c.p.Stats.RACKLoss.Inc()
 	}
 	if wait > 0 {
-		c.rack.timerAt = now.Add(wait)
+		c.snd.rack.timerAt = now.Add(wait)
 	}
 }
 

@@ -25,25 +25,25 @@ func (c *Conn) noteDuplicate(start, end seqnum.Value) {
 	if !c.sackOK || !start.LessThan(end) {
 		return
 	}
-	c.dsack = sackRange{start, end, true}
-	c.ackNow = true
+	c.rcv.dsack = sackRange{start, end, true}
+	c.rcv.ackNow = true
 }
 
 // sackBlocks appends the SACK blocks for the next ACK to dst: the D-SACK
 // block if one is due, then the out-of-order ranges, the one holding the
 // latest arrival first and the others from the highest down. The encoder
 // keeps as many as the option space allows (3 with timestamps).
-func (c *Conn) sackBlocks(dst []wire.SACKBlock) []wire.SACKBlock {
-	if c.dsack.valid {
-		dst = append(dst, wire.SACKBlock{Start: uint32(c.dsack.start), End: uint32(c.dsack.end)})
+func (rcv *receiver) sackBlocks(dst []wire.SACKBlock) []wire.SACKBlock {
+	if rcv.dsack.valid {
+		dst = append(dst, wire.SACKBlock{Start: uint32(rcv.dsack.start), End: uint32(rcv.dsack.end)})
 	}
-	if len(c.ooo) == 0 {
+	if len(rcv.ooo) == 0 {
 		return dst
 	}
 	// Merge the held segments (sorted, possibly overlapping) into ranges.
 	var ranges [16]sackRange
 	n := 0
-	for _, o := range c.ooo {
+	for _, o := range rcv.ooo {
 		s, e := o.seq, o.seq.Add(seqnum.Size(len(o.data)))
 		if n > 0 && !s.GreaterThan(ranges[n-1].end) {
 			ranges[n-1].end = seqnum.Max(ranges[n-1].end, e)
@@ -56,9 +56,9 @@ func (c *Conn) sackBlocks(dst []wire.SACKBlock) []wire.SACKBlock {
 		n++
 	}
 	first := -1
-	if c.lastOOO.valid {
+	if rcv.lastOOO.valid {
 		for i := range n {
-			if c.lastOOO.start.InRange(ranges[i].start, ranges[i].end) {
+			if rcv.lastOOO.start.InRange(ranges[i].start, ranges[i].end) {
 				first = i
 				dst = append(dst, wire.SACKBlock{Start: uint32(ranges[i].start), End: uint32(ranges[i].end)})
 				break

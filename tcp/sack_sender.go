@@ -71,8 +71,8 @@ func (sb *scoreboard) forget(s *sentSeg, n int) {
 // pipe is RFC 6675's estimate of the bytes in the network: everything
 // between SND.UNA and SND.MAX that is neither SACKed nor deemed lost (a
 // lost segment counts again once retransmitted).
-func (c *Conn) pipe() int {
-	return max(int(c.sndMax.Sub(c.sndUna))-c.sb.sacked-c.sb.lost, 0)
+func (snd *sender) pipe() int {
+	return max(int(snd.max.Sub(snd.una))-snd.sb.sacked-snd.sb.lost, 0)
 }
 
 // congestionRoom is how many more bytes the congestion window allows with
@@ -83,12 +83,12 @@ func (c *Conn) pipe() int {
 // limited transmit.
 func (c *Conn) congestionRoom(inflight int) int {
 	if !c.sackOK {
-		return c.cc.CWnd() + c.limitedTransmit() - inflight
+		return c.snd.cc.CWnd() + c.snd.limitedTransmit() - inflight
 	}
-	if c.inRecovery {
-		return c.prrRoom()
+	if c.snd.inRecovery {
+		return c.snd.prrRoom()
 	}
-	return c.cc.CWnd() - c.pipe()
+	return c.snd.cc.CWnd() - c.snd.pipe()
 }
 
 // processSACKAck handles the ACK field when SACK is in use: the
@@ -97,43 +97,43 @@ func (c *Conn) congestionRoom(inflight int) int {
 // or ends. It reports false if the segment must be dropped.
 func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.Time) bool {
 	ack := seg.ack
-	acked := int(ack.Sub(c.sndUna))
-	sackedBefore := c.sb.sacked
-	if c.sb.sackedSegs == 0 {
-		c.sb.highSACK = c.sndUna
+	acked := int(ack.Sub(c.snd.una))
+	sackedBefore := c.snd.sb.sacked
+	if c.snd.sb.sackedSegs == 0 {
+		c.snd.sb.highSACK = c.snd.una
 	}
-	if !c.sndUna.LessThan(c.recover) {
+	if !c.snd.una.LessThan(c.snd.recover) {
 		// No recovery under way: RecoveryPoint follows SND.UNA, so that
 		// after 2 GiB without a loss it does not seem ahead of it in
 		// sequence arithmetic and hold every later recovery off.
-		c.recover = c.sndUna
+		c.snd.recover = c.snd.una
 	}
 	c.ackedEntries(ack, now)
-	newly, dsack := c.takeSACK(seg.sack, ack, now)
-	wasInRecovery := c.inRecovery
+	newly, dsack := c.takeSACK(seg.sackBlocks(), ack, now)
+	wasInRecovery := c.snd.inRecovery
 	if acked > 0 {
 		c.newAck(ack, acked, tsEcr, now)
 	} else if isDup || newly {
 		c.p.Stats.DupAcks.Inc()
-		c.dupAcks++
+		c.snd.dupAcks++
 	} else {
-		c.dupAcks = 0
+		c.snd.dupAcks = 0
 	}
-	c.tlpOnAck(ack, isDup && len(seg.sack) == 0)
-	c.rackUpdateReoWnd(dsack, wasInRecovery && !c.inRecovery)
+	c.tlpOnAck(ack, isDup && seg.nSACK == 0)
+	c.rackUpdateReoWnd(dsack, wasInRecovery && !c.snd.inRecovery)
 	if c.rackOn() {
 		// Only SACKed data, or a recovery under way, can leave a segment
 		// sent before the latest delivered one outstanding: a loss-free
 		// ACK costs no walk of the queue.
-		if c.sb.sacked > 0 || c.sb.lost > 0 || c.sndUna.LessThan(c.recover) || !c.rack.timerAt.IsZero() {
+		if c.snd.sb.sacked > 0 || c.snd.sb.lost > 0 || c.snd.una.LessThan(c.snd.recover) || !c.snd.rack.timerAt.IsZero() {
 			c.rackDetectLoss(now)
 		}
-	} else if newly || c.dupAcks >= dupThresh {
-		c.markLostByDupThresh()
+	} else if newly || c.snd.dupAcks >= dupThresh {
+		c.snd.markLostByDupThresh()
 	}
 	c.maybeEnterRecovery()
-	if c.inRecovery {
-		c.prrOnAck(acked + c.sb.sacked - sackedBefore)
+	if c.snd.inRecovery {
+		c.snd.prrOnAck(acked + c.snd.sb.sacked - sackedBefore)
 	}
 	return true
 }
@@ -142,21 +142,21 @@ func (c *Conn) processSACKAck(seg *segment, isDup bool, tsEcr uint32, now time.T
 // scoreboard's totals before newAck drops them, tells RACK of those the
 // peer had not SACKed, and trims an entry the ACK covers in part.
 func (c *Conn) ackedEntries(ack seqnum.Value, now time.Time) {
-	for i := range c.sent {
-		s := &c.sent[i]
+	for i := range c.snd.sent {
+		s := &c.snd.sent[i]
 		if !s.start.LessThan(ack) {
 			break
 		}
 		if s.end.LessThanEq(ack) {
 			if s.sacked {
-				c.sb.sackedSegs--
+				c.snd.sb.sackedSegs--
 			} else {
 				c.rackDelivered(s, now)
 			}
-			c.sb.forget(s, int(s.end.Sub(s.start)))
+			c.snd.sb.forget(s, int(s.end.Sub(s.start)))
 			continue
 		}
-		c.sb.forget(s, int(ack.Sub(s.start)))
+		c.snd.sb.forget(s, int(ack.Sub(s.start)))
 		s.start = ack
 	}
 }
@@ -171,16 +171,16 @@ func (c *Conn) takeSACK(blocks []wire.SACKBlock, ack seqnum.Value, now time.Time
 	for i, b := range blocks {
 		start, end := seqnum.Value(b.Start), seqnum.Value(b.End)
 		if i == 0 && isDSACK(start, end, ack, blocks) {
-			if !start.LessThan(end) || end.GreaterThan(c.sndMax) {
+			if !start.LessThan(end) || end.GreaterThan(c.snd.max) {
 				c.p.Stats.SACKDiscard.Inc()
 				continue
 			}
 			c.p.Stats.DSACKRecv.Inc()
 			dsack = true
-			c.tlpOnDSACK(start, end)
+			c.snd.tlpOnDSACK(start, end)
 			continue
 		}
-		if !start.LessThan(end) || start.LessThan(c.sndUna) || end.GreaterThan(c.sndMax) {
+		if !start.LessThan(end) || start.LessThan(c.snd.una) || end.GreaterThan(c.snd.max) {
 			c.p.Stats.SACKDiscard.Inc()
 			continue
 		}
@@ -210,27 +210,27 @@ func isDSACK(start, end, ack seqnum.Value, blocks []wire.SACKBlock) bool {
 // SACKed.
 func (c *Conn) markSACKed(start, end seqnum.Value, now time.Time) bool {
 	newly := false
-	i := sort.Search(len(c.sent), func(i int) bool { return c.sent[i].end.GreaterThan(start) })
-	for ; i < len(c.sent) && c.sent[i].start.LessThan(end); i++ {
-		if c.sent[i].sacked {
+	i := sort.Search(len(c.snd.sent), func(i int) bool { return c.snd.sent[i].end.GreaterThan(start) })
+	for ; i < len(c.snd.sent) && c.snd.sent[i].start.LessThan(end); i++ {
+		if c.snd.sent[i].sacked {
 			continue
 		}
-		if c.sent[i].start.LessThan(start) {
-			c.splitSent(i, start)
+		if c.snd.sent[i].start.LessThan(start) {
+			c.snd.splitSent(i, start)
 			continue // the next entry begins at start
 		}
-		if c.sent[i].end.GreaterThan(end) {
-			c.splitSent(i, end)
+		if c.snd.sent[i].end.GreaterThan(end) {
+			c.snd.splitSent(i, end)
 		}
-		s := &c.sent[i]
+		s := &c.snd.sent[i]
 		if s.lost {
 			s.lost = false
-			c.sb.lost -= int(s.end.Sub(s.start))
+			c.snd.sb.lost -= int(s.end.Sub(s.start))
 		}
 		s.sacked = true
-		c.sb.sacked += int(s.end.Sub(s.start))
-		c.sb.sackedSegs++
-		c.sb.highSACK = seqnum.Max(c.sb.highSACK, s.end)
+		c.snd.sb.sacked += int(s.end.Sub(s.start))
+		c.snd.sb.sackedSegs++
+		c.snd.sb.highSACK = seqnum.Max(c.snd.sb.highSACK, s.end)
 		c.rackDelivered(s, now)
 		newly = true
 	}
@@ -239,11 +239,11 @@ func (c *Conn) markSACKed(start, end seqnum.Value, now time.Time) bool {
 
 // splitSent cuts entry i at seq, which lies inside it, into two entries
 // with the same marks and transmission time.
-func (c *Conn) splitSent(i int, at seqnum.Value) {
-	c.sent = append(c.sent, sentSeg{})
-	copy(c.sent[i+1:], c.sent[i:])
-	c.sent[i].end = at
-	c.sent[i+1].start = at
+func (snd *sender) splitSent(i int, at seqnum.Value) {
+	snd.sent = append(snd.sent, sentSeg{})
+	copy(snd.sent[i+1:], snd.sent[i:])
+	snd.sent[i].end = at
+	snd.sent[i+1].start = at
 }
 
 // markLostByDupThresh is RFC 6675's IsLost (section 4) over the queue,
@@ -253,11 +253,11 @@ func (c *Conn) splitSent(i int, at seqnum.Value) {
 // are not marked again: each hole goes out once per recovery. Without any
 // SACK, DupThresh duplicate ACKs mark the first segment (RFC 6675 section
 // 5, step (4.3) retransmits it).
-func (c *Conn) markLostByDupThresh() {
+func (snd *sender) markLostByDupThresh() {
 	segs, bytes := 0, 0
-	for i := len(c.sent) - 1; i >= 0; i-- {
-		s := &c.sent[i]
-		if c.inRecovery && s.start.LessThan(c.sb.highRxt) {
+	for i := len(snd.sent) - 1; i >= 0; i-- {
+		s := &snd.sent[i]
+		if snd.inRecovery && s.start.LessThan(snd.sb.highRxt) {
 			break
 		}
 		if s.sacked {
@@ -265,15 +265,15 @@ func (c *Conn) markLostByDupThresh() {
 			bytes += int(s.end.Sub(s.start))
 			continue
 		}
-		if segs >= dupThresh || bytes > (dupThresh-1)*c.sndMSS {
+		if segs >= dupThresh || bytes > (dupThresh-1)*snd.mss {
 			if s.lost {
 				break // and so is everything below it, marked before
 			}
-			c.sb.markLost(s)
+			snd.sb.markLost(s)
 		}
 	}
-	if c.dupAcks >= dupThresh && !c.inRecovery && len(c.sent) > 0 {
-		c.sb.markLost(&c.sent[0])
+	if snd.dupAcks >= dupThresh && !snd.inRecovery && len(snd.sent) > 0 {
+		snd.sb.markLost(&snd.sent[0])
 	}
 }
 
@@ -284,19 +284,19 @@ func (c *Conn) markLostByDupThresh() {
 // reaches the timeout's recovery point (RFC 6675 section 5.1): the
 // go-back-N retransmissions repair that window.
 func (c *Conn) maybeEnterRecovery() {
-	if c.inRecovery || c.sb.lost == 0 || c.sndUna.LessThan(c.recover) {
+	if c.snd.inRecovery || c.snd.sb.lost == 0 || c.snd.una.LessThan(c.snd.recover) {
 		return
 	}
 	c.p.Stats.SACKRecovery.Inc()
 	c.p.Stats.FastRetrans.Inc() // its first retransmission is a fast one, as Linux counts
 	// Not twice for one window (ecn.go).
-	c.lossReduce(int(c.sndMax.Sub(c.sndUna)))
-	c.inRecovery = true
-	c.recover = c.sndMax
-	c.sb.highRxt = c.sndUna
-	c.sb.rescued = false
-	c.sb.entered = true
-	c.prrStart()
+	c.lossReduce(int(c.snd.max.Sub(c.snd.una)))
+	c.snd.inRecovery = true
+	c.snd.recover = c.snd.max
+	c.snd.sb.highRxt = c.snd.una
+	c.snd.sb.rescued = false
+	c.snd.sb.entered = true
+	c.snd.prrStart()
 }
 
 // sendRecovery sends one segment by RFC 6675's NextSeg (section 4) if
@@ -311,21 +311,21 @@ func (c *Conn) sendRecovery() bool {
 	if !c.sackOK {
 		return false
 	}
-	c.skipSACKed()
+	c.snd.skipSACKed()
 	// After a timeout, until SND.UNA reaches its recovery point, segments
 	// RACK finds lost again (go-back-N's own retransmissions) are resent
 	// by rule (1) too, as Linux does in its Loss state: otherwise each
 	// would wait for another timeout.
-	rtoRecovery := !c.inRecovery && c.sndUna.LessThan(c.recover)
-	if !c.inRecovery && !rtoRecovery || !c.sb.entered && c.congestionRoom(0) < c.sndMSS {
+	rtoRecovery := !c.snd.inRecovery && c.snd.una.LessThan(c.snd.recover)
+	if !c.snd.inRecovery && !rtoRecovery || !c.snd.sb.entered && c.congestionRoom(0) < c.snd.mss {
 		return false
 	}
-	c.sb.entered = false
-	if c.sb.lost > 0 {
-		for i := range c.sent {
-			if c.sent[i].lost {
-				if c.inRecovery {
-					c.sb.highRxt = seqnum.Max(c.sb.highRxt, c.sent[i].end)
+	c.snd.sb.entered = false
+	if c.snd.sb.lost > 0 {
+		for i := range c.snd.sent {
+			if c.snd.sent[i].lost {
+				if c.snd.inRecovery {
+					c.snd.sb.highRxt = seqnum.Max(c.snd.sb.highRxt, c.snd.sent[i].end)
 					c.p.Stats.SACKRetrans.Inc()
 				}
 				return c.retransmitEntry(i)
@@ -335,8 +335,8 @@ func (c *Conn) sendRecovery() bool {
 	if rtoRecovery {
 		return false
 	}
-	off := int(c.sndNxt.Sub(c.sndBufSeq))
-	if c.snd.n > off || c.finPending() {
+	off := int(c.snd.nxt.Sub(c.snd.bufSeq))
+	if c.sock.sndBuf.n > off || c.finPending() {
 		return false // rule (2): sendData sends it
 	}
 	// RescueRxt is RecoveryPoint once used, so "HighACK > RescueRxt" holds
@@ -345,18 +345,18 @@ func (c *Conn) sendRecovery() bool {
 	// never mark: the last segment below RecoveryPoint not SACKed, unless
 	// this recovery resent it already. RACK needs none (as Linux, which
 	// has no rescue): its timers watch the tail.
-	if c.rackOn() || c.sb.rescued {
+	if c.rackOn() || c.snd.sb.rescued {
 		return false
 	}
-	for i := len(c.sent) - 1; i >= 0 && !c.sent[i].start.LessThan(c.sb.highSACK); i-- {
-		s := &c.sent[i]
-		if s.sacked || s.end.GreaterThan(c.recover) {
+	for i := len(c.snd.sent) - 1; i >= 0 && !c.snd.sent[i].start.LessThan(c.snd.sb.highSACK); i-- {
+		s := &c.snd.sent[i]
+		if s.sacked || s.end.GreaterThan(c.snd.recover) {
 			continue
 		}
-		if s.start.LessThan(c.sb.highRxt) {
+		if s.start.LessThan(c.snd.sb.highRxt) {
 			break
 		}
-		c.sb.rescued, c.sb.rescueRxt = true, c.recover
+		c.snd.sb.rescued, c.snd.sb.rescueRxt = true, c.snd.recover
 		c.p.Stats.SACKRetrans.Inc()
 		return c.retransmitEntry(i)
 	}
@@ -366,40 +366,40 @@ func (c *Conn) sendRecovery() bool {
 // retransmitEntry resends the queue's entry i (no more than one MSS of
 // it) and reports whether anything went out.
 func (c *Conn) retransmitEntry(i int) bool {
-	s := c.sent[i]
-	dataEnd := c.sndBufSeq.Add(seqnum.Size(c.snd.n))
+	s := c.snd.sent[i]
+	dataEnd := c.snd.bufSeq.Add(seqnum.Size(c.sock.sndBuf.n))
 	n := 0
 	if dataEnd.GreaterThan(s.start) {
 		n = int(seqnum.Min(s.end, dataEnd).Sub(s.start))
 	}
-	if n > c.sndMSS {
-		c.splitSent(i, s.start.Add(seqnum.Size(c.sndMSS)))
-		s, n = c.sent[i], c.sndMSS
+	if n > c.snd.mss {
+		c.snd.splitSent(i, s.start.Add(seqnum.Size(c.snd.mss)))
+		s, n = c.snd.sent[i], c.snd.mss
 	}
-	fin := c.wrShut && s.end.GreaterThan(c.finSeq())
+	fin := c.sock.wrShut && s.end.GreaterThan(c.finSeq())
 	if n == 0 && !fin {
-		c.sb.retransmitted(&c.sent[i]) // nothing left to send of it
+		c.snd.sb.retransmitted(&c.snd.sent[i]) // nothing left to send of it
 		return false
 	}
 	flags := uint8(wire.TCPFlagACK)
 	if fin {
 		flags |= wire.TCPFlagFIN
 	}
-	c.sendSegment(s.start, flags, int(s.start.Sub(c.sndBufSeq)), n)
+	c.sendSegment(s.start, flags, int(s.start.Sub(c.snd.bufSeq)), n)
 	c.noteSent(s.start, n, fin)
-	c.prr.rexmitOut += n
+	c.snd.prr.rexmitOut += n
 	return true
 }
 
 // skipSACKed moves SND.NXT, when a timeout pulled it back to SND.UNA,
 // past segments the peer SACKed since: go-back-N need not resend them.
-func (c *Conn) skipSACKed() {
-	if c.sb.sacked == 0 || !c.sndNxt.LessThan(c.sndMax) {
+func (snd *sender) skipSACKed() {
+	if snd.sb.sacked == 0 || !snd.nxt.LessThan(snd.max) {
 		return
 	}
-	i := sort.Search(len(c.sent), func(i int) bool { return c.sent[i].end.GreaterThan(c.sndNxt) })
-	for ; i < len(c.sent) && c.sent[i].sacked && !c.sent[i].start.GreaterThan(c.sndNxt); i++ {
-		c.sndNxt = c.sent[i].end
+	i := sort.Search(len(snd.sent), func(i int) bool { return snd.sent[i].end.GreaterThan(snd.nxt) })
+	for ; i < len(snd.sent) && snd.sent[i].sacked && !snd.sent[i].start.GreaterThan(snd.nxt); i++ {
+		snd.nxt = snd.sent[i].end
 	}
 }
 
@@ -412,11 +412,11 @@ func (c *Conn) sackOnRTO() {
 	if !c.sackOK {
 		return
 	}
-	c.sb = scoreboard{highSACK: c.sndUna}
-	for i := range c.sent {
-		c.sent[i].sacked, c.sent[i].lost = false, false
-		c.sb.markLost(&c.sent[i])
+	c.snd.sb = scoreboard{highSACK: c.snd.una}
+	for i := range c.snd.sent {
+		c.snd.sent[i].sacked, c.snd.sent[i].lost = false, false
+		c.snd.sb.markLost(&c.snd.sent[i])
 	}
-	c.rack.timerAt = noTime
-	c.tlp = tlpState{seenUna: c.sndUna, seenMax: c.sndMax}
+	c.snd.rack.timerAt = noTime
+	c.snd.tlp = tlpState{seenUna: c.snd.una, seenMax: c.snd.max}
 }

@@ -94,8 +94,8 @@ func (l *Listener) wantCookie(full bool, now time.Time) bool {
 
 // sendCookie answers a SYN with a SYN-ACK whose sequence number is a
 // cookie, and forgets it.
-func (l *Listener) sendCookie(seg *segment, id fourTuple, syn *wire.TCPOptions) {
-	p := l.p
+func (l *Listener) sendCookie(seg *segment, id fourTuple) {
+	p, syn := l.p, &seg.opts
 	route, err := p.ip.Route(id.remote.Addr())
 	if err != nil {
 		p.Stats.ListenDrops.Inc()
@@ -173,10 +173,9 @@ func (l *Listener) cookieACK(seg *segment, id fourTuple) bool {
 	if !recent {
 		return false
 	}
-	var opts wire.TCPOptions
 	bits := uint8(cookieNoTS)
-	if wire.ParseTCPOptions(seg.tcp.Options(), &opts) && opts.HasTimestamp {
-		bits = uint8(opts.TSEcr & cookieTSMask)
+	if seg.opts.HasTimestamp { // empty if they did not parse
+		bits = uint8(seg.opts.TSEcr & cookieTSMask)
 	}
 	cookie := seg.ack - 1
 	mssIdx := uint8(cookie & cookieMSSMask)
@@ -189,7 +188,7 @@ func (l *Listener) cookieACK(seg *segment, id fourTuple) bool {
 	p.Stats.SynCookiesValidated.Inc()
 	syn := wire.TCPOptions{MSS: cookieMSS[mssIdx]}
 	if bits != cookieNoTS {
-		syn.HasTimestamp, syn.TSVal = true, opts.TSVal
+		syn.HasTimestamp, syn.TSVal = true, seg.opts.TSVal
 		if ws := bits & cookieWSMask; ws != cookieNoWScale {
 			syn.HasWScale, syn.WScale = true, ws
 		}
@@ -212,24 +211,25 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 		return
 	}
 	c := p.newConn(id, route, SynReceived)
-	c.iss = seg.ack - 1
-	c.sndUna, c.sndNxt, c.sndMax, c.sndBufSeq = seg.ack, seg.ack, seg.ack, seg.ack
-	c.recover = c.iss
+	c.snd.iss = seg.ack - 1
+	c.snd.una, c.snd.nxt, c.snd.max, c.snd.bufSeq = seg.ack, seg.ack, seg.ack, seg.ack
+	c.snd.recover = c.snd.iss
 	synSeg := *seg
 	synSeg.seq--
-	c.negotiate(&synSeg, syn)
+	synSeg.opts = *syn
+	c.negotiate(&synSeg)
 	if c.wsOK {
-		c.rcvWScale = p.cookieWScale() // what the SYN-ACK said
+		c.rcv.wscale = p.cookieWScale() // what the SYN-ACK said
 	}
 	c.tsOffset = p.cookieTSOffset(id)
 	if ecn {
 		c.ecn.ok = true // negotiate saw the ACK, not the SYN: the cookie says
 		p.Stats.ECNNegotiated.Inc()
 	}
-	c.rcvAdv = c.rcvNxt.Add(seqnum.Size(min(p.cfg.ReceiveBuffer, 65535)))
-	c.sndWnd = uint32(seg.wnd) << c.sndWScaleIf()
-	c.sndWl1, c.sndWl2 = seg.seq, seg.ack
-	c.maxSndWnd = c.sndWnd
+	c.rcv.adv = c.rcv.nxt.Add(seqnum.Size(min(p.cfg.ReceiveBuffer, 65535)))
+	c.snd.wnd = uint32(seg.wnd) << c.sndWScaleIf()
+	c.snd.wl1, c.snd.wl2 = seg.seq, seg.ack
+	c.snd.maxWnd = c.snd.wnd
 
 	// The room checked is the room used: every send on l.accepted holds
 	// l.mu (lock order: l.mu, then p.mu).
@@ -254,8 +254,9 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 	c.start()
 	if len(seg.payload) > 0 || seg.has(wire.TCPFlagFIN) {
 		// The ACK brought data too: the connection takes it as any
-		// segment (the listener releases the original).
-		c.deliver(p.env.Pool.Clone(seg.pk))
+		// segment, and with it the packet, which handle then leaves.
+		c.deliver(seg)
+		seg.pk = nil
 	}
 }
 

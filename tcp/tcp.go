@@ -5,18 +5,26 @@
 // (RFC 1191, RFC 5927), and initial sequence numbers and ephemeral ports
 // after RFC 6528 and RFC 6056.
 //
-// Each connection is a process: one goroutine (conn.run) owns its
+// Each connection is a process: one goroutine (Conn.run, conn.go) owns its
 // Transmission Control Block, takes segments from a mailbox that the TCP
-// dealer fills, and keeps one timer. The application's goroutines reach it
-// through the send buffer and the receive queue, guarded by the
-// connection's own mutex, and a wake-up channel; no lock is shared between
-// connections on the data path. The dealer (HandleIPv4, running in the IPv4
-// dealer's goroutine) finds a segment's connection by its 4-tuple, or its
-// listener for a SYN, or answers with a reset.
+// dealer fills, and keeps one timer. The TCB is split as RFC 9293 section
+// 3.3.1 splits its variables: the sender (sender.go: SND.UNA, SND.NXT,
+// the window, the retransmission queue, RTT estimation, loss recovery and
+// congestion control), the receiver (receiver.go: RCV.NXT, the window
+// advertised, the out-of-order queue and the ACKs owed), the timers
+// (timer.go) and the socket (socket.go: the application's side, with the
+// send buffer and receive queue of buffers.go). The application's
+// goroutines share only the socket and the state, under the connection's
+// own mutex, and wake the process through a waker; no lock is shared
+// between connections on the data path. The dealer (HandleIPv4, running in
+// the IPv4 dealer's goroutine) parses each segment once, header and
+// options, and finds its connection by its 4-tuple, or its listener for a
+// SYN, or answers with a reset.
 //
-// Files follow RFC 9293's sections: demux.go (3.10.7.1 and the dealer),
-// listener.go (passive open, 3.10.7.2), conn.go and mailbox.go (the
-// connection process and what feeds it), api.go (the socket API), input.go
+// Files follow RFC 9293's sections: state.go (3.3.2, the states),
+// demux.go (3.10.7.1 and the dealer), listener.go (passive open,
+// 3.10.7.2), conn.go and mailbox.go (the connection process and what feeds
+// it), api.go (the socket API) and info.go (the connection table), input.go
 // (3.10.7.3 and 3.10.7.4, segment arrival; window_span.go for a segment
 // covering the whole window), output.go (3.10.4, 3.8.6: sending, Nagle and
 // window management; gso.go for TSO super-segments), timer.go (3.8.1 and
@@ -288,6 +296,10 @@ type Protocol struct {
 
 	challenges challengeBudget // the stack's challenge ACKs (challenge.go)
 
+	// sackScratch is the dealer's, where a segment's SACK blocks parse
+	// before they are copied into it (segment.parseOptions).
+	sackScratch [wire.TCPMaxSACKBlocks]wire.SACKBlock
+
 	mu        sync.RWMutex
 	conns     map[fourTuple]*Conn
 	listeners map[uint16][]*Listener
@@ -378,7 +390,7 @@ func (p *Protocol) Close() {
 	p.mu.Unlock()
 	for c := range unread {
 		c.mu.Lock()
-		p.env.Budget.Release(c.rcv.clear())
+		p.env.Budget.Release(c.sock.rcvBuf.clear())
 		c.mu.Unlock()
 	}
 }

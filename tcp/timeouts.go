@@ -30,17 +30,17 @@ func (c *Conn) SetUserTimeout(d time.Duration) error {
 		return c.opError("set", syscall.EINVAL)
 	}
 	c.mu.Lock()
-	c.userTimeout = d
+	c.sock.userTimeout = d
 	c.mu.Unlock()
-	c.poke()
+	c.wake()
 	return nil
 }
 
 // noteOutstanding starts the user timeout's clock, if it is not running,
 // as the retransmission or persist timer is armed; mu is held.
 func (c *Conn) noteOutstanding(now time.Time) {
-	if c.stallSince.IsZero() && c.state.synchronized() {
-		c.stallSince = now
+	if c.timers.stallSince.IsZero() && c.state.synchronized() {
+		c.timers.stallSince = now
 	}
 }
 
@@ -48,22 +48,22 @@ func (c *Conn) noteOutstanding(now time.Time) {
 // clock restarts, or stops if nothing is left to send, and an orphan's
 // probe count starts again.
 func (c *Conn) noteProgress(now time.Time) {
-	c.orphanProbes = 0
-	if c.sndUna == c.sndMax && c.snd.n <= int(c.sndMax.Sub(c.sndBufSeq)) && !c.finPending() {
-		c.stallSince = noTime
+	c.timers.orphanProbes = 0
+	if c.snd.una == c.snd.max && c.sock.sndBuf.n <= int(c.snd.max.Sub(c.snd.bufSeq)) && !c.finPending() {
+		c.timers.stallSince = noTime
 		return
 	}
-	c.stallSince = now
+	c.timers.stallSince = now
 }
 
 // userDeadline brings the retransmission timer forward to the user
 // timeout's end, so that the abort comes on time rather than up to an
 // RTO late (as Linux's tcp_clamp_rto_to_user_timeout).
 func (c *Conn) userDeadline(at time.Time) time.Time {
-	if c.userTimeout <= 0 || c.stallSince.IsZero() {
+	if c.sock.userTimeout <= 0 || c.timers.stallSince.IsZero() {
 		return at
 	}
-	if end := c.stallSince.Add(c.userTimeout); end.Before(at) {
+	if end := c.timers.stallSince.Add(c.sock.userTimeout); end.Before(at) {
 		return end
 	}
 	return at
@@ -72,7 +72,7 @@ func (c *Conn) userDeadline(at time.Time) time.Time {
 // userTimedOut aborts the connection with ETIMEDOUT if its data has been
 // unacknowledged for the user timeout, and reports whether it did.
 func (c *Conn) userTimedOut(now time.Time) bool {
-	if c.userTimeout <= 0 || c.stallSince.IsZero() || now.Before(c.stallSince.Add(c.userTimeout)) {
+	if c.sock.userTimeout <= 0 || c.timers.stallSince.IsZero() || now.Before(c.timers.stallSince.Add(c.sock.userTimeout)) {
 		return false
 	}
 	c.p.Stats.UserTimeoutAborts.Inc()
@@ -85,7 +85,7 @@ func (c *Conn) userTimedOut(now time.Time) bool {
 // no one waits for its data, and its peer may be gone (Linux's
 // tcp_orphan_retries in tcp_write_timeout). It reports whether it did.
 func (c *Conn) orphanOutOfRetries() bool {
-	if !c.closed || c.backoff <= c.p.cfg.OrphanRetries || c.backoff > c.p.cfg.Retries {
+	if !c.sock.closed || c.snd.backoff <= c.p.cfg.OrphanRetries || c.snd.backoff > c.p.cfg.Retries {
 		return false
 	}
 	c.p.Stats.OrphanAborts.Inc()
@@ -100,11 +100,11 @@ func (c *Conn) orphanOutOfRetries() bool {
 // forever would keep it, and its unsent data, for good (Linux's
 // tcp_orphan_retries in tcp_probe_timer).
 func (c *Conn) orphanGivesUp() bool {
-	if !c.closed {
+	if !c.sock.closed {
 		return false
 	}
-	c.orphanProbes++
-	if c.orphanProbes <= c.p.cfg.OrphanRetries {
+	c.timers.orphanProbes++
+	if c.timers.orphanProbes <= c.p.cfg.OrphanRetries {
 		return false
 	}
 	c.p.Stats.OrphanAborts.Inc()

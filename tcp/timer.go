@@ -3,6 +3,7 @@ package tcp
 import (
 	"time"
 
+	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -13,28 +14,50 @@ import (
 
 var noTime time.Time
 
+// timers are a connection's deadlines, zero when not set, and the one
+// clock timer armed for the earliest (armTimer); with them, the counters of
+// the probes and retries they send. Deadlines of the sender's own
+// machinery live with it (snd.tlp.at, snd.rack.timerAt). The connection's
+// goroutine owns them.
+type timers struct {
+	clock   clock.Timer
+	armedAt time.Time // when clock fires; zero when stopped
+
+	rexmitAt    time.Time // retransmission or persist (RFC 6298, RFC 9293 3.8.6.1)
+	delackAt    time.Time // delayed ACK (RFC 9293 3.8.6.3)
+	keepaliveAt time.Time // keepalive (RFC 9293 3.8.4)
+	closeAt     time.Time // TIME-WAIT, FIN-WAIT-2 or linger end
+
+	kaProbes   int // keepalive probes unanswered
+	synRetries int // SYN or SYN-ACK retransmissions
+	// Time bounds (timeouts.go): since when data has been outstanding
+	// without an ACK taking any, and an orphan's zero-window probes.
+	stallSince   time.Time
+	orphanProbes int
+}
+
 // armTimer points the clock timer at the earliest deadline.
 func (c *Conn) armTimer() {
 	next := noTime
-	for _, t := range [...]time.Time{c.rexmitAt, c.delackAt, c.keepaliveAt, c.closeAt, c.tlp.at, c.rack.timerAt} {
+	for _, t := range [...]time.Time{c.timers.rexmitAt, c.timers.delackAt, c.timers.keepaliveAt, c.timers.closeAt, c.snd.tlp.at, c.snd.rack.timerAt} {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 			next = t
 		}
 	}
-	if next.Equal(c.timerAt) {
+	if next.Equal(c.timers.armedAt) {
 		return
 	}
-	c.timerAt = next
-	c.timer.Stop()
+	c.timers.armedAt = next
+	c.timers.clock.Stop()
 	if !next.IsZero() {
-		c.timer.Reset(max(next.Sub(c.p.env.Clock.Now()), 0))
+		c.timers.clock.Reset(max(next.Sub(c.p.env.Clock.Now()), 0))
 	}
 }
 
 // armRexmit starts the retransmission timer (RFC 6298 5.1).
 func (c *Conn) armRexmit(now time.Time) {
 	c.noteOutstanding(now)
-	c.rexmitAt = c.userDeadline(now.Add(c.rto))
+	c.timers.rexmitAt = c.userDeadline(now.Add(c.snd.rto))
 }
 
 // onTimer handles every deadline that has passed.
@@ -47,27 +70,27 @@ func (c *Conn) onTimer() {
 		*t = noTime
 		return true
 	}
-	if due(&c.closeAt) {
+	if due(&c.timers.closeAt) {
 		c.finish(nil)
 		return
 	}
-	if due(&c.rack.timerAt) {
+	if due(&c.snd.rack.timerAt) {
 		c.onReorderTimeout(now) // rack.go
 	}
-	if due(&c.tlp.at) {
+	if due(&c.snd.tlp.at) {
 		c.onPTO(now) // tlp.go
 	}
-	if due(&c.rexmitAt) {
+	if due(&c.timers.rexmitAt) {
 		c.onRexmit(now)
 		if c.state == Closed {
 			return
 		}
 	}
-	if due(&c.delackAt) {
-		c.ackNow = true
+	if due(&c.timers.delackAt) {
+		c.rcv.ackNow = true
 		c.p.Stats.DelayedACKs.Inc()
 	}
-	if due(&c.keepaliveAt) {
+	if due(&c.timers.keepaliveAt) {
 		c.onKeepalive(now)
 	}
 }
@@ -80,39 +103,39 @@ func (c *Conn) onTimer() {
 func (c *Conn) onRexmit(now time.Time) {
 	switch c.state {
 	case SynSent, SynReceived:
-		c.synRetries++
+		c.timers.synRetries++
 		limit := c.p.cfg.SynRetries
 		if c.state == SynReceived {
 			limit = c.p.cfg.SynAckRetries
 		}
-		if c.synRetries > limit {
+		if c.timers.synRetries > limit {
 			c.finish(errTimedOut)
 			return
 		}
-		c.backoffRTO()
+		c.snd.backoffRTO()
 		c.p.Stats.Timeouts.Inc()
 		c.p.Stats.RetransSegs.Inc()
-		c.retransmits++
+		c.snd.retransmits++
 		c.sendSYN(c.synFlags())
 		c.armRexmit(now)
 		return
 	}
-	inflight := int(c.sndMax.Sub(c.sndUna))
-	unsent := c.snd.n - int(c.sndNxt.Sub(c.sndBufSeq))
+	inflight := int(c.snd.max.Sub(c.snd.una))
+	unsent := c.sock.sndBuf.n - int(c.snd.nxt.Sub(c.snd.bufSeq))
 	if inflight == 0 && unsent <= 0 {
 		return // nothing to do: everything was acknowledged
 	}
 	if c.userTimedOut(now) {
 		return
 	}
-	if inflight == 0 && unsent > 0 || c.sndWnd == 0 && inflight <= 1 {
+	if inflight == 0 && unsent > 0 || c.snd.wnd == 0 && inflight <= 1 {
 		// Persist (RFC 9293 3.8.6.1): the peer's window is closed, or too
 		// small for sender SWS avoidance to use. Probe with what it
 		// allows, at least one byte. Probes never abort a connection
 		// whose peer answers them (processAck counts an answer); Retries
 		// unanswered ones do, as Linux's tcp_probe_timer.
-		c.backoff++
-		if c.backoff > c.p.cfg.Retries {
+		c.snd.backoff++
+		if c.snd.backoff > c.p.cfg.Retries {
 			c.p.Stats.TimeoutAborts.Inc()
 			c.reset(errTimedOut)
 			return
@@ -121,71 +144,48 @@ func (c *Conn) onRexmit(now time.Time) {
 			return
 		}
 		c.p.Stats.PersistProbes.Inc()
-		c.backoffRTO()
-		seq := c.sndNxt
+		c.snd.backoffRTO()
+		seq := c.snd.nxt
 		if inflight > 0 {
-			seq = c.sndUna
+			seq = c.snd.una
 		}
-		off := int(seq.Sub(c.sndBufSeq))
-		n := min(max(int(c.sndWnd), 1), c.snd.n-off, c.sndMSS)
+		off := int(seq.Sub(c.snd.bufSeq))
+		n := min(max(int(c.snd.wnd), 1), c.sock.sndBuf.n-off, c.snd.mss)
 		if n > 0 {
 			c.sendSegment(seq, wire.TCPFlagACK, off, n)
 			c.noteSent(seq, n, false)
 		}
-		if c.sndWnd == 0 {
+		if c.snd.wnd == 0 {
 			// A closed window drops the probe's byte: once it opens,
 			// send from SND.UNA again, the probe's byte first (as BSD
 			// pulls snd_nxt back to a closed window).
-			c.sndNxt = c.sndUna
+			c.snd.nxt = c.snd.una
 		}
 		c.armRexmit(now)
 		return
 	}
-	c.backoff++
+	c.snd.backoff++
 	if c.orphanOutOfRetries() {
 		return
 	}
-	if c.backoff > c.p.cfg.Retries {
+	if c.snd.backoff > c.p.cfg.Retries {
 		c.p.Stats.TimeoutAborts.Inc()
 		c.reset(errTimedOut)
 		return
 	}
 	c.p.Stats.Timeouts.Inc()
-	c.cc.OnRTO(inflight)
-	c.backoffRTO()
-	c.inRecovery = false
-	c.dupAcks = 0
+	c.snd.cc.OnRTO(inflight)
+	c.snd.backoffRTO()
+	c.snd.inRecovery = false
+	c.snd.dupAcks = 0
 	c.sackOnRTO() // sack_sender.go
 	// RFC 6582 section 3.2 step 1 after a timeout: recover = highest sent,
 	// so duplicate ACKs from the go-back-N retransmissions do not start a
 	// false fast retransmit.
-	c.recover = c.sndMax
-	c.sndNxt = c.sndUna
+	c.snd.recover = c.snd.max
+	c.snd.nxt = c.snd.una
 	c.armRexmit(now)
 	// output sends from SND.UNA within the one-MSS loss window.
-}
-
-// backoffRTO doubles the RTO up to RTOMax (RFC 6298 5.5).
-func (c *Conn) backoffRTO() { c.rto = min(2*c.rto, c.p.cfg.RTOMax) }
-
-// sampleRTT updates SRTT, RTTVAR and RTO from a measurement (RFC 6298
-// section 2, with alpha 1/8 and beta 1/4, and a clock granularity of 1 ms).
-func (c *Conn) sampleRTT(r time.Duration) {
-	if r <= 0 {
-		r = time.Microsecond
-	}
-	if c.srtt == 0 {
-		c.srtt = r
-		c.rttvar = r / 2
-	} else {
-		d := c.srtt - r
-		if d < 0 {
-			d = -d
-		}
-		c.rttvar = (3*c.rttvar + d) / 4
-		c.srtt = (7*c.srtt + r) / 8
-	}
-	c.rto = min(max(c.srtt+max(time.Millisecond, 4*c.rttvar), c.p.cfg.RTOMin), c.p.cfg.RTOMax)
 }
 
 // onKeepalive sends a keepalive probe, or gives up after kaCount
@@ -193,33 +193,33 @@ func (c *Conn) sampleRTT(r time.Duration) {
 // peer has already acknowledged (SND.UNA-1, as Linux), which fails its
 // acceptability test and so must be answered with an ACK.
 func (c *Conn) onKeepalive(now time.Time) {
-	if !c.keepalive || !c.state.synchronized() {
+	if !c.sock.keepalive || !c.state.synchronized() {
 		return
 	}
-	if c.sndUna != c.sndMax || c.snd.n > int(c.sndNxt.Sub(c.sndBufSeq)) {
+	if c.snd.una != c.snd.max || c.sock.sndBuf.n > int(c.snd.nxt.Sub(c.snd.bufSeq)) {
 		// Data in flight or waiting: the retransmission and persist
 		// timers watch the peer already (Linux's keepalive timer skips
 		// a probe then too).
-		c.keepaliveAt = now.Add(c.kaIdle)
+		c.timers.keepaliveAt = now.Add(c.sock.kaIdle)
 		return
 	}
-	if c.kaProbes >= c.kaCount {
+	if c.timers.kaProbes >= c.sock.kaCount {
 		c.p.Stats.KeepaliveAborts.Inc()
 		c.reset(errTimedOut)
 		return
 	}
-	c.kaProbes++
+	c.timers.kaProbes++
 	c.p.Stats.KeepaliveProbes.Inc()
-	c.sendFlags(c.sndUna-1, wire.TCPFlagACK)
-	c.keepaliveAt = now.Add(c.kaInterval)
+	c.sendFlags(c.snd.una-1, wire.TCPFlagACK)
+	c.timers.keepaliveAt = now.Add(c.sock.kaInterval)
 }
 
 // armKeepalive restarts the idle clock after a segment from the peer.
 func (c *Conn) armKeepalive(now time.Time) {
-	c.kaProbes = 0
-	if c.keepalive && c.state.synchronized() {
-		c.keepaliveAt = now.Add(c.kaIdle)
+	c.timers.kaProbes = 0
+	if c.sock.keepalive && c.state.synchronized() {
+		c.timers.keepaliveAt = now.Add(c.sock.kaIdle)
 	} else {
-		c.keepaliveAt = noTime
+		c.timers.keepaliveAt = noTime
 	}
 }

@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -27,15 +26,15 @@ import (
 // timeWaitReopen hands a SYN that may reopen the connection to the
 // listener of the port and ends TIME-WAIT. It reports whether it did; the
 // listener then owns the segment's packet.
-func (c *Conn) timeWaitReopen(seg *segment, o *wire.TCPOptions) bool {
+func (c *Conn) timeWaitReopen(seg *segment) bool {
 	if c.state != TimeWait || seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) != wire.TCPFlagSYN {
 		return false
 	}
-	if c.tsOK && o.HasTimestamp {
-		if int32(o.TSVal-c.tsRecent) <= 0 {
+	if c.tsOK && seg.opts.HasTimestamp {
+		if int32(seg.opts.TSVal-c.rcv.tsRecent) <= 0 {
 			return false
 		}
-	} else if !seg.seq.GreaterThan(c.rcvNxt) {
+	} else if !seg.seq.GreaterThan(c.rcv.nxt) {
 		return false
 	}
 	// Leave the table now rather than when the goroutine exits, so that
@@ -56,20 +55,11 @@ func (c *Conn) timeWaitReopen(seg *segment, o *wire.TCPOptions) bool {
 	// the old one sent, and beyond a whole unscaled window more, as
 	// Linux's tcp_timewait_state_process makes it (tw_snd_nxt + 65537),
 	// so that the peer cannot take an old duplicate of ours as new data.
-	seg.reopenISS = c.sndNxt + 65535 + 2
+	seg.reopenISS = c.snd.nxt + 65535 + 2
 	if seg.reopenISS == 0 {
 		seg.reopenISS = 1
 	}
 	c.finish(nil)
-	l.handle(seg, c.id)
+	l.handle(seg, c.id, true)
 	return true
-}
-
-// startAt makes iss the connection's initial sequence number, as newConn
-// would have.
-func (c *Conn) startAt(iss seqnum.Value) {
-	c.iss = iss
-	c.sndUna, c.sndNxt, c.sndMax = iss, iss, iss
-	c.recover = iss
-	c.sndBufSeq = iss + 1
 }

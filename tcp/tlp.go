@@ -48,35 +48,35 @@ type tlpState struct {
 // when one segment is in flight (else a little slack); no later than the
 // RTO would fire.
 func (c *Conn) restartPTO() {
-	if !c.rackOn() || c.sndMax == c.tlp.seenMax && c.sndUna == c.tlp.seenUna {
+	if !c.rackOn() || c.snd.max == c.snd.tlp.seenMax && c.snd.una == c.snd.tlp.seenUna {
 		return
 	}
-	c.tlp.seenUna, c.tlp.seenMax = c.sndUna, c.sndMax
-	c.tlp.at = noTime
+	c.snd.tlp.seenUna, c.snd.tlp.seenMax = c.snd.una, c.snd.max
+	c.snd.tlp.at = noTime
 	if !c.tlpAllowed() {
 		return
 	}
 	now := c.p.env.Clock.Now()
 	pto := time.Second // section 7.2: no RTT sample yet
-	if c.srtt > 0 {
-		pto = 2 * c.srtt
-		if int(c.sndMax.Sub(c.sndUna)) <= c.sndMSS {
+	if c.snd.srtt > 0 {
+		pto = 2 * c.snd.srtt
+		if int(c.snd.max.Sub(c.snd.una)) <= c.snd.mss {
 			pto += wcDelAckT
 		} else {
 			pto += ptoSlack
 		}
 	}
-	c.tlp.at = now.Add(pto)
-	if !c.rexmitAt.IsZero() && c.rexmitAt.Before(c.tlp.at) {
-		c.tlp.at = c.rexmitAt
+	c.snd.tlp.at = now.Add(pto)
+	if !c.timers.rexmitAt.IsZero() && c.timers.rexmitAt.Before(c.snd.tlp.at) {
+		c.snd.tlp.at = c.timers.rexmitAt
 	}
 }
 
 // tlpAllowed reports whether a probe may be scheduled or sent now.
 func (c *Conn) tlpAllowed() bool {
-	return c.state.synchronized() && c.state != TimeWait && c.sndUna != c.sndMax &&
-		!c.inRecovery && !c.sndUna.LessThan(c.recover) && c.sb.sacked == 0 &&
-		!c.tlp.active && c.sndWnd > 0
+	return c.state.synchronized() && c.state != TimeWait && c.snd.una != c.snd.max &&
+		!c.snd.inRecovery && !c.snd.una.LessThan(c.snd.recover) && c.snd.sb.sacked == 0 &&
+		!c.snd.tlp.active && c.snd.wnd > 0
 }
 
 // onPTO is section 7.3: send one MSS of new data if the peer's window
@@ -88,35 +88,35 @@ func (c *Conn) onPTO(now time.Time) {
 	}
 	sent := false
 	retrans := false
-	off := int(c.sndNxt.Sub(c.sndBufSeq))
-	room := int(c.sndWnd) - int(c.sndNxt.Sub(c.sndUna))
-	if n := min(c.snd.n-off, c.sndMSS, room); n > 0 && c.sndNxt == c.sndMax {
+	off := int(c.snd.nxt.Sub(c.snd.bufSeq))
+	room := int(c.snd.wnd) - int(c.snd.nxt.Sub(c.snd.una))
+	if n := min(c.sock.sndBuf.n-off, c.snd.mss, room); n > 0 && c.snd.nxt == c.snd.max {
 		flags := uint8(wire.TCPFlagACK)
-		fin := c.finPending() && n == c.snd.n-off
+		fin := c.finPending() && n == c.sock.sndBuf.n-off
 		if fin {
 			flags |= wire.TCPFlagFIN
 		}
-		c.sendSegment(c.sndNxt, flags, off, n)
-		c.noteSent(c.sndNxt, n, fin)
+		c.sendSegment(c.snd.nxt, flags, off, n)
+		c.noteSent(c.snd.nxt, n, fin)
 		sent = true
-	} else if len(c.sent) > 0 {
-		sent = c.retransmitEntry(len(c.sent) - 1)
+	} else if len(c.snd.sent) > 0 {
+		sent = c.retransmitEntry(len(c.snd.sent) - 1)
 		retrans = true
 	}
 	if !sent {
 		return
 	}
 	c.p.Stats.LossProbes.Inc()
-	c.tlp.active, c.tlp.endSeq, c.tlp.isRetrans, c.tlp.dsacked = true, c.sndNxt, retrans, false
-	c.tlp.seenUna, c.tlp.seenMax = c.sndUna, c.sndMax // the probe does not restart PTO
+	c.snd.tlp.active, c.snd.tlp.endSeq, c.snd.tlp.isRetrans, c.snd.tlp.dsacked = true, c.snd.nxt, retrans, false
+	c.snd.tlp.seenUna, c.snd.tlp.seenMax = c.snd.una, c.snd.max // the probe does not restart PTO
 	c.armRexmit(now)
 }
 
 // tlpOnDSACK notes a D-SACK for the probe's retransmission: the original
 // arrived too, and nothing was lost.
-func (c *Conn) tlpOnDSACK(start, end seqnum.Value) {
-	if c.tlp.active && c.tlp.isRetrans && !end.LessThan(c.tlp.endSeq) && start.LessThan(c.tlp.endSeq) {
-		c.tlp.dsacked = true
+func (snd *sender) tlpOnDSACK(start, end seqnum.Value) {
+	if snd.tlp.active && snd.tlp.isRetrans && !end.LessThan(snd.tlp.endSeq) && start.LessThan(snd.tlp.endSeq) {
+		snd.tlp.dsacked = true
 	}
 }
 
@@ -127,19 +127,19 @@ func (c *Conn) tlpOnDSACK(start, end seqnum.Value) {
 // loss; or both copies arrived (a D-SACK, or a duplicate ACK with no
 // SACK), and nothing was lost.
 func (c *Conn) tlpOnAck(ack seqnum.Value, pureDup bool) {
-	if !c.tlp.active || ack.LessThan(c.tlp.endSeq) {
+	if !c.snd.tlp.active || ack.LessThan(c.snd.tlp.endSeq) {
 		return
 	}
 	switch {
-	case !c.tlp.isRetrans, c.tlp.dsacked, pureDup:
-		c.tlp.active = false
-	case ack.GreaterThan(c.tlp.endSeq):
-		c.tlp.active = false
+	case !c.snd.tlp.isRetrans, c.snd.tlp.dsacked, pureDup:
+		c.snd.tlp.active = false
+	case ack.GreaterThan(c.snd.tlp.endSeq):
+		c.snd.tlp.active = false
 		c.p.Stats.LossProbeRecovery.Inc()
-		if !c.inRecovery {
-			inflight := int(c.sndMax.Sub(c.sndUna))
-			c.cc.OnEnterRecovery(inflight)
-			c.cc.OnExitRecovery(inflight)
+		if !c.snd.inRecovery {
+			inflight := int(c.snd.max.Sub(c.snd.una))
+			c.snd.cc.OnEnterRecovery(inflight)
+			c.snd.cc.OnExitRecovery(inflight)
 		}
 	}
 }

@@ -17,6 +17,6 @@ import "github.com/gonetstack/gonet/seqnum"
 
 // spansWindow reports whether n octets from seq cover the window of wnd
 // octets from RCV.NXT from edge to edge, with room to spare on both sides.
-func (c *Conn) spansWindow(seq seqnum.Value, n, wnd seqnum.Size) bool {
-	return seq.LessThan(c.rcvNxt) && seq.Add(n).GreaterThan(c.rcvNxt.Add(wnd))
+func (rcv *receiver) spansWindow(seq seqnum.Value, n, wnd seqnum.Size) bool {
+	return seq.LessThan(rcv.nxt) && seq.Add(n).GreaterThan(rcv.nxt.Add(wnd))
 }
