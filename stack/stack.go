@@ -227,17 +227,18 @@ func (s *Stack) Counters() map[string]int64 {
 	return m
 }
 
-// Sync returns once each dealer of the stack has dealt with what was queued
-// for it before the call: every NIC's ARP, then IPv4 with the transports it
-// delivers to by function call (see ipv4.Protocol.Sync). It gives tests and
-// tools an explicit "the stack has handled what it was given" instead of
-// inferring it from a side effect.
+// Sync returns once the stack has handled what was queued inside it before
+// the call: every NIC's ARP dealer, then the IPv4 dealer with the transports
+// it delivers to by function call (see ipv4.Protocol.Sync), then every TCP
+// connection's goroutine, which has also sent what that called for (see
+// tcp.Protocol.Sync). It gives tests and tools an explicit "the stack has
+// handled what it was given" instead of inferring it from a side effect.
 //
 // Sync does not cover frames still inside a link endpoint, or read by a NIC
 // and not yet dealt: a frame is the dealers' once the NIC has delivered it.
 // Nor does it wait for goroutines that work on their own after a dealer
-// hands over: ARP resolutions, reassembly, pings, TCP connections, socket
-// readers. It returns ctx's error if ctx ends first, and an error wrapping
+// hands over: ARP resolutions, reassembly, pings, socket readers. It
+// returns ctx's error if ctx ends first, and an error wrapping
 // dealer.ErrClosed once the stack is closed.
 func (s *Stack) Sync(ctx context.Context) error {
 	s.mu.Lock()
@@ -253,6 +254,9 @@ func (s *Stack) Sync(ctx context.Context) error {
 	}
 	if err := s.ip.Sync(ctx); err != nil {
 		return fmt.Errorf("stack: sync IPv4: %w", err)
+	}
+	if err := s.tcp.Sync(ctx); err != nil {
+		return fmt.Errorf("stack: sync TCP: %w", err)
 	}
 	return nil
 }

@@ -23,8 +23,9 @@ type Conn struct {
 	route ipv4.RouteInfo
 	lis   *Listener // for a passive open until it is accepted
 
-	in     mailbox // segments from the dealer (mailbox.go)
-	wakeup waker   // the application has work for run (wake)
+	in     mailbox         // segments from the dealer (mailbox.go)
+	wakeup waker           // the application has work for run (wake)
+	syncs  []chan struct{} // run's: Sync markers taken in this event (sync.go)
 
 	established chan struct{} // closed when the handshake completes
 	done        chan struct{} // closed when run has exited
@@ -134,10 +135,14 @@ func (c *Conn) run() {
 			c.onTimer()
 		}
 		c.afterEvent()
+		syncs := c.answerSyncs()
 		closed := c.state == Closed
 		c.mu.Unlock()
 		if closed {
 			c.exit()
+		}
+		answer(syncs)
+		if closed {
 			return
 		}
 	}

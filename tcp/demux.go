@@ -29,6 +29,19 @@ type segment struct {
 	// reopenISS, when set, is the ISS a SYN that ended TIME-WAIT must
 	// open with (timewait.go).
 	reopenISS seqnum.Value
+	// synced, when set, makes this a Sync marker with no packet
+	// (sync.go): run closes it once everything before it is handled.
+	synced chan struct{}
+}
+
+// discard lets go of a segment that will not be processed: its packet, or
+// for a Sync marker, the waiter.
+func (s *segment) discard() {
+	if s.synced != nil {
+		close(s.synced)
+		return
+	}
+	s.pk.Release()
 }
 
 func (s *segment) has(f uint8) bool { return s.flags&f != 0 }

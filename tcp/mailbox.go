@@ -78,9 +78,18 @@ func newMailbox() mailbox {
 // empty (a non-empty one has a wake-up pending, or its goroutine is at
 // work and will look again). It reports false, leaving seg's packet to the
 // caller, when the mailbox is full or closed.
-func (m *mailbox) put(seg *segment) bool {
+func (m *mailbox) put(seg *segment) bool { return m.add(seg, true) }
+
+// putMarker queues a Sync marker (sync.go). Unlike a segment it is not
+// refused by a full mailbox, which would make Sync wait for room that a
+// busy connection may not leave; it reports false if run has exited.
+func (m *mailbox) putMarker(synced chan struct{}) bool {
+	return m.add(&segment{synced: synced}, false)
+}
+
+func (m *mailbox) add(seg *segment, bounded bool) bool {
 	m.mu.Lock()
-	if m.closed || len(m.q)+m.held >= inQueueLen {
+	if m.closed || bounded && len(m.q)+m.held >= inQueueLen {
 		m.mu.Unlock()
 		return false
 	}
@@ -153,11 +162,11 @@ func (m *mailbox) close() {
 	m.q, m.closed = nil, true
 	m.mu.Unlock()
 	for i := range q {
-		q[i].pk.Release()
+		q[i].discard()
 	}
 	putSegments(q)
 	for i := range m.batch[m.pos:] {
-		m.batch[m.pos+i].pk.Release()
+		m.batch[m.pos+i].discard()
 	}
 	putSegments(m.batch)
 	m.batch, m.pos = nil, 0
@@ -169,6 +178,10 @@ func (m *mailbox) close() {
 func (c *Conn) inputBatch() {
 	chunk := c.in.next()
 	for i := range chunk {
+		if chunk[i].synced != nil {
+			c.takeMarker(&chunk[i])
+			continue
+		}
 		c.input(&chunk[i])
 	}
 	c.in.done()

@@ -24,7 +24,7 @@ func TestMailbox(t *testing.T) {
 	event := func(m *mailbox) int {
 		chunk := m.next()
 		for i := range chunk {
-			chunk[i].pk.Release()
+			chunk[i].discard()
 		}
 		m.done()
 		return len(chunk)
@@ -157,6 +157,46 @@ func TestMailbox(t *testing.T) {
 				t.Fatalf("idle after a burst: batch capacity %d, mailbox %d", cap(m.batch), cap(m.q))
 			}
 			m.close()
+		}},
+		{"a Sync marker passes a full mailbox and comes after what waits", func(t *testing.T, m *mailbox) {
+			for range inQueueLen {
+				m.put(get())
+			}
+			synced := make(chan struct{})
+			if !m.putMarker(synced) {
+				t.Fatal("a full mailbox refused the marker")
+			}
+			for woken(m) {
+				chunk := m.next()
+				for i := range chunk {
+					last := m.pos == len(m.batch) && i == len(chunk)-1
+					if (chunk[i].synced != nil) != last {
+						t.Fatalf("marker at %d of a chunk of %d, batch position %d", i, len(chunk), m.pos)
+					}
+					chunk[i].discard()
+				}
+				m.done()
+			}
+			select {
+			case <-synced:
+			default:
+				t.Fatal("the marker was not answered")
+			}
+			m.close()
+		}},
+		{"close answers a waiting marker, and a closed mailbox refuses one", func(t *testing.T, m *mailbox) {
+			m.put(get())
+			synced := make(chan struct{})
+			m.putMarker(synced)
+			m.close()
+			select {
+			case <-synced:
+			default:
+				t.Fatal("close left the marker unanswered")
+			}
+			if m.putMarker(make(chan struct{})) {
+				t.Fatal("a closed mailbox took a marker")
+			}
 		}},
 		{"close releases what is left of run's batch", func(t *testing.T, m *mailbox) {
 			for range buffer.MaxBatch + 3 {

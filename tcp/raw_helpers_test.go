@@ -75,7 +75,11 @@ func (r *rig) nextSeg() rawtest.TCPSegment {
 func (r *rig) settle() {
 	r.t.Helper()
 	r.pending = append(r.pending, r.h.Barrier(r.t)...)
-	tcp.Settle(r.t, r.proto())
+	ctx, cancel := context.WithTimeout(context.Background(), rawtest.Timeout)
+	defer cancel()
+	if err := r.h.S.Sync(ctx); err != nil {
+		r.t.Fatalf("settle: %v", err)
+	}
 	r.pending = append(r.pending, r.h.Barrier(r.t)...)
 }
 
