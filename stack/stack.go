@@ -52,7 +52,7 @@ type Config struct {
 
 // DefaultMemoryLimit is the memory budget of a stack configured without one:
 // a bound, not an allocation. New TCP connections stop at half of it (each
-// is charged tcp.ConnMemory, about 10.4 KiB), so 512 MiB admits some 25,000
+// is charged tcp.ConnMemory, about 9.5 KiB), so 512 MiB admits some 27,000
 // connections, as many as a 10,000-connection server needs with room for
 // their data; a smaller process sets its own.
 const DefaultMemoryLimit = 512 << 20
