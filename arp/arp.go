@@ -11,6 +11,7 @@
 package arp
 
 import (
+	"cmp"
 	"context"
 	"net/netip"
 	"sync"
@@ -44,24 +45,12 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.RetryInterval == 0 {
-		c.RetryInterval = time.Second
-	}
-	if c.Requests == 0 {
-		c.Requests = 3
-	}
-	if c.CacheTTL == 0 {
-		c.CacheTTL = 60 * time.Second
-	}
-	if c.QueueLen == 0 {
-		c.QueueLen = 64
-	}
-	if c.MaxEntries == 0 {
-		c.MaxEntries = 4096
-	}
-	if c.MaxPending == 0 {
-		c.MaxPending = 256
-	}
+	c.RetryInterval = cmp.Or(c.RetryInterval, time.Second)
+	c.Requests = cmp.Or(c.Requests, 3)
+	c.CacheTTL = cmp.Or(c.CacheTTL, 60*time.Second)
+	c.QueueLen = cmp.Or(c.QueueLen, 64)
+	c.MaxEntries = cmp.Or(c.MaxEntries, 4096)
+	c.MaxPending = cmp.Or(c.MaxPending, 256)
 }
 
 // Addresses tells ARP which protocol addresses the NIC owns.

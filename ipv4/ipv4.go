@@ -11,6 +11,7 @@
 package ipv4
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -47,24 +48,12 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.DefaultTTL == 0 {
-		c.DefaultTTL = 64
-	}
-	if c.ReassemblyTimeout == 0 {
-		c.ReassemblyTimeout = 30 * time.Second
-	}
-	if c.MaxReassemblies == 0 {
-		c.MaxReassemblies = 64
-	}
-	if c.MaxReassemblyBytes == 0 {
-		c.MaxReassemblyBytes = 4 << 20
-	}
-	if c.PMTUExpiry == 0 {
-		c.PMTUExpiry = 10 * time.Minute
-	}
-	if c.MinPMTU == 0 {
-		c.MinPMTU = 552
-	}
+	c.DefaultTTL = cmp.Or(c.DefaultTTL, 64)
+	c.ReassemblyTimeout = cmp.Or(c.ReassemblyTimeout, 30*time.Second)
+	c.MaxReassemblies = cmp.Or(c.MaxReassemblies, 64)
+	c.MaxReassemblyBytes = cmp.Or(c.MaxReassemblyBytes, 4<<20)
+	c.PMTUExpiry = cmp.Or(c.PMTUExpiry, 10*time.Minute)
+	c.MinPMTU = cmp.Or(c.MinPMTU, 552)
 }
 
 // Transport is a protocol above IPv4 (ICMP, UDP, TCP).

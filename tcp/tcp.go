@@ -44,6 +44,7 @@
 package tcp
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"net/netip"
@@ -137,41 +138,29 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	defInt := func(d *int, v int) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.MSL, 30*time.Second)
-	def(&c.RTOMin, 200*time.Millisecond)
-	def(&c.RTOMax, 120*time.Second)
-	def(&c.RTOInitial, time.Second)
-	def(&c.DelayedAck, 40*time.Millisecond)
-	def(&c.FinTimeout, 60*time.Second)
-	def(&c.KeepaliveIdle, 2*time.Hour)
-	def(&c.KeepaliveInterval, 75*time.Second)
-	defInt(&c.SendBuffer, 4<<20)
-	defInt(&c.ReceiveBuffer, 128<<10)
-	defInt(&c.ReceiveBufferMax, 6<<20)
-	defInt(&c.SynRetries, 6)
-	defInt(&c.SynAckRetries, 5)
-	defInt(&c.Retries, 15)
-	defInt(&c.OrphanRetries, 8)
-	defInt(&c.KeepaliveCount, 9)
-	defInt(&c.Backlog, 4096)
-	defInt(&c.ChallengeACKLimit, 1000)
-	def(&c.ChallengeACKInterval, 500*time.Millisecond)
+	c.MSL = cmp.Or(c.MSL, 30*time.Second)
+	c.RTOMin = cmp.Or(c.RTOMin, 200*time.Millisecond)
+	c.RTOMax = cmp.Or(c.RTOMax, 120*time.Second)
+	c.RTOInitial = cmp.Or(c.RTOInitial, time.Second)
+	c.DelayedAck = cmp.Or(c.DelayedAck, 40*time.Millisecond)
+	c.FinTimeout = cmp.Or(c.FinTimeout, 60*time.Second)
+	c.KeepaliveIdle = cmp.Or(c.KeepaliveIdle, 2*time.Hour)
+	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, 75*time.Second)
+	c.SendBuffer = cmp.Or(c.SendBuffer, 4<<20)
+	c.ReceiveBuffer = cmp.Or(c.ReceiveBuffer, 128<<10)
+	c.ReceiveBufferMax = cmp.Or(c.ReceiveBufferMax, 6<<20)
+	c.SynRetries = cmp.Or(c.SynRetries, 6)
+	c.SynAckRetries = cmp.Or(c.SynAckRetries, 5)
+	c.Retries = cmp.Or(c.Retries, 15)
+	c.OrphanRetries = cmp.Or(c.OrphanRetries, 8)
+	c.KeepaliveCount = cmp.Or(c.KeepaliveCount, 9)
+	c.Backlog = cmp.Or(c.Backlog, 4096)
+	c.ChallengeACKLimit = cmp.Or(c.ChallengeACKLimit, 1000)
+	c.ChallengeACKInterval = cmp.Or(c.ChallengeACKInterval, 500*time.Millisecond)
 	if c.EphemeralLow == 0 {
 		c.EphemeralLow, c.EphemeralHigh = 32768, 60999
 	}
-	if c.Congestion == "" {
-		c.Congestion = "cubic"
-	}
+	c.Congestion = cmp.Or(c.Congestion, "cubic")
 }
 
 // Stats are TCP's counters, named after the kernel's Tcp MIB (RFC 4022)
