@@ -25,8 +25,9 @@
 // demux.go (3.10.7.1 and the dealer), listener.go (passive open,
 // 3.10.7.2), conn.go and mailbox.go (the connection process and what feeds
 // it; sync.go, Sync's marker through the mailbox), api.go (the socket API)
-// and info.go (the connection table), input.go (3.10.7.3 and 3.10.7.4, segment arrival; window_span.go for a segment
-// covering the whole window), output.go (3.10.4, 3.8.6: sending, Nagle and
+// and info.go (the connection table), input.go (3.10.7.3 and 3.10.7.4,
+// segment arrival; window_span.go for a segment covering the whole
+// window), output.go (3.10.4, 3.8.6: sending, Nagle and
 // window management; gso.go for TSO super-segments), timer.go (3.8.1 and
 // RFC 6298), timewait.go (TIME-WAIT reopened by a newer SYN, RFC 6191),
 // congestion.go (the congestion control interface and NewReno), cubic.go
