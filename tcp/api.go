@@ -96,41 +96,83 @@ func mapContextErr(err error) error {
 // Read reads received data. It returns io.EOF after the peer's FIN, and a
 // *net.OpError wrapping ECONNRESET or ETIMEDOUT after a reset or timeout.
 func (c *Conn) Read(b []byte) (int, error) {
+	if err := c.awaitData("read"); err != nil {
+		return 0, err
+	}
+	if len(b) == 0 {
+		c.mu.Unlock()
+		return 0, nil
+	}
+	n := c.sock.rcvBuf.read(b)
+	c.consumed(n)
+	return n, nil
+}
+
+// WriteTo writes received data to w until the peer's FIN, handing w the
+// received segments' bytes where they lie instead of copying them through
+// a buffer: io.Copy from a connection uses it, so a relay (package
+// gateway) holds no buffer of its own while the connection is idle. It
+// returns nil at the FIN, w's error as w returned it, and otherwise what
+// Read would.
+func (c *Conn) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	var segs []rcvSeg
+	for {
+		if err := c.awaitData("read"); err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return total, err
+		}
+		segs = c.sock.rcvBuf.take(segs)
+		c.mu.Unlock()
+		n := 0
+		var werr error
+		for i := range segs {
+			if werr == nil {
+				var k int
+				k, werr = w.Write(segs[i].data)
+				total += int64(k)
+			}
+			n += len(segs[i].data)
+			segs[i].pk.Release()
+		}
+		clear(segs)
+		segs = segs[:0]
+		c.mu.Lock()
+		c.consumed(n)
+		if werr != nil {
+			return total, werr
+		}
+	}
+}
+
+// awaitData waits until received data is queued and returns with mu held,
+// or returns what a read gets instead (io.EOF, a closed connection's error,
+// a deadline) without it.
+func (c *Conn) awaitData(op string) error {
 	for {
 		select {
 		case <-c.sock.readDL.Done():
-			return 0, c.opError("read", os.ErrDeadlineExceeded)
+			return c.opError(op, os.ErrDeadlineExceeded)
 		default:
 		}
 		c.mu.Lock()
 		if c.sock.closed {
 			c.mu.Unlock()
-			return 0, c.opError("read", net.ErrClosed)
+			return c.opError(op, net.ErrClosed)
 		}
 		if c.sock.rcvBuf.n > 0 {
-			if len(b) == 0 {
-				c.mu.Unlock()
-				return 0, nil
-			}
-			n := c.sock.rcvBuf.read(b)
-			c.rcvSpaceAdjust(n)
-			more := c.sock.rcvBuf.n > 0
-			c.mu.Unlock()
-			c.p.env.Budget.Release(n)
-			if more {
-				c.sock.readable.wake() // for another reader
-			}
-			c.wake() // the window may have opened enough to say so
-			return n, nil
+			return nil
 		}
 		switch {
 		case c.sock.rdShut || c.sock.rcvEOF:
 			c.mu.Unlock()
-			return 0, io.EOF
+			return io.EOF
 		case c.sock.err != nil && c.state == Closed:
 			err := c.sock.err
 			c.mu.Unlock()
-			return 0, c.opError("read", err)
+			return c.opError(op, err)
 		}
 		c.mu.Unlock()
 		select {
@@ -139,6 +181,20 @@ func (c *Conn) Read(b []byte) (int, error) {
 		case <-c.done:
 		}
 	}
+}
+
+// consumed follows the application's taking of n bytes from the receive
+// queue; mu is held, and released here. The bytes go back to the budget,
+// and run is woken: the window may have opened enough to say so.
+func (c *Conn) consumed(n int) {
+	c.rcvSpaceAdjust(n)
+	more := c.sock.rcvBuf.n > 0
+	c.mu.Unlock()
+	c.p.env.Budget.Release(n)
+	if more {
+		c.sock.readable.wake() // for another reader
+	}
+	c.wake()
 }
 
 // Write queues b for sending, waiting while the send buffer is full. It

@@ -144,6 +144,16 @@ func (q *rcvQueue) read(b []byte) int {
 	return done
 }
 
+// take moves every queued segment to dst, emptied first, and returns it:
+// the caller owns their packets and bytes from then on.
+func (q *rcvQueue) take(dst []rcvSeg) []rcvSeg {
+	dst = append(dst[:0], q.segs...)
+	clear(q.segs)
+	q.segs = q.segs[:0]
+	q.n = 0
+	return dst
+}
+
 // clear releases everything queued and returns the bytes dropped.
 func (q *rcvQueue) clear() int {
 	for _, s := range q.segs {
