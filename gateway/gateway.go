@@ -1,0 +1,9 @@
+// Package gateway gives an isolated guest (a container's network namespace,
+// a VM) its network without privileges on the host, as slirp4netns and
+// pasta do: GoNet terminates the guest's flows and relays each through
+// ordinary host sockets (issue 11).
+//
+// relay.go carries a terminated TCP flow between the guest's GoNet
+// connection and the host's kernel socket, a goroutine per direction, with
+// FINs and resets carried across and no buffer held while the flow idles.
+package gateway

@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"net"
+	"sync"
+	"syscall"
+
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/tcp"
+)
+
+// Relaying a terminated TCP flow: the guest's connection ends in GoNet's
+// TCP, the host's in the kernel's, and a goroutine per direction carries
+// the bytes between them (the CSP way: each direction a process, joined
+// only by the two sockets). What one side says about its end is said to the
+// other: a FIN becomes CloseWrite, a reset becomes a reset.
+//
+// Neither direction holds a buffer while the flow is idle. Guest to host,
+// io.Copy runs the guest connection's WriteTo, which hands the host socket
+// the received segments' bytes where they lie. Host to guest, the goroutine
+// waits for the host socket to become readable through the runtime's
+// poller (syscall.RawConn) and borrows a buffer from relayBuffers only for
+// the read and the Write into GoNet's send buffer that follows. Both
+// directions are bounded by the sockets' own buffers: a side that does not
+// read stops the other from writing (backpressure), and nothing queues in
+// between.
+
+// relayBufferSize is the most one host read takes: a TSO super-segment's
+// worth, so that a bulk flow costs one read and one Write per 64 KiB.
+const relayBufferSize = 64 << 10
+
+var relayBuffers = sync.Pool{New: func() any { return new([relayBufferSize]byte) }}
+
+// RelayStats counts what the relays did, summed over flows.
+type RelayStats struct {
+	TCPFlows        stats.Counter // flows relayed
+	TCPActive       stats.Gauge   // flows being relayed now
+	BytesToHost     stats.Counter // guest to host
+	BytesToGuest    stats.Counter // host to guest
+	FinsToHost      stats.Counter // the guest's FIN carried as CloseWrite
+	FinsToGuest     stats.Counter // the host's FIN carried as CloseWrite
+	ResetsFromGuest stats.Counter // the guest reset (or stopped reading): the host side is reset
+	ResetsFromHost  stats.Counter // the host reset (or stopped reading): the guest side is reset
+	BuffersHeld     stats.Gauge   // relay buffers lent now: none for idle flows
+}
+
+// relayTCP carries one flow between guest and host until both directions
+// have ended, then closes both sockets. It returns when the flow is over.
+func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats) {
+	st.TCPFlows.Inc()
+	st.TCPActive.Add(1)
+	defer st.TCPActive.Add(-1)
+	// The guest's connection keeps no keepalive of its own (the guest
+	// has one if it wants one); the host's does, so a host peer that
+	// vanished is noticed and its flow's resources let go.
+	host.SetKeepAlive(true)
+	f := &tcpFlow{guest: guest, host: host, st: st}
+	done := make(chan struct{})
+	go func() {
+		f.guestToHost()
+		close(done)
+	}()
+	f.hostToGuest()
+	<-done
+	guest.Close()
+	host.Close()
+}
+
+// tcpFlow is a relayed flow's two sockets, and the resets said once.
+type tcpFlow struct {
+	guest *tcp.Conn
+	host  *net.TCPConn
+	st    *RelayStats
+	reset sync.Once
+}
+
+// guestToHost carries the guest's bytes to the host until the guest's FIN,
+// then the FIN; or a reset either way.
+func (f *tcpFlow) guestToHost() {
+	w := &hostWriter{c: f.host}
+	n, err := f.guest.WriteTo(w)
+	f.st.BytesToHost.Add(uint64(n))
+	switch {
+	case w.err != nil:
+		// The host peer reset, or went away: so does the guest's.
+		f.resetGuest()
+	case err != nil:
+		f.resetHost()
+	default:
+		f.st.FinsToHost.Inc()
+		if f.host.CloseWrite() != nil {
+			f.resetGuest()
+		}
+	}
+}
+
+// hostWriter is the host socket as guestToHost's writer, keeping the
+// write error apart from the guest's own.
+type hostWriter struct {
+	c   *net.TCPConn
+	err error
+}
+
+func (w *hostWriter) Write(b []byte) (int, error) {
+	n, err := w.c.Write(b)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// hostToGuest carries the host's bytes to the guest until the host's FIN,
+// then the FIN; or a reset either way.
+func (f *tcpFlow) hostToGuest() {
+	rc, err := f.host.SyscallConn()
+	if err != nil {
+		f.resetGuest()
+		return
+	}
+	for {
+		var buf *[relayBufferSize]byte
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			buf = f.getBuffer()
+			n, rerr = readFD(int(fd), buf[:])
+			if rerr == syscall.EAGAIN {
+				f.putBuffer(buf)
+				buf = nil
+				return false // the poller waits for the socket, holding no buffer
+			}
+			return true
+		})
+		switch {
+		case err != nil:
+			// The host socket was closed: the other direction reset
+			// the flow and has said so to both sides.
+			return
+		case rerr != nil:
+			f.putBuffer(buf)
+			f.resetGuest()
+			return
+		case n == 0:
+			f.putBuffer(buf)
+			f.st.FinsToGuest.Inc()
+			if f.guest.CloseWrite() != nil {
+				f.resetHost()
+			}
+			return
+		}
+		_, werr := f.guest.Write(buf[:n])
+		f.putBuffer(buf)
+		f.st.BytesToGuest.Add(uint64(n))
+		if werr != nil {
+			f.resetHost()
+			return
+		}
+	}
+}
+
+func (f *tcpFlow) getBuffer() *[relayBufferSize]byte {
+	f.st.BuffersHeld.Add(1)
+	return relayBuffers.Get().(*[relayBufferSize]byte)
+}
+
+func (f *tcpFlow) putBuffer(b *[relayBufferSize]byte) {
+	relayBuffers.Put(b)
+	f.st.BuffersHeld.Add(-1)
+}
+
+// readFD reads from a non-blocking socket, retrying an interrupted read.
+func readFD(fd int, b []byte) (int, error) {
+	for {
+		n, err := syscall.Read(fd, b)
+		if err == syscall.EINTR {
+			continue
+		}
+		if n < 0 {
+			n = 0
+		}
+		return n, err
+	}
+}
+
+// resetGuest resets the guest's connection, because the host's end reset
+// or failed; closing the host socket too ends the other direction.
+func (f *tcpFlow) resetGuest() {
+	f.reset.Do(func() {
+		f.st.ResetsFromHost.Inc()
+		f.guest.SetLinger(0)
+		f.guest.Close()
+		f.host.SetLinger(0)
+		f.host.Close()
+	})
+}
+
+// resetHost resets the host's connection, because the guest's end reset
+// or failed; closing the guest's too ends the other direction.
+func (f *tcpFlow) resetHost() {
+	f.reset.Do(func() {
+		f.st.ResetsFromGuest.Inc()
+		f.host.SetLinger(0)
+		f.host.Close()
+		f.guest.SetLinger(0)
+		f.guest.Close()
+	})
+}
