@@ -6,4 +6,8 @@
 // relay.go carries a terminated TCP flow between the guest's GoNet
 // connection and the host's kernel socket, a goroutine per direction, with
 // FINs and resets carried across and no buffer held while the flow idles.
+// ping.go sends a guest's echo requests from the host, through a ping
+// socket where net.ipv4.ping_group_range allows one, else a raw socket,
+// and maps what came back (a reply, an ICMP error, a send that failed) to
+// what the guest is to be told.
 package gateway
