@@ -25,6 +25,7 @@ import (
 func pingNS(t *testing.T, pingSockets bool) *netns.NS {
 	t.Helper()
 	ns := netnstest.New(t)
+	netnstest.RequireTool(t, "sysctl")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	groups := "1 0"
