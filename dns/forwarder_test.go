@@ -264,24 +264,33 @@ func pack(t *testing.T, m *mdns.Msg) []byte {
 // answer's bytes, or nil if none comes within wait.
 func exchangeUDP(t *testing.T, guest *stack.Stack, raw []byte, wait time.Duration) []byte {
 	t.Helper()
-	c, err := guest.DialUDP(serverAddr)
+	b, err := askUDP(guest, raw, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// askUDP is exchangeUDP for goroutines other than the test's.
+func askUDP(guest *stack.Stack, raw []byte, wait time.Duration) ([]byte, error) {
+	c, err := guest.DialUDP(serverAddr)
+	if err != nil {
+		return nil, err
+	}
 	defer c.Close()
 	if _, err := c.Write(raw); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.SetReadDeadline(time.Now().Add(wait))
 	buf := make([]byte, 65535)
 	n, err := c.Read(buf)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	return buf[:n]
+	return buf[:n], nil
 }
 
 func unpack(t *testing.T, b []byte) *mdns.Msg {
@@ -565,8 +574,10 @@ func TestQueriesBeyondBoundRefused(t *testing.T) {
 	f, guest := forwarder(t, dns.Config{Upstreams: []netip.AddrPort{up.addr}, MaxInFlight: 1})
 	up.holdAnswers()
 	first := make(chan []byte, 1)
+	raw := pack(t, newQuery("gonet.test", mdns.TypeA, 1, 0))
 	go func() {
-		first <- exchangeUDP(t, guest, pack(t, newQuery("gonet.test", mdns.TypeA, 1, 0)), 5*time.Second)
+		b, _ := askUDP(guest, raw, 5*time.Second)
+		first <- b
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for counter(f, "InFlight") != 1 {
