@@ -234,7 +234,8 @@ func (f *Forwarder) forward(ctx context.Context, q *query, tcp bool) (*mdns.Msg,
 			return m, answer
 		}
 		if ctx.Err() != nil {
-			break
+			// Stopping: the reply is not going anywhere.
+			return nil, errorReply(q.raw, mdns.RcodeServerFailure)
 		}
 		if errors.Is(err, errTimeout) {
 			f.Stats.Timeouts.Inc()

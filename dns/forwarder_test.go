@@ -616,3 +616,29 @@ func TestTCPConnectionsBeyondBoundClosed(t *testing.T) {
 		t.Errorf("TCPRefused %d, want 1", n)
 	}
 }
+
+func TestTCPIdleConnectionClosedButNotWhileQueriesInFlight(t *testing.T) {
+	up := newUpstream(t)
+	_, guest := forwarder(t, dns.Config{Upstreams: []netip.AddrPort{up.addr}, TCPIdle: 200 * time.Millisecond})
+	idle := dialTCP(t, guest)
+	start := time.Now()
+	if _, err := readFramed(idle); err != io.EOF {
+		t.Errorf("idle connection: %v, want EOF", err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 5*time.Second {
+		t.Errorf("idle connection closed after %v, want about 200ms", d)
+	}
+	// A query held upstream for longer than the idle time still gets
+	// its answer: the connection is not idle while one is in flight.
+	up.holdAnswers()
+	busy := dialTCP(t, guest)
+	if err := writeFramed(busy, pack(t, newQuery("gonet.test", mdns.TypeA, 3, 0))); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(600*time.Millisecond, up.release)
+	b, err := readFramed(busy)
+	if err != nil {
+		t.Fatalf("query in flight past the idle time: %v", err)
+	}
+	checkA(t, unpack(t, b), 3)
+}
