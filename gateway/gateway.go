@@ -9,5 +9,7 @@
 // ping.go sends a guest's echo requests from the host, through a ping
 // socket where net.ipv4.ping_group_range allows one, else a raw socket,
 // and maps what came back (a reply, an ICMP error, a send that failed) to
-// what the guest is to be told.
+// what the guest is to be told. config.go lays out the guest's network as
+// slirp4netns does (gateway .2, DNS .3, guest .100) and parses inbound
+// port forwards.
 package gateway
