@@ -11,5 +11,7 @@
 // and maps what came back (a reply, an ICMP error, a send that failed) to
 // what the guest is to be told. config.go lays out the guest's network as
 // slirp4netns does (gateway .2, DNS .3, guest .100) and parses inbound
-// port forwards.
+// port forwards. tap.go makes the guest's TAP device inside the guest's
+// network namespace, served from the gateway's own, and configures the
+// guest's side of it (internal/rtnl), as slirp4netns --netns --configure.
 package gateway

@@ -22,10 +22,21 @@ import (
 // thread cannot be restored, Do returns an error and leaves the goroutine
 // locked to the thread, so that the runtime discards the thread when the
 // goroutine exits rather than run other goroutines in the namespace.
-func (ns *NS) Do(fn func() error) (err error) {
-	target, err := unix.Open(ns.Path(), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+func (ns *NS) Do(fn func() error) error {
+	var fnErr error // fn's own, returned as it is
+	if err := DoPath(ns.Path(), func() error { fnErr = fn(); return nil }); err != nil {
+		return errors.Join(fnErr, fmt.Errorf("netns %s: %w", ns.Name, err))
+	}
+	return fnErr
+}
+
+// DoPath is Do for the namespace at path: a bind mount such as
+// /run/netns/NAME, or a process's /proc/PID/ns/net. It returns fn's error
+// as it is, joined with the thread's if it could not be restored.
+func DoPath(path string, fn func() error) (err error) {
+	target, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("netns %s: open %s: %w", ns.Name, ns.Path(), err)
+		return fmt.Errorf("open %s: %w", path, err)
 	}
 	defer unix.Close(target)
 
@@ -33,17 +44,17 @@ func (ns *NS) Do(fn func() error) (err error) {
 	orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("netns %s: open this thread's namespace: %w", ns.Name, err)
+		return fmt.Errorf("open this thread's namespace: %w", err)
 	}
 	defer unix.Close(orig)
 	if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Errorf("netns %s: setns: %w", ns.Name, err)
+		return fmt.Errorf("setns %s: %w", path, err)
 	}
 	defer func() {
 		if rerr := unix.Setns(orig, unix.CLONE_NEWNET); rerr != nil {
 			// Stay locked: the thread dies with the goroutine.
-			err = errors.Join(err, fmt.Errorf("netns %s: restore thread's namespace: %w", ns.Name, rerr))
+			err = errors.Join(err, fmt.Errorf("restore thread's namespace: %w", rerr))
 			return
 		}
 		runtime.UnlockOSThread()
