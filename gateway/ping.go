@@ -114,8 +114,9 @@ func (pingSocketPinger) echo(ctx context.Context, dst netip.Addr, seq uint16, da
 		syscall.Close(fd)
 		return echoAnswer{}, fmt.Errorf("gateway: ping socket: IP_RECVERR: %w", err)
 	}
-	c, err := net.FilePacketConn(os.NewFile(uintptr(fd), "ping"))
-	syscall.Close(fd) // FilePacketConn holds a duplicate
+	f := os.NewFile(uintptr(fd), "ping")
+	c, err := net.FilePacketConn(f)
+	f.Close() // FilePacketConn holds a duplicate
 	if err != nil {
 		return echoAnswer{}, fmt.Errorf("gateway: ping socket: %w", err)
 	}
