@@ -121,8 +121,8 @@ func (r *ForwardRequest) Refuse() {
 }
 
 // Unreachable answers the SYN with an ICMP destination unreachable of the
-// given code (wire.ICMPCodeNetUnrch, wire.ICMPCodeHostUnrch, 13 for
-// communication administratively prohibited, RFC 1812 section 5.2.7.1),
+// given code (wire.ICMPCodeNetUnrch, wire.ICMPCodeHostUnrch, or
+// wire.ICMPCodeAdminProhibited),
 // quoting the SYN, from the host's own address as a router would: the
 // peer's connect fails with ENETUNREACH, EHOSTUNREACH or, for Linux,
 // EHOSTUNREACH too. ICMP's rate limit applies.

@@ -84,8 +84,8 @@ func (r *ForwardRequest) Open() (*Connected, error) {
 }
 
 // Unreachable answers the datagram with an ICMP destination unreachable of
-// the given code (wire.ICMPCodeHostUnrch, wire.ICMPCodePortUnrch, 13 for
-// administratively prohibited), quoting it, from the host's own address.
+// the given code (wire.ICMPCodeHostUnrch, wire.ICMPCodePortUnrch, or
+// wire.ICMPCodeAdminProhibited), quoting it, from the host's own address.
 func (r *ForwardRequest) Unreachable(code uint8) {
 	if r.decided {
 		return
