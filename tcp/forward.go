@@ -34,7 +34,8 @@ import (
 // ForwardRequest is a SYN waiting for the forwarder hook's decision. Exactly
 // one of Accept, Refuse, Unreachable and Drop decides it; later calls do
 // nothing (Accept returns an error). A hook that returns without deciding
-// drops the SYN.
+// drops the SYN. Once the stack is closing, Accept fails with
+// net.ErrClosed and the other decisions send nothing.
 type ForwardRequest struct {
 	p   *Protocol
 	id  fourTuple
@@ -89,6 +90,9 @@ func (r *ForwardRequest) Accept(ctx context.Context) (*Conn, error) {
 	// its SYN-ACK again, and never starts a second request.
 	if !p.register(c) {
 		p.Stats.ForwardAcceptFails.Inc()
+		if p.isClosed() {
+			return nil, fail(net.ErrClosed)
+		}
 		return nil, fail(errNoBuffers)
 	}
 	p.Stats.ForwardAccepted.Inc()
@@ -117,6 +121,9 @@ func (r *ForwardRequest) Refuse() {
 	}
 	defer r.p.fwd.done(r.id)
 	r.p.Stats.ForwardRefused.Inc()
+	if r.p.isClosed() {
+		return
+	}
 	r.p.sendResetTo(r.id, 0, r.syn.seq.Add(r.syn.len()), wire.TCPFlagRST|wire.TCPFlagACK)
 }
 
@@ -132,6 +139,9 @@ func (r *ForwardRequest) Unreachable(code uint8) {
 	}
 	defer r.p.fwd.done(r.id)
 	r.p.Stats.ForwardUnreachable.Inc()
+	if r.p.isClosed() {
+		return
+	}
 	r.p.ip.ReportError(r.quote, wire.ICMPDestUnreach, code, 0)
 }
 
@@ -214,6 +224,14 @@ func (p *Protocol) forward(seg *segment, id fourTuple) bool {
 		r.Drop() // nothing, if the hook decided
 	}()
 	return true
+}
+
+// isClosed reports whether the stack is closing: a hook deciding after that
+// sends nothing, since the layers below may be gone.
+func (p *Protocol) isClosed() bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.closed
 }
 
 // done ends a request's pending.

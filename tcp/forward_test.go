@@ -2,6 +2,8 @@ package tcp_test
 
 import (
 	"context"
+	"errors"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -300,5 +302,22 @@ func TestNonForwardingNICIgnoresForeignSYNs(t *testing.T) {
 	r.h.Inject(r.h.TCPFrame(t, rawtest.TCPSegment{Src: peerAP, Dst: stackAP, Seq: peerISN, Flags: rawtest.SYN, Window: 64240}))
 	if rst := r.nextSeg(); rst.Flags != rawtest.RST|rawtest.ACK || rst.Ack != peerISN+1 {
 		t.Errorf("got %v, want the RST of a closed port", rst)
+	}
+}
+
+func TestForwarderAcceptAfterCloseFails(t *testing.T) {
+	r := newFwdRig(t, tcp.Config{})
+	r.syn(peerAP, foreignAP)
+	r.request()
+	if err := r.h.S.Close(); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 1)
+	r.decide <- func(req *tcp.ForwardRequest) {
+		_, err := req.Accept(context.Background())
+		errs <- err
+	}
+	if err := <-errs; !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 }
