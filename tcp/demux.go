@@ -138,7 +138,12 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		c.deliver(&seg)
 	case l != nil:
 		l.handle(&seg, id, seg.parseOptions(&p.sackScratch))
-	case seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN && p.forward(&seg, id):
+	case seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN && p.fwd.hooked():
+		if seg.parseOptions(&p.sackScratch) {
+			p.forward(&seg, id)
+		} else {
+			p.Stats.InErrs.Inc()
+		}
 		pk.Release() // the forwarder's request holds copies (forward.go)
 	default:
 		p.resetClosed(&seg)

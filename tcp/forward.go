@@ -80,6 +80,9 @@ func (r *ForwardRequest) Accept(ctx context.Context) (*Conn, error) {
 		return nil, fail(err)
 	}
 	c := p.newConn(r.id, route, SynReceived)
+	if r.syn.reopenISS != 0 {
+		c.snd.startAt(r.syn.reopenISS) // RFC 6191 (timewait.go)
+	}
 	c.forwarded = true
 	c.negotiate(&r.syn)
 	c.snd.wnd = uint32(r.syn.wnd)
@@ -184,31 +187,33 @@ func (p *Protocol) SetForwarder(hook func(*ForwardRequest)) {
 	p.fwd.mu.Unlock()
 }
 
-// forward offers a SYN that nothing took to the hook, in the dealer. It
-// reports false when there is no hook, for the caller to reset the SYN as
-// before. The segment's packet stays the caller's.
-func (p *Protocol) forward(seg *segment, id fourTuple) bool {
+// hooked reports whether a hook is set.
+func (f *forwarder) hooked() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hook != nil
+}
+
+// forward offers a SYN that nothing took, its options parsed, to the hook:
+// from the dealer, or from a connection in TIME-WAIT that the SYN ends
+// (timewait.go). Without a hook (removed since the caller looked) the SYN
+// is dropped. The segment's packet stays the caller's.
+func (p *Protocol) forward(seg *segment, id fourTuple) {
 	f := &p.fwd
 	f.mu.Lock()
 	hook := f.hook
-	if hook == nil {
+	switch {
+	case hook == nil:
 		f.mu.Unlock()
-		return false
-	}
-	if f.pending[id] != nil {
+		return
+	case f.pending[id] != nil:
 		f.mu.Unlock()
 		p.Stats.ForwardSYNDuplicates.Inc()
-		return true
-	}
-	if len(f.pending) >= p.cfg.ForwardMaxPending {
+		return
+	case len(f.pending) >= p.cfg.ForwardMaxPending:
 		f.mu.Unlock()
 		p.Stats.ForwardPendingDrops.Inc()
-		return true
-	}
-	if !seg.parseOptions(&p.sackScratch) {
-		f.mu.Unlock()
-		p.Stats.InErrs.Inc()
-		return true
+		return
 	}
 	r := &ForwardRequest{p: p, id: id, syn: *seg, quote: quoteSYN(seg)}
 	r.syn.pk, r.syn.ip, r.syn.tcp, r.syn.payload = nil, nil, nil, nil
@@ -223,7 +228,6 @@ func (p *Protocol) forward(seg *segment, id fourTuple) bool {
 		hook(r)
 		r.Drop() // nothing, if the hook decided
 	}()
-	return true
 }
 
 // isClosed reports whether the stack is closing: a hook deciding after that

@@ -321,3 +321,53 @@ func TestForwarderAcceptAfterCloseFails(t *testing.T) {
 		t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 }
+
+// forwardedPeer opens a connection through the forwarder from a peer with
+// timestamps, and returns the peer and the accepted connection.
+func (r *fwdRig) forwardedPeer(isn uint32) (*peer, *tcp.Conn) {
+	r.t.Helper()
+	p := &peer{rig: r.rig, addr: peerAP, stack: foreignAP, nxt: isn, wnd: 65535, opts: tsOnly}
+	s := p.seg(rawtest.SYN, nil)
+	s.Ack, s.Opts = 0, rawtest.TCPOpts{HasTimestamp: true, TSVal: 1000}
+	p.inject(s)
+	p.nxt++
+	r.request()
+	conns := make(chan *tcp.Conn, 1)
+	r.decide <- func(req *tcp.ForwardRequest) {
+		c, _ := req.Accept(context.Background())
+		conns <- c
+	}
+	sa := p.nextSeg()
+	p.iss, p.rcv = sa.Seq, sa.Seq+1
+	p.ack()
+	c := <-conns
+	if c == nil {
+		r.t.Fatal("Accept failed")
+	}
+	return p, c
+}
+
+// RFC 6191 through the forwarder: a newer SYN for a forwarded connection in
+// TIME-WAIT ends it and goes to the hook, and the new incarnation starts
+// beyond the old one's sequence space.
+func TestForwarderReopensFromTimeWait(t *testing.T) {
+	r := newFwdRig(t, tcp.Config{})
+	p, c := r.forwardedPeer(peerISN)
+	p.sendTS(rawtest.ACK, nil, 1001)
+	c.Close()
+	p.expect(rawtest.FIN|rawtest.ACK, p.rcv, p.nxt, 0)
+	p.send(rawtest.FIN|rawtest.ACK, nil)
+	p.expectACK()
+	p.waitState("TIME-WAIT")
+	oldNxt := p.rcv
+	p.inject(rawtest.TCPSegment{Seq: p.nxt + 100000, Flags: rawtest.SYN, Window: 65535, Opts: rawtest.TCPOpts{HasTimestamp: true, TSVal: 2000}})
+	r.request()
+	r.decide <- func(req *tcp.ForwardRequest) { req.Accept(context.Background()) }
+	sa := p.nextSeg()
+	if sa.Flags != rawtest.SYN|rawtest.ACK || sa.Seq != oldNxt+65535+2 {
+		t.Errorf("got %v, want a SYN-ACK at ISS %d (the old SND.NXT + 65537)", sa, oldNxt+65535+2)
+	}
+	if n := r.counter("TWReopened"); n != 1 {
+		t.Errorf("TWReopened = %d, want 1", n)
+	}
+}
