@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ipv4"
@@ -20,9 +21,10 @@ import (
 // back as RST or ICMP, as a router on the path would. With ipv4's
 // forwarding interfaces (ipv4/forward.go) the SYN may be for any address.
 //
-// Goroutines. The TCP dealer (in the IPv4 dealer's goroutine) makes a
+// Goroutines. The TCP dealer (in the IPv4 dealer's goroutine), or a
+// connection in TIME-WAIT that a newer SYN ends (timewait.go), makes a
 // ForwardRequest for the SYN and starts the hook in a goroutine of its own,
-// so that the dealer never waits for a decision; the hook calls one of the
+// so that neither ever waits for a decision; the hook calls one of the
 // request's decisions from any goroutine, once. Until then the 4-tuple is
 // pending: retransmissions of the SYN are dropped (ForwardSYNDuplicates)
 // rather than starting a second request, and at most
@@ -44,8 +46,7 @@ type ForwardRequest struct {
 	// error quotes, with its checksum complete.
 	quote wire.IPv4
 
-	mu      sync.Mutex
-	decided bool
+	decided atomic.Bool
 }
 
 // LocalAddr is the address and port the peer's SYN is for: the local side
@@ -159,15 +160,7 @@ func (r *ForwardRequest) Drop() {
 }
 
 // decide reports whether this call is the one that decides the request.
-func (r *ForwardRequest) decide() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.decided {
-		return false
-	}
-	r.decided = true
-	return true
-}
+func (r *ForwardRequest) decide() bool { return r.decided.CompareAndSwap(false, true) }
 
 // forwarder is the protocol's hook and the requests pending on it.
 type forwarder struct {
