@@ -371,3 +371,16 @@ func TestForwarderReopensFromTimeWait(t *testing.T) {
 		t.Errorf("TWReopened = %d, want 1", n)
 	}
 }
+
+// An ECN-setup SYN (RFC 3168 6.1.1) is answered as a listener answers it:
+// the forwarded connection is a passive open, not a simultaneous one.
+func TestForwarderAcceptAnswersAnECNSetupSYN(t *testing.T) {
+	r := newFwdRig(t, tcp.Config{})
+	r.h.Inject(r.h.TCPFrame(t, rawtest.TCPSegment{Src: peerAP, Dst: foreignAP, Seq: peerISN,
+		Flags: rawtest.SYN | rawtest.ECE | rawtest.CWR, Window: 64240, Opts: synOpts}))
+	r.request()
+	r.decide <- func(req *tcp.ForwardRequest) { req.Accept(context.Background()) }
+	if sa := r.nextSeg(); sa.Flags != rawtest.SYN|rawtest.ACK|rawtest.ECE {
+		t.Errorf("got %v, want an ECN-setup SYN-ACK (SYN, ACK, ECE)", sa)
+	}
+}

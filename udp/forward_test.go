@@ -158,3 +158,25 @@ func TestNonForwardingNICTakesNoForeignDatagram(t *testing.T) {
 		t.Errorf("IPv4.InAddrErrors = %d, want 1", n)
 	}
 }
+
+func TestForwarderIsOfferedTheHostsOwnUnboundPorts(t *testing.T) {
+	offered := make(chan netip.AddrPort, 1)
+	h := rawtest.New(t, stack.Config{})
+	h.LearnPeer(t)
+	// No forwarding: the hook is for every datagram no endpoint takes.
+	h.S.SetUDPForwarder(func(r *udp.ForwardRequest) { offered <- r.LocalAddr(); r.Drop() })
+	own := netip.AddrPortFrom(rawtest.StackAddr, 5000)
+	h.Inject(h.UDPFrame(t, peer, own, []byte("x")))
+	h.ExpectNothing(t) // dropped, not port unreachable
+	if got := <-offered; got != own {
+		t.Errorf("hook offered %v, want %v", got, own)
+	}
+	// Broadcasts are the host's services', never offered.
+	h.Inject(h.UDPFrame(t, peer, netip.AddrPortFrom(rawtest.SubnetBroadcast, 5000), []byte("x")))
+	h.ExpectNothing(t)
+	select {
+	case a := <-offered:
+		t.Errorf("hook offered the broadcast %v", a)
+	default:
+	}
+}
