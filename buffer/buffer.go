@@ -210,6 +210,9 @@ func (p *Pool) Clone(pk *Packet) *Packet {
 // message, so that a dealer pays one channel operation for many packets.
 type Batch struct {
 	Pkts []*Packet
+	// From says who dealt the batch, for a receiver fed by several
+	// (IPv4: the interface it arrived on); nil when unused.
+	From any
 }
 
 // MaxBatch bounds a batch: enough to amortise a channel hop, small enough to
@@ -237,5 +240,6 @@ func (b *Batch) Release() {
 func (b *Batch) Put() {
 	clear(b.Pkts)
 	b.Pkts = b.Pkts[:0]
+	b.From = nil
 	batches.Put(b)
 }

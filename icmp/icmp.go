@@ -48,6 +48,8 @@ type Stats struct {
 	InTimeExcds       stats.Counter
 	InOther           stats.Counter
 	InEchoIgnored     stats.Counter // echo to broadcast, not answered
+	InEchoForeign     stats.Counter // echo to a foreign address (forward.go)
+	EchoForwarded     stats.Counter // of those, handed to the echo forwarder hook
 	InEchoRepUnknown  stats.Counter // reply matching no outstanding ping
 	InEchoRepCorrupt  stats.Counter // reply whose data differs from the request's
 	InErrorsDelivered stats.Counter // errors handed to a transport
@@ -78,6 +80,8 @@ type Protocol struct {
 	nextSeq uint16
 	done    chan struct{}
 	wg      sync.WaitGroup
+
+	echoForwarder // the hook for echo requests to foreign addresses (forward.go)
 
 	Stats Stats
 }
@@ -137,6 +141,10 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 	switch m.Type() {
 	case wire.ICMPEchoRequest:
 		p.Stats.InEchos.Inc()
+		if !p.ip.IsHostDst(h.Dst()) {
+			p.forwardEcho(pk, h, m)
+			return
+		}
 		p.echoReply(pk, h)
 		return
 	case wire.ICMPEchoReply:

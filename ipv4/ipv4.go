@@ -80,7 +80,7 @@ type Stats struct {
 	InBadHeaderLen  stats.Counter
 	InBadTotalLen   stats.Counter
 	InCsumErrors    stats.Counter
-	InAddrErrors    stats.Counter // not addressed to us: hosts do not forward
+	InAddrErrors    stats.Counter // not addressed to us, and not taken by a forwarding interface
 	InMartians      stats.Counter // source broadcast, multicast or ours (RFC 1122 section 3.2.1.3)
 	InUnknownProtos stats.Counter
 	InDiscards      stats.Counter // dealer queue full
@@ -112,6 +112,14 @@ type Stats struct {
 	PMTUIgnored   stats.Counter
 	PMTUClamped   stats.Counter
 	PMTUEvictions stats.Counter
+
+	// Forwarding interfaces (forward.go): datagrams to a foreign address
+	// taken on one, datagrams sent from a foreign source address out of
+	// one, and those refused for a foreign source on an interface that
+	// does not forward.
+	InForeign    stats.Counter
+	OutForeign   stats.Counter
+	OutSrcDenied stats.Counter
 
 	// Offloads (offload.go): TCP super-segments sent whole for the link
 	// to cut up, and those sent on a route without TSO (fragmented).
@@ -225,15 +233,16 @@ func (p *Protocol) deal() {
 		select {
 		case e := <-p.in.C():
 			if b, ok := e.Open(); ok {
+				fwd := forwarding(b)
 				for _, pk := range b.Pkts {
-					p.receive(pk, true)
+					p.receive(pk, true, fwd)
 				}
 				b.Put()
 			}
 		case e := <-p.loop.C():
 			if pk, ok := e.Open(); ok {
 				p.Stats.InLoopback.Inc()
-				p.receive(pk, false)
+				p.receive(pk, false, false)
 			}
 		case r := <-p.reasmDone:
 			p.reassembled(r)
@@ -245,8 +254,10 @@ func (p *Protocol) deal() {
 
 // receive validates one datagram (RFC 1122 section 3.2.1) and delivers it,
 // or hands it to reassembly. It takes ownership of pk. A datagram from one
-// of our own addresses is a martian only when it came from the wire.
-func (p *Protocol) receive(pk *buffer.Packet, fromWire bool) {
+// of our own addresses is a martian only when it came from the wire. fwd
+// says it arrived on a forwarding interface, which takes datagrams to
+// foreign unicast addresses too (forward.go).
+func (p *Protocol) receive(pk *buffer.Packet, fromWire, fwd bool) {
 	p.Stats.InReceives.Inc()
 	h, verr := wire.ParseIPv4(pk.Bytes())
 	if verr != wire.IPv4OK {
@@ -258,9 +269,12 @@ func (p *Protocol) receive(pk *buffer.Packet, fromWire bool) {
 	t := p.tables.load()
 	dst, src := h.Dst(), h.Src()
 	if !t.acceptsDst(dst) {
-		p.Stats.InAddrErrors.Inc()
-		pk.Release()
-		return
+		if !fwd || !foreignUnicast(dst) {
+			p.Stats.InAddrErrors.Inc()
+			pk.Release()
+			return
+		}
+		p.Stats.InForeign.Inc()
 	}
 	if src.IsMulticast() || t.isBroadcast(src) || (fromWire && t.isLocal(src)) {
 		p.Stats.InMartians.Inc()

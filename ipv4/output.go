@@ -43,6 +43,9 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 	p.Stats.OutRequests.Inc()
 	if !sp.Src.IsValid() || sp.Src.IsUnspecified() {
 		sp.Src = ri.Src
+	} else if sp.Src != ri.Src && !p.mayUseSource(sp.Src, ri) {
+		pkt.Release()
+		return ErrForeignSource
 	}
 	if sp.TTL == 0 {
 		sp.TTL = p.cfg.DefaultTTL

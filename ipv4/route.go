@@ -28,6 +28,8 @@ type Interface struct {
 	mtu  int
 	out  LinkOutput
 	caps link.Capabilities // the link's offloads (offload.go)
+
+	forwarding atomic.Bool // forwarding mode (forward.go)
 }
 
 // Name returns the interface's name.

@@ -119,7 +119,7 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 	if err != nil {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
-	eth.Bind(wire.EtherTypeIPv4, s.ip)
+	eth.Bind(wire.EtherTypeIPv4, n.iface)
 	n.arp.Start(n.iface)
 	eth.Start()
 	s.nics = append(s.nics, n)
@@ -167,6 +167,42 @@ func (s *Stack) AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error 
 func (s *Stack) SetDefaultGateway(gw netip.Addr, nicName string) error {
 	return s.AddRoute(netip.PrefixFrom(netip.IPv4Unspecified(), 0), gw, nicName)
 }
+
+// SetForwarding turns forwarding mode on or off for the named NIC: while
+// on, the NIC takes TCP, UDP and ICMP for any unicast destination, not
+// only the stack's addresses, and the stack may send from any source
+// address out of it (ipv4/forward.go). What it takes for a foreign address
+// goes to the forwarder hooks (SetTCPForwarder, SetUDPForwarder,
+// SetEchoForwarder), which terminate each flow in the stack: a gateway for
+// the guest behind the NIC. Without hooks, TCP is reset, UDP answered with
+// port unreachable and pings dropped.
+func (s *Stack) SetForwarding(nicName string, on bool) error {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return err
+	}
+	n.iface.SetForwarding(on)
+	return nil
+}
+
+// SetTCPForwarder sets the hook that decides TCP SYNs no connection or
+// listener takes, for the stack's addresses or, on a forwarding NIC, any
+// other (tcp.ForwardRequest: Accept, Refuse, Unreachable or Drop). It runs
+// in a goroutine per SYN, at most TCP.ForwardMaxPending at once. Nil
+// removes it.
+func (s *Stack) SetTCPForwarder(hook func(*tcp.ForwardRequest)) { s.tcp.SetForwarder(hook) }
+
+// SetUDPForwarder sets the hook offered UDP datagrams no endpoint takes
+// (udp.ForwardRequest: Open an endpoint for the flow, Unreachable or
+// Drop; neither: port unreachable). It runs in the IPv4 dealer's goroutine
+// and must not block. Nil removes it.
+func (s *Stack) SetUDPForwarder(hook func(*udp.ForwardRequest)) { s.udp.SetForwarder(hook) }
+
+// SetEchoForwarder sets the hook offered ICMP echo requests to foreign
+// addresses, which only forwarding NICs take (icmp.EchoRequest: Reply or
+// Error, at any time). It runs in the IPv4 dealer's goroutine and must not
+// block. Nil removes it.
+func (s *Stack) SetEchoForwarder(hook func(*icmp.EchoRequest)) { s.icmp.SetEchoForwarder(hook) }
 
 // ListenUDP binds a UDP endpoint to laddr (port 0: an ephemeral port).
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (*udp.Conn, error) { return s.udp.Listen(laddr) }

@@ -22,6 +22,9 @@ type Conn struct {
 	id    fourTuple
 	route ipv4.RouteInfo
 	lis   *Listener // for a passive open until it is accepted
+	// forwarded marks a passive open the forwarder accepted (forward.go):
+	// passive, with no listener.
+	forwarded bool
 
 	in     mailbox         // segments from the dealer (mailbox.go)
 	wakeup waker           // the application has work for run (wake)
@@ -78,6 +81,10 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 	}
 	return c
 }
+
+// passive reports whether the connection was opened by the peer's SYN,
+// through a listener or the forwarder, rather than by a simultaneous open.
+func (c *Conn) passive() bool { return c.lis != nil || c.forwarded }
 
 // start launches the connection's goroutine.
 func (c *Conn) start() {

@@ -4,7 +4,6 @@ import (
 	"net/netip"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -139,6 +138,13 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		c.deliver(&seg)
 	case l != nil:
 		l.handle(&seg, id, seg.parseOptions(&p.sackScratch))
+	case seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN && p.fwd.hooked():
+		if seg.parseOptions(&p.sackScratch) {
+			p.forward(&seg, id)
+		} else {
+			p.Stats.InErrs.Inc()
+		}
+		pk.Release() // the forwarder's request holds copies (forward.go)
 	default:
 		p.resetClosed(&seg)
 		pk.Release()
@@ -146,7 +152,9 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 }
 
 // listenerFor finds the listener for a local address: one bound to it
-// before a wildcard one. p.mu is held.
+// before a wildcard one, which takes only the host's own addresses, not
+// the foreign ones a forwarding interface takes (ipv4/forward.go). p.mu is
+// held.
 func (p *Protocol) listenerFor(local netip.AddrPort) *Listener {
 	var wild *Listener
 	for _, l := range p.listeners[local.Port()] {
@@ -156,6 +164,9 @@ func (p *Protocol) listenerFor(local netip.AddrPort) *Listener {
 		case netip.IPv4Unspecified():
 			wild = l
 		}
+	}
+	if wild != nil && !p.ip.IsHostDst(local.Addr()) {
+		return nil
 	}
 	return wild
 }
@@ -177,17 +188,8 @@ func (p *Protocol) resetClosed(seg *segment) {
 
 // sendReset sends a bare segment back to where seg came from.
 func (p *Protocol) sendReset(seg *segment, seq, ack seqnum.Value, flags uint8) {
-	pk := p.env.Pool.Get(wire.TCPMinHeaderLen)
-	b := pk.Bytes()
-	wire.EncodeTCP(b, &wire.TCPFields{
-		SrcPort: seg.tcp.DstPort(), DstPort: seg.tcp.SrcPort(),
-		Seq: uint32(seq), Ack: uint32(ack), Flags: flags,
-	})
-	src, dst := seg.ip.Dst(), seg.ip.Src()
-	wire.SetTCPChecksum(b, src, dst)
-	p.Stats.OutRsts.Inc()
-	p.Stats.OutSegs.Inc()
-	p.ip.Send(pk, ipv4.SendParams{Src: src, Dst: dst, Proto: wire.ProtoTCP})
+	id := fourTuple{netip.AddrPortFrom(seg.ip.Dst(), seg.tcp.DstPort()), netip.AddrPortFrom(seg.ip.Src(), seg.tcp.SrcPort())}
+	p.sendResetTo(id, seq, ack, flags)
 }
 
 // register adds c to the demultiplexing table; it fails if the 4-tuple is

@@ -59,7 +59,7 @@ func (c *Conn) ecnNegotiate(seg *segment) {
 	switch {
 	case c.state == SynSent && seg.has(wire.TCPFlagACK):
 		c.ecn.ok = c.ecn.asked && ece && !cwr
-	case c.state == SynReceived && c.lis != nil:
+	case c.state == SynReceived && c.passive():
 		c.ecn.ok = c.p.cfg.ECN != ECNOff && ece && cwr
 	default:
 		c.ecn.ok = false // simultaneous open: neither SYN answers the other

@@ -141,7 +141,7 @@ func (c *Conn) inputSynchronized(seg *segment, now time.Time) bool {
 	// repeats the SYN we hold and acknowledges ours. Take it as the ACK
 	// it carries, as Linux does: answering it as a duplicate SYN would
 	// start a SYN-ACK ping-pong with a peer doing the same.
-	if c.state == SynReceived && c.lis == nil && seg.seq == c.rcv.irs && seg.ack == c.snd.iss+1 &&
+	if c.state == SynReceived && !c.passive() && seg.seq == c.rcv.irs && seg.ack == c.snd.iss+1 &&
 		seg.flags&(wire.TCPFlagSYN|wire.TCPFlagACK|wire.TCPFlagRST) == wire.TCPFlagSYN|wire.TCPFlagACK {
 		seg.flags &^= wire.TCPFlagSYN
 		seg.seq++

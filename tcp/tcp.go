@@ -136,6 +136,10 @@ type Config struct {
 	// detects loss by RFC 6675's DupThresh rule alone, and a tail loss
 	// waits for the retransmission timer. Both are on by default.
 	DisableSACK, DisableRACK bool
+	// ForwardMaxPending bounds the SYNs waiting for the forwarder hook's
+	// decision (forward.go), each with its goroutine; beyond it SYNs are
+	// dropped, as a full backlog drops them (1024).
+	ForwardMaxPending int
 }
 
 func (c *Config) setDefaults() {
@@ -162,6 +166,7 @@ func (c *Config) setDefaults() {
 		c.EphemeralLow, c.EphemeralHigh = 32768, 60999
 	}
 	c.Congestion = cmp.Or(c.Congestion, "cubic")
+	c.ForwardMaxPending = cmp.Or(c.ForwardMaxPending, 1024)
 }
 
 // Stats are TCP's counters, named after the kernel's Tcp MIB (RFC 4022)
@@ -273,6 +278,19 @@ type Stats struct {
 	OrphanAborts      stats.Counter
 	// Receive buffers grown by auto-tuning (autotune.go).
 	RcvBufAutoGrows stats.Counter
+	// The forwarder (forward.go): SYNs handed to the hook, and its
+	// decisions; accepted connections whose handshake then failed;
+	// retransmitted SYNs of a pending request and SYNs beyond
+	// ForwardMaxPending, dropped; requests pending now.
+	ForwardRequests      stats.Counter
+	ForwardAccepted      stats.Counter
+	ForwardRefused       stats.Counter
+	ForwardUnreachable   stats.Counter
+	ForwardDropped       stats.Counter
+	ForwardAcceptFails   stats.Counter
+	ForwardSYNDuplicates stats.Counter
+	ForwardPendingDrops  stats.Counter
+	ForwardPending       stats.Gauge
 }
 
 // Protocol is TCP on one stack.
@@ -285,6 +303,7 @@ type Protocol struct {
 	start  time.Time
 
 	challenges challengeBudget // the stack's challenge ACKs (challenge.go)
+	fwd        forwarder       // the forwarder hook and its pending requests (forward.go)
 
 	// sackScratch is the dealer's, where a segment's SACK blocks parse
 	// before they are copied into it (segment.parseOptions).

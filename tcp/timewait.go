@@ -15,7 +15,8 @@ import (
 // without them (either incarnation), "the sequence number of the incoming
 // SYN segment is greater than the last sequence number seen". The TIME-WAIT
 // connection then ends and the SYN goes to the listener, as in Linux's
-// tcp_timewait_state_process (TCP_TW_SYN).
+// tcp_timewait_state_process (TCP_TW_SYN), or for a connection the
+// forwarder accepted, to the forwarder's hook (forward.go).
 //
 // A SYN that fails the test, or finds no listener, is answered as before:
 // a challenge ACK (RFC 5961 4.2), which tells a peer that lost its state
@@ -43,11 +44,13 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 	p := c.p
 	p.mu.Lock()
 	l := p.listenerFor(c.id.local)
-	if l != nil && p.conns[c.id] == c {
+	// A connection the forwarder accepted reopens through it.
+	fwd := l == nil && c.forwarded && p.fwd.hooked()
+	if (l != nil || fwd) && p.conns[c.id] == c {
 		delete(p.conns, c.id)
 	}
 	p.mu.Unlock()
-	if l == nil {
+	if l == nil && !fwd {
 		return false
 	}
 	p.Stats.TWReopened.Inc()
@@ -60,6 +63,11 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 		seg.reopenISS = 1
 	}
 	c.finish(nil)
+	if fwd {
+		p.forward(seg, c.id)
+		seg.release()
+		return true
+	}
 	l.handle(seg, c.id, true)
 	return true
 }

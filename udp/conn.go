@@ -21,6 +21,7 @@ const queueLen = 1024
 type Conn struct {
 	p     *Protocol
 	laddr netip.AddrPort
+	raddr netip.AddrPort // a forwarded flow's peer (forward.go); zero otherwise
 
 	queue chan *buffer.Packet
 	// queued counts bytes in queue against the read buffer; mu guards it.

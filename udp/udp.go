@@ -43,6 +43,12 @@ type Stats struct {
 	OutDatagrams stats.Counter
 	OutErrors    stats.Counter
 	Sockets      stats.Gauge
+	// The forwarder (forward.go): datagrams offered to the hook, and its
+	// decisions (none: port unreachable, counted in NoPorts).
+	ForwardRequests    stats.Counter
+	ForwardOpened      stats.Counter
+	ForwardUnreachable stats.Counter
+	ForwardDropped     stats.Counter
 }
 
 // Protocol is UDP on one stack.
@@ -53,6 +59,8 @@ type Protocol struct {
 
 	mu    sync.RWMutex
 	ports map[uint16][]*Conn
+	flows map[flowKey]*Conn     // endpoints the forwarder opened (forward.go)
+	hook  func(*ForwardRequest) // the forwarder hook
 
 	Stats Stats
 }
@@ -124,6 +132,11 @@ func (p *Protocol) free(a netip.Addr, port uint16) bool {
 func (p *Protocol) unbind(c *Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if c.raddr.IsValid() {
+		delete(p.flows, flowKey{c.laddr, c.raddr})
+		p.Stats.Sockets.Add(-1)
+		return
+	}
 	port := c.laddr.Port()
 	list := p.ports[port]
 	for i, o := range list {
@@ -140,11 +153,18 @@ func (p *Protocol) unbind(c *Conn) {
 	p.Stats.Sockets.Add(-1)
 }
 
-// lookup finds the endpoint for a datagram to dst:port: one bound to dst
-// itself before a wildcard one.
-func (p *Protocol) lookup(dst netip.Addr, port uint16) *Conn {
+// lookup finds the endpoint for a datagram to dst:port from src: the
+// forwarded flow's (forward.go), else one bound to dst itself, else a
+// wildcard one, which takes only datagrams for the host's own addresses,
+// not the foreign ones a forwarding interface takes (ipv4/forward.go).
+func (p *Protocol) lookup(dst netip.Addr, port uint16, src netip.AddrPort) *Conn {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	if len(p.flows) > 0 {
+		if c := p.flows[flowKey{netip.AddrPortFrom(dst, port), src}]; c != nil {
+			return c
+		}
+	}
 	var wild *Conn
 	for _, c := range p.ports[port] {
 		switch c.laddr.Addr() {
@@ -153,6 +173,9 @@ func (p *Protocol) lookup(dst netip.Addr, port uint16) *Conn {
 		case netip.IPv4Unspecified():
 			wild = c
 		}
+	}
+	if wild != nil && !p.ip.IsHostDst(dst) {
+		return nil
 	}
 	return wild
 }
@@ -171,8 +194,12 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		pk.Release()
 		return
 	}
-	c := p.lookup(h.Dst(), u.DstPort())
+	c := p.lookup(h.Dst(), u.DstPort(), netip.AddrPortFrom(h.Src(), u.SrcPort()))
 	if c == nil {
+		pk.SetLen(h.HeaderLen() + len(u))
+		if p.forward(pk, h, u) {
+			return
+		}
 		// RFC 1122 section 4.1.3.1: port unreachable. SendError declines
 		// for broadcasts, as section 3.2.2 requires.
 		p.Stats.NoPorts.Inc()

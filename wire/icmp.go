@@ -8,11 +8,17 @@ const (
 	ICMPTimeExceeded   = 11
 	ICMPParamProblem   = 12
 	ICMPHeaderLen      = 8
+	ICMPCodeNetUnrch   = 0
+	ICMPCodeHostUnrch  = 1
 	ICMPCodeProtoUnrch = 2
 	ICMPCodePortUnrch  = 3
 	ICMPCodeFragNeeded = 4
 	ICMPCodeTTL        = 0 // time to live exceeded in transit
 	ICMPCodeReassembly = 1 // fragment reassembly time exceeded
+	// ICMPCodeAdminProhibited is destination unreachable's
+	// "communication administratively prohibited" (RFC 1812 section
+	// 5.2.7.1), which a router's filter sends.
+	ICMPCodeAdminProhibited = 13
 )
 
 // ICMP header layout (RFC 792): the offset of each field. The last word,

@@ -1,0 +1,156 @@
+package udp
+
+import (
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// The forwarder: a datagram that no endpoint takes goes to a hook, which
+// may open an endpoint for its flow, bound to the datagram's destination
+// (foreign to the host when a forwarding interface took it, ipv4/forward.go)
+// and connected to its source. The flow's later datagrams go to that
+// endpoint, and what it writes leaves from the destination's address: a
+// gateway relays the flow through a host socket that way. Without a hook,
+// or when the hook decides nothing, the datagram is answered with ICMP
+// port unreachable, as before (RFC 1122 section 4.1.3.1).
+//
+// Goroutines. The hook runs in the IPv4 dealer's goroutine, synchronously,
+// so that the flow's endpoint exists before the dealer takes the flow's
+// next datagram (a hook running on its own would be offered every datagram
+// that came before it opened one); so it must not block: it decides, opens
+// the endpoint and hands it to a goroutine of its own.
+
+// ForwardRequest is a datagram to an address and port no endpoint is bound
+// to, offered to the forwarder hook. It is valid only while the hook runs.
+type ForwardRequest struct {
+	p       *Protocol
+	local   netip.AddrPort
+	remote  netip.AddrPort
+	pk      *buffer.Packet // the datagram, until Open queues it
+	ip      wire.IPv4
+	udp     wire.UDP
+	payload []byte
+	decided bool
+}
+
+// LocalAddr is the datagram's destination: the local side of the endpoint
+// Open makes.
+func (r *ForwardRequest) LocalAddr() netip.AddrPort { return r.local }
+
+// RemoteAddr is the datagram's source.
+func (r *ForwardRequest) RemoteAddr() netip.AddrPort { return r.remote }
+
+// Payload is the datagram's data. It is the stack's buffer: valid only
+// until the hook returns, and after Open the endpoint's first datagram.
+func (r *ForwardRequest) Payload() []byte { return r.payload }
+
+// Open makes an endpoint bound to LocalAddr and connected to RemoteAddr,
+// which takes the flow's datagrams (this one first) and sends from
+// LocalAddr. Closing it ends the flow: its next datagram comes to the hook
+// again.
+func (r *ForwardRequest) Open() (*Connected, error) {
+	if r.decided {
+		return nil, opError("listen", r.local, syscall.EALREADY)
+	}
+	p := r.p
+	c := newConn(p, r.local.Addr())
+	c.laddr, c.raddr = r.local, r.remote
+	p.mu.Lock()
+	if p.flows[flowKey{r.local, r.remote}] != nil {
+		p.mu.Unlock()
+		return nil, opError("listen", r.local, syscall.EADDRINUSE)
+	}
+	if p.flows == nil {
+		p.flows = map[flowKey]*Conn{}
+	}
+	p.flows[flowKey{r.local, r.remote}] = c
+	p.Stats.Sockets.Add(1)
+	p.mu.Unlock()
+	r.decided = true
+	p.Stats.ForwardOpened.Inc()
+	pk := r.pk
+	r.pk = nil
+	if c.enqueue(pk) {
+		p.Stats.InDatagrams.Inc()
+	} else {
+		p.Stats.RcvbufErrors.Inc()
+		pk.Release()
+	}
+	return &Connected{Conn: c, raddr: r.remote}, nil
+}
+
+// Unreachable answers the datagram with an ICMP destination unreachable of
+// the given code (wire.ICMPCodeHostUnrch, wire.ICMPCodePortUnrch, or
+// wire.ICMPCodeAdminProhibited), quoting it, from the host's own address.
+func (r *ForwardRequest) Unreachable(code uint8) {
+	if r.decided {
+		return
+	}
+	r.decided = true
+	r.p.Stats.ForwardUnreachable.Inc()
+	if r.pk.Offload.Flags&buffer.NeedsCsum != 0 {
+		wire.FinishChecksum(r.udp, 0, wire.UDPChecksumOffset) // as a wire would carry it
+	}
+	r.p.ip.ReportError(r.ip, wire.ICMPDestUnreach, code, 0)
+}
+
+// Drop answers nothing.
+func (r *ForwardRequest) Drop() {
+	if r.decided {
+		return
+	}
+	r.decided = true
+	r.p.Stats.ForwardDropped.Inc()
+}
+
+// flowKey is a forwarded flow's endpoint key, local side first.
+type flowKey struct{ local, remote netip.AddrPort }
+
+// SetForwarder sets the hook offered datagrams no endpoint takes (nil:
+// none). It runs in the IPv4 dealer's goroutine and must not block; the
+// request and its payload are the hook's only until it returns.
+func (p *Protocol) SetForwarder(hook func(*ForwardRequest)) {
+	p.mu.Lock()
+	p.hook = hook
+	p.mu.Unlock()
+}
+
+// forward offers the datagram pk, whose views h and u the dealer checked,
+// to the hook. It reports whether the hook decided, and then it has taken
+// pk; otherwise pk stays the caller's, to answer with port unreachable.
+// Broadcasts are never offered: they are for the host's own services.
+func (p *Protocol) forward(pk *buffer.Packet, h wire.IPv4, u wire.UDP) bool {
+	p.mu.RLock()
+	hook := p.hook
+	p.mu.RUnlock()
+	if hook == nil || p.ip.IsBroadcast(h.Dst()) {
+		return false
+	}
+	r := &ForwardRequest{
+		p:       p,
+		local:   netip.AddrPortFrom(h.Dst(), u.DstPort()),
+		remote:  netip.AddrPortFrom(h.Src(), u.SrcPort()),
+		pk:      pk,
+		ip:      h,
+		udp:     u,
+		payload: u.Payload(),
+	}
+	p.Stats.ForwardRequests.Inc()
+	hook(r)
+	if !r.decided {
+		return false
+	}
+	if r.pk != nil {
+		r.pk.Release()
+	}
+	return true
+}
+
+// RemoteAddrPort returns the peer of a connected endpoint.
+func (c *Connected) RemoteAddrPort() netip.AddrPort { return c.raddr }
+
+var _ net.Conn = (*Connected)(nil)
