@@ -46,7 +46,8 @@ type guest struct {
 	dir string // the client's state, and the script's records
 }
 
-func newGuest(t *testing.T, offload bool) *guest {
+// newGuest sets up a guest; a zero lease is the server's default.
+func newGuest(t *testing.T, offload bool, lease time.Duration) *guest {
 	t.Helper()
 	ns := netnstest.New(t)
 	g := &guest{ns: ns, dev: netns.DeviceName(), dir: t.TempDir()}
@@ -71,7 +72,7 @@ func newGuest(t *testing.T, offload bool) *guest {
 	if err := s.AddAddress(g.dev, gatewayAddr); err != nil {
 		t.Fatal(err)
 	}
-	g.srv, err = dhcp.NewServer(dhcp.Config{MTU: clientMTU})
+	g.srv, err = dhcp.NewServer(dhcp.Config{MTU: clientMTU, LeaseTime: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,20 +239,54 @@ func forEachLink(t *testing.T, tool string, fn func(t *testing.T, g *guest)) {
 	netnstest.RequireTool(t, tool)
 	for _, offload := range []bool{true, false} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
-			fn(t, newGuest(t, offload))
+			fn(t, newGuest(t, offload, 0))
 		})
 	}
 }
 
+// dhclient runs it in the foreground (-d), where it stays once bound, to
+// renew: the test kills it. -1 makes it try once.
+func (g *guest) dhclient(t *testing.T) *proc {
+	t.Helper()
+	return g.start(t, nil, "dhclient", "-4", "-d", "-1", "-v",
+		"-sf", testdata(t, "client-script.sh"), "-e", "GONET_DHCP_DIR="+g.dir,
+		"-cf", testdata(t, "dhclient.conf"),
+		"-lf", filepath.Join(g.dir, "dhclient.leases"), "-pf", filepath.Join(g.dir, "dhclient.pid"),
+		g.dev)
+}
+
+// udhcpc runs it in the foreground (-f); -n makes it quit if no lease
+// comes, more (-q) once bound; -O mtu asks for the interface MTU besides
+// the defaults.
+func (g *guest) udhcpc(t *testing.T, more ...string) *proc {
+	t.Helper()
+	args := append([]string{"-i", g.dev, "-f", "-n", "-t", "5", "-T", "3", "-O", "mtu",
+		"-s", testdata(t, "client-script.sh")}, more...)
+	return g.start(t, []string{"GONET_DHCP_DIR=" + g.dir}, "udhcpc", args...)
+}
+
+// dhcpcd runs it in the foreground (-B), more (--oneshot) added.
+// dhcpcd keeps its leases in /var/lib/dhcpcd and its sockets in /run,
+// paths built in: inside the mount namespace `ip netns exec` gives it, they
+// are bind mounts of the test's directory.
+func (g *guest) dhcpcd(t *testing.T, more ...string) *proc {
+	t.Helper()
+	for _, d := range []string{"db", "run"} {
+		if err := os.Mkdir(filepath.Join(g.dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `mount --bind "$1/db" /var/lib/dhcpcd && mount --bind "$1/run" /run && shift && exec dhcpcd "$@"`
+	args := append([]string{"-c", script, "sh", g.dir,
+		"--nobackground", "--ipv4only", "--timeout", "30",
+		"--config", testdata(t, "dhcpcd.conf"), "--script", testdata(t, "client-script.sh"),
+		"--env", "GONET_DHCP_DIR=" + g.dir}, more...)
+	return g.start(t, nil, "sh", append(args, g.dev)...)
+}
+
 func TestISCDhclient(t *testing.T) {
 	forEachLink(t, "dhclient", func(t *testing.T, g *guest) {
-		// -d keeps dhclient in the foreground, where it stays once bound:
-		// the test kills it. -1 makes it try once.
-		g.start(t, nil, "dhclient", "-4", "-d", "-1", "-v",
-			"-sf", testdata(t, "client-script.sh"), "-e", "GONET_DHCP_DIR="+g.dir,
-			"-cf", testdata(t, "dhclient.conf"),
-			"-lf", filepath.Join(g.dir, "dhclient.leases"), "-pf", filepath.Join(g.dir, "dhclient.pid"),
-			g.dev)
+		g.dhclient(t)
 		env := g.waitBound(t, "BOUND")
 		checkEnv(t, env, map[string]string{
 			"new_ip_address": gatewayLease, "new_subnet_mask": "255.255.255.0", "new_routers": "10.0.2.2",
@@ -264,11 +299,7 @@ func TestISCDhclient(t *testing.T) {
 
 func TestBusyboxUdhcpc(t *testing.T) {
 	forEachLink(t, "udhcpc", func(t *testing.T, g *guest) {
-		// -q quits once bound, -n if no lease comes; -f stays in the
-		// foreground; -O mtu asks for the interface MTU besides the
-		// defaults.
-		p := g.start(t, []string{"GONET_DHCP_DIR=" + g.dir}, "udhcpc", "-i", g.dev,
-			"-f", "-q", "-n", "-t", "5", "-T", "3", "-O", "mtu", "-s", testdata(t, "client-script.sh"))
+		p := g.udhcpc(t, "-q")
 		env := g.waitBound(t, "bound")
 		checkEnv(t, env, map[string]string{
 			"ip": gatewayLease, "subnet": "255.255.255.0", "router": "10.0.2.2", "dns": "10.0.2.3",
@@ -281,19 +312,7 @@ func TestBusyboxUdhcpc(t *testing.T) {
 
 func TestDhcpcd(t *testing.T) {
 	forEachLink(t, "dhcpcd", func(t *testing.T, g *guest) {
-		// dhcpcd keeps its leases in /var/lib/dhcpcd and its sockets in
-		// /run/dhcpcd, paths built in: inside the mount namespace `ip netns
-		// exec` gives it, they are bind mounts of the test's directory.
-		for _, d := range []string{"db", "run"} {
-			if err := os.Mkdir(filepath.Join(g.dir, d), 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		script := `mount --bind "$1/db" /var/lib/dhcpcd && mount --bind "$1/run" /run && shift && exec dhcpcd "$@"`
-		p := g.start(t, nil, "sh", "-c", script, "sh", g.dir,
-			"--oneshot", "--nobackground", "--ipv4only", "--timeout", "30",
-			"--config", testdata(t, "dhcpcd.conf"), "--script", testdata(t, "client-script.sh"),
-			"--env", "GONET_DHCP_DIR="+g.dir, g.dev)
+		p := g.dhcpcd(t, "--oneshot")
 		env := g.waitBound(t, "BOUND")
 		checkEnv(t, env, map[string]string{
 			"new_ip_address": gatewayLease, "new_subnet_mask": "255.255.255.0", "new_routers": "10.0.2.2",
@@ -315,5 +334,47 @@ func (p *proc) waitExit(t *testing.T) {
 		}
 	case <-time.After(clientWait):
 		t.Errorf("%s did not exit once bound", p.name)
+	}
+}
+
+// Each client renews its lease at T1 (RFC 2131 section 4.4.5): a REQUEST
+// with ciaddr unicast to the server, answered by an ACK unicast to the
+// client's new address, which the client reports to its script as a
+// renewal of the same address. The lease is short for the test, but long
+// enough that no client raises it to a floor of its own; the clients wait
+// in parallel.
+func TestRealClientsRenew(t *testing.T) {
+	const lease = 20 * time.Second
+	for _, tt := range []struct {
+		tool        string
+		run         func(g *guest, t *testing.T) *proc
+		bound, renw string
+		addrVar     string
+	}{
+		{"dhclient", func(g *guest, t *testing.T) *proc { return g.dhclient(t) }, "BOUND", "RENEW", "new_ip_address"},
+		{"udhcpc", func(g *guest, t *testing.T) *proc { return g.udhcpc(t) }, "bound", "renew", "ip"},
+		{"dhcpcd", func(g *guest, t *testing.T) *proc { return g.dhcpcd(t) }, "BOUND", "RENEW", "new_ip_address"},
+	} {
+		t.Run(tt.tool, func(t *testing.T) {
+			netnstest.RequireTool(t, tt.tool)
+			t.Parallel()
+			g := newGuest(t, true, lease)
+			tt.run(g, t)
+			g.waitBound(t, tt.bound)
+			first := g.srv.Leases()
+			env := g.waitBound(t, tt.renw)
+			if env[tt.addrVar] != gatewayLease {
+				t.Errorf("renewed %s=%q, want %s", tt.addrVar, env[tt.addrVar], gatewayLease)
+			}
+			l := g.srv.Leases()
+			if len(first) != 1 || len(l) != 1 || !l[0].Expiry.After(first[0].Expiry) {
+				t.Errorf("leases %+v after the renewal, %+v before: want one, extended", l, first)
+			}
+			s := &g.srv.Stats
+			if s.OutAcks.Load() < 2 || s.OutNaks.Load() != 0 {
+				t.Errorf("%d ACKs and %d NAKs sent, want at least 2 and none", s.OutAcks.Load(), s.OutNaks.Load())
+			}
+			g.checkConfigured(t)
+		})
 	}
 }
