@@ -46,8 +46,9 @@ type Config struct {
 	// when nil, none when empty and not nil.
 	DNS []netip.Addr
 	// FirstLease is the pool's first address; PoolSize the number of
-	// addresses from it (up to the last host of Network when zero). The
-	// pool bounds the lease table.
+	// addresses from it (when zero, up to the last host of Network, at
+	// most 1024). The pool bounds the lease table: a guest that makes up
+	// a new client for every DISCOVER exhausts the pool, not memory.
 	FirstLease netip.Addr
 	PoolSize   int
 	// LeaseTime is the lease given to clients (option 51; 1 hour). T1
@@ -66,6 +67,22 @@ type Config struct {
 	// Clock tells lease expiry; clock.Real{} when nil.
 	Clock clock.Clock
 }
+
+// ConfigFor returns slirp4netns's layout on another network (its --cidr):
+// the server and router at host 2, DNS at host 3, leases from host 100.
+// The network needs room for host 100: a /25 or larger.
+func ConfigFor(network netip.Prefix) Config {
+	base := u32(network.Masked().Addr())
+	return Config{
+		Network:    network.Masked(),
+		Server:     addrOf(base + 2),
+		DNS:        []netip.Addr{addrOf(base + 3)},
+		FirstLease: addrOf(base + 100),
+	}
+}
+
+// maxDefaultPool bounds the pool a large Network gets by default.
+const maxDefaultPool = 1024
 
 var (
 	defaultNetwork    = netip.MustParsePrefix("10.0.2.0/24")
@@ -95,7 +112,7 @@ func (c *Config) setDefaults() {
 			last--
 		}
 		if f := u32(c.FirstLease); f <= last {
-			c.PoolSize = int(last - f + 1)
+			c.PoolSize = int(min(last-f+1, maxDefaultPool))
 		}
 	}
 }

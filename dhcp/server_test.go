@@ -659,3 +659,50 @@ func TestNewServerRejectsConfigsThatDoNotFit(t *testing.T) {
 		t.Errorf("NewServer(Config{}): %v", err)
 	}
 }
+
+func TestConfigForIsSlirp4netnsLayout(t *testing.T) {
+	for _, tt := range []struct {
+		network            string
+		server, dns, first string
+	}{
+		{"10.0.2.0/24", "10.0.2.2", "10.0.2.3", "10.0.2.100"},
+		{"192.168.77.0/24", "192.168.77.2", "192.168.77.3", "192.168.77.100"},
+		{"10.8.0.0/16", "10.8.0.2", "10.8.0.3", "10.8.0.100"},
+	} {
+		t.Run(tt.network, func(t *testing.T) {
+			cfg := dhcp.ConfigFor(netip.MustParsePrefix(tt.network))
+			if cfg.Server.String() != tt.server || len(cfg.DNS) != 1 || cfg.DNS[0].String() != tt.dns || cfg.FirstLease.String() != tt.first {
+				t.Errorf("ConfigFor(%s) = server %v, DNS %v, first lease %v; want %s, %s, %s", tt.network, cfg.Server, cfg.DNS, cfg.FirstLease, tt.server, tt.dns, tt.first)
+			}
+			if _, err := dhcp.NewServer(cfg); err != nil {
+				t.Errorf("NewServer(ConfigFor(%s)): %v", tt.network, err)
+			}
+		})
+	}
+	if _, err := dhcp.NewServer(dhcp.ConfigFor(netip.MustParsePrefix("10.0.2.0/26"))); err == nil {
+		t.Error("a /26 has no host 100, yet NewServer took ConfigFor it")
+	}
+}
+
+// A pool of three serves three clients; the fourth and fifth are counted
+// and get no answer, however many clients ask.
+func TestPoolExhaustion(t *testing.T) {
+	f := newFixture(t, testConfig(3))
+	seen := map[netip.Addr]bool{}
+	for i := range 5 {
+		c := newClient(byte(i + 1))
+		f.broadcast(t, c, c.msg(layers.DHCPMsgTypeDiscover, anyAddr))
+		if i < 3 {
+			r := f.expect(t)
+			if a := r.yiaddr(); r.typ() != layers.DHCPMsgTypeOffer || seen[a] || a.Less(first) || !a.Less(netip.MustParseAddr("10.1.0.103")) {
+				t.Errorf("client %d: %v of %v, want an OFFER of a pool address not offered yet", i+1, r.typ(), a)
+			}
+			seen[r.yiaddr()] = true
+		}
+	}
+	waitStat(t, "PoolExhausted", &f.srv.Stats.PoolExhausted, 2)
+	f.h.ExpectNothing(t)
+	if n := f.srv.Stats.OutOffers.Load(); n != 3 {
+		t.Errorf("OutOffers = %d, want 3", n)
+	}
+}
