@@ -578,3 +578,58 @@ func TestWriteFromTheBoundAddress(t *testing.T) {
 		}
 	}
 }
+
+// A host without an address yet (a DHCP client, RFC 2131 section 4.1) sends
+// from 0.0.0.0 to the limited broadcast: RFC 1122 section 3.2.1.3 allows
+// the unspecified source for exactly this, so the datagram reaches a
+// wildcard socket with its source as it was.
+func TestDatagramFromTheUnspecifiedSourceIsDelivered(t *testing.T) {
+	h := rawtest.New(t, stack.Config{})
+	c := listen(t, h, anyAddr, 67)
+	src := netip.AddrPortFrom(anyAddr, 68)
+	dst := netip.AddrPortFrom(rawtest.LimitedBroadcast, 67)
+	f := rawtest.Serialize(t, rawtest.Ethernet(rawtest.PeerMAC, rawtest.BroadcastMAC, layers.EthernetTypeIPv4),
+		rawtest.IPv4Header(src.Addr(), dst.Addr(), layers.IPProtocolUDP), rawtest.Payload(rawtest.UDPBytes(t, src, dst, []byte("discover"))))
+	h.Inject(f)
+	b, from := read(t, c)
+	if string(b) != "discover" || from != src {
+		t.Errorf("read %q from %v, want %q from %v", b, from, "discover", src)
+	}
+	if n := h.Counter(t, "IPv4.InMartians"); n != 0 {
+		t.Errorf("IPv4.InMartians = %d: the unspecified source was taken for a martian", n)
+	}
+}
+
+// Nobody on port 67 either way: no port unreachable goes to 0.0.0.0, which
+// is no one host (RFC 1122 section 3.2.2), even for a unicast datagram.
+func TestNoPortUnreachableToTheUnspecifiedSource(t *testing.T) {
+	h := rawtest.New(t, stack.Config{})
+	src := netip.AddrPortFrom(anyAddr, 68)
+	for _, dst := range []netip.Addr{rawtest.LimitedBroadcast, rawtest.StackAddr} {
+		h.Inject(h.UDPFrame(t, src, netip.AddrPortFrom(dst, 67), []byte("discover")))
+	}
+	h.WaitCounter(t, "UDP.NoPorts", 2)
+	h.ExpectNothing(t)
+}
+
+// A DHCP server answers a client without an address by broadcast (RFC 2131
+// section 4.1): to 255.255.255.255 at the Ethernet broadcast address, with
+// no ARP, from the interface's address.
+func TestWriteToTheLimitedBroadcast(t *testing.T) {
+	h := rawtest.New(t, stack.Config{})
+	c := listen(t, h, anyAddr, 67)
+	// gopacket decodes port 68 as DHCP: an empty BOOTP message with the
+	// magic cookie and the end option.
+	offer := append(make([]byte, 236), 99, 130, 83, 99, 255)
+	if _, err := c.WriteToUDPAddrPort(offer, netip.AddrPortFrom(rawtest.LimitedBroadcast, 68)); err != nil {
+		t.Fatal(err)
+	}
+	f := h.Expect(t, rawtest.Timeout)
+	ip, u := rawtest.UDPOf(t, f)
+	if e := rawtest.EthernetOf(t, f); !bytes.Equal(e.DstMAC, rawtest.BroadcastMAC) {
+		t.Errorf("sent to %v, want the Ethernet broadcast", e.DstMAC)
+	}
+	if rawtest.Addr(ip.SrcIP) != rawtest.StackAddr || rawtest.Addr(ip.DstIP) != rawtest.LimitedBroadcast || u.SrcPort != 67 || u.DstPort != 68 || !bytes.Equal(u.Payload, offer) {
+		t.Errorf("sent %s, want 10.1.0.2:67 > 255.255.255.255:68 with the message", rawtest.Describe(f))
+	}
+}
