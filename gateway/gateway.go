@@ -3,6 +3,12 @@
 // pasta do: GoNet terminates the guest's flows and relays each through
 // ordinary host sockets (issue 11).
 //
+// flows.go takes the stack's forwarding hooks and decides each of the
+// guest's flows by what the host gets for it: a SYN is answered once the
+// host's connect has succeeded, been refused or found no route; the flow
+// is then relayed. udp.go relays UDP flows until they idle out, as
+// conntrack's entries do.
+//
 // relay.go carries a terminated TCP flow between the guest's GoNet
 // connection and the host's kernel socket, a goroutine per direction, with
 // FINs and resets carried across and no buffer held while the flow idles.

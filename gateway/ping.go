@@ -68,13 +68,6 @@ func echoRequest(ident, seq uint16, data []byte) []byte {
 	return b
 }
 
-// Destination unreachable codes (RFC 792, RFC 1812 5.2.7.1).
-const (
-	codeNetUnreachable  = 0
-	codeHostUnreachable = 1
-	codeAdminProhibited = 13
-)
-
 // unreachableFor maps what sending or receiving on a host socket failed
 // with to the ICMP error the kernel got or would have sent (RFC 792,
 // RFC 1812 5.2.7.1), so the guest's ping reports what the host's would.
@@ -86,11 +79,11 @@ func unreachableFor(err error) (echoAnswer, bool) {
 	var code uint8
 	switch errno {
 	case syscall.ENETUNREACH:
-		code = codeNetUnreachable
+		code = wire.ICMPCodeNetUnrch
 	case syscall.EHOSTUNREACH, syscall.EHOSTDOWN:
-		code = codeHostUnreachable
+		code = wire.ICMPCodeHostUnrch
 	case syscall.EACCES, syscall.EPERM:
-		code = codeAdminProhibited
+		code = wire.ICMPCodeAdminProhibited
 	default:
 		return echoAnswer{}, false
 	}

@@ -100,13 +100,13 @@ func TestHostPinger(t *testing.T) {
 			})
 			t.Run("no route is net unreachable", func(t *testing.T) {
 				a, err := echoIn(ns, p, 5*time.Second, "192.0.2.1", 1, nil)
-				if err != nil || !a.isError || a.errType != wire.ICMPDestUnreach || a.errCode != codeNetUnreachable {
+				if err != nil || !a.isError || a.errType != wire.ICMPDestUnreach || a.errCode != wire.ICMPCodeNetUnrch {
 					t.Fatalf("echo = %+v, %v; want destination unreachable, net", a, err)
 				}
 			})
 			t.Run("a failed address resolution is host unreachable", func(t *testing.T) {
 				a, err := echoIn(ns, p, 5*time.Second, "203.0.113.9", 1, nil)
-				if err != nil || !a.isError || a.errType != wire.ICMPDestUnreach || a.errCode != codeHostUnreachable {
+				if err != nil || !a.isError || a.errType != wire.ICMPDestUnreach || a.errCode != wire.ICMPCodeHostUnrch {
 					t.Fatalf("echo = %+v, %v; want destination unreachable, host", a, err)
 				}
 			})

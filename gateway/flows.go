@@ -1,0 +1,396 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/stats"
+	"github.com/gonetstack/gonet/tcp"
+	"github.com/gonetstack/gonet/udp"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// The gateway's flows: the stack's forwarding hooks (stack.SetForwarding)
+// offer every TCP SYN, UDP datagram and echo request of the guest that the
+// gateway's own services do not take, and the gateway decides each by what
+// the host gets for it. A SYN is answered only once the host's connect has
+// succeeded (then relayed), been refused (then refused), or found no route
+// (then unreachable); a connect that times out answers nothing, as a lost
+// SYN would. Every flow is bounded: flows at once (MaxFlows) and host
+// connects in progress (MaxConnecting), beyond which the guest is refused
+// and the refusal counted, so a guest that floods SYNs to random addresses
+// can exhaust neither the host's descriptors nor the gateway's memory.
+
+// Config configures a gateway.
+type Config struct {
+	// Network is the guest's network; the zero value is slirp4netns's.
+	Network Network
+	// NoHostLoopback refuses the guest's flows to the gateway's address,
+	// which otherwise reach the host's loopback (127.0.0.1).
+	NoHostLoopback bool
+	// Deny refuses the guest's flows to these networks (TCP: a reset;
+	// UDP and ping: ICMP administratively prohibited).
+	Deny []netip.Prefix
+	// MaxFlows bounds the TCP and UDP flows relayed at once; 4096 when 0.
+	MaxFlows int
+	// MaxConnecting bounds the host connects in progress; 256 when 0.
+	MaxConnecting int
+	// ConnectTimeout bounds a host connect; 30 s when 0.
+	ConnectTimeout time.Duration
+	// UDPTimeout ends a UDP flow idle this long that the host never
+	// answered; UDPStreamTimeout one it has answered (as conntrack's
+	// udp_timeout and udp_timeout_stream); 30 s and 120 s when 0.
+	UDPTimeout, UDPStreamTimeout time.Duration
+	// PingTimeout bounds the wait for a relayed echo's answer; 10 s when 0.
+	PingTimeout time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if !c.Network.Subnet.IsValid() {
+		n, err := NewNetwork(DefaultSubnet)
+		if err != nil {
+			return err
+		}
+		c.Network = n
+	}
+	if c.MaxFlows == 0 {
+		c.MaxFlows = 4096
+	}
+	if c.MaxConnecting == 0 {
+		c.MaxConnecting = 256
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = 30 * time.Second
+	}
+	if c.UDPTimeout == 0 {
+		c.UDPTimeout = 30 * time.Second
+	}
+	if c.UDPStreamTimeout == 0 {
+		c.UDPStreamTimeout = 120 * time.Second
+	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = 10 * time.Second
+	}
+	return nil
+}
+
+// Stats counts the gateway's decisions and flows.
+type Stats struct {
+	Relay RelayStats // TCP flows relayed
+
+	TCPConnects       stats.Counter // host connects started
+	TCPRefused        stats.Counter // the host refused: the guest gets a reset
+	TCPUnreachable    stats.Counter // no route on the host: the guest gets ICMP
+	TCPConnectTimeout stats.Counter // the host's connect timed out: the guest's SYN is dropped
+	TCPAcceptFails    stats.Counter // the guest's handshake did not complete
+
+	UDPFlows       stats.Counter // UDP flows opened
+	UDPActive      stats.Gauge   // UDP flows relayed now
+	UDPToHost      stats.Counter // datagrams guest to host
+	UDPToGuest     stats.Counter // datagrams host to guest
+	UDPIdleExpired stats.Counter // flows ended by their idle timeout
+	UDPHostErrors  stats.Counter // flows ended by a host socket error
+
+	Pings           stats.Counter // echo requests relayed
+	PingReplies     stats.Counter // answered by a reply
+	PingErrors      stats.Counter // answered by an ICMP error
+	PingTimeouts    stats.Counter // not answered in PingTimeout
+	PingUnsupported stats.Counter // dropped: the host allows no ping socket and no raw socket
+
+	Denied        stats.Counter // flows refused by Deny or NoHostLoopback
+	FlowLimit     stats.Counter // refused: MaxFlows flows already
+	ConnectLimit  stats.Counter // refused: MaxConnecting connects in progress already
+	ClosedRefused stats.Counter // refused: the gateway is closing
+}
+
+// Gateway relays a guest's flows through host sockets.
+type Gateway struct {
+	cfg    Config
+	Stats  Stats
+	pinger hostPinger // nil when the host allows no ping (pingErr says why)
+
+	pingErr    error
+	flows      chan struct{} // a token per flow relayed (capacity MaxFlows)
+	connecting chan struct{} // a token per host connect in progress
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup // every flow's and decision's goroutine
+}
+
+// New makes a gateway for the guest on s's NIC nicName: it turns the NIC's
+// forwarding on, gives it the gateway's and the DNS forwarder's addresses,
+// and takes the stack's forwarding hooks. The gateway's own services (the
+// DNS forwarder, the DHCP server) are the caller's to start on s.
+func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	n := cfg.Network
+	for _, a := range []netip.Addr{n.Gateway, n.DNS} {
+		if err := s.AddAddress(nicName, netip.PrefixFrom(a, n.Subnet.Bits())); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
+	if err := s.SetForwarding(nicName, true); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g := &Gateway{
+		cfg:        cfg,
+		flows:      make(chan struct{}, cfg.MaxFlows),
+		connecting: make(chan struct{}, cfg.MaxConnecting),
+	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	g.pinger, g.pingErr = newHostPinger()
+	s.SetTCPForwarder(g.forwardTCP)
+	s.SetUDPForwarder(g.forwardUDP)
+	s.SetEchoForwarder(g.forwardEcho)
+	return g, nil
+}
+
+// PingMode says how the gateway relays pings ("ping socket", "raw
+// socket"), or why it cannot, for the daemon's log.
+func (g *Gateway) PingMode() string {
+	if g.pinger == nil {
+		return "none: " + g.pingErr.Error()
+	}
+	return g.pinger.kind()
+}
+
+// Close ends every relayed flow and waits for their goroutines. The stack's
+// hooks stay set: a flow offered after Close is refused. Close the stack
+// after the gateway.
+func (g *Gateway) Close() error {
+	g.cancel()
+	g.wg.Wait()
+	if g.pinger != nil {
+		return g.pinger.close()
+	}
+	return nil
+}
+
+// verdict is the gateway's answer for a destination, before any host
+// socket is opened.
+type verdict int
+
+const (
+	relay   verdict = iota // connect on the host to the address given
+	deny                   // refused by policy
+	closed                 // the gateway's own address, a port it does not serve
+	nothing                // nothing is there to reach: unreachable
+)
+
+// hostDst maps the guest's destination to the host's: the gateway's address
+// stands for the host's loopback; the guest's own network has nothing else
+// behind the gateway.
+func (g *Gateway) hostDst(dst netip.Addr) (netip.Addr, verdict) {
+	n := g.cfg.Network
+	switch {
+	case dst == n.Gateway && g.cfg.NoHostLoopback:
+		return netip.Addr{}, deny
+	case dst == n.Gateway:
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), relay
+	case dst == n.DNS:
+		return netip.Addr{}, closed // its services take their ports first
+	case n.Subnet.Contains(dst):
+		return netip.Addr{}, nothing // a guest with another netmask
+	}
+	for _, p := range g.cfg.Deny {
+		if p.Contains(dst) {
+			return netip.Addr{}, deny
+		}
+	}
+	return dst, relay
+}
+
+// take takes a token from sem without waiting, and reports whether it did.
+func take(sem chan struct{}) bool {
+	select {
+	case sem <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func give(sem chan struct{}) { <-sem }
+
+// admit decides whether a new flow may start, counting a refusal; on true
+// the caller holds a flow token and a goroutine in wg.
+func (g *Gateway) admit() bool {
+	if g.ctx.Err() != nil {
+		g.Stats.ClosedRefused.Inc()
+		return false
+	}
+	if !take(g.flows) {
+		g.Stats.FlowLimit.Inc()
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// forwardTCP decides a guest's SYN; it runs in a goroutine of its own.
+func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
+	dst, v := g.hostDst(r.LocalAddr().Addr())
+	switch v {
+	case deny:
+		g.Stats.Denied.Inc()
+		r.Refuse()
+		return
+	case closed:
+		r.Refuse()
+		return
+	case nothing:
+		r.Unreachable(wire.ICMPCodeHostUnrch)
+		return
+	}
+	if !g.admit() {
+		r.Refuse()
+		return
+	}
+	defer g.wg.Done()
+	defer give(g.flows)
+	if !take(g.connecting) {
+		g.Stats.ConnectLimit.Inc()
+		r.Refuse()
+		return
+	}
+	g.Stats.TCPConnects.Inc()
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.ConnectTimeout)
+	d := net.Dialer{KeepAlive: -1} // relayTCP turns keepalive on itself
+	c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(dst, r.LocalAddr().Port()).String())
+	cancel()
+	give(g.connecting)
+	if err != nil {
+		g.answerConnectError(r, err)
+		return
+	}
+	host := c.(*net.TCPConn)
+	guest, err := r.Accept(g.ctx)
+	if err != nil {
+		g.Stats.TCPAcceptFails.Inc()
+		host.SetLinger(0)
+		host.Close()
+		return
+	}
+	stop := context.AfterFunc(g.ctx, func() {
+		guest.SetLinger(0)
+		guest.Close()
+		host.SetLinger(0)
+		host.Close()
+	})
+	defer stop()
+	relayTCP(guest, host, &g.Stats.Relay)
+}
+
+// answerConnectError tells the guest what the host's connect met, as the
+// kernel's connect would have told a local caller.
+func (g *Gateway) answerConnectError(r *tcp.ForwardRequest, err error) {
+	var errno syscall.Errno
+	switch {
+	case errors.As(err, &errno) && errno == syscall.ECONNREFUSED:
+		g.Stats.TCPRefused.Inc()
+		r.Refuse()
+	case errors.As(err, &errno) && (errno == syscall.ENETUNREACH):
+		g.Stats.TCPUnreachable.Inc()
+		r.Unreachable(wire.ICMPCodeNetUnrch)
+	case errors.As(err, &errno) && (errno == syscall.EHOSTUNREACH || errno == syscall.EHOSTDOWN):
+		g.Stats.TCPUnreachable.Inc()
+		r.Unreachable(wire.ICMPCodeHostUnrch)
+	case errors.As(err, &errno) && (errno == syscall.EACCES || errno == syscall.EPERM):
+		g.Stats.TCPUnreachable.Inc()
+		r.Unreachable(wire.ICMPCodeAdminProhibited)
+	default:
+		// A timeout, or the gateway closing: the guest's SYN goes
+		// unanswered, and its own connect times out as for a lost SYN.
+		g.Stats.TCPConnectTimeout.Inc()
+		r.Drop()
+	}
+}
+
+// forwardUDP decides a guest's datagram to a new flow. It runs in the IPv4
+// dealer and must not block: it opens the flow's endpoint and hands it to
+// a goroutine that makes the host socket.
+func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
+	dst, v := g.hostDst(r.LocalAddr().Addr())
+	switch v {
+	case deny:
+		g.Stats.Denied.Inc()
+		r.Unreachable(wire.ICMPCodeAdminProhibited)
+		return
+	case closed:
+		r.Unreachable(wire.ICMPCodePortUnrch)
+		return
+	case nothing:
+		r.Unreachable(wire.ICMPCodeHostUnrch)
+		return
+	}
+	if !g.admit() {
+		r.Drop()
+		return
+	}
+	guest, err := r.Open()
+	if err != nil {
+		give(g.flows)
+		g.wg.Done()
+		return
+	}
+	go func() {
+		defer g.wg.Done()
+		defer give(g.flows)
+		g.relayUDP(guest, netip.AddrPortFrom(dst, r.LocalAddr().Port()))
+	}()
+}
+
+// forwardEcho relays a guest's echo request through the host.
+func (g *Gateway) forwardEcho(r *icmp.EchoRequest) {
+	_, v := g.hostDst(r.Dst)
+	switch {
+	case v == deny:
+		g.Stats.Denied.Inc()
+		r.Error(wire.ICMPDestUnreach, wire.ICMPCodeAdminProhibited)
+		return
+	case v == nothing:
+		r.Error(wire.ICMPDestUnreach, wire.ICMPCodeHostUnrch)
+		return
+	case v == closed:
+		return // the stack answers echo to its own addresses itself
+	case g.pinger == nil:
+		g.Stats.PingUnsupported.Inc()
+		return
+	}
+	if g.ctx.Err() != nil {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		g.relayEcho(r)
+	}()
+}
+
+func (g *Gateway) relayEcho(r *icmp.EchoRequest) {
+	dst, _ := g.hostDst(r.Dst)
+	g.Stats.Pings.Inc()
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.PingTimeout)
+	defer cancel()
+	a, err := g.pinger.echo(ctx, dst, r.Seq, r.Payload)
+	switch {
+	case err != nil:
+		g.Stats.PingTimeouts.Inc()
+	case a.isError:
+		g.Stats.PingErrors.Inc()
+		r.Error(a.errType, a.errCode)
+	default:
+		g.Stats.PingReplies.Inc()
+		r.Reply()
+	}
+}

@@ -1,0 +1,228 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/internal/netns"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// gatewayRig is a guest namespace whose TAP a gateway serves from this
+// process. The tests reach only the gateway's own address, which stands for
+// this process's loopback, and addresses the gateway refuses or finds
+// nothing at without opening a host socket: nothing leaves the machine.
+type gatewayRig struct {
+	guest *netns.NS
+	gw    *Gateway
+	net   Network
+}
+
+func newGatewayRig(t *testing.T, cfg Config) *gatewayRig {
+	t.Helper()
+	guest := netnstest.New(t)
+	n, err := NewNetwork(DefaultSubnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := OpenTAP(guest.Path(), "tap0", tap.Options{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ConfigureGuest(guest.Path(), "tap0", n, 1500); err != nil {
+		ep.Close()
+		t.Fatal(err)
+	}
+	s := stack.New(stack.Config{})
+	t.Cleanup(func() { stacktest.Closed(t, s) })
+	if err := s.AddNIC("tap0", ep); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Network = n
+	gw, err := New(s, "tap0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gw.Close() })
+	return &gatewayRig{guest: guest, gw: gw, net: n}
+}
+
+// dial connects from the guest's namespace to addr.
+func (r *gatewayRig) dial(addr string) (net.Conn, error) {
+	var c net.Conn
+	err := r.guest.Do(func() (err error) {
+		c, err = net.DialTimeout("tcp4", addr, 5*time.Second)
+		return err
+	})
+	return c, err
+}
+
+// echoServer serves TCP echo on this process's loopback and returns its port.
+func echoServer(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestGatewayTCP(t *testing.T) {
+	r := newGatewayRig(t, Config{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
+	port := echoServer(t)
+	gwAddr := func(p int) string { return netip.AddrPortFrom(r.net.Gateway, uint16(p)).String() }
+
+	t.Run("the gateway's address reaches the host's loopback, both ways, to the FIN", func(t *testing.T) {
+		c, err := r.dial(gwAddr(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		data := bytes.Repeat([]byte("gonet gateway "), 100_000)
+		go func() {
+			c.Write(data)
+			c.(*net.TCPConn).CloseWrite()
+		}()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
+		got, err := io.ReadAll(c)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("echoed %d of %d bytes, equal %v: %v", len(got), len(data), bytes.Equal(got, data), err)
+		}
+	})
+	t.Run("a refused host connect is ECONNREFUSED in the guest", func(t *testing.T) {
+		l, _ := net.Listen("tcp4", "127.0.0.1:0")
+		closed := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		_, err := r.dial(gwAddr(closed))
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial: %v, want ECONNREFUSED", err)
+		}
+	})
+	t.Run("a port the DNS address does not serve is ECONNREFUSED", func(t *testing.T) {
+		before := r.gw.Stats.TCPConnects.Load()
+		_, err := r.dial(netip.AddrPortFrom(r.net.DNS, 80).String())
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial: %v, want ECONNREFUSED", err)
+		}
+		if n := r.gw.Stats.TCPConnects.Load(); n != before {
+			t.Fatalf("%d host connects for the DNS address", n-before)
+		}
+	})
+	t.Run("a denied network is refused without a host connect", func(t *testing.T) {
+		before := r.gw.Stats.TCPConnects.Load()
+		_, err := r.dial("192.0.2.1:80")
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Fatalf("dial: %v, want ECONNREFUSED", err)
+		}
+		if n := r.gw.Stats.TCPConnects.Load(); n != before {
+			t.Fatalf("%d host connects for a denied destination", n-before)
+		}
+		if r.gw.Stats.Denied.Load() == 0 {
+			t.Fatal("not counted in Denied")
+		}
+	})
+}
+
+func TestGatewayNoHostLoopbackRefuses(t *testing.T) {
+	r := newGatewayRig(t, Config{NoHostLoopback: true})
+	port := echoServer(t)
+	_, err := r.dial(netip.AddrPortFrom(r.net.Gateway, uint16(port)).String())
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial: %v, want ECONNREFUSED", err)
+	}
+}
+
+func TestGatewayFlowLimitRefusesTheExcess(t *testing.T) {
+	r := newGatewayRig(t, Config{MaxFlows: 2})
+	addr := netip.AddrPortFrom(r.net.Gateway, uint16(echoServer(t))).String()
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for i := range 2 {
+		c, err := r.dial(addr)
+		if err != nil {
+			t.Fatalf("flow %d: %v", i, err)
+		}
+		open = append(open, c)
+	}
+	if _, err := r.dial(addr); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("a third flow: %v, want ECONNREFUSED", err)
+	}
+	if r.gw.Stats.FlowLimit.Load() != 1 {
+		t.Fatalf("FlowLimit = %d, want 1", r.gw.Stats.FlowLimit.Load())
+	}
+	// The flows that were admitted still work.
+	c := open[0]
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	if _, err := io.ReadFull(c, b); err != nil || string(b) != "ping" {
+		t.Fatalf("an admitted flow: %q, %v", b, err)
+	}
+}
+
+func TestGatewayUDP(t *testing.T) {
+	r := newGatewayRig(t, Config{UDPTimeout: 500 * time.Millisecond})
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := srv.ReadFromUDP(b)
+			if err != nil {
+				return
+			}
+			srv.WriteToUDP(bytes.ToUpper(b[:n]), from)
+		}
+	}()
+	port := srv.LocalAddr().(*net.UDPAddr).Port
+	c, err := r.guest.DialUDP(netip.AddrPortFrom(r.net.Gateway, uint16(port)).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	for _, msg := range []string{"first", "second"} {
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 64)
+		n, err := c.Read(b)
+		if err != nil || string(b[:n]) != string(bytes.ToUpper([]byte(msg))) {
+			t.Fatalf("answer to %q: %q, %v", msg, b[:n], err)
+		}
+	}
+	if n := r.gw.Stats.UDPFlows.Load(); n != 1 {
+		t.Fatalf("UDPFlows = %d for one 4-tuple, want 1", n)
+	}
+}
