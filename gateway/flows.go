@@ -105,6 +105,11 @@ type Stats struct {
 	PingTimeouts    stats.Counter // not answered in PingTimeout
 	PingUnsupported stats.Counter // dropped: the host allows no ping socket and no raw socket
 
+	InboundTCP     stats.Counter // connections accepted by a forward and carried to the guest
+	InboundUDP     stats.Counter // UDP flows of a forward carried to the guest
+	InboundRefused stats.Counter // the guest refused or did not answer a forwarded connection
+	InboundErrors  stats.Counter // a forward's host socket failed (accept, or no endpoint)
+
 	Denied        stats.Counter // flows refused by Deny or NoHostLoopback
 	FlowLimit     stats.Counter // refused: MaxFlows flows already
 	ConnectLimit  stats.Counter // refused: MaxConnecting connects in progress already
@@ -113,6 +118,7 @@ type Stats struct {
 
 // Gateway relays a guest's flows through host sockets.
 type Gateway struct {
+	s      *stack.Stack
 	cfg    Config
 	Stats  Stats
 	pinger hostPinger // nil when the host allows no ping (pingErr says why)
@@ -123,6 +129,9 @@ type Gateway struct {
 	ctx        context.Context
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup // every flow's and decision's goroutine
+
+	fwdMu sync.Mutex
+	fwds  []*inbound // inbound forwards (inbound.go)
 }
 
 // New makes a gateway for the guest on s's NIC nicName: it turns the NIC's
@@ -143,6 +152,7 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{
+		s:          s,
 		cfg:        cfg,
 		flows:      make(chan struct{}, cfg.MaxFlows),
 		connecting: make(chan struct{}, cfg.MaxConnecting),
@@ -168,7 +178,10 @@ func (g *Gateway) PingMode() string {
 // hooks stay set: a flow offered after Close is refused. Close the stack
 // after the gateway.
 func (g *Gateway) Close() error {
-	g.cancel()
+	g.cancel() // stops the forwards' loops and every flow
+	g.fwdMu.Lock()
+	g.fwds = nil
+	g.fwdMu.Unlock()
 	g.wg.Wait()
 	if g.pinger != nil {
 		return g.pinger.close()

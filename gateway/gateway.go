@@ -7,7 +7,9 @@
 // guest's flows by what the host gets for it: a SYN is answered once the
 // host's connect has succeeded, been refused or found no route; the flow
 // is then relayed. udp.go relays UDP flows until they idle out, as
-// conntrack's entries do.
+// conntrack's entries do. inbound.go runs the inbound port forwards: a
+// host listener whose connections, or UDP flows, are carried into the
+// guest from the gateway's address.
 //
 // relay.go carries a terminated TCP flow between the guest's GoNet
 // connection and the host's kernel socket, a goroutine per direction, with

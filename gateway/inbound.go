@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gonetstack/gonet/udp"
+)
+
+// Inbound port forwards (-forward tcp:8080:80): the host listens, and each
+// connection accepted there, or each UDP flow by its client's address, is
+// carried into the guest over GoNet's own TCP or UDP, from the gateway's
+// address, as slirp4netns's hostfwd does. Inbound flows count against
+// MaxFlows like the guest's own.
+
+// inbound is a running forward: its host socket and how to stop it.
+type inbound struct {
+	f    Forward
+	stop func() // closes the host socket and waits for the accept or read loop
+}
+
+// AddForward starts forwarding f: it listens on f.Host now, so that a port
+// in use is an error here, and carries what arrives to the guest's
+// f.GuestPort.
+func (g *Gateway) AddForward(f Forward) error {
+	g.fwdMu.Lock()
+	defer g.fwdMu.Unlock()
+	if g.ctx.Err() != nil {
+		return fmt.Errorf("gateway: forward %v: %w", f, net.ErrClosed)
+	}
+	if slices.ContainsFunc(g.fwds, func(in *inbound) bool { return in.f.Proto == f.Proto && in.f.Host == f.Host }) {
+		return fmt.Errorf("gateway: forward %v: %v already forwarded", f, f.Host)
+	}
+	guest := netip.AddrPortFrom(g.cfg.Network.Guest, f.GuestPort)
+	in := &inbound{f: f}
+	switch f.Proto {
+	case TCP:
+		l, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(f.Host))
+		if err != nil {
+			return fmt.Errorf("gateway: forward %v: %w", f, err)
+		}
+		in.stop = g.loop(func() { g.acceptInbound(l, guest) }, func() { l.Close() })
+	case UDP:
+		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(f.Host))
+		if err != nil {
+			return fmt.Errorf("gateway: forward %v: %w", f, err)
+		}
+		in.stop = g.loop(func() { g.serveInboundUDP(c, guest) }, func() { c.Close() })
+	default:
+		return fmt.Errorf("gateway: forward %v: no protocol %q", f, f.Proto)
+	}
+	g.fwds = append(g.fwds, in)
+	return nil
+}
+
+// RemoveForward stops the forward on f.Proto and f.Host; flows it already
+// carries go on until they end.
+func (g *Gateway) RemoveForward(f Forward) error {
+	g.fwdMu.Lock()
+	i := slices.IndexFunc(g.fwds, func(in *inbound) bool { return in.f.Proto == f.Proto && in.f.Host == f.Host })
+	if i < 0 {
+		g.fwdMu.Unlock()
+		return fmt.Errorf("gateway: forward %s:%v: not forwarded", f.Proto, f.Host)
+	}
+	in := g.fwds[i]
+	g.fwds = slices.Delete(g.fwds, i, i+1)
+	g.fwdMu.Unlock()
+	in.stop()
+	return nil
+}
+
+// Forwards returns the forwards running, in the order they were added.
+func (g *Gateway) Forwards() []Forward {
+	g.fwdMu.Lock()
+	defer g.fwdMu.Unlock()
+	out := make([]Forward, len(g.fwds))
+	for i, in := range g.fwds {
+		out[i] = in.f
+	}
+	return out
+}
+
+// loop runs serve in a goroutine of the gateway's until closeSocket makes
+// it return, on the returned stop or when the gateway closes.
+func (g *Gateway) loop(serve, closeSocket func()) (stop func()) {
+	done := make(chan struct{})
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer close(done)
+		serve()
+	}()
+	unregister := context.AfterFunc(g.ctx, closeSocket)
+	return func() {
+		unregister()
+		closeSocket()
+		<-done
+	}
+}
+
+// acceptInbound carries each connection accepted on l to guest.
+func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
+	for {
+		host, err := l.AcceptTCP()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			g.Stats.InboundErrors.Inc()
+			time.Sleep(10 * time.Millisecond) // out of descriptors: let some go
+			continue
+		}
+		if !g.admit() {
+			host.SetLinger(0)
+			host.Close()
+			continue
+		}
+		go func() {
+			defer g.wg.Done()
+			defer give(g.flows)
+			g.Stats.InboundTCP.Inc()
+			ctx, cancel := context.WithTimeout(g.ctx, g.cfg.ConnectTimeout)
+			c, err := g.s.TCP().Dial(ctx, netip.AddrPortFrom(g.cfg.Network.Gateway, 0), guest)
+			cancel()
+			if err != nil {
+				// The guest refused or did not answer: so is the host's peer.
+				g.Stats.InboundRefused.Inc()
+				host.SetLinger(0)
+				host.Close()
+				return
+			}
+			stop := context.AfterFunc(g.ctx, func() {
+				c.SetLinger(0)
+				c.Close()
+				host.SetLinger(0)
+				host.Close()
+			})
+			defer stop()
+			relayTCP(c, host, &g.Stats.Relay)
+		}()
+	}
+}
+
+// serveInboundUDP carries the datagrams arriving on c to guest, a flow per
+// client address, each through a GoNet endpoint of its own on the
+// gateway's address, so that the guest's answers find their way back.
+func (g *Gateway) serveInboundUDP(c *net.UDPConn, guest netip.AddrPort) {
+	var mu sync.Mutex
+	flows := map[netip.AddrPort]*udp.Conn{}
+	defer func() {
+		mu.Lock()
+		for _, e := range flows {
+			e.Close()
+		}
+		mu.Unlock()
+	}()
+	buf := make([]byte, 65535)
+	for {
+		n, client, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		mu.Lock()
+		e := flows[client]
+		mu.Unlock()
+		if e == nil {
+			if !g.admit() {
+				continue
+			}
+			e, err = g.s.ListenUDP(netip.AddrPortFrom(g.cfg.Network.Gateway, 0))
+			if err != nil {
+				give(g.flows)
+				g.wg.Done()
+				g.Stats.InboundErrors.Inc()
+				continue
+			}
+			g.Stats.InboundUDP.Inc()
+			mu.Lock()
+			flows[client] = e
+			mu.Unlock()
+			go func() {
+				defer g.wg.Done()
+				defer give(g.flows)
+				g.answerInboundUDP(e, c, client, guest)
+				mu.Lock()
+				delete(flows, client)
+				mu.Unlock()
+			}()
+		}
+		e.WriteToUDPAddrPort(buf[:n], guest)
+	}
+}
+
+// answerInboundUDP carries the guest's answers on e back to client through
+// the host socket c, until the flow idles for UDPStreamTimeout or e closes.
+func (g *Gateway) answerInboundUDP(e *udp.Conn, c *net.UDPConn, client, guest netip.AddrPort) {
+	defer e.Close()
+	buf := make([]byte, 65535)
+	for {
+		e.SetReadDeadline(time.Now().Add(g.cfg.UDPStreamTimeout))
+		n, from, err := e.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return // idle, or closed with the forward or the gateway
+		}
+		if from != guest {
+			continue
+		}
+		c.WriteToUDPAddrPort(buf[:n], client)
+	}
+}
