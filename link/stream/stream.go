@@ -151,8 +151,10 @@ func Dial(path string, opts Options) (*Endpoint, error) {
 // Listen listens on a UNIX stream socket at path and carries frames with
 // one peer at a time (QEMU's -netdev stream,server=off,addr.type=unix,
 // addr.path=PATH, say): ReadBatch accepts a peer, and when that one leaves
-// or breaks the framing, the next. A peer that connects while another is
-// served waits in the listen queue. The socket file is removed on Close; a
+// or breaks the framing, the next. Until ReadBatch has accepted one, frames
+// written are dropped and counted (TxDropped), as with no carrier; a stack's
+// NIC reads from the start, so that is the time before AddNIC. A peer that
+// connects while another is served waits in the listen queue. The socket file is removed on Close; a
 // file already at path is an error, not replaced.
 func Listen(path string, opts Options) (*Endpoint, error) {
 	e, err := newEndpoint("stream "+path, opts)
