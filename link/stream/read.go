@@ -81,7 +81,9 @@ func (e *Endpoint) endConn(err error) {
 	case err == errTruncated:
 		e.stats.RxErrors.Inc()
 	}
-	e.stats.Disconnects.Inc()
+	if !e.isClosed.Load() { // Close's own ending is no disconnect
+		e.stats.Disconnects.Inc()
+	}
 	e.drop(e.rd.conn)
 	e.rd.conn = nil
 	e.rd.br.Reset(nil) // hold no reference to the connection

@@ -85,8 +85,9 @@ type Stats struct {
 	// Connects counts the connections the endpoint has carried: New's or
 	// Dial's one, each one Listen accepted.
 	Connects stats.Counter
-	// Disconnects counts connections that ended: closed by the peer,
-	// dropped after a framing error or a failed write, or reset.
+	// Disconnects counts connections that ended before Close: closed or
+	// reset by the peer, or dropped after a framing error or a failed
+	// write.
 	Disconnects stats.Counter
 }
 

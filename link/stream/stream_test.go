@@ -593,6 +593,7 @@ func TestCloseUnblocksReaders(t *testing.T) {
 				t.Fatalf("ReadBatch returned %v before Close", err)
 			case <-time.After(30 * time.Millisecond):
 			}
+			disconnects := e.Stats().Disconnects.Load()
 			if err := e.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
@@ -603,6 +604,9 @@ func TestCloseUnblocksReaders(t *testing.T) {
 				}
 			case <-time.After(5 * time.Second):
 				t.Fatal("ReadBatch still blocked 5s after Close")
+			}
+			if got := e.Stats().Disconnects.Load(); got != disconnects {
+				t.Errorf("Close counted as a disconnect: %d, was %d", got, disconnects)
 			}
 			if n, err := e.WriteBatch(in[:1]); n != 0 || !errors.Is(err, link.ErrClosed) {
 				t.Errorf("WriteBatch after Close = %d, %v", n, err)
