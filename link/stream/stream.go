@@ -229,15 +229,19 @@ func (e *Endpoint) current() net.Conn {
 	return e.conn
 }
 
-// drop ends conn, unless it has already been replaced: the framing of a
-// stream cannot survive a bad prefix or a partial write.
+// drop ends conn, the framing of a stream cannot survive a bad prefix or a
+// partial write, unless it has already been ended: whoever takes the
+// connection out of e.conn (drop or Close) closes it, once.
 func (e *Endpoint) drop(conn net.Conn) {
 	e.mu.Lock()
-	if e.conn == conn {
+	mine := e.conn == conn
+	if mine {
 		e.conn = nil
 	}
 	e.mu.Unlock()
-	conn.Close()
+	if mine {
+		conn.Close()
+	}
 }
 
 // nextConn waits for a connection for ReadBatch: Listen's next peer; for
