@@ -774,3 +774,59 @@ func TestNoAllocationPerFrame(t *testing.T) {
 		t.Errorf("a write and read of 32 frames allocated %v times, want 0", allocs)
 	}
 }
+
+// syscw returns the write system calls this process has made, from
+// /proc/self/io (proc(5)): writev counts as one.
+func syscw(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no /proc/self/io: %v", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no syscw in /proc/self/io")
+	return 0
+}
+
+// A batch goes out in one writev on a socket, not a write per frame (nor
+// two, prefix and frame).
+func TestWriteBatchIsOneSystemCall(t *testing.T) {
+	raw, cb := socketpair(t)
+	defer raw.Close()
+	e, err := New(cb, Options{MAC: macA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	pool := buffer.NewPool()
+	out := make([]*buffer.Packet, 32)
+	for i := range out {
+		out[i] = packet(pool, frameBytes(1514, uint32(i)))
+	}
+	defer release(out)
+	e.WriteBatch(out[:1]) // size the writer's slices
+	io.ReadFull(raw, make([]byte, PrefixLen+1514))
+	before := syscw(t)
+	if n, err := e.WriteBatch(out); n != len(out) || err != nil {
+		t.Fatalf("WriteBatch = %d, %v", n, err)
+	}
+	// Other goroutines of the runtime may write too (rarely): allow one.
+	calls := syscw(t) - before
+	t.Logf("%d write calls", calls)
+	if calls > 2 {
+		t.Errorf("a batch of %d frames took %d write calls, want 1", len(out), calls)
+	}
+	got := make([]byte, len(out)*(PrefixLen+1514))
+	raw.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(raw, got); err != nil {
+		t.Fatal(err)
+	}
+}
