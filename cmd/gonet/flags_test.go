@@ -85,6 +85,12 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 					t.Error("-pcap lost")
 				}
 			}},
+		{"a VM's socket instead of a TAP, at passt's MTU", []string{"-socket", "/run/vm.sock", "-addr", "10.0.2.2/24", "-mtu", "65520"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.socket != "/run/vm.sock" || c.link.tap != "" || c.link.mtu != 65520 {
+					t.Errorf("socket %q tap %q mtu %d, want /run/vm.sock, none, 65520", c.link.socket, c.link.tap, c.link.mtu)
+				}
+			}},
 		{"the MTU's bounds", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-mtu", "68"},
 			func(t *testing.T, c *upConfig) {
 				if c.link.mtu != 68 {
@@ -177,7 +183,9 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		args []string
 		want string // in the error line
 	}{
-		{"no flags", nil, "-tap is required"},
+		{"no flags", nil, "-tap or -socket is required"},
+		{"a TAP and a socket", with("-socket", "/tmp/vm.sock"), "-tap and -socket are two links: give one"},
+		{"socket MTU over a buffer", []string{"-socket", "/tmp/vm.sock", "-addr", "10.0.0.2/24", "-mtu", "65535"}, "-mtu 65535 is over 65522"},
 		{"no address", []string{"-tap", "tap0"}, "-addr is required"},
 		{"address without prefix", []string{"-tap", "t", "-addr", "10.0.0.2"}, "needs a prefix length"},
 		{"address that does not parse", []string{"-tap", "t", "-addr", "10.0.0.300/24"}, `invalid value "10.0.0.300/24" for flag -addr`},

@@ -14,6 +14,7 @@ import (
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"
+	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
@@ -33,18 +34,22 @@ const (
 // terminating NUL.
 const ifNameMax = 15
 
-// linkConfig is what up and ping share: a GoNet host on a TAP device.
+// linkConfig is what up and ping share: a GoNet host on a TAP device, or
+// for up on a UNIX socket a VM connects to.
 type linkConfig struct {
 	tap    string
-	addr   netip.Prefix
-	gw     netip.Addr       // invalid: no default route
-	mac    net.HardwareAddr // nil: a random locally administered one
-	mtu    int
-	pcap   string // capture file; empty: no capture
-	impair string // fault.ParseSpec syntax; empty: a perfect link
-	fault  fault.Config
-	memory int64 // stack's memory limit; 0: the stack's default
-	ecn    tcp.ECNMode
+	socket string // -socket: the UNIX socket instead of a TAP; up only
+	// socketFlag is set when -socket is registered, for check's message.
+	socketFlag bool
+	addr       netip.Prefix
+	gw         netip.Addr       // invalid: no default route
+	mac        net.HardwareAddr // nil: a random locally administered one
+	mtu        int
+	pcap       string // capture file; empty: no capture
+	impair     string // fault.ParseSpec syntax; empty: a perfect link
+	fault      fault.Config
+	memory     int64 // stack's memory limit; 0: the stack's default
+	ecn        tcp.ECNMode
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -61,13 +66,33 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
 }
 
+// registerSocket adds -socket, the stream link for a VM, to fs.
+func (c *linkConfig) registerSocket(fs *flag.FlagSet) {
+	c.socketFlag = true
+	fs.StringVar(&c.socket, "socket", "", "instead of a TAP device, listen on the UNIX socket `PATH` for a VM's frames, each behind its 32-bit length as QEMU's -netdev stream and passt send them (the NIC is then "+socketNIC+")")
+}
+
+// socketNIC names the NIC of a -socket link: in the ready line, and in the
+// default control socket's name.
+const socketNIC = "vm0"
+
 // check validates what the flags alone cannot, and parses -impair.
 func (c *linkConfig) check() error {
-	if c.tap == "" {
+	switch {
+	case c.tap != "" && c.socket != "":
+		return usagef("-tap and -socket are two links: give one")
+	case c.socket != "":
+		if c.mtu > stream.MaxMTU {
+			return usagef("-mtu %d is over %d, the most a -socket link carries", c.mtu, stream.MaxMTU)
+		}
+	case c.tap == "" && c.socketFlag:
+		return usagef("-tap or -socket is required: the TAP device GoNet uses, or the UNIX socket a VM connects to")
+	case c.tap == "":
 		return usagef("-tap is required: the TAP device GoNet uses")
-	}
-	if err := checkTapName(c.tap); err != nil {
-		return err
+	default:
+		if err := checkTapName(c.tap); err != nil {
+			return err
+		}
 	}
 	switch {
 	case !c.addr.IsValid():
@@ -131,19 +156,25 @@ func (c *linkConfig) describeImpairment(cmd string) string {
 	return fmt.Sprintf("gonet %s: impairing the link with -impair %s (give the same to replay this run)", cmd, c.fault)
 }
 
-// host is a GoNet stack up on a TAP device.
+// host is a GoNet stack up on a TAP device or a stream socket.
 type host struct {
 	stack *stack.Stack
-	nic   string           // the NIC's name in the stack: the TAP device's
+	nic   string           // the NIC's name in the stack: the TAP device's, or socketNIC
 	mac   net.HardwareAddr // GoNet's address on the link
 	// capture is the -pcap endpoint; nil without -pcap.
 	capture *pcap.Endpoint
 }
 
-// bringUp opens the TAP device, wraps it as the flags ask, and starts a
-// stack on it with its address and default route. On error it leaves
-// nothing open.
-func bringUp(c *linkConfig) (*host, error) {
+// openLink opens the link the flags name and returns it with its NIC's
+// name.
+func openLink(c *linkConfig) (link.Endpoint, string, error) {
+	if c.socket != "" {
+		ep, err := stream.Listen(c.socket, stream.Options{MTU: c.mtu, MAC: c.mac})
+		if err != nil {
+			return nil, "", fmt.Errorf("listening for a VM: %w", err)
+		}
+		return ep, socketNIC, nil
+	}
 	// With no -mac, tap picks a random locally administered address, so
 	// that GoNet's station never collides with a manufacturer's address
 	// or with the kernel's side of the TAP.
@@ -152,9 +183,19 @@ func bringUp(c *linkConfig) (*host, error) {
 	// a wire carries.
 	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == ""})
 	if err != nil {
-		return nil, fmt.Errorf("opening TAP device %s: %w", c.tap, err)
+		return nil, "", fmt.Errorf("opening TAP device %s: %w", c.tap, err)
 	}
-	var ep link.Endpoint = dev
+	// The kernel names the device when -tap is a pattern ("gn%d").
+	return dev, dev.Name(), nil
+}
+
+// bringUp opens the link, wraps it as the flags ask, and starts a stack on
+// it with its address and default route. On error it leaves nothing open.
+func bringUp(c *linkConfig) (*host, error) {
+	ep, nic, err := openLink(c)
+	if err != nil {
+		return nil, err
+	}
 	var capture *pcap.Endpoint
 
 	// The order is stack ← pcap ← fault ← tap. The capture sits next to
@@ -177,8 +218,7 @@ func bringUp(c *linkConfig) (*host, error) {
 	}
 
 	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}})
-	// The kernel names the device when -tap is a pattern ("gn%d").
-	h := &host{stack: s, nic: dev.Name(), mac: ep.MAC(), capture: capture}
+	h := &host{stack: s, nic: nic, mac: ep.MAC(), capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
 		s.Close()
 		ep.Close()

@@ -18,8 +18,8 @@ import (
 
 var upCommand = &command{
 	name:    "up",
-	summary: "bring up a GoNet host on a TAP device and serve until interrupted",
-	usage:   "gonet up -tap NAME -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
+	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
+	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given address, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike; http (TCP port 80) serves the
@@ -32,7 +32,14 @@ It also serves that status on a Unix socket, -control (by default
 
 When ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout.
 On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
-0. The kernel's side of the TAP device is left for you to configure.`,
+0. The kernel's side of the TAP device is left for you to configure.
+
+With -socket PATH instead of -tap, the link is a UNIX socket that GoNet
+listens on for a VM, each frame behind its length as 32 bits big-endian:
+QEMU's -netdev stream,id=n0,server=off,addr.type=unix,addr.path=PATH
+connects to it. One VM is served at a time; when it leaves, the next that
+connects (or the same, restarted). The NIC, in the ready line and the
+default control socket, is ` + socketNIC + `.`,
 	flags: func() *flag.FlagSet { fs, _ := upFlags(); return fs },
 	run:   runUp,
 }
@@ -50,6 +57,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	c := &upConfig{}
 	fs := newFlagSet("up")
 	c.link.register(fs)
+	c.link.registerSocket(fs)
 	fs.Func("serve", "serve the comma-separated services in `LIST` on UDP and TCP: "+strings.Join(services.KnownNames(), ", ")+" (default: none)",
 		func(s string) error {
 			list, err := services.Lookup(s)
