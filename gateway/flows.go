@@ -132,6 +132,9 @@ type Gateway struct {
 
 	fwdMu sync.Mutex
 	fwds  []*inbound // inbound forwards (inbound.go)
+
+	tableMu sync.Mutex
+	table   map[*flowRecord]struct{} // the flows relayed now (table.go)
 }
 
 // New makes a gateway for the guest on s's NIC nicName: it turns the NIC's
@@ -156,6 +159,7 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 		cfg:        cfg,
 		flows:      make(chan struct{}, cfg.MaxFlows),
 		connecting: make(chan struct{}, cfg.MaxConnecting),
+		table:      map[*flowRecord]struct{}{},
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.pinger, g.pingErr = newHostPinger()
@@ -301,7 +305,9 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 		host.Close()
 	})
 	defer stop()
-	relayTCP(guest, host, &g.Stats.Relay)
+	rec, untrack := g.track(FlowInfo{Proto: TCP, Guest: r.RemoteAddr(), Peer: r.LocalAddr()}, host)
+	defer untrack()
+	relayTCP(guest, host, &g.Stats.Relay, rec)
 }
 
 // answerConnectError tells the guest what the host's connect met, as the
@@ -359,7 +365,7 @@ func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
 	go func() {
 		defer g.wg.Done()
 		defer give(g.flows)
-		g.relayUDP(guest, netip.AddrPortFrom(dst, r.LocalAddr().Port()))
+		g.relayUDP(guest, r.RemoteAddr(), r.LocalAddr(), netip.AddrPortFrom(dst, r.LocalAddr().Port()))
 	}()
 }
 

@@ -9,7 +9,8 @@
 // is then relayed. udp.go relays UDP flows until they idle out, as
 // conntrack's entries do. inbound.go runs the inbound port forwards: a
 // host listener whose connections, or UDP flows, are carried into the
-// guest from the gateway's address.
+// guest from the gateway's address. table.go lists the flows relayed now,
+// with both of their sides (Gateway.Flows).
 //
 // relay.go carries a terminated TCP flow between the guest's GoNet
 // connection and the host's kernel socket, a goroutine per direction, with

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -224,5 +225,39 @@ func TestGatewayUDP(t *testing.T) {
 	}
 	if n := r.gw.Stats.UDPFlows.Load(); n != 1 {
 		t.Fatalf("UDPFlows = %d for one 4-tuple, want 1", n)
+	}
+}
+
+func TestGatewayFlowsListsBothSides(t *testing.T) {
+	r := newGatewayRig(t, Config{})
+	port := echoServer(t)
+	peer := netip.AddrPortFrom(r.net.Gateway, uint16(port))
+	c, err := r.dial(peer.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	c.Write([]byte("hello"))
+	b := make([]byte, 5)
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
+	fl := r.gw.Flows()
+	if len(fl) != 1 {
+		t.Fatalf("Flows = %+v, want one", fl)
+	}
+	f := fl[0]
+	guest := c.LocalAddr().(*net.TCPAddr).AddrPort()
+	if f.Proto != TCP || f.Inbound || f.Guest != guest || f.Peer != peer ||
+		f.HostRemote != netip.MustParseAddrPort("127.0.0.1:"+fmt.Sprint(port)) || f.ToHost != 5 || f.ToGuest != 5 {
+		t.Fatalf("flow = %+v; want TCP from %v to %v, host side to 127.0.0.1:%d, 5 bytes each way", f, guest, peer, port)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.gw.Flows()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Flows after the close: %+v", r.gw.Flows())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -142,7 +142,9 @@ func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
 				host.Close()
 			})
 			defer stop()
-			relayTCP(c, host, &g.Stats.Relay)
+			rec, untrack := g.track(FlowInfo{Proto: TCP, Inbound: true, Guest: guest, Peer: c.LocalAddr().(*net.TCPAddr).AddrPort()}, host)
+			defer untrack()
+			relayTCP(c, host, &g.Stats.Relay, rec)
 		}()
 	}
 }

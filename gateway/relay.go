@@ -46,7 +46,8 @@ type RelayStats struct {
 
 // relayTCP carries one flow between guest and host until both directions
 // have ended, then closes both sockets. It returns when the flow is over.
-func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats) {
+// rec, which the caller may list (Gateway.Flows), counts the flow's bytes.
+func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats, rec *flowRecord) {
 	st.TCPFlows.Inc()
 	st.TCPActive.Add(1)
 	defer st.TCPActive.Add(-1)
@@ -54,7 +55,7 @@ func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats) {
 	// has one if it wants one); the host's does, so a host peer that
 	// vanished is noticed and its flow's resources let go.
 	host.SetKeepAlive(true)
-	f := &tcpFlow{guest: guest, host: host, st: st}
+	f := &tcpFlow{guest: guest, host: host, st: st, rec: rec}
 	done := make(chan struct{})
 	go func() {
 		f.guestToHost()
@@ -71,15 +72,15 @@ type tcpFlow struct {
 	guest *tcp.Conn
 	host  *net.TCPConn
 	st    *RelayStats
+	rec   *flowRecord
 	reset sync.Once
 }
 
 // guestToHost carries the guest's bytes to the host until the guest's FIN,
 // then the FIN; or a reset either way.
 func (f *tcpFlow) guestToHost() {
-	w := &hostWriter{c: f.host}
-	n, err := f.guest.WriteTo(w)
-	f.st.BytesToHost.Add(uint64(n))
+	w := &hostWriter{f: f}
+	_, err := f.guest.WriteTo(w)
 	switch {
 	case w.err != nil:
 		// The host peer reset, or went away: so does the guest's.
@@ -94,15 +95,17 @@ func (f *tcpFlow) guestToHost() {
 	}
 }
 
-// hostWriter is the host socket as guestToHost's writer, keeping the
-// write error apart from the guest's own.
+// hostWriter is the host socket as guestToHost's writer: it counts what
+// it wrote, and keeps the write error apart from the guest's own.
 type hostWriter struct {
-	c   *net.TCPConn
+	f   *tcpFlow
 	err error
 }
 
 func (w *hostWriter) Write(b []byte) (int, error) {
-	n, err := w.c.Write(b)
+	n, err := w.f.host.Write(b)
+	w.f.st.BytesToHost.Add(uint64(n))
+	w.f.rec.toHost.Add(uint64(n))
 	if err != nil {
 		w.err = err
 	}
@@ -151,6 +154,7 @@ func (f *tcpFlow) hostToGuest() {
 		_, werr := f.guest.Write(buf[:n])
 		f.putBuffer(buf)
 		f.st.BytesToGuest.Add(uint64(n))
+		f.rec.toGuest.Add(uint64(n))
 		if werr != nil {
 			f.resetHost()
 			return

@@ -57,7 +57,7 @@ func newRelayRig(t *testing.T) *relayRig {
 			return
 		}
 		close(dialed)
-		relayTCP(c.(*tcp.Conn), h, r.st)
+		relayTCP(c.(*tcp.Conn), h, r.st, &flowRecord{})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

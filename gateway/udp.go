@@ -28,11 +28,13 @@ type udpFlow struct {
 	host     *net.UDPConn
 	last     atomic.Int64 // unix nanoseconds of the last datagram either way
 	answered atomic.Bool  // the host has sent something
+	rec      *flowRecord
 	end      sync.Once
 }
 
 // relayUDP relays the flow until it ends.
-func (g *Gateway) relayUDP(guest *udp.Connected, dst netip.AddrPort) {
+// src and peer are the flow's ends in the guest's view, dst the host's.
+func (g *Gateway) relayUDP(guest *udp.Connected, src, peer, dst netip.AddrPort) {
 	host, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
 	if err != nil {
 		g.Stats.UDPHostErrors.Inc()
@@ -42,16 +44,18 @@ func (g *Gateway) relayUDP(guest *udp.Connected, dst netip.AddrPort) {
 	g.Stats.UDPFlows.Inc()
 	g.Stats.UDPActive.Add(1)
 	defer g.Stats.UDPActive.Add(-1)
-	f := &udpFlow{g: g, guest: guest, host: host}
+	rec, untrack := g.track(FlowInfo{Proto: UDP, Guest: src, Peer: peer}, host)
+	defer untrack()
+	f := &udpFlow{g: g, guest: guest, host: host, rec: rec}
 	f.touch()
 	stop := context.AfterFunc(g.ctx, f.close)
 	defer stop()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.copy(guest, host, &g.Stats.UDPToHost, false)
+		f.copy(guest, host, &g.Stats.UDPToHost, &rec.toHost, false)
 	}()
-	f.copy(host, guest, &g.Stats.UDPToGuest, true)
+	f.copy(host, guest, &g.Stats.UDPToGuest, &rec.toGuest, true)
 	<-done
 }
 
@@ -75,7 +79,7 @@ func (f *udpFlow) close() {
 
 // copy relays datagrams from src to dst until the flow ends. fromHost says
 // that src is the host socket: its datagrams make the flow answered.
-func (f *udpFlow) copy(src, dst net.Conn, count *stats.Counter, fromHost bool) {
+func (f *udpFlow) copy(src, dst net.Conn, count *stats.Counter, flowCount *atomic.Uint64, fromHost bool) {
 	defer f.close()
 	buf := make([]byte, 65535)
 	for {
@@ -110,5 +114,6 @@ func (f *udpFlow) copy(src, dst net.Conn, count *stats.Counter, fromHost bool) {
 			return
 		}
 		count.Inc()
+		flowCount.Add(1)
 	}
 }

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// The gateway's flow table: every flow relayed now, with both of its sides,
+// for gonet ss and the status page.
+
+// FlowInfo is a relayed flow as Gateway.Flows shows it.
+type FlowInfo struct {
+	Proto   Proto
+	Inbound bool           // made by an inbound forward: the host's peer opened it
+	Guest   netip.AddrPort // the guest's end
+	Peer    netip.AddrPort // the other end as the guest sees it: its destination, or the gateway for an inbound flow
+	// HostLocal and HostRemote are the host socket's ends.
+	HostLocal, HostRemote netip.AddrPort
+	// ToHost and ToGuest count bytes (TCP) or datagrams (UDP) each way.
+	ToHost, ToGuest uint64
+	Since           time.Time
+}
+
+// flowRecord is a flow's entry in the table: what does not change, and
+// counters its relay adds to.
+type flowRecord struct {
+	info            FlowInfo
+	toHost, toGuest atomic.Uint64
+}
+
+// track enters a flow in the table; the returned function takes it out.
+func (g *Gateway) track(info FlowInfo, host net.Conn) (*flowRecord, func()) {
+	info.HostLocal = addrPortOf(host.LocalAddr())
+	info.HostRemote = addrPortOf(host.RemoteAddr())
+	info.Since = time.Now()
+	rec := &flowRecord{info: info}
+	g.tableMu.Lock()
+	g.table[rec] = struct{}{}
+	g.tableMu.Unlock()
+	return rec, func() {
+		g.tableMu.Lock()
+		delete(g.table, rec)
+		g.tableMu.Unlock()
+	}
+}
+
+// addrPortOf returns a TCP or UDP socket address as an AddrPort.
+func addrPortOf(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.AddrPort()
+	case *net.UDPAddr:
+		return a.AddrPort()
+	}
+	return netip.AddrPort{}
+}
+
+// Flows returns the flows relayed now, oldest first.
+func (g *Gateway) Flows() []FlowInfo {
+	g.tableMu.Lock()
+	out := make([]FlowInfo, 0, len(g.table))
+	for rec := range g.table {
+		info := rec.info
+		info.ToHost, info.ToGuest = rec.toHost.Load(), rec.toGuest.Load()
+		out = append(out, info)
+	}
+	g.tableMu.Unlock()
+	slices.SortFunc(out, func(a, b FlowInfo) int { return a.Since.Compare(b.Since) })
+	return out
+}
