@@ -313,26 +313,20 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 // answerConnectError tells the guest what the host's connect met, as the
 // kernel's connect would have told a local caller.
 func (g *Gateway) answerConnectError(r *tcp.ForwardRequest, err error) {
-	var errno syscall.Errno
-	switch {
-	case errors.As(err, &errno) && errno == syscall.ECONNREFUSED:
+	if errors.Is(err, syscall.ECONNREFUSED) {
 		g.Stats.TCPRefused.Inc()
 		r.Refuse()
-	case errors.As(err, &errno) && (errno == syscall.ENETUNREACH):
-		g.Stats.TCPUnreachable.Inc()
-		r.Unreachable(wire.ICMPCodeNetUnrch)
-	case errors.As(err, &errno) && (errno == syscall.EHOSTUNREACH || errno == syscall.EHOSTDOWN):
-		g.Stats.TCPUnreachable.Inc()
-		r.Unreachable(wire.ICMPCodeHostUnrch)
-	case errors.As(err, &errno) && (errno == syscall.EACCES || errno == syscall.EPERM):
-		g.Stats.TCPUnreachable.Inc()
-		r.Unreachable(wire.ICMPCodeAdminProhibited)
-	default:
-		// A timeout, or the gateway closing: the guest's SYN goes
-		// unanswered, and its own connect times out as for a lost SYN.
-		g.Stats.TCPConnectTimeout.Inc()
-		r.Drop()
+		return
 	}
+	if code, ok := unreachableCode(err); ok {
+		g.Stats.TCPUnreachable.Inc()
+		r.Unreachable(code)
+		return
+	}
+	// A timeout, or the gateway closing: the guest's SYN goes unanswered,
+	// and its own connect times out as for a lost SYN.
+	g.Stats.TCPConnectTimeout.Inc()
+	r.Drop()
 }
 
 // forwardUDP decides a guest's datagram to a new flow. It runs in the IPv4

@@ -261,3 +261,21 @@ func TestGatewayFlowsListsBothSides(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestGatewayUDPRefusedOnTheHostIsRefusedInTheGuest(t *testing.T) {
+	r := newGatewayRig(t, Config{})
+	closed := freePort(t, UDP)
+	c, err := r.guest.DialUDP(netip.AddrPortFrom(r.net.Gateway, closed).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("anyone?")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Read(make([]byte, 64))
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("read: %v, want ECONNREFUSED from the host's port unreachable", err)
+	}
+}

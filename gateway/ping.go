@@ -68,26 +68,30 @@ func echoRequest(ident, seq uint16, data []byte) []byte {
 	return b
 }
 
-// unreachableFor maps what sending or receiving on a host socket failed
-// with to the ICMP error the kernel got or would have sent (RFC 792,
-// RFC 1812 5.2.7.1), so the guest's ping reports what the host's would.
-func unreachableFor(err error) (echoAnswer, bool) {
+// unreachableCode maps what a host socket's send, receive or connect
+// failed with to the code of the ICMP destination unreachable the kernel
+// got or would have sent (RFC 792, RFC 1812 5.2.7.1), so that the guest is
+// told what a program on the host would have been.
+func unreachableCode(err error) (uint8, bool) {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
-		return echoAnswer{}, false
+		return 0, false
 	}
-	var code uint8
 	switch errno {
 	case syscall.ENETUNREACH:
-		code = wire.ICMPCodeNetUnrch
+		return wire.ICMPCodeNetUnrch, true
 	case syscall.EHOSTUNREACH, syscall.EHOSTDOWN:
-		code = wire.ICMPCodeHostUnrch
+		return wire.ICMPCodeHostUnrch, true
 	case syscall.EACCES, syscall.EPERM:
-		code = wire.ICMPCodeAdminProhibited
-	default:
-		return echoAnswer{}, false
+		return wire.ICMPCodeAdminProhibited, true
 	}
-	return echoAnswer{isError: true, errType: wire.ICMPDestUnreach, errCode: code}, true
+	return 0, false
+}
+
+// unreachableFor is unreachableCode as an echo's answer.
+func unreachableFor(err error) (echoAnswer, bool) {
+	code, ok := unreachableCode(err)
+	return echoAnswer{isError: true, errType: wire.ICMPDestUnreach, errCode: code}, ok
 }
 
 // pingSocketPinger opens a ping socket per echo request: the kernel gives

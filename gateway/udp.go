@@ -8,10 +8,12 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/udp"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // Relaying a UDP flow: the guest's endpoint (a udp.Connected the forwarder
@@ -100,6 +102,7 @@ func (f *udpFlow) copy(src, dst net.Conn, count *stats.Counter, flowCount *atomi
 			}
 			if fromHost && !errors.Is(err, net.ErrClosed) {
 				f.g.Stats.UDPHostErrors.Inc()
+				f.tellGuest(err)
 			}
 			return
 		}
@@ -110,10 +113,25 @@ func (f *udpFlow) copy(src, dst net.Conn, count *stats.Counter, flowCount *atomi
 		if _, err := dst.Write(buf[:n]); err != nil {
 			if !fromHost && !errors.Is(err, net.ErrClosed) {
 				f.g.Stats.UDPHostErrors.Inc()
+				f.tellGuest(err)
 			}
 			return
 		}
 		count.Inc()
 		flowCount.Add(1)
+	}
+}
+
+// tellGuest passes on an error of the host socket as the ICMP error that
+// caused it: a connected UDP socket reports the host's ICMP port
+// unreachable as ECONNREFUSED, and no route as ENETUNREACH or
+// EHOSTUNREACH.
+func (f *udpFlow) tellGuest(err error) {
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		f.guest.Unreachable(wire.ICMPCodePortUnrch)
+		return
+	}
+	if code, ok := unreachableCode(err); ok {
+		f.guest.Unreachable(code)
 	}
 }

@@ -154,3 +154,22 @@ func (p *Protocol) forward(pk *buffer.Packet, h wire.IPv4, u wire.UDP) bool {
 func (c *Connected) RemoteAddrPort() netip.AddrPort { return c.raddr }
 
 var _ net.Conn = (*Connected)(nil)
+
+// Unreachable tells the flow's peer that its datagrams cannot be delivered
+// beyond: an ICMP destination unreachable of code (wire.ICMPCodePortUnrch
+// when the relayed datagram met no socket, say) from the host's address,
+// as a router reports what lies past it. A gateway that relayed the
+// datagram no longer holds it, so the error quotes the headers it had
+// (RFC 792 asks for the IP header and the first 64 bits of data, which for
+// UDP is its header): the flow's addresses and ports, all a peer's stack
+// needs to find the socket to tell.
+func (c *Connected) Unreachable(code uint8) {
+	var b [wire.IPv4MinHeaderLen + wire.UDPHeaderLen]byte
+	wire.EncodeIPv4(b[:], &wire.IPv4Fields{
+		TotalLen: len(b), TTL: 64, Protocol: wire.ProtoUDP,
+		Src: c.raddr.Addr(), Dst: c.laddr.Addr(),
+	})
+	wire.EncodeUDP(b[wire.IPv4MinHeaderLen:], &wire.UDPFields{SrcPort: c.raddr.Port(), DstPort: c.laddr.Port()})
+	c.p.Stats.ForwardUnreachable.Inc()
+	c.p.ip.ReportError(wire.IPv4(b[:]), wire.ICMPDestUnreach, code, 0)
+}
