@@ -279,3 +279,72 @@ func TestGatewayUDPRefusedOnTheHostIsRefusedInTheGuest(t *testing.T) {
 		t.Fatalf("read: %v, want ECONNREFUSED from the host's port unreachable", err)
 	}
 }
+
+// stalledListener listens on loopback with a backlog of 0 and never
+// accepts: once its queue holds a connection, the kernel drops further
+// SYNs, so a connect to it hangs until its timeout.
+func stalledListener(t *testing.T) uint16 {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(sa.(*syscall.SockaddrInet4).Port)
+}
+
+// A guest that opens connections faster than the host completes them
+// meets the bound on connects in progress: the excess is refused and
+// counted, and a flow already established keeps working.
+func TestGatewayConnectFloodIsBoundedAndSparesEstablishedFlows(t *testing.T) {
+	r := newGatewayRig(t, Config{MaxConnecting: 4, ConnectTimeout: 2 * time.Second})
+	est, err := r.dial(netip.AddrPortFrom(r.net.Gateway, uint16(echoServer(t))).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer est.Close()
+	stalled := netip.AddrPortFrom(r.net.Gateway, stalledListener(t)).String()
+	const flood = 40
+	errs := make(chan error, flood)
+	for range flood {
+		go func() {
+			var c net.Conn
+			err := r.guest.Do(func() (err error) {
+				c, err = net.DialTimeout("tcp4", stalled, 3*time.Second)
+				return err
+			})
+			if c != nil {
+				c.Close()
+			}
+			errs <- err
+		}()
+	}
+	refused := 0
+	for range flood {
+		if errors.Is(<-errs, syscall.ECONNREFUSED) {
+			refused++
+		}
+	}
+	if limit := r.gw.Stats.ConnectLimit.Load(); limit == 0 || refused == 0 {
+		t.Fatalf("ConnectLimit = %d, %d of %d connects refused: the bound of 4 was not applied", limit, refused, flood)
+	}
+	est.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := est.Write([]byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 10)
+	if _, err := io.ReadFull(est, b); err != nil || string(b) != "still here" {
+		t.Fatalf("the established flow: %q, %v", b, err)
+	}
+	t.Logf("%d of %d connects refused at the bound; %d connect timeouts", refused, flood, r.gw.Stats.TCPConnectTimeout.Load())
+}
