@@ -7,6 +7,7 @@
 package link
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net"
 
@@ -87,3 +88,22 @@ func MaxFrame(mtu int) int { return mtu + EthernetHeaderLen }
 // ErrClosed is returned by an endpoint's methods after Close. It wraps
 // net.ErrClosed, so errors.Is(err, net.ErrClosed) holds.
 var ErrClosed = fmt.Errorf("link: %w", net.ErrClosed)
+
+// HardwareAddr returns the hardware address an endpoint takes from its
+// options: mac, checked to be a unicast Ethernet address, or when mac is
+// nil a random unicast one with the locally administered bit set (IEEE
+// 802-2014 section 8.2.2), so that it cannot clash with a vendor's.
+func HardwareAddr(mac net.HardwareAddr) (net.HardwareAddr, error) {
+	if mac == nil {
+		mac = make(net.HardwareAddr, 6)
+		if _, err := rand.Read(mac); err != nil {
+			return nil, fmt.Errorf("random MAC: %w", err)
+		}
+		mac[0] = mac[0]&^0x01 | 0x02
+		return mac, nil
+	}
+	if len(mac) != 6 || mac[0]&1 != 0 {
+		return nil, fmt.Errorf("MAC %v is not a unicast Ethernet address", mac)
+	}
+	return append(net.HardwareAddr(nil), mac...), nil
+}

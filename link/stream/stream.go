@@ -22,7 +22,6 @@ package stream
 
 import (
 	"bufio"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -176,33 +175,15 @@ func newEndpoint(name string, opts Options) (*Endpoint, error) {
 	if e.mtu < MinMTU || e.mtu > MaxMTU {
 		return nil, fmt.Errorf("%s: MTU %d outside %d..%d", name, e.mtu, MinMTU, MaxMTU)
 	}
-	switch {
-	case opts.MAC == nil:
-		mac, err := randomMAC()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		e.mac = mac
-	case len(opts.MAC) != 6 || opts.MAC[0]&1 != 0:
-		return nil, fmt.Errorf("%s: MAC %v is not a unicast Ethernet address", name, opts.MAC)
-	default:
-		e.mac = append(net.HardwareAddr(nil), opts.MAC...)
+	mac, err := link.HardwareAddr(opts.MAC)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	e.mac = mac
 	e.rd.br = bufio.NewReaderSize(nil, readBufSize)
 	e.rd.maxFrame = link.MaxFrame(e.mtu)
 	e.rd.runts = &e.stats.RxErrors
 	return e, nil
-}
-
-// randomMAC returns a random unicast address with the locally administered
-// bit set (IEEE 802-2014 section 8.2.2), so it cannot clash with a vendor's.
-func randomMAC() (net.HardwareAddr, error) {
-	mac := make(net.HardwareAddr, 6)
-	if _, err := rand.Read(mac); err != nil {
-		return nil, fmt.Errorf("random MAC: %w", err)
-	}
-	mac[0] = mac[0]&^0x01 | 0x02
-	return mac, nil
 }
 
 // attach makes conn the connection both directions use. It reports false,

@@ -16,7 +16,6 @@
 package tap
 
 import (
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -127,18 +126,11 @@ func Open(name string, opts Options) (*Endpoint, error) {
 	if max := buffer.MaxSize - link.EthernetHeaderLen - VNetHdrLen; e.mtu < MinMTU || e.mtu > max {
 		return nil, fmt.Errorf("tap %s: MTU %d outside %d..%d", name, e.mtu, MinMTU, max)
 	}
-	switch {
-	case opts.MAC == nil:
-		mac, err := randomMAC()
-		if err != nil {
-			return nil, fmt.Errorf("tap %s: %w", name, err)
-		}
-		e.mac = mac
-	case len(opts.MAC) != 6 || opts.MAC[0]&1 != 0:
-		return nil, fmt.Errorf("tap %s: MAC %v is not a unicast Ethernet address", name, opts.MAC)
-	default:
-		e.mac = append(net.HardwareAddr(nil), opts.MAC...)
+	mac, err := link.HardwareAddr(opts.MAC)
+	if err != nil {
+		return nil, fmt.Errorf("tap %s: %w", name, err)
 	}
+	e.mac = mac
 
 	ifr, err := unix.NewIfreq(name)
 	if err != nil {
@@ -214,17 +206,6 @@ func (e *Endpoint) setKernelMTU() error {
 		return fmt.Errorf("tap %s: SIOCSIFMTU %d: %w", e.name, e.mtu, err)
 	}
 	return nil
-}
-
-// randomMAC returns a random unicast address with the locally administered
-// bit set (IEEE 802-2014 section 8.2.2), so it cannot clash with a vendor's.
-func randomMAC() (net.HardwareAddr, error) {
-	mac := make(net.HardwareAddr, 6)
-	if _, err := rand.Read(mac); err != nil {
-		return nil, fmt.Errorf("random MAC: %w", err)
-	}
-	mac[0] = mac[0]&^0x01 | 0x02
-	return mac, nil
 }
 
 // ReadBatch blocks until the kernel sends a frame, then reads as many more
