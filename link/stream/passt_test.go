@@ -89,18 +89,17 @@ func TestPasstAsThePeer(t *testing.T) {
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	}
+	// The socket file appears when passt binds, a moment before it
+	// listens: dial until a connect is taken.
+	var ep *stream.Endpoint
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
+		var err error
+		if ep, err = stream.Dial(path, stream.Options{MTU: 65520}); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("passt made no socket at %s in 10s: %s", path, out[2].String())
+			t.Fatalf("passt took no connection at %s in 10s: %v: %s", path, err, out[2].String())
 		}
-	}
-
-	ep, err := stream.Dial(path, stream.Options{MTU: 65520})
-	if err != nil {
-		t.Fatal(err)
 	}
 	s := stack.New(stack.Config{})
 	t.Cleanup(func() { stacktest.Closed(t, s) })
