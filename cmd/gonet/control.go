@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,7 +112,13 @@ func listenControl(path string) (net.Listener, error) {
 // serveControl serves src's status pages on ln until ctx is done. Closing
 // ln removes the socket.
 func serveControl(ctx context.Context, ln net.Listener, src services.StatusSource) error {
-	if err := services.ServeHTTP(ctx, ln, services.HTTPHandler("", src)); err != nil {
+	return serveControlHandler(ctx, ln, services.HTTPHandler("", src))
+}
+
+// serveControlHandler serves h on the control socket ln until ctx is done:
+// the status pages and what else a daemon answers there.
+func serveControlHandler(ctx context.Context, ln net.Listener, h http.Handler) error {
+	if err := services.ServeHTTP(ctx, ln, h); err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	return nil
@@ -168,6 +175,20 @@ func (c *controlFlags) socket() (string, error) {
 // fetchStatus asks the daemon whose control socket is path for its status.
 func fetchStatus(ctx context.Context, path string) (services.Status, error) {
 	var st services.Status
+	body, err := askControl(ctx, path, http.MethodGet, services.StatusPrefix+"status.json", nil)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("%s: reading the status: %w", path, err)
+	}
+	return st, nil
+}
+
+// askControl sends a request for target (a path) to the daemon whose
+// control socket is path, and returns the answer's body; an answer other
+// than 200 OK is an error saying what the daemon said.
+func askControl(ctx context.Context, path, method, target string, form url.Values) ([]byte, error) {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -179,23 +200,28 @@ func fetchStatus(ctx context.Context, path string) (services.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	// The host is a placeholder: the transport dials the socket.
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://gonet"+services.StatusPrefix+"status.json", nil)
+	u := "http://gonet" + target
+	if len(form) > 0 {
+		u += "?" + form.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
 	if err != nil {
-		return st, err
+		return nil, err
 	}
 	resp, err := tr.RoundTrip(req)
 	if err != nil {
-		return st, describeControlError(path, err)
+		return nil, describeControlError(path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return st, fmt.Errorf("%s answered %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, fmt.Errorf("%s answered %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("%s: reading the status: %w", path, err)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the answer: %w", path, err)
 	}
-	return st, nil
+	return body, nil
 }
 
 // describeControlError says what a failure to reach a control socket means.

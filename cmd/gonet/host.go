@@ -60,10 +60,16 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.Var((*ipv4AddrFlag)(&c.gw), "gw", "route everything off-link through the gateway at `A.B.C.D`, on -addr's network (default: no gateway)")
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
-	fs.StringVar(&c.pcap, "pcap", "", "write every frame GoNet sends and receives to pcap `FILE`")
-	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7 (default seed: random, printed)")
+	c.registerCapture(fs)
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M)")
 	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
+}
+
+// registerCapture adds -pcap and -impair, what gonet does to a link's
+// frames whatever the link, to fs.
+func (c *linkConfig) registerCapture(fs *flag.FlagSet) {
+	fs.StringVar(&c.pcap, "pcap", "", "write every frame GoNet sends and receives to pcap `FILE`")
+	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7 (default seed: random, printed)")
 }
 
 // registerSocket adds -socket, the stream link for a VM, to fs.
@@ -110,6 +116,11 @@ func (c *linkConfig) check() error {
 			return usagef("-gw %v is GoNet's own address", c.gw)
 		}
 	}
+	return c.checkImpair()
+}
+
+// checkImpair parses -impair, choosing the seed when the spec does not.
+func (c *linkConfig) checkImpair() error {
 	if c.impair != "" {
 		cfg, err := fault.ParseSpec(c.impair)
 		if err != nil {
@@ -196,6 +207,13 @@ func bringUp(c *linkConfig) (*host, error) {
 	if err != nil {
 		return nil, err
 	}
+	return bringUpOn(c, ep, nic)
+}
+
+// bringUpOn wraps ep as the flags ask and starts a stack on it as NIC nic,
+// with -addr when given and the default route. It takes ep: on error
+// nothing is left open.
+func bringUpOn(c *linkConfig, ep link.Endpoint, nic string) (*host, error) {
 	var capture *pcap.Endpoint
 
 	// The order is stack ← pcap ← fault ← tap. The capture sits next to
@@ -226,9 +244,11 @@ func bringUp(c *linkConfig) (*host, error) {
 	}
 	// From here the stack owns the endpoint, and closes it (flushing the
 	// capture) when it closes.
-	if err := s.AddAddress(h.nic, c.addr); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("assigning %v to %s: %w", c.addr, h.nic, err)
+	if c.addr.IsValid() {
+		if err := s.AddAddress(h.nic, c.addr); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("assigning %v to %s: %w", c.addr, h.nic, err)
+		}
 	}
 	if c.gw.IsValid() {
 		if err := s.SetDefaultGateway(c.gw, h.nic); err != nil {

@@ -1,0 +1,429 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"maps"
+	"net/netip"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/dhcp"
+	"github.com/gonetstack/gonet/dns"
+	"github.com/gonetstack/gonet/gateway"
+	"github.com/gonetstack/gonet/internal/rtnl"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/services"
+	"github.com/gonetstack/gonet/stats"
+	"golang.org/x/sys/unix"
+)
+
+// gonet gateway: the daemon of issue 11, user-mode networking for a guest
+// (a container's network namespace, a VM on a TAP device) on slirp4netns's
+// layout. The pieces are the packages': gateway relays the guest's flows
+// through host sockets, dns forwards its queries, dhcp leases it its
+// address; this file puts them on one stack and runs them as gonet up runs
+// its services.
+
+var gatewayCommand = &command{
+	name:    "gateway",
+	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
+	usage: "gonet gateway -tap NAME [-netns PID|PATH] [-configure] [-mtu N] [-subnet CIDR] " +
+		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
+		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH]",
+	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
+connection, UDP flow and ping of the guest and relays each through this
+process's own sockets, so the guest reaches what the host reaches without
+any privilege on the host's network. The layout is slirp4netns's: network
+10.0.2.0/24 (-subnet), the gateway at .2 (which also reaches the host's
+loopback, unless -no-host-loopback), a DNS forwarder at .3 (to
+-dns-upstream, else the resolvers of /etc/resolv.conf), and a DHCP server
+leasing the guest .100.
+
+With -netns the TAP device is created inside that network namespace (a
+process ID, or a path such as /run/netns/NAME) and served from this one;
+-configure also brings it up there with the guest's address, the MTU and a
+default route via the gateway. -forward listens on the host and carries
+each connection (tcp) or flow (udp) to the guest's port, from the gateway's
+address.
+
+When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
+on stdout, and says on stderr how it relays pings. On SIGINT or SIGTERM it
+shuts down, prints the counters of the stack, the gateway, the DNS
+forwarder and the DHCP server, and exits 0. The control socket (-control,
+by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats.`,
+	flags: func() *flag.FlagSet { fs, _ := gatewayFlags("gateway"); return fs },
+	run:   runGateway,
+}
+
+// gatewayMTU is the gateway's default MTU, near slirp4netns's 65520: with
+// the TAP's offloads on, the guest's TCP segments cross as 64 KiB
+// super-segments. It is below what a TAP frame in GoNet's buffers carries
+// (65512: the packet behind an Ethernet and a virtio-net header in
+// buffer.MaxSize bytes) because a download to the guest stalls at 65508
+// and above today, the stack's sender stuck in the NIC's Send; 65000
+// leaves room for the largest TCP options.
+const gatewayMTU = 65000
+
+// maxTAPMTU is the largest MTU of a TAP device with a virtio-net header.
+const maxTAPMTU = buffer.MaxSize - link.EthernetHeaderLen - tap.VNetHdrLen
+
+// gatewayConfig is gonet gateway's command line, parsed; gonet run's too,
+// without -netns and -configure.
+type gatewayConfig struct {
+	link           linkConfig // -tap, -mtu, -pcap, -impair
+	netns          string
+	configure      bool
+	loopback       bool // bring the namespace's lo up too (gonet run)
+	subnet         netip.Prefix
+	forwards       []gateway.Forward
+	deny           []netip.Prefix
+	noHostLoopback bool
+	dnsUpstream    netip.AddrPort // invalid: /etc/resolv.conf's
+	maxFlows       int
+	control        string // empty: the default; noControl: none
+}
+
+// gatewayFlags returns the flags of gonet gateway, or of gonet run when
+// name is "run": there the namespace is gonet's own making.
+func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
+	c := &gatewayConfig{subnet: gateway.DefaultSubnet}
+	fs := newFlagSet(name)
+	if name == "run" {
+		fs.StringVar(&c.link.tap, "tap", "tap0", "the guest's TAP device `NAME` in the new namespace")
+	} else {
+		fs.StringVar(&c.link.tap, "tap", "", "the guest's TAP device `NAME` (created when absent; at most 15 bytes)")
+		fs.StringVar(&c.netns, "netns", "", "create the TAP device in the network namespace of process `PID`, or at PATH (as /run/netns/NAME)")
+		fs.BoolVar(&c.configure, "configure", false, "bring the guest's side of the TAP device up: address, MTU, default route")
+	}
+	fs.IntVar(&c.link.mtu, "mtu", gatewayMTU, "the guest link's MTU `N`, "+strconv.Itoa(minMTU)+".."+strconv.Itoa(maxTAPMTU))
+	fs.Func("subnet", "the guest's network `CIDR`, /25 or larger: gateway .2, DNS .3, guest .100 (default "+gateway.DefaultSubnet.String()+")",
+		func(s string) error {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return errors.New("not a network, as in 10.0.2.0/24")
+			}
+			if _, err := gateway.NewNetwork(p); err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "gateway: "))
+			}
+			c.subnet = p.Masked()
+			return nil
+		})
+	fs.Func("forward", "forward the host's port to the guest's as `PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT`, as in tcp:8080:80 (repeatable)",
+		func(s string) error {
+			f, err := gateway.ParseForward(s)
+			if err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "gateway: "))
+			}
+			c.forwards = append(c.forwards, f)
+			return nil
+		})
+	fs.Func("deny", "refuse the guest's flows to the network `CIDR` (repeatable)",
+		func(s string) error {
+			p, err := netip.ParsePrefix(s)
+			if err != nil || !p.Addr().Is4() {
+				return errors.New("not an IPv4 network, as in 192.168.0.0/16")
+			}
+			c.deny = append(c.deny, p.Masked())
+			return nil
+		})
+	fs.BoolVar(&c.noHostLoopback, "no-host-loopback", false, "refuse the guest's flows to the gateway's address instead of relaying them to the host's loopback")
+	fs.Func("dns-upstream", "forward the guest's DNS queries to `ADDR:PORT` (default: the nameservers of /etc/resolv.conf)",
+		func(s string) error {
+			up, err := dns.ParseUpstream(s)
+			if err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "dns: "))
+			}
+			c.dnsUpstream = up
+			return nil
+		})
+	fs.IntVar(&c.maxFlows, "max-flows", 4096, "relay at most `N` TCP and UDP flows at once; more are refused and counted")
+	c.link.registerCapture(fs)
+	fs.StringVar(&c.control, "control", "", "serve the counters for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
+		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	return fs, c
+}
+
+// check validates what the flags alone cannot.
+func (c *gatewayConfig) check() error {
+	if c.link.tap == "" {
+		return usagef("-tap is required: the guest's TAP device")
+	}
+	if err := checkTapName(c.link.tap); err != nil {
+		return err
+	}
+	if strings.Contains(c.link.tap, "%") {
+		// The name is the guest's interface: -configure and the ready
+		// line need it known.
+		return usagef("-tap %q: give the device's name, not a pattern", c.link.tap)
+	}
+	if c.link.mtu < minMTU || c.link.mtu > maxTAPMTU {
+		return usagef("-mtu %d is outside %d..%d", c.link.mtu, minMTU, maxTAPMTU)
+	}
+	if c.maxFlows < 1 {
+		return usagef("-max-flows %d: must be at least 1", c.maxFlows)
+	}
+	if c.configure && c.netns == "" {
+		return usagef("-configure needs -netns: it configures the guest's namespace, not this one")
+	}
+	return c.link.checkImpair()
+}
+
+// parseGateway parses gonet gateway's arguments.
+func parseGateway(args []string) (*gatewayConfig, error) {
+	fs, c := gatewayFlags("gateway")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q: gateway takes only flags", fs.Arg(0))
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func runGateway(ctx context.Context, cmd *command, out *output, args []string) int {
+	c, err := parseGateway(args)
+	if err != nil {
+		return reportParseError(out, cmd, err)
+	}
+	nsPath := ""
+	if c.netns != "" {
+		if nsPath, err = gateway.NetnsPath(c.netns); err != nil {
+			fmt.Fprintf(out.stderr, "gonet gateway: -netns: %s\n", strings.TrimPrefix(err.Error(), "gateway: "))
+			return exitFail
+		}
+	}
+	d, err := startGateway(ctx, out, "gateway", c, nsPath)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "gonet gateway: %v\n", err)
+		return exitFail
+	}
+	fmt.Fprintf(out.stdout, "gonet: gateway up %s %v %v\n", d.host.nic,
+		netip.PrefixFrom(d.net.Gateway, d.net.Subnet.Bits()), d.host.mac)
+
+	code := exitOK
+	select {
+	case <-ctx.Done():
+	case <-d.svc.Failed():
+		code = exitFail
+	}
+	if err := d.stop(); err != nil {
+		writeErrors(out.stderr, "gonet gateway", err)
+		code = exitFail
+	}
+	if err := stats.Write(out.stdout, d.Counters(), false); err != nil {
+		fmt.Fprintf(out.stderr, "gonet gateway: writing counters: %v\n", err)
+		code = exitFail
+	}
+	return code
+}
+
+// gatewayDaemon is a running gateway: the stack on the guest's TAP device,
+// the gateway relaying the guest's flows, and the gateway's own services.
+type gatewayDaemon struct {
+	host *host
+	net  gateway.Network
+	gw   *gateway.Gateway
+	dns  *dns.Forwarder
+	dhcp *dhcp.Server
+	svc  *serviceGroup // the DNS forwarder, the DHCP server, the control socket
+}
+
+// startGateway brings the gateway up on the guest's TAP device, made in the
+// namespace at nsPath (this one when empty) and there configured with
+// c.configure. Its log lines on stderr start with "gonet NAME". On error
+// nothing is left running.
+func startGateway(ctx context.Context, out *output, name string, c *gatewayConfig, nsPath string) (_ *gatewayDaemon, err error) {
+	n, err := gateway.NewNetwork(c.subnet)
+	if err != nil {
+		return nil, err
+	}
+	// The DNS forwarder's upstreams are read first: a host with no
+	// resolver is an error before anything is made.
+	dcfg := dns.Config{ResolvConf: "/etc/resolv.conf"}
+	if c.dnsUpstream.IsValid() {
+		dcfg.Upstreams = []netip.AddrPort{c.dnsUpstream}
+	}
+	fwd, err := dns.New(dcfg)
+	if err != nil {
+		return nil, fmt.Errorf("DNS forwarder: %w", err)
+	}
+	dcp := dhcp.ConfigFor(n.Subnet)
+	dcp.MTU = c.link.mtu
+	srv, err := dhcp.NewServer(dcp)
+	if err != nil {
+		return nil, fmt.Errorf("DHCP server: %w", err)
+	}
+
+	ep, err := openGuestTAP(nsPath, c, n)
+	if err != nil {
+		return nil, err
+	}
+	h, err := bringUpOn(&c.link, ep, ep.Name())
+	if err != nil {
+		return nil, err
+	}
+	d := &gatewayDaemon{host: h, net: n, dns: fwd, dhcp: srv}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.stop())
+		}
+	}()
+	if line := c.link.describeImpairment(name); line != "" {
+		fmt.Fprintln(out.stderr, line)
+	}
+	d.gw, err = gateway.New(h.stack, h.nic, gateway.Config{
+		Network:        n,
+		NoHostLoopback: c.noHostLoopback,
+		Deny:           c.deny,
+		MaxFlows:       c.maxFlows,
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out.stderr, "gonet %s: relaying pings through: %s\n", name, d.gw.PingMode())
+	fmt.Fprintf(out.stderr, "gonet %s: forwarding DNS to %v\n", name, fwd.Upstreams())
+	for _, f := range c.forwards {
+		if err := d.gw.AddForward(f); err != nil {
+			return nil, err
+		}
+	}
+
+	d.svc = newServiceGroup(ctx)
+	dnsAddr := netip.AddrPortFrom(n.DNS, dns.Port)
+	pc, err := h.stack.ListenUDP(dnsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("DNS forwarder: binding UDP %v: %w", dnsAddr, err)
+	}
+	l, err := h.stack.ListenTCP(dnsAddr)
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("DNS forwarder: listening on TCP %v: %w", dnsAddr, err)
+	}
+	d.svc.run(func(ctx context.Context) error { return fwd.Serve(ctx, pc, l) })
+
+	dhcpAddr := netip.AddrPortFrom(netip.IPv4Unspecified(), 67)
+	conn, err := h.stack.ListenUDP(dhcpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("DHCP server: binding UDP %v: %w", dhcpAddr, err)
+	}
+	d.svc.run(func(ctx context.Context) error {
+		// Serve returns nil once its socket is closed.
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		defer stop()
+		defer conn.Close()
+		return srv.Serve(conn)
+	})
+
+	if c.control != noControl {
+		path := c.control
+		if path == "" {
+			path = defaultControlPath(h.nic)
+		}
+		ln, lerr := listenControl(path)
+		switch {
+		case lerr == nil:
+			d.svc.run(func(ctx context.Context) error {
+				defer ln.Close()
+				return serveControlHandler(ctx, ln, forwardsHandler(d.gw, services.HTTPHandler("", d)))
+			})
+		case c.control == "":
+			fmt.Fprintf(out.stderr, "gonet %s: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", name, lerr)
+		default:
+			return nil, lerr
+		}
+	}
+	return d, nil
+}
+
+// openGuestTAP makes the guest's TAP device in the namespace at nsPath
+// (this one when empty), configured there with c.configure, and returns it
+// to be served from this namespace.
+//
+// The work is done on a thread of its own that enters the namespace and is
+// never brought back: in gonet run's user namespace the thread could not
+// return to the host's network namespace, which that namespace does not
+// own, so it ends with its goroutine instead (runtime.LockOSThread).
+func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endpoint, error) {
+	type result struct {
+		ep  *tap.Endpoint
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // not unlocked: see above
+		if nsPath != "" {
+			fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				done <- result{err: fmt.Errorf("netns: %w", err)}
+				return
+			}
+			err = unix.Setns(fd, unix.CLONE_NEWNET)
+			unix.Close(fd)
+			if err != nil {
+				done <- result{err: fmt.Errorf("netns: entering %s: %w", nsPath, err)}
+				return
+			}
+		}
+		// Offloads unless -impair, as gonet up: its losses and
+		// corruption are meant for the frames a wire carries.
+		ep, err := gateway.OpenTAP("", c.link.tap, tap.Options{MTU: c.link.mtu, Offload: c.link.impair == ""})
+		if err == nil && c.configure {
+			err = gateway.ConfigureGuest("", ep.Name(), n, c.link.mtu)
+		}
+		if err == nil && c.loopback {
+			err = rtnl.LinkUp("lo", 0)
+		}
+		if err != nil && ep != nil {
+			ep.Close()
+		}
+		done <- result{ep, err}
+	}()
+	r := <-done
+	return r.ep, r.err
+}
+
+// stop shuts the daemon down: the services, then the gateway's flows, then
+// the stack with the TAP device.
+func (d *gatewayDaemon) stop() error {
+	var errs []error
+	if d.svc != nil {
+		errs = append(errs, d.svc.Stop())
+	}
+	if d.gw != nil {
+		if err := d.gw.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the gateway: %w", err))
+		}
+	}
+	if err := d.host.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("shutting down: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Counters returns the stack's counters with the gateway's, the DNS
+// forwarder's and the DHCP server's, under Gateway., DNS. and DHCP.
+func (d *gatewayDaemon) Counters() map[string]int64 {
+	m := d.host.stack.Counters()
+	if d.gw != nil {
+		maps.Copy(m, stats.Map("Gateway", &d.gw.Stats))
+	}
+	maps.Copy(m, stats.Map("DNS", &d.dns.Stats))
+	maps.Copy(m, stats.Map("DHCP", &d.dhcp.Stats))
+	return m
+}
+
+// Connections returns the stack's connections: the guest's side of every
+// relayed TCP flow.
+func (d *gatewayDaemon) Connections() []services.ConnRow {
+	return stackStatus{d.host.stack}.Connections()
+}

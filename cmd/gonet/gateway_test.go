@@ -1,0 +1,114 @@
+package main
+
+import (
+	"net/netip"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gonetstack/gonet/gateway"
+)
+
+// The daemon itself runs in integration/gateway_daemon_test.go, against
+// the kernel in namespaces; these pin down its command lines.
+
+func TestGatewayFlagsTakeSlirp4netnsDefaults(t *testing.T) {
+	c, err := parseGateway([]string{"-tap", "tap0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.subnet != gateway.DefaultSubnet || c.link.mtu != gatewayMTU || c.maxFlows != 4096 ||
+		c.configure || c.netns != "" || c.noHostLoopback || c.dnsUpstream.IsValid() || c.link.impair != "" {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestGatewayFlagsParse(t *testing.T) {
+	c, err := parseGateway([]string{"-tap", "gn0", "-netns", "/run/netns/guest", "-configure", "-mtu", "1500",
+		"-subnet", "10.8.0.0/16", "-forward", "tcp:8080:80", "-forward", "udp:127.0.0.1:5353:53",
+		"-deny", "192.168.1.7/16", "-deny", "10.1.0.0/24", "-no-host-loopback",
+		"-dns-upstream", "10.1.2.3:5300", "-max-flows", "100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFwd := []gateway.Forward{
+		{Proto: gateway.TCP, Host: netip.MustParseAddrPort("0.0.0.0:8080"), GuestPort: 80},
+		{Proto: gateway.UDP, Host: netip.MustParseAddrPort("127.0.0.1:5353"), GuestPort: 53},
+	}
+	wantDeny := []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("10.1.0.0/24")}
+	switch {
+	case c.link.tap != "gn0" || c.netns != "/run/netns/guest" || !c.configure || c.link.mtu != 1500:
+		t.Errorf("link flags: %+v", c)
+	case c.subnet != netip.MustParsePrefix("10.8.0.0/16"):
+		t.Errorf("-subnet: %v", c.subnet)
+	case !slices.Equal(c.forwards, wantFwd):
+		t.Errorf("-forward: %v, want %v", c.forwards, wantFwd)
+	case !slices.Equal(c.deny, wantDeny):
+		t.Errorf("-deny: %v, want %v (masked)", c.deny, wantDeny)
+	case !c.noHostLoopback || c.dnsUpstream != netip.MustParseAddrPort("10.1.2.3:5300") || c.maxFlows != 100:
+		t.Errorf("flags: %+v", c)
+	}
+}
+
+func TestGatewayFlagsRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{}, "-tap is required"},
+		{[]string{"-tap", "gn%d"}, "not a pattern"},
+		{[]string{"-tap", "a-name-far-too-long"}, "at most 15"},
+		{[]string{"-tap", "gn0", "-mtu", "65535"}, "outside 68..65512"},
+		{[]string{"-tap", "gn0", "-subnet", "10.0.2.0/26"}, "too small"},
+		{[]string{"-tap", "gn0", "-subnet", "fd00::/64"}, "not IPv4"},
+		{[]string{"-tap", "gn0", "-forward", "tcp:80"}, "wrong number of fields"},
+		{[]string{"-tap", "gn0", "-deny", "10.0.0.1"}, "not an IPv4 network"},
+		{[]string{"-tap", "gn0", "-dns-upstream", "10.0.0.1:x"}, "not a port"},
+		{[]string{"-tap", "gn0", "-max-flows", "0"}, "at least 1"},
+		{[]string{"-tap", "gn0", "-configure"}, "needs -netns"},
+		{[]string{"-tap", "gn0", "-impair", "loss=2"}, "-impair"},
+		{[]string{"-tap", "gn0", "extra"}, "unexpected argument"},
+	} {
+		_, err := parseGateway(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gonet gateway %v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestRunTakesTheCommandAfterDashes(t *testing.T) {
+	c, argv, err := parseRun([]string{"-mtu", "1500", "--", "curl", "-s", "http://example.org/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.link.tap != "tap0" || c.link.mtu != 1500 || !slices.Equal(argv, []string{"curl", "-s", "http://example.org/"}) {
+		t.Errorf("gonet run: %+v, %q", c, argv)
+	}
+	for _, args := range [][]string{{"curl"}, {"--"}, {}, {"-netns", "1", "--", "true"}, {"-configure", "--", "true"}} {
+		if _, _, err := parseRun(args); err == nil {
+			t.Errorf("gonet run %q: no error", args)
+		}
+	}
+}
+
+func TestRunExitStatusIsTheCommands(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   int
+	}{{"exit 0", 0}, {"exit 3", 3}, {"kill -TERM $$", 128 + 15}} {
+		if got := exitStatus(exec.Command("sh", "-c", tc.script).Run()); got != tc.want {
+			t.Errorf("sh -c %q: status %d, want %d", tc.script, got, tc.want)
+		}
+	}
+}
+
+func TestForwardSpecForRemoveNeedsNoGuestPort(t *testing.T) {
+	f, err := parseForwardSpec("tcp:127.0.0.1:8022", true)
+	if err != nil || f.Proto != gateway.TCP || f.Host != netip.MustParseAddrPort("127.0.0.1:8022") {
+		t.Errorf("remove tcp:127.0.0.1:8022: %v, %v", f, err)
+	}
+	if _, err := parseForwardSpec("tcp:127.0.0.1:8022", false); err == nil {
+		t.Error("add tcp:127.0.0.1:8022 (no guest port): no error")
+	}
+}
