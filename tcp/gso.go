@@ -39,9 +39,22 @@ func (c *Conn) superSegment(n, unsent, usable, inflight int, finDue bool) int {
 	if n != c.snd.mss || !c.route.Offloads().TSO {
 		return n
 	}
-	m := min(unsent, usable, gsoMaxPayload/c.snd.mss*c.snd.mss)
-	if m < unsent || !c.sock.noDelay && inflight > 0 && !finDue {
-		m -= m % c.snd.mss
+	return superSegmentLen(c.snd.mss, unsent, usable, !c.sock.noDelay && inflight > 0 && !finDue)
+}
+
+// superSegmentLen is superSegment's arithmetic for a full-sized segment
+// (mss bytes, no more than unsent and usable): as many whole segments as
+// fit gsoMaxPayload, the window and the data, with a partial last one only
+// when it ends the data and Nagle (nagle) does not hold it. An MSS so
+// large that two segments do not fit (a link MTU near 64 KiB) leaves the
+// one segment as it is.
+func superSegmentLen(mss, unsent, usable int, nagle bool) int {
+	if 2*mss > gsoMaxPayload {
+		return mss
+	}
+	m := min(unsent, usable, gsoMaxPayload/mss*mss)
+	if m < unsent || nagle {
+		m -= m % mss
 	}
 	return m
 }

@@ -35,3 +35,31 @@ func TestSegmentsInCountsTheSegmentsOfASuperSegment(t *testing.T) {
 		})
 	}
 }
+
+// superSegmentLen never makes a full-sized segment smaller: with an MSS
+// above half of what a datagram carries (an MTU near 64 KiB), rounding
+// down to whole segments would leave no data at all, and the connection
+// would send empty segments in a loop.
+func TestSuperSegmentLen(t *testing.T) {
+	tests := []struct {
+		name                string
+		mss, unsent, usable int
+		nagle               bool
+		want                int
+	}{
+		{"as many segments as fit a datagram", 1448, 1 << 20, 1 << 20, false, gsoMaxPayload / 1448 * 1448},
+		{"the window's whole segments", 1448, 1 << 20, 3*1448 + 100, false, 3 * 1448},
+		{"the data's end, partial last segment", 1448, 2*1448 + 10, 1 << 20, false, 2*1448 + 10},
+		{"Nagle holds the partial last segment", 1448, 2*1448 + 10, 1 << 20, true, 2 * 1448},
+		{"an MSS of 65456 (MTU 65508) stays one segment", 65456, 1 << 20, 1 << 20, false, 65456},
+		{"an MSS just over half a datagram stays one segment", gsoMaxPayload/2 + 1, 1 << 20, 1 << 20, false, gsoMaxPayload/2 + 1},
+		{"an MSS of exactly half a datagram makes two", gsoMaxPayload / 2, 1 << 20, 1 << 20, false, gsoMaxPayload / 2 * 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := superSegmentLen(tt.mss, tt.unsent, tt.usable, tt.nagle); got != tt.want {
+				t.Errorf("superSegmentLen(%d, %d, %d, %v) = %d, want %d", tt.mss, tt.unsent, tt.usable, tt.nagle, got, tt.want)
+			}
+		})
+	}
+}

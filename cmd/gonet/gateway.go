@@ -62,14 +62,12 @@ by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats.`,
 	run:   runGateway,
 }
 
-// gatewayMTU is the gateway's default MTU, near slirp4netns's 65520: with
-// the TAP's offloads on, the guest's TCP segments cross as 64 KiB
-// super-segments. It is below what a TAP frame in GoNet's buffers carries
-// (65512: the packet behind an Ethernet and a virtio-net header in
-// buffer.MaxSize bytes) because a download to the guest stalls at 65508
-// and above today, the stack's sender stuck in the NIC's Send; 65000
-// leaves room for the largest TCP options.
-const gatewayMTU = 65000
+// gatewayMTU is the gateway's default MTU: the largest a TAP frame in
+// GoNet's buffers carries (65512: the packet behind an Ethernet and a
+// virtio-net header in buffer.MaxSize bytes), next to slirp4netns's 65520,
+// so that with the TAP's offloads on the guest's TCP segments cross as
+// 64 KiB super-segments.
+const gatewayMTU = maxTAPMTU
 
 // maxTAPMTU is the largest MTU of a TAP device with a virtio-net header.
 const maxTAPMTU = buffer.MaxSize - link.EthernetHeaderLen - tap.VNetHdrLen
