@@ -98,6 +98,20 @@ func socketpair(t *testing.T) (a, b net.Conn) {
 	return conns[0], conns[1]
 }
 
+// endpointOnSocketpair returns an endpoint on one end of a socketpair and
+// the raw other end, both closed when the test ends.
+func endpointOnSocketpair(t *testing.T) (raw net.Conn, e *Endpoint) {
+	t.Helper()
+	raw, cb := socketpair(t)
+	t.Cleanup(func() { raw.Close() })
+	e, err := New(cb, Options{MAC: macA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return raw, e
+}
+
 // readAll reads from e until want frames have come, with a deadline.
 func readAll(t *testing.T, e *Endpoint, pool *buffer.Pool, want int) [][]byte {
 	t.Helper()
@@ -218,13 +232,7 @@ func totalLen(frames [][]byte) int {
 // The bytes on the wire are QEMU's: each frame behind its length, 32 bits
 // big-endian, nothing else.
 func TestWireFormatIsLengthThenFrame(t *testing.T) {
-	raw, cb := socketpair(t)
-	defer raw.Close()
-	e, err := New(cb, Options{MAC: macA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	raw, e := endpointOnSocketpair(t)
 	pool := buffer.NewPool()
 	f1, f2 := frameBytes(60, 1), frameBytes(14, 2)
 	out := []*buffer.Packet{packet(pool, f1), packet(pool, f2)}
@@ -272,13 +280,7 @@ func TestFramesSplitAcrossReads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raw, cb := socketpair(t)
-			defer raw.Close()
-			e, err := New(cb, Options{MAC: macA})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			raw, e := endpointOnSocketpair(t)
 			var want [][]byte
 			for i := range 40 {
 				want = append(want, frameBytes(14+i*37, uint32(i)))
@@ -294,13 +296,7 @@ func TestFramesSplitAcrossReads(t *testing.T) {
 
 // Frames already in the socket come out of one ReadBatch, from one read.
 func TestManyFramesPerRead(t *testing.T) {
-	raw, cb := socketpair(t)
-	defer raw.Close()
-	e, err := New(cb, Options{MAC: macA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	raw, e := endpointOnSocketpair(t)
 	var want [][]byte
 	for i := range 50 {
 		want = append(want, frameBytes(64+i, uint32(i)))
@@ -338,13 +334,7 @@ func TestManyFramesPerRead(t *testing.T) {
 // A runt keeps the framing: it is skipped and counted, and the connection
 // lives on.
 func TestRuntIsSkippedAndCounted(t *testing.T) {
-	raw, cb := socketpair(t)
-	defer raw.Close()
-	e, err := New(cb, Options{MAC: macA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	raw, e := endpointOnSocketpair(t)
 	good := frameBytes(60, 1)
 	if _, err := raw.Write(framed([]byte{1, 2, 3, 4, 5}, good, make([]byte, 13), good)); err != nil {
 		t.Fatal(err)
@@ -370,13 +360,7 @@ func TestBadLengthDropsTheConnection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			raw, cb := socketpair(t)
-			defer raw.Close()
-			e, err := New(cb, Options{MAC: macA})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.Close()
+			raw, e := endpointOnSocketpair(t)
 			good := frameBytes(60, 1)
 			stream := framed(good)
 			stream = binary.BigEndian.AppendUint32(stream, tt.prefix)
@@ -799,13 +783,7 @@ func syscw(t *testing.T) int {
 // A batch goes out in one writev on a socket, not a write per frame (nor
 // two, prefix and frame).
 func TestWriteBatchIsOneSystemCall(t *testing.T) {
-	raw, cb := socketpair(t)
-	defer raw.Close()
-	e, err := New(cb, Options{MAC: macA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	raw, e := endpointOnSocketpair(t)
 	pool := buffer.NewPool()
 	out := make([]*buffer.Packet, 32)
 	for i := range out {
