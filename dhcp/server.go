@@ -316,25 +316,30 @@ func (s *Server) withdrawOffer(key string) {
 // decline takes the address a client found in use (DHCPDECLINE, RFC 2131
 // section 4.3.3) out of the pool for DeclineHold.
 func (s *Server) decline(req *dhcpv4.DHCPv4) {
-	if sid := addr(req.ServerIdentifier()); sid != s.cfg.Server {
-		s.Stats.InOtherServer.Inc()
-		return
-	}
-	now := s.cfg.Clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.leases.ofClient(clientKey(req))
-	if r == nil || r.addr != addr(req.RequestedIPAddress()) {
-		s.Stats.InNotOurs.Inc()
-		return
-	}
-	s.leases.decline(r, now.Add(s.cfg.DeclineHold))
+	s.onClientRecord(req, addr(req.RequestedIPAddress()), func(r *record, now time.Time) bool {
+		s.leases.decline(r, now.Add(s.cfg.DeclineHold))
+		return true
+	})
 }
 
 // release ends a client's lease early (DHCPRELEASE, RFC 2131 section
 // 4.3.4). The record keeps the client, which gets the same address again
 // if nobody took it meanwhile.
 func (s *Server) release(req *dhcpv4.DHCPv4) {
+	s.onClientRecord(req, addr(req.ClientIPAddr), func(r *record, now time.Time) bool {
+		if r.state != bound {
+			return false
+		}
+		r.expiry = now
+		return true
+	})
+}
+
+// onClientRecord applies act, under mu, to the record of the client that
+// sent req, a message that changes its lease without a reply: it must name
+// this server and the address the record holds, a; act reports false when
+// the record's state does not allow it. What is refused is counted.
+func (s *Server) onClientRecord(req *dhcpv4.DHCPv4, a netip.Addr, act func(r *record, now time.Time) bool) {
 	if sid := addr(req.ServerIdentifier()); sid != s.cfg.Server {
 		s.Stats.InOtherServer.Inc()
 		return
@@ -343,11 +348,9 @@ func (s *Server) release(req *dhcpv4.DHCPv4) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.leases.ofClient(clientKey(req))
-	if r == nil || r.addr != addr(req.ClientIPAddr) || r.state != bound {
+	if r == nil || r.addr != a || !act(r, now) {
 		s.Stats.InNotOurs.Inc()
-		return
 	}
-	r.expiry = now
 }
 
 // inform answers a DHCPINFORM (RFC 2131 section 4.3.5): the configuration
