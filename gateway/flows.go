@@ -108,7 +108,7 @@ type Stats struct {
 	InboundTCP     stats.Counter // connections accepted by a forward and carried to the guest
 	InboundUDP     stats.Counter // UDP flows of a forward carried to the guest
 	InboundRefused stats.Counter // the guest refused or did not answer a forwarded connection
-	InboundErrors  stats.Counter // a forward's host socket failed (accept, or no endpoint)
+	InboundErrors  stats.Counter // a forward's socket failed (accept, no endpoint, a datagram not sent)
 
 	Denied        stats.Counter // flows refused by Deny or NoHostLoopback
 	FlowLimit     stats.Counter // refused: MaxFlows flows already

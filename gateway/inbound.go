@@ -198,7 +198,9 @@ func (g *Gateway) serveInboundUDP(c *net.UDPConn, guest netip.AddrPort) {
 				mu.Unlock()
 			}()
 		}
-		e.WriteToUDPAddrPort(buf[:n], guest)
+		if _, err := e.WriteToUDPAddrPort(buf[:n], guest); err != nil {
+			g.Stats.InboundErrors.Inc()
+		}
 	}
 }
 
@@ -216,6 +218,8 @@ func (g *Gateway) answerInboundUDP(e *udp.Conn, c *net.UDPConn, client, guest ne
 		if from != guest {
 			continue
 		}
-		c.WriteToUDPAddrPort(buf[:n], client)
+		if _, err := c.WriteToUDPAddrPort(buf[:n], client); err != nil {
+			g.Stats.InboundErrors.Inc()
+		}
 	}
 }
