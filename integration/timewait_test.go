@@ -47,7 +47,11 @@ func TestKernelReconnectsThroughTimeWait(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	// The kernel's end went through LAST-ACK to CLOSED: the port is free
-	// on its side.
+	// on its side. Its timestamps tick once a millisecond, and RFC 6191
+	// reopens only for a SYN whose TSval is greater than the FIN's (as
+	// Linux's own TIME-WAIT does): a SYN sent in the FIN's millisecond is
+	// rightly challenged, which made this test fail now and then.
+	time.Sleep(2 * time.Millisecond)
 	start := time.Now()
 	d.Timeout = 5 * time.Second
 	k2, err := h.dialKernel(t, d, gonetTCPAddr(5004))
