@@ -164,6 +164,9 @@ func TestUpServesEveryServiceOverTCP(t *testing.T) {
 		}
 		var st services.Status
 		err = json.NewDecoder(resp.Body).Decode(&st)
+		// Read to the end: a body closed before its EOF was seen closes
+		// the connection, and the ss subtest looks for it kept alive.
+		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if err != nil {
 			t.Fatal(err)
