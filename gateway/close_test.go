@@ -145,3 +145,56 @@ func TestGatewayCloseEndsARelayBlockedWritingToTheGuest(t *testing.T) {
 		})
 	}
 }
+
+// A flow the host ended first leaves GoNet's side in TIME-WAIT. Shutting
+// down (the gateway, then the stack, as gonet gateway does) sends nothing
+// to the TAP device after it is closed: the TIME-WAIT is deleted without a
+// reset (RFC 9293 3.10.4), and the NIC counts no link error.
+func TestGatewayShutdownLeavesNoLinkErrors(t *testing.T) {
+	r := newGatewayRig(t, Config{})
+	l, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Write([]byte("bye"))
+		c.Close()
+	}()
+	c, err := r.dial(netip.AddrPortFrom(r.net.Gateway, uint16(l.Addr().(*net.TCPAddr).Port)).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if got, err := io.ReadAll(c); err != nil || string(got) != "bye" {
+		t.Fatalf("the guest read %q, %v; want bye and the FIN", got, err)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		conns := r.s.Connections()
+		if len(conns) == 1 && conns[0].State == "TIME-WAIT" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GoNet's side of the flow: %+v, want one in TIME-WAIT", conns)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := r.gw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := r.s.Counters()
+	for _, name := range []string{"NIC.tap0.TxLinkErrors", "NIC.tap0.TxDroppedClose", "TCP.OutRsts"} {
+		if m[name] != 0 {
+			t.Errorf("%s = %d after the shutdown, want 0", name, m[name])
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 // nothing at without opening a host socket: nothing leaves the machine.
 type gatewayRig struct {
 	guest *netns.NS
+	s     *stack.Stack
 	gw    *Gateway
 	net   Network
 }
@@ -54,7 +55,7 @@ func newGatewayRig(t *testing.T, cfg Config) *gatewayRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gw.Close() })
-	return &gatewayRig{guest: guest, gw: gw, net: n}
+	return &gatewayRig{guest: guest, s: s, gw: gw, net: n}
 }
 
 // dial connects from the guest's namespace to addr.
