@@ -253,6 +253,9 @@ func TestGatewayFlowsListsBothSides(t *testing.T) {
 		f.HostRemote != netip.MustParseAddrPort("127.0.0.1:"+fmt.Sprint(port)) || f.ToHost != 5 || f.ToGuest != 5 {
 		t.Fatalf("flow = %+v; want TCP from %v to %v, host side to 127.0.0.1:%d, 5 bytes each way", f, guest, peer, port)
 	}
+	if !f.LastActive.After(f.Since) {
+		t.Errorf("LastActive %v is not after Since %v, though the flow carried bytes", f.LastActive, f.Since)
+	}
 	c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for len(r.gw.Flows()) != 0 {

@@ -106,7 +106,7 @@ type hostWriter struct {
 func (w *hostWriter) Write(b []byte) (int, error) {
 	n, err := w.f.host.Write(b)
 	w.f.st.BytesToHost.Add(uint64(n))
-	w.f.rec.toHost.Add(uint64(n))
+	w.f.rec.carriedToHost(uint64(n))
 	if err != nil {
 		w.err = err
 	}
@@ -155,7 +155,7 @@ func (f *tcpFlow) hostToGuest() {
 		_, werr := f.guest.Write(buf[:n])
 		f.putBuffer(buf)
 		f.st.BytesToGuest.Add(uint64(n))
-		f.rec.toGuest.Add(uint64(n))
+		f.rec.carriedToGuest(uint64(n))
 		if werr != nil {
 			f.resetHost()
 			return

@@ -127,7 +127,7 @@ func (f *udpFlow) toHost() {
 			return
 		}
 		f.g.Stats.UDPToHost.Inc()
-		f.rec.toHost.Add(1)
+		f.rec.carriedToHost(1)
 	}
 }
 
@@ -176,7 +176,7 @@ func (f *udpFlow) toGuest() {
 			return
 		}
 		f.g.Stats.UDPToGuest.Inc()
-		f.rec.toGuest.Add(1)
+		f.rec.carriedToGuest(1)
 	}
 }
 

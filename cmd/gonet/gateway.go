@@ -332,7 +332,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		case lerr == nil:
 			d.svc.run(func(ctx context.Context) error {
 				defer ln.Close()
-				return serveControlHandler(ctx, ln, forwardsHandler(d.gw, services.HTTPHandler("", d)))
+				return serveControlHandler(ctx, ln, flowsHandler(d.gw, forwardsHandler(d.gw, services.HTTPHandler("", d))))
 			})
 		case c.control == "":
 			fmt.Fprintf(out.stderr, "gonet %s: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", name, lerr)
