@@ -42,7 +42,7 @@ type Stats struct {
 	TxFrames       stats.Counter
 	TxBytes        stats.Counter
 	TxLinkErrors   stats.Counter // frames the endpoint did not take
-	TxDroppedClose stats.Counter // frames sent after Close
+	TxDroppedClose stats.Counter // frames sent after StopReceive or Close
 	RxCopied       stats.Counter // frames copied out of a large read buffer (copyBreak)
 	// Super-segments (buffer.Offload.GSOType) read from and written to a
 	// link with offloads, each counted once in RxFrames or TxFrames.
@@ -259,6 +259,13 @@ func (n *NIC) transmit() {
 			}
 		}
 		sent, err := n.ep.WriteBatch(batch)
+		// Frames the endpoint refuses because StopReceive closed it are
+		// the stack's own shutdown (a protocol's last words as it
+		// closes), not a fault of the link.
+		unsent := &n.Stats.TxLinkErrors
+		if isClosed(err) {
+			unsent = &n.Stats.TxDroppedClose
+		}
 		for i, p := range batch {
 			if i < sent {
 				n.Stats.TxFrames.Inc()
@@ -267,13 +274,12 @@ func (n *NIC) transmit() {
 					n.Stats.TxGSO.Inc()
 				}
 			} else {
-				n.Stats.TxLinkErrors.Inc()
+				unsent.Inc()
 			}
 			p.Release()
 		}
 		clear(batch)
 		batch = batch[:0]
-		_ = err // counted per frame above
 	}
 }
 
@@ -292,7 +298,7 @@ func (n *NIC) drainTx() {
 
 // StopReceive closes the endpoint and waits for the receive goroutine to
 // exit, so that nothing more is dealt to the protocols. Frames sent from
-// then on are dropped by the closed endpoint (TxLinkErrors). A stack shuts
+// then on are dropped by the closed endpoint (TxDroppedClose). A stack shuts
 // down in three steps: StopReceive on every NIC, then the protocols, then
 // Close, so that neither a protocol nor the NIC is left holding a packet.
 func (n *NIC) StopReceive() error {

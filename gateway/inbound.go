@@ -208,18 +208,20 @@ func (g *Gateway) serveInboundUDP(c *net.UDPConn, guest netip.AddrPort) {
 // the host socket c, until the flow idles for UDPStreamTimeout or e closes.
 func (g *Gateway) answerInboundUDP(e *udp.Conn, c *net.UDPConn, client, guest netip.AddrPort) {
 	defer e.Close()
-	buf := make([]byte, 65535)
+	// The guest's answer goes to the host socket where it lies in the
+	// stack's buffer: an idle flow holds no buffer of its own.
+	answer := func(payload []byte, from netip.AddrPort) {
+		if from != guest {
+			return
+		}
+		if _, err := c.WriteToUDPAddrPort(payload, client); err != nil {
+			g.Stats.InboundErrors.Inc()
+		}
+	}
 	for {
 		e.SetReadDeadline(time.Now().Add(g.cfg.UDPStreamTimeout))
-		n, from, err := e.ReadFromUDPAddrPort(buf)
-		if err != nil {
+		if err := e.ReadDatagram(answer); err != nil {
 			return // idle, or closed with the forward or the gateway
-		}
-		if from != guest {
-			continue
-		}
-		if _, err := c.WriteToUDPAddrPort(buf[:n], client); err != nil {
-			g.Stats.InboundErrors.Inc()
 		}
 	}
 }

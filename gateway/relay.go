@@ -26,7 +26,8 @@ import (
 // between.
 
 // relayBufferSize is the most one host read takes: a TSO super-segment's
-// worth, so that a bulk flow costs one read and one Write per 64 KiB.
+// worth, so that a bulk flow costs one read and one Write per 64 KiB, and
+// more than the largest UDP datagram.
 const relayBufferSize = 64 << 10
 
 var relayBuffers = sync.Pool{New: func() any { return new([relayBufferSize]byte) }}
@@ -41,7 +42,7 @@ type RelayStats struct {
 	FinsToGuest     stats.Counter // the host's FIN carried as CloseWrite
 	ResetsFromGuest stats.Counter // the guest reset (or stopped reading): the host side is reset
 	ResetsFromHost  stats.Counter // the host reset (or stopped reading): the guest side is reset
-	BuffersHeld     stats.Gauge   // relay buffers lent now: none for idle flows
+	BuffersHeld     stats.Gauge   // relay buffers lent now, to TCP and UDP flows: none for idle flows
 }
 
 // relayTCP carries one flow between guest and host until both directions
@@ -105,7 +106,7 @@ type hostWriter struct {
 func (w *hostWriter) Write(b []byte) (int, error) {
 	n, err := w.f.host.Write(b)
 	w.f.st.BytesToHost.Add(uint64(n))
-	w.f.rec.toHost.Add(uint64(n))
+	w.f.rec.carriedToHost(uint64(n))
 	if err != nil {
 		w.err = err
 	}
@@ -154,7 +155,7 @@ func (f *tcpFlow) hostToGuest() {
 		_, werr := f.guest.Write(buf[:n])
 		f.putBuffer(buf)
 		f.st.BytesToGuest.Add(uint64(n))
-		f.rec.toGuest.Add(uint64(n))
+		f.rec.carriedToGuest(uint64(n))
 		if werr != nil {
 			f.resetHost()
 			return
@@ -162,14 +163,20 @@ func (f *tcpFlow) hostToGuest() {
 	}
 }
 
-func (f *tcpFlow) getBuffer() *[relayBufferSize]byte {
-	f.st.BuffersHeld.Add(1)
+func (f *tcpFlow) getBuffer() *[relayBufferSize]byte { return borrowBuffer(&f.st.BuffersHeld) }
+
+func (f *tcpFlow) putBuffer(b *[relayBufferSize]byte) { returnBuffer(&f.st.BuffersHeld, b) }
+
+// borrowBuffer takes a relay buffer from the pool, counting it in held.
+func borrowBuffer(held *stats.Gauge) *[relayBufferSize]byte {
+	held.Add(1)
 	return relayBuffers.Get().(*[relayBufferSize]byte)
 }
 
-func (f *tcpFlow) putBuffer(b *[relayBufferSize]byte) {
+// returnBuffer gives a relay buffer back to the pool.
+func returnBuffer(held *stats.Gauge, b *[relayBufferSize]byte) {
 	relayBuffers.Put(b)
-	f.st.BuffersHeld.Add(-1)
+	held.Add(-1)
 }
 
 // readFD reads from a non-blocking socket, retrying an interrupted read.

@@ -11,17 +11,23 @@ import (
 // The gateway's flow table: every flow relayed now, with both of its sides,
 // for gonet ss and the status page.
 
-// FlowInfo is a relayed flow as Gateway.Flows shows it.
+// FlowInfo is a relayed flow as Gateway.Flows shows it, and as the
+// daemon's control socket carries it to gonet ss.
 type FlowInfo struct {
-	Proto   Proto
-	Inbound bool           // made by an inbound forward: the host's peer opened it
-	Guest   netip.AddrPort // the guest's end
-	Peer    netip.AddrPort // the other end as the guest sees it: its destination, or the gateway for an inbound flow
+	Proto   Proto          `json:"proto"`
+	Inbound bool           `json:"inbound,omitempty"` // made by an inbound forward: the host's peer opened it
+	Guest   netip.AddrPort `json:"guest"`             // the guest's end
+	Peer    netip.AddrPort `json:"peer"`              // the other end as the guest sees it: its destination, or the gateway for an inbound flow
 	// HostLocal and HostRemote are the host socket's ends.
-	HostLocal, HostRemote netip.AddrPort
+	HostLocal  netip.AddrPort `json:"host_local"`
+	HostRemote netip.AddrPort `json:"host_remote"`
 	// ToHost and ToGuest count bytes (TCP) or datagrams (UDP) each way.
-	ToHost, ToGuest uint64
-	Since           time.Time
+	ToHost  uint64 `json:"to_host"`
+	ToGuest uint64 `json:"to_guest"`
+	// Since is when the flow was relayed; LastActive when it last carried
+	// something either way (Since until then).
+	Since      time.Time `json:"since"`
+	LastActive time.Time `json:"last_active"`
 }
 
 // flowRecord is a flow's entry in the table: what does not change, and
@@ -29,6 +35,19 @@ type FlowInfo struct {
 type flowRecord struct {
 	info            FlowInfo
 	toHost, toGuest atomic.Uint64
+	last            atomic.Int64 // unix nanoseconds of the last carried either way; 0: none yet
+}
+
+// carriedToHost counts n bytes or datagrams carried to the host.
+func (r *flowRecord) carriedToHost(n uint64) {
+	r.toHost.Add(n)
+	r.last.Store(time.Now().UnixNano())
+}
+
+// carriedToGuest counts n bytes or datagrams carried to the guest.
+func (r *flowRecord) carriedToGuest(n uint64) {
+	r.toGuest.Add(n)
+	r.last.Store(time.Now().UnixNano())
 }
 
 // track enters a flow in the table; the returned function takes it out.
@@ -65,6 +84,10 @@ func (g *Gateway) Flows() []FlowInfo {
 	for rec := range g.table {
 		info := rec.info
 		info.ToHost, info.ToGuest = rec.toHost.Load(), rec.toGuest.Load()
+		info.LastActive = info.Since
+		if last := rec.last.Load(); last != 0 {
+			info.LastActive = time.Unix(0, last)
+		}
 		out = append(out, info)
 	}
 	g.tableMu.Unlock()

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/udp"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -22,6 +21,13 @@ import (
 // it ends when idle, as conntrack's entries do: after UDPTimeout while the
 // host has never answered, after UDPStreamTimeout once it has. A host
 // socket error (the host's ICMP port unreachable, say) ends it too.
+//
+// As in the TCP relay, an idle flow holds no buffer. Guest to host, the
+// endpoint's ReadDatagram hands the host socket's Write the datagram where
+// it lies in the stack's buffer. Host to guest, the goroutine waits for the
+// host socket to become readable through the runtime's poller
+// (syscall.RawConn) and borrows a relay buffer only for the read and the
+// Write to the guest that follows (RelayStats.BuffersHeld).
 
 // udpFlow is one relayed UDP flow.
 type udpFlow struct {
@@ -55,9 +61,9 @@ func (g *Gateway) relayUDP(guest *udp.Connected, src, peer, dst netip.AddrPort) 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.copy(guest, host, &g.Stats.UDPToHost, &rec.toHost, false)
+		f.toHost()
 	}()
-	f.copy(host, guest, &g.Stats.UDPToGuest, &rec.toGuest, true)
+	f.toGuest()
 	<-done
 }
 
@@ -71,6 +77,26 @@ func (f *udpFlow) timeout() time.Duration {
 	return f.g.cfg.UDPTimeout
 }
 
+// idleDeadline is when the flow idles out unless a datagram comes first.
+func (f *udpFlow) idleDeadline() time.Time {
+	return time.Unix(0, f.last.Load()).Add(f.timeout())
+}
+
+// expired reports whether the flow has idled out, at a direction's read
+// deadline, and if so ends it; false when the other direction was active
+// meanwhile.
+func (f *udpFlow) expired() bool {
+	if time.Now().Before(f.idleDeadline()) {
+		return false
+	}
+	f.end.Do(func() {
+		f.g.Stats.UDPIdleExpired.Inc()
+		f.guest.Close()
+		f.host.Close()
+	})
+	return true
+}
+
 // close ends the flow: both sockets close, and both directions return.
 func (f *udpFlow) close() {
 	f.end.Do(func() {
@@ -79,46 +105,78 @@ func (f *udpFlow) close() {
 	})
 }
 
-// copy relays datagrams from src to dst until the flow ends. fromHost says
-// that src is the host socket: its datagrams make the flow answered.
-func (f *udpFlow) copy(src, dst net.Conn, count *stats.Counter, flowCount *atomic.Uint64, fromHost bool) {
+// toHost relays the guest's datagrams to the host until the flow ends.
+func (f *udpFlow) toHost() {
 	defer f.close()
-	buf := make([]byte, 65535)
+	var werr error
+	send := func(payload []byte) { _, werr = f.host.Write(payload) }
 	for {
-		idle := time.Duration(time.Now().UnixNano() - f.last.Load())
-		src.SetReadDeadline(time.Now().Add(f.timeout() - idle))
-		n, err := src.Read(buf)
-		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				if time.Duration(time.Now().UnixNano()-f.last.Load()) < f.timeout() {
-					continue // the other direction was active meanwhile
-				}
-				f.end.Do(func() {
-					f.g.Stats.UDPIdleExpired.Inc()
-					f.guest.Close()
-					f.host.Close()
-				})
-				return
-			}
-			if fromHost && !errors.Is(err, net.ErrClosed) {
-				f.g.Stats.UDPHostErrors.Inc()
-				f.tellGuest(err)
+		f.guest.SetReadDeadline(f.idleDeadline())
+		if err := f.guest.ReadDatagram(send); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !f.expired() {
+				continue
 			}
 			return
 		}
 		f.touch()
-		if fromHost {
-			f.answered.Store(true)
-		}
-		if _, err := dst.Write(buf[:n]); err != nil {
-			if !fromHost && !errors.Is(err, net.ErrClosed) {
+		if werr != nil {
+			if !errors.Is(werr, net.ErrClosed) {
 				f.g.Stats.UDPHostErrors.Inc()
-				f.tellGuest(err)
+				f.tellGuest(werr)
 			}
 			return
 		}
-		count.Inc()
-		flowCount.Add(1)
+		f.g.Stats.UDPToHost.Inc()
+		f.rec.carriedToHost(1)
+	}
+}
+
+// toGuest relays the host's datagrams to the guest until the flow ends.
+func (f *udpFlow) toGuest() {
+	defer f.close()
+	rc, err := f.host.SyscallConn()
+	if err != nil {
+		return
+	}
+	held := &f.g.Stats.Relay.BuffersHeld
+	var buf *[relayBufferSize]byte
+	var n int
+	var rerr error
+	read := func(fd uintptr) bool {
+		buf = borrowBuffer(held)
+		n, rerr = readFD(int(fd), buf[:])
+		if rerr == syscall.EAGAIN {
+			returnBuffer(held, buf)
+			buf = nil
+			return false // the poller waits for the socket, holding no buffer
+		}
+		return true
+	}
+	for {
+		f.host.SetReadDeadline(f.idleDeadline())
+		if err := rc.Read(read); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && !f.expired() {
+				continue
+			}
+			return // idled out, or closed
+		}
+		if rerr != nil {
+			returnBuffer(held, buf)
+			if !errors.Is(rerr, net.ErrClosed) {
+				f.g.Stats.UDPHostErrors.Inc()
+				f.tellGuest(rerr)
+			}
+			return
+		}
+		f.touch()
+		f.answered.Store(true)
+		_, werr := f.guest.Write(buf[:n])
+		returnBuffer(held, buf)
+		if werr != nil {
+			return
+		}
+		f.g.Stats.UDPToGuest.Inc()
+		f.rec.carriedToGuest(1)
 	}
 }
 

@@ -180,7 +180,11 @@ func (c *Conn) afterEvent() {
 // request handles what the application asked for since the last wake-up.
 func (c *Conn) request() {
 	if c.sock.abortReq != nil {
-		c.reset(c.sock.abortReq)
+		if c.state.resetsOnAbort() {
+			c.reset(c.sock.abortReq)
+		} else {
+			c.finish(c.sock.abortReq)
+		}
 		return
 	}
 	c.icmpEvents()

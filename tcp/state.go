@@ -28,6 +28,15 @@ func (s State) String() string { return stateNames[s] }
 // "synchronized states").
 func (s State) synchronized() bool { return s >= Established }
 
+// resetsOnAbort reports whether an ABORT call sends a reset: RFC 9293
+// 3.10.4 sends one from SYN-RECEIVED, ESTABLISHED, FIN-WAIT-1, FIN-WAIT-2
+// and CLOSE-WAIT, where the peer may still send or wait for data; from
+// CLOSING, LAST-ACK and TIME-WAIT both sides have said all, and the TCB is
+// only deleted (as Linux's tcp_need_reset).
+func (s State) resetsOnAbort() bool {
+	return s == SynReceived || s == Established || s == FinWait1 || s == FinWait2 || s == CloseWait
+}
+
 // canReceive reports whether data may still arrive from the peer.
 func (s State) canReceive() bool { return s == Established || s == FinWait1 || s == FinWait2 }
 

@@ -203,6 +203,9 @@ func TestClosingTransitions(t *testing.T) {
 	peerFIN := func(t *testing.T, c *tcp.Conn, p *peer) { p.send(F|A, nil) }
 	peerACK := func(t *testing.T, c *tcp.Conn, p *peer) { p.ack() }
 	peerRST := func(t *testing.T, c *tcp.Conn, p *peer) { p.inject(p.seg(R, nil)) }
+	// The stack closing aborts every connection (RFC 9293 3.10.4 ABORT).
+	stackCloses := func(t *testing.T, c *tcp.Conn, p *peer) { p.rig.proto().Close() }
+	expectRST := func(t *testing.T, c *tcp.Conn, p *peer) { p.expect(R|A, p.rcv, p.nxt, 0) }
 	// The peer's FIN that does not acknowledge ours: the FINs crossed.
 	crossingFIN := func(t *testing.T, c *tcp.Conn, p *peer) {
 		s := p.seg(F|A, nil)
@@ -259,6 +262,15 @@ func TestClosingTransitions(t *testing.T) {
 		{"CLOSING -RST-> CLOSED", closing, "CLOSING", peerRST, nothing, ""},
 		{"LAST-ACK -RST-> CLOSED", lastAck, "LAST-ACK", peerRST, nothing, ""},
 		{"TIME-WAIT -RST-> TIME-WAIT", timeWait, "TIME-WAIT", peerRST, nothing, "TIME-WAIT"},
+		// ABORT resets a peer that may still send or wait for data, and
+		// only deletes the TCB once both sides have said all (RFC 9293
+		// 3.10.4): a TIME-WAIT left when the stack closes sends nothing.
+		{"ESTABLISHED -stack closes-> CLOSED", established, "ESTABLISHED", stackCloses, expectRST, ""},
+		{"FIN-WAIT-2 -stack closes-> CLOSED", finWait2, "FIN-WAIT-2", stackCloses, expectRST, ""},
+		{"CLOSE-WAIT -stack closes-> CLOSED", closeWait, "CLOSE-WAIT", stackCloses, expectRST, ""},
+		{"CLOSING -stack closes-> CLOSED", closing, "CLOSING", stackCloses, nothing, ""},
+		{"LAST-ACK -stack closes-> CLOSED", lastAck, "LAST-ACK", stackCloses, nothing, ""},
+		{"TIME-WAIT -stack closes-> CLOSED", timeWait, "TIME-WAIT", stackCloses, nothing, ""},
 		// Data the peer sends after its FIN (a broken peer) changes
 		// nothing but earns an ACK.
 		{"CLOSE-WAIT -data-> CLOSE-WAIT", closeWait, "CLOSE-WAIT", func(t *testing.T, c *tcp.Conn, p *peer) {

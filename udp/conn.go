@@ -80,30 +80,62 @@ func (c *Conn) dequeued(pk *buffer.Packet) {
 // datagram larger than b is truncated, as with the kernel's UDP) and its
 // source.
 func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	pk, err := c.next()
+	if err != nil {
+		return 0, netip.AddrPort{}, err
+	}
+	payload, from := datagram(pk)
+	n := copy(b, payload)
+	pk.Release()
+	return n, from, nil
+}
+
+// ReadDatagram waits for the next datagram, as ReadFromUDPAddrPort does,
+// and hands handle its payload where it lies in the stack's buffer, with
+// its source; the payload is valid only until handle returns. A caller
+// that relays datagrams (package gateway) so holds no buffer of its own
+// while it waits.
+func (c *Conn) ReadDatagram(handle func(payload []byte, from netip.AddrPort)) error {
+	pk, err := c.next()
+	if err != nil {
+		return err
+	}
+	payload, from := datagram(pk)
+	handle(payload, from)
+	pk.Release()
+	return nil
+}
+
+// next takes the next queued datagram, waiting for one until the deadline
+// or Close.
+func (c *Conn) next() (*buffer.Packet, error) {
 	// A passed deadline fails the read even with a datagram queued, as
 	// net.Conn requires; the select below would pick at random.
 	select {
 	case <-c.done:
-		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+		return nil, c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	case <-c.readDL.Done():
-		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+		return nil, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	default:
 	}
 	var pk *buffer.Packet
 	select {
 	case pk = <-c.queue:
 	case <-c.done:
-		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+		return nil, c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	case <-c.readDL.Done():
-		return 0, netip.AddrPort{}, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+		return nil, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	}
 	c.dequeued(pk)
+	return pk, nil
+}
+
+// datagram returns a queued datagram's payload and source; the queue holds
+// datagrams from their IPv4 header on.
+func datagram(pk *buffer.Packet) ([]byte, netip.AddrPort) {
 	h := wire.IPv4(pk.Bytes())
 	u := wire.UDP(h.Payload())
-	from := netip.AddrPortFrom(h.Src(), u.SrcPort())
-	n := copy(b, u.Payload())
-	pk.Release()
-	return n, from, nil
+	return u.Payload(), netip.AddrPortFrom(h.Src(), u.SrcPort())
 }
 
 // ReadFrom implements net.PacketConn.

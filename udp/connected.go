@@ -35,6 +35,23 @@ func (c *Connected) Read(b []byte) (int, error) {
 	}
 }
 
+// ReadDatagram hands handle the payload of the peer's next datagram where
+// it lies, as Conn.ReadDatagram; others are dropped.
+func (c *Connected) ReadDatagram(handle func(payload []byte)) error {
+	for {
+		took := false
+		err := c.Conn.ReadDatagram(func(payload []byte, from netip.AddrPort) {
+			if from == c.raddr {
+				took = true
+				handle(payload)
+			}
+		})
+		if err != nil || took {
+			return err
+		}
+	}
+}
+
 // Write sends b as one datagram to the peer.
 func (c *Connected) Write(b []byte) (int, error) { return c.WriteToUDPAddrPort(b, c.raddr) }
 

@@ -1,7 +1,9 @@
 package udp_test
 
 import (
+	"errors"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +180,46 @@ func TestForwarderIsOfferedTheHostsOwnUnboundPorts(t *testing.T) {
 	case a := <-offered:
 		t.Errorf("hook offered the broadcast %v", a)
 	default:
+	}
+}
+
+// ReadDatagram hands over the flow's datagram where it lies, with no
+// buffer of the caller's; its bytes go back to the budget once handled,
+// and the read deadline holds as for Read.
+func TestConnectedReadDatagramHandsOverThePeersDatagramInPlace(t *testing.T) {
+	flows := make(chan *udp.Connected, 1)
+	h := forwarding(t, func(r *udp.ForwardRequest) {
+		c, err := r.Open()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		flows <- c
+	})
+	big := make([]byte, 1400)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	h.Inject(h.UDPFrame(t, peer, foreign, big))
+	var c *udp.Connected
+	select {
+	case c = <-flows:
+	case <-time.After(rawtest.Timeout):
+		t.Fatal("the hook was not called")
+	}
+	defer c.Close()
+	var got []byte
+	if err := c.ReadDatagram(func(p []byte) { got = append(got, p...) }); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(big) {
+		t.Fatalf("ReadDatagram handed %d bytes, want the %d of the datagram", len(got), len(big))
+	}
+	if u := h.S.Budget().Used(); u != 0 {
+		t.Errorf("%d bytes of the budget still reserved after the datagram was handled", u)
+	}
+	c.SetReadDeadline(rawtest.Start) // already passed
+	if err := c.ReadDatagram(func([]byte) { t.Error("handed a datagram that was never sent") }); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("ReadDatagram past the deadline: %v, want os.ErrDeadlineExceeded", err)
 	}
 }

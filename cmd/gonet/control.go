@@ -215,13 +215,23 @@ func askControl(ctx context.Context, path, method, target string, form url.Value
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return nil, fmt.Errorf("%s answered %s: %s", path, resp.Status, strings.TrimSpace(string(msg)))
+		return nil, &controlStatusError{path: path, code: resp.StatusCode, status: resp.Status, msg: strings.TrimSpace(string(msg))}
 	}
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("%s: reading the answer: %w", path, err)
 	}
 	return body, nil
+}
+
+// controlStatusError is a daemon's answer other than 200 OK.
+type controlStatusError struct {
+	path, status, msg string
+	code              int
+}
+
+func (e *controlStatusError) Error() string {
+	return fmt.Sprintf("%s answered %s: %s", e.path, e.status, e.msg)
 }
 
 // describeControlError says what a failure to reach a control socket means.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -49,6 +50,13 @@ func useControlDir(t *testing.T) string {
 // until the test ends; it checks then that the socket is gone.
 func startControl(t *testing.T, path string, src services.StatusSource) {
 	t.Helper()
+	startControlHandler(t, path, services.HTTPHandler("", src))
+}
+
+// startControlHandler serves h on a control socket at path, as the
+// daemons do, until the test ends; it checks then that the socket is gone.
+func startControlHandler(t *testing.T, path string, h http.Handler) {
+	t.Helper()
 	ln, err := listenControl(path)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +65,7 @@ func startControl(t *testing.T, path string, src services.StatusSource) {
 	done := make(chan error, 1)
 	go func() {
 		defer ln.Close()
-		done <- serveControl(ctx, ln, src)
+		done <- serveControlHandler(ctx, ln, h)
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -12,12 +12,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/dhcp"
 	"github.com/gonetstack/gonet/dns"
 	"github.com/gonetstack/gonet/gateway"
 	"github.com/gonetstack/gonet/internal/rtnl"
-	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
@@ -62,15 +60,17 @@ by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats.`,
 	run:   runGateway,
 }
 
-// gatewayMTU is the gateway's default MTU: the largest a TAP frame in
-// GoNet's buffers carries (65512: the packet behind an Ethernet and a
-// virtio-net header in buffer.MaxSize bytes), next to slirp4netns's 65520,
-// so that with the TAP's offloads on the guest's TCP segments cross as
-// 64 KiB super-segments.
+// gatewayMTU is the gateway's default MTU, slirp4netns's 65520: with the
+// TAP's offloads on, the guest's TCP segments cross as 64 KiB
+// super-segments.
 const gatewayMTU = maxTAPMTU
 
-// maxTAPMTU is the largest MTU of a TAP device with a virtio-net header.
-const maxTAPMTU = buffer.MaxSize - link.EthernetHeaderLen - tap.VNetHdrLen
+// maxTAPMTU is the largest MTU gonet gateway and gonet run accept,
+// slirp4netns's, within the TAP device's own limit (tap.MaxMTU, 65521).
+const maxTAPMTU = 65520
+
+// A compile-time check that the TAP endpoint takes maxTAPMTU.
+const _ = uint(tap.MaxMTU - maxTAPMTU)
 
 // gatewayConfig is gonet gateway's command line, parsed; gonet run's too,
 // without -netns and -configure.
@@ -332,7 +332,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		case lerr == nil:
 			d.svc.run(func(ctx context.Context) error {
 				defer ln.Close()
-				return serveControlHandler(ctx, ln, forwardsHandler(d.gw, services.HTTPHandler("", d)))
+				return serveControlHandler(ctx, ln, flowsHandler(d.gw, forwardsHandler(d.gw, services.HTTPHandler("", d))))
 			})
 		case c.control == "":
 			fmt.Fprintf(out.stderr, "gonet %s: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", name, lerr)

@@ -59,7 +59,7 @@ func TestGatewayFlagsRefuse(t *testing.T) {
 		{[]string{}, "-tap is required"},
 		{[]string{"-tap", "gn%d"}, "not a pattern"},
 		{[]string{"-tap", "a-name-far-too-long"}, "at most 15"},
-		{[]string{"-tap", "gn0", "-mtu", "65535"}, "outside 68..65512"},
+		{[]string{"-tap", "gn0", "-mtu", "65535"}, "outside 68..65520"},
 		{[]string{"-tap", "gn0", "-subnet", "10.0.2.0/26"}, "too small"},
 		{[]string{"-tap", "gn0", "-subnet", "fd00::/64"}, "not IPv4"},
 		{[]string{"-tap", "gn0", "-forward", "tcp:80"}, "wrong number of fields"},

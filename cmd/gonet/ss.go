@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
@@ -11,15 +12,20 @@ import (
 
 var ssCommand = &command{
 	name:    "ss",
-	summary: "show the connection table of a running gonet up, as ss -tan does",
+	summary: "show the connection table of a running gonet up, as ss -tan does, and a gateway's relayed flows",
 	usage:   "gonet ss [-tap NAME | -control PATH]",
 	about: `Asks a running gonet up for its TCP connection table through its control
 socket and prints it as the kernel's ss -tan does (State, Recv-Q, Send-Q,
 Local Address:Port, Peer Address:Port), with the figures ss -ti adds as
 columns: the smoothed round-trip time and the retransmission timeout in
 milliseconds, the congestion window, the slow-start threshold and the
-retransmissions. With neither flag it asks the only daemon running.
-Exits 0 on success, 1 when no daemon answers.`,
+retransmissions. A gonet gateway's table is followed by its relayed flows,
+each with both of its sides: the guest's end and the peer it addressed,
+the host socket's local end and its peer, the bytes (TCP) or datagrams
+(UDP) carried each way, and the flow's age and idle time; a flow an
+inbound forward made shows its protocol as "tcp<" or "udp<". With
+neither flag it asks the only daemon running. Exits 0 on success, 1 when
+no daemon answers.`,
 	flags: func() *flag.FlagSet { fs, _ := ssFlags(); return fs },
 	run:   runSS,
 }
@@ -88,11 +94,27 @@ func runSS(ctx context.Context, cmd *command, out *output, args []string) int {
 	if err := parseControl("ss", fs, c, args); err != nil {
 		return reportParseError(out, cmd, err)
 	}
-	st, ok := askDaemon(ctx, out, "ss", c)
-	if !ok {
+	path, err := c.socket()
+	if err != nil {
+		fmt.Fprintf(out.stderr, "gonet ss: %v\n", err)
 		return exitFail
 	}
-	if err := services.WriteConnTable(out.stdout, st.Connections); err != nil {
+	st, err := fetchStatus(ctx, path)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "gonet ss: %v\n", err)
+		return exitFail
+	}
+	flows, isGateway, err := fetchFlows(ctx, path)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "gonet ss: %v\n", err)
+		return exitFail
+	}
+	err = services.WriteConnTable(out.stdout, st.Connections)
+	if err == nil && isGateway {
+		fmt.Fprintln(out.stdout)
+		err = writeFlowTable(out.stdout, flows, time.Now())
+	}
+	if err != nil {
 		fmt.Fprintf(out.stderr, "gonet ss: %v\n", err)
 		return exitFail
 	}

@@ -35,6 +35,16 @@ import (
 // DefaultMTU is the MTU of Options with none given: Ethernet's (RFC 894).
 const DefaultMTU = 1500
 
+// MaxMTU is the largest MTU Open accepts: the kernel's for a TAP device
+// (drivers/net/tun.c: 65535, MAX_MTU, less the Ethernet header), 65521.
+// Such a frame fits a packet's data (buffer.MaxSize), while the virtio-net
+// header is read into and written from the packet's headroom in front of
+// it. It covers slirp4netns's 65520.
+const MaxMTU = 65535 - link.EthernetHeaderLen
+
+// A compile-time check that a frame of MaxMTU fits a packet's data.
+const _ = uint(buffer.MaxSize - (MaxMTU + link.EthernetHeaderLen))
+
 // MinMTU is the smallest MTU Open accepts: the 68 bytes every IPv4 link
 // must carry (RFC 791 section 3.2).
 const MinMTU = 68
@@ -123,8 +133,8 @@ func Open(name string, opts Options) (*Endpoint, error) {
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
-	if max := buffer.MaxSize - link.EthernetHeaderLen - VNetHdrLen; e.mtu < MinMTU || e.mtu > max {
-		return nil, fmt.Errorf("tap %s: MTU %d outside %d..%d", name, e.mtu, MinMTU, max)
+	if e.mtu < MinMTU || e.mtu > MaxMTU {
+		return nil, fmt.Errorf("tap %s: MTU %d outside %d..%d", name, e.mtu, MinMTU, MaxMTU)
 	}
 	mac, err := link.HardwareAddr(opts.MAC)
 	if err != nil {

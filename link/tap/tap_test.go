@@ -229,6 +229,7 @@ func TestOpenSetsKernelMTU(t *testing.T) {
 		{"default", 0, DefaultMTU},
 		{"IPv6 minimum", 1280, 1280},
 		{"jumbo", 9000, 9000},
+		{"the kernel's most, 65521", MaxMTU, MaxMTU},
 	}
 	ns := newNS(t)
 	for _, tt := range tests {
