@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -79,6 +81,17 @@ func newGWWorld(t *testing.T, bin string) *gwWorld {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /blob", func(rw http.ResponseWriter, r *http.Request) { http.ServeFile(rw, r, w.blob) })
 	mux.HandleFunc("GET /hello", func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, "hello from the internet\n") })
+	// /stream/N is N bytes of payload(streamSeed, N): transfers of any
+	// size, checked by their SHA-256, with no file to hold them.
+	mux.HandleFunc("GET /stream/{size}", func(rw http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("size"), 10, 64)
+		if err != nil || n < 0 {
+			http.Error(rw, "size: not a byte count", http.StatusBadRequest)
+			return
+		}
+		rw.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		io.Copy(rw, payload(streamSeed, n))
+	})
 	mux.HandleFunc("POST /upload", func(rw http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
 		if _, err := io.Copy(h, r.Body); err != nil {
@@ -113,6 +126,17 @@ func newGWWorld(t *testing.T, bin string) *gwWorld {
 	return w
 }
 
+// streamSeed seeds the bytes /stream serves and the uploads of the same
+// size send, so that the test knows their SHA-256 without storing them.
+const streamSeed = 11
+
+// streamSHA256 returns the SHA-256 of /stream/n.
+func streamSHA256(n int64) string {
+	h := sha256.New()
+	io.Copy(h, payload(streamSeed, n))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // countingListener counts the connections it accepts.
 type countingListener struct {
 	net.Listener
@@ -129,6 +153,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 
 // gwDaemon is a gonet gateway running in the host namespace.
 type gwDaemon struct {
+	bin     string
 	cmd     *exec.Cmd
 	lines   *bufio.Scanner
 	stderr  *bytes.Buffer
@@ -143,7 +168,7 @@ type gwDaemon struct {
 func (w *gwWorld) start(t *testing.T, args ...string) *gwDaemon {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	d := &gwDaemon{stderr: new(bytes.Buffer), control: filepath.Join(t.TempDir(), "gw.sock"), cancel: cancel}
+	d := &gwDaemon{bin: w.bin, stderr: new(bytes.Buffer), control: filepath.Join(t.TempDir(), "gw.sock"), cancel: cancel}
 	all := append([]string{"gateway", "-tap", gwGuestTAP, "-netns", w.guest.Path(),
 		"-dns-upstream", inetAddr + ":53", "-control", d.control}, args...)
 	d.cmd = w.host.Command(ctx, w.bin, all...)
@@ -163,6 +188,36 @@ func (w *gwWorld) start(t *testing.T, args ...string) *gwDaemon {
 	}
 	d.ready = d.lines.Text()
 	return d
+}
+
+// counters asks the running daemon for all its counters (gonet stats -a).
+func (d *gwDaemon) counters(t *testing.T) map[string]int64 {
+	t.Helper()
+	out, err := exec.Command(d.bin, "stats", "-a", "-control", d.control).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gonet stats -a -control %s: %v\n%s", d.control, err, out)
+	}
+	m := map[string]int64{}
+	for l := range strings.Lines(string(out)) {
+		name, v, _ := strings.Cut(strings.TrimSpace(l), " ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("gonet stats: line %q: not \"NAME VALUE\"", l)
+		}
+		m[name] = n
+	}
+	return m
+}
+
+// alive fails the test if the daemon has exited. Until the test waits for
+// it, an exited daemon is a zombie, which signal 0 would still find: its
+// state in /proc tells.
+func (d *gwDaemon) alive(t *testing.T) {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if i := bytes.LastIndexByte(stat, ')'); err != nil || i < 0 || len(stat) < i+3 || stat[i+2] == 'Z' {
+		t.Fatalf("gonet gateway has exited (%v); stderr: %s", err, d.stderr)
+	}
 }
 
 // stop sends SIGTERM and returns the counters printed, failing the test
