@@ -265,6 +265,40 @@ func fileSHA256(t *testing.T, path string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// dhcpTestdata returns the absolute path of a file in the DHCP server's
+// testdata, which the real clients' tests there share with these.
+func dhcpTestdata(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "dhcp", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name == "" {
+		p += string(filepath.Separator)
+	}
+	return p
+}
+
+// waitDHCPEvent waits for the client script's record of event in dir
+// and returns the environment the client gave the script.
+func waitDHCPEvent(t *testing.T, dir, event string) map[string]string {
+	t.Helper()
+	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, "env."+event)); err == nil {
+			env := map[string]string{}
+			for l := range strings.Lines(string(b)) {
+				if k, v, ok := strings.Cut(strings.TrimSuffix(l, "\n"), "="); ok {
+					env[k] = v
+				}
+			}
+			return env
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's script saw no %s in 25 s", event)
+		}
+	}
+}
+
 // curlExit returns curl's exit status for err.
 func curlExit(err error) int {
 	var ee *exec.ExitError
@@ -466,20 +500,96 @@ func TestGatewayDaemon(t *testing.T) {
 		cancel()
 	})
 
-	t.Run("udhcpc gets the guest's address", func(t *testing.T) {
-		netnstest.RequireTool(t, "udhcpc")
+	t.Run("DHCP clients get the guest's address", func(t *testing.T) {
 		w := newGWWorld(t, bin)
 		d := w.start(t, "-mtu", "1500")
 		if _, err := w.guest.IP(context.Background(), "link", "set", gwGuestTAP, "up"); err != nil {
 			t.Fatal(err)
 		}
-		// -s /bin/true: the lease is reported, not applied.
-		out := w.mustGuest(t, 20*time.Second, "udhcpc", "-i", gwGuestTAP, "-f", "-n", "-q", "-t", "5", "-T", "1", "-s", "/bin/true")
-		if !strings.Contains(out, "lease of 10.0.2.100 obtained from 10.0.2.2") {
-			t.Errorf("udhcpc:\n%s", out)
+		// The clients' configuration and script are the DHCP server's
+		// tests' (dhcp/testdata): the script records the lease in
+		// $GONET_DHCP_DIR/env.EVENT and applies it to the interface,
+		// and nothing else (no resolv.conf); the client keeps its
+		// leases and pid in dir.
+		script, conf := dhcpTestdata(t, "client-script.sh"), dhcpTestdata(t, "")
+		clients := []struct {
+			tool string
+			// argv is the command line, with its state in dir.
+			argv           func(dir string) []string
+			event, addrVar string
+			// exits: the client quits once bound, where the others
+			// stay to renew and are killed.
+			exits bool
+		}{
+			{"udhcpc", func(dir string) []string {
+				return []string{"udhcpc", "-i", gwGuestTAP, "-f", "-n", "-q", "-t", "5", "-T", "1", "-O", "mtu", "-s", script}
+			}, "bound", "ip", true},
+			{"dhclient", func(dir string) []string {
+				return []string{"dhclient", "-4", "-d", "-1", "-v", "-sf", script, "-e", "GONET_DHCP_DIR=" + dir,
+					"-cf", conf + "dhclient.conf", "-lf", filepath.Join(dir, "leases"), "-pf", filepath.Join(dir, "pid"), gwGuestTAP}
+			}, "BOUND", "new_ip_address", false},
+			// dhcpcd keeps its leases in /var/lib/dhcpcd and its
+			// sockets in /run, paths built in: in the mount namespace
+			// of ip netns exec they become bind mounts of dir.
+			// --noarp: no 5 s of probes for a conflict (RFC 5227) on
+			// a link where only the gateway answers.
+			{"dhcpcd", func(dir string) []string {
+				return []string{"sh", "-c", `mkdir "$1/db" "$1/run" && mount --bind "$1/db" /var/lib/dhcpcd && mount --bind "$1/run" /run && shift && exec dhcpcd "$@"`,
+					"sh", dir, "--nobackground", "--oneshot", "--ipv4only", "--noarp", "--timeout", "20", "--config", conf + "dhcpcd.conf",
+					"--script", script, "--env", "GONET_DHCP_DIR=" + dir, gwGuestTAP}
+			}, "BOUND", "new_ip_address", true},
 		}
-		if counters := d.stop(t); !strings.Contains(counters, "DHCP.OutAcks 1") {
-			t.Errorf("counters lack DHCP.OutAcks 1:\n%s", counters)
+		for _, c := range clients {
+			t.Run(c.tool, func(t *testing.T) {
+				netnstest.RequireTool(t, c.tool)
+				// Each client starts from an interface with no address.
+				if _, err := w.guest.IP(context.Background(), "addr", "flush", "dev", gwGuestTAP); err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				argv := c.argv(dir)
+				cmd := w.guest.Command(ctx, argv[0], argv[1:]...)
+				cmd.Env = append(os.Environ(), "GONET_DHCP_DIR="+dir)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				defer func() {
+					cancel()
+					<-exited
+					if t.Failed() {
+						t.Logf("%s said:\n%s", c.tool, out.String())
+					}
+				}()
+				env := waitDHCPEvent(t, dir, c.event)
+				for k, want := range map[string]string{c.addrVar: "10.0.2.100"} {
+					if env[k] != want {
+						t.Errorf("%s gave its script %s=%q, want %q", c.tool, k, env[k], want)
+					}
+				}
+				if c.exits {
+					select {
+					case err := <-exited:
+						exited <- err
+						if err != nil {
+							t.Errorf("%s exited: %v", c.tool, err)
+						}
+					case <-ctx.Done():
+						t.Errorf("%s did not exit once bound", c.tool)
+					}
+				}
+				// The lease, applied, takes the guest to the internet.
+				w.mustGuest(t, 10*time.Second, "ping", "-c", "1", "-W", "3", inetAddr)
+			})
+		}
+		want := fmt.Sprintf("DHCP.OutAcks %d\n", len(clients))
+		if counters := d.stop(t); !strings.Contains(counters, want) || strings.Contains(counters, "DHCP.OutNaks") {
+			t.Errorf("counters lack %q or have NAKs:\n%s", want, counters)
 		}
 		w.tapGone(t)
 	})
