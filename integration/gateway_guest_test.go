@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -244,7 +245,7 @@ func TestGatewayDaemonGuestSockets(t *testing.T) {
 		}
 		defer srv.Close()
 		go func() {
-			buf := make([]byte, 2048)
+			buf := make([]byte, 65536)
 			for {
 				n, from, err := srv.ReadFromUDPAddrPort(buf)
 				if err != nil {
@@ -254,16 +255,19 @@ func TestGatewayDaemonGuestSockets(t *testing.T) {
 			}
 		}()
 		c := w.mustGuestDial(t, "udp4", srv.LocalAddr().String())
-		buf := make([]byte, 2048)
-		for i := range 3 {
-			msg := fmt.Sprintf("datagram %d", i)
+		buf := make([]byte, 65536)
+		// Up to the largest datagram IPv4 carries, 65507 bytes: past the
+		// guest link's MTU of 65512 once headed, it crosses in
+		// fragments both ways, and the veth's 1500 fragments it again.
+		for _, size := range []int{1, 1472, 1473, 9000, 65507} {
+			msg, _ := io.ReadAll(payload(uint64(size), int64(size)))
 			c.SetDeadline(time.Now().Add(5 * time.Second))
-			if _, err := io.WriteString(c, msg); err != nil {
-				t.Fatalf("guest: send %q: %v", msg, err)
+			if _, err := c.Write(msg); err != nil {
+				t.Fatalf("guest: send %d bytes: %v", size, err)
 			}
 			n, err := c.Read(buf)
-			if err != nil || string(buf[:n]) != msg {
-				t.Fatalf("guest: echo of %q: %q, %v", msg, buf[:n], err)
+			if err != nil || !bytes.Equal(buf[:n], msg) {
+				t.Fatalf("guest: echo of %d bytes: %d bytes, %v", size, n, err)
 			}
 		}
 
@@ -290,6 +294,8 @@ func TestGatewayDaemonGuestSockets(t *testing.T) {
 			{"closed port", inetAddr + ":9", syscall.ECONNREFUSED},
 			// The gateway's own addresses serve only their ports.
 			{"DNS forwarder's closed port", "10.0.2.3:80", syscall.ECONNREFUSED},
+			// Port 1 of the host's loopback, where nothing listens.
+			{"host loopback's closed port", "10.0.2.2:1", syscall.ECONNREFUSED},
 			// No one answers ARP for 10.77.0.9 on the internet's
 			// network: the host's connect fails with EHOSTUNREACH
 			// after ~3 s, and the guest hears ICMP host unreachable.
@@ -309,55 +315,57 @@ func TestGatewayDaemonGuestSockets(t *testing.T) {
 	})
 
 	t.Run("half-close both ways", func(t *testing.T) {
+		// A MiB each way, so that the FIN follows data still in flight.
+		const size = 1 << 20
+		data, _ := io.ReadAll(payload(1, size))
 		for _, tt := range []struct {
 			name string
 			// serve and guest are the two ends of one connection;
-			// serve says what it received.
-			serve func(c *net.TCPConn) string
+			// serve returns what it received.
+			serve func(c *net.TCPConn) []byte
 			guest func(c *net.TCPConn) error
-			want  string
 		}{
 			{
 				name: "guest shuts its write side, then reads the reply",
-				serve: func(c *net.TCPConn) string {
+				serve: func(c *net.TCPConn) []byte {
 					b, _ := io.ReadAll(c)
-					fmt.Fprintf(c, "you said %q\n", b)
-					return string(b)
+					c.Write(b) // after the guest's FIN
+					return b
 				},
 				guest: func(c *net.TCPConn) error {
-					io.WriteString(c, "request")
+					if _, err := c.Write(data); err != nil {
+						return err
+					}
 					if err := c.CloseWrite(); err != nil {
 						return err
 					}
-					if b, err := io.ReadAll(c); err != nil || string(b) != "you said \"request\"\n" {
-						return fmt.Errorf("reply after its FIN: %q, %v", b, err)
+					if b, err := io.ReadAll(c); err != nil || !bytes.Equal(b, data) {
+						return fmt.Errorf("reply after its FIN: %d bytes, %v; want the %d sent back", len(b), err, len(data))
 					}
 					return nil
 				},
-				want: "request",
 			},
 			{
 				name: "server shuts its write side, then reads the guest's",
-				serve: func(c *net.TCPConn) string {
-					io.WriteString(c, "greeting")
+				serve: func(c *net.TCPConn) []byte {
+					c.Write(data)
 					c.CloseWrite()
 					b, _ := io.ReadAll(c)
-					return string(b)
+					return b
 				},
 				guest: func(c *net.TCPConn) error {
-					if b, err := io.ReadAll(c); err != nil || string(b) != "greeting" {
-						return fmt.Errorf("read to the server's FIN: %q, %v", b, err)
+					if b, err := io.ReadAll(c); err != nil || !bytes.Equal(b, data) {
+						return fmt.Errorf("read to the server's FIN: %d bytes, %v; want %d", len(b), err, len(data))
 					}
-					if _, err := io.WriteString(c, "sent after your FIN"); err != nil {
-						return err
+					if _, err := c.Write(data); err != nil {
+						return fmt.Errorf("write after the server's FIN: %w", err)
 					}
 					return c.CloseWrite()
 				},
-				want: "sent after your FIN",
 			},
 		} {
 			t.Run(tt.name, func(t *testing.T) {
-				got := make(chan string, 1)
+				got := make(chan []byte, 1)
 				addr := serveTCP(t, w.inet, inetAddr+":0", func(c *net.TCPConn) {
 					c.SetDeadline(time.Now().Add(10 * time.Second))
 					got <- tt.serve(c)
@@ -368,9 +376,9 @@ func TestGatewayDaemonGuestSockets(t *testing.T) {
 					t.Errorf("guest: %v", err)
 				}
 				select {
-				case s := <-got:
-					if s != tt.want {
-						t.Errorf("the server received %q, want %q", s, tt.want)
+				case b := <-got:
+					if !bytes.Equal(b, data) {
+						t.Errorf("the server received %d bytes to the guest's FIN, want the %d sent", len(b), len(data))
 					}
 				case <-time.After(10 * time.Second):
 					t.Errorf("the server did not see the guest's FIN")
@@ -566,6 +574,10 @@ func (w *gwWorld) malformedFrames(t *testing.T, d *gwDaemon) {
 		{"bad ICMP checksum", 0x0800, change(echo, func(b []byte) { b[20+2] ^= 0xff }), "ICMP.InCsumErrors"},
 		{"ICMP message cut short", 0x0800, ipv4(gateway, layers.IPProtocolICMPv4, []byte{8, 0, 0}), "ICMP.InErrors"},
 		{"unknown IP protocol", 0x0800, ipv4(gateway, 253, []byte("what is this")), "IPv4.InUnknownProtos"},
+		{"fragment past 64 KiB", 0x0800, change(udp, func(b []byte) { setU16(b[6:], 0x1fff); fixIPv4Checksum(b) }), "IPv4.ReasmOversize"},
+		{"TCP option of length 0", 0x0800, tcpWithOptions(t, []byte{2, 0, 5, 0xb4}), "TCP.InErrs"},
+		{"TCP option past the header", 0x0800, tcpWithOptions(t, []byte{1, 1, 3, 9}), "TCP.InErrs"},
+		{"ICMP error quoting a cut header", 0x0800, ipv4(gateway, layers.IPProtocolICMPv4, rawtest.ICMPBytes(t, 3, 3, 0, []byte{0x45, 0, 0})), "ICMP.InErrors"},
 		{"truncated ARP", 0x0806, []byte{0, 1, 8, 0, 6, 4, 0, 1}, ""},
 		{"unknown EtherType", 0x88b5, []byte("local experimental"), ""},
 	} {
@@ -610,6 +622,19 @@ func (w *gwWorld) malformedFrames(t *testing.T, d *gwDaemon) {
 	if out := w.mustGuest(t, 10*time.Second, "curl", "-sSf", "http://"+inetHTTP+"/hello"); out != "hello from the internet\n" {
 		t.Errorf("guest: curl /hello after the garbage: %q", out)
 	}
+}
+
+// tcpWithOptions returns a SYN from the guest to the internet's HTTP server
+// whose options are opts (a multiple of 4 bytes), as they are.
+func tcpWithOptions(t *testing.T, opts []byte) []byte {
+	guest, inet := netip.MustParseAddr("10.0.2.100"), netip.MustParseAddr(inetAddr)
+	seg := rawtest.TCPBytes(t, rawtest.TCPSegment{
+		Src: netip.AddrPortFrom(guest, 40001), Dst: netip.AddrPortFrom(inet, 8080), Seq: 1, Flags: rawtest.SYN, Window: 64240})
+	seg = append(seg[:20:20], opts...)
+	seg[12] = byte(len(seg)/4) << 4
+	b := rawtest.Serialize(t, rawtest.IPv4Header(guest, inet, layers.IPProtocolTCP), rawtest.Payload(seg))
+	fixTCPChecksum(b)
+	return b
 }
 
 // htons puts a 16-bit value in network order, as the packet socket's
