@@ -539,9 +539,11 @@ func TestGatewayDaemon(t *testing.T) {
 					"--script", script, "--env", "GONET_DHCP_DIR=" + dir, gwGuestTAP}
 			}, "BOUND", "new_ip_address", true},
 		}
+		leased := 0 // clients that ran: a missing one skips
 		for _, c := range clients {
 			t.Run(c.tool, func(t *testing.T) {
 				netnstest.RequireTool(t, c.tool)
+				leased++
 				// Each client starts from an interface with no address.
 				if _, err := w.guest.IP(context.Background(), "addr", "flush", "dev", gwGuestTAP); err != nil {
 					t.Fatal(err)
@@ -587,7 +589,7 @@ func TestGatewayDaemon(t *testing.T) {
 				w.mustGuest(t, 10*time.Second, "ping", "-c", "1", "-W", "3", inetAddr)
 			})
 		}
-		want := fmt.Sprintf("DHCP.OutAcks %d\n", len(clients))
+		want := fmt.Sprintf("DHCP.OutAcks %d\n", leased)
 		if counters := d.stop(t); !strings.Contains(counters, want) || strings.Contains(counters, "DHCP.OutNaks") {
 			t.Errorf("counters lack %q or have NAKs:\n%s", want, counters)
 		}

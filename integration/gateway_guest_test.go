@@ -458,7 +458,7 @@ func (w *gwWorld) synFlood(t *testing.T, d *gwDaemon, echo *echoServer) {
 	if _, err := w.host.IP(context.Background(), "route", "add", "default", "via", inetAddr); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := w.inet.Run(context.Background(), "sysctl", "-n", "net.ipv4.ip_forward"); err != nil || strings.TrimSpace(string(out)) != "0" {
+	if out, err := w.inet.Run(context.Background(), "cat", "/proc/sys/net/ipv4/ip_forward"); err != nil || strings.TrimSpace(string(out)) != "0" {
 		t.Fatalf("the internet namespace forwards (%v, %q): the flood could leave it", err, out)
 	}
 	established := w.mustGuestDial(t, "tcp4", echo.addr)
