@@ -512,22 +512,28 @@ func TestGatewayDaemon(t *testing.T) {
 		// and nothing else (no resolv.conf); the client keeps its
 		// leases and pid in dir.
 		script, conf := dhcpTestdata(t, "client-script.sh"), dhcpTestdata(t, "")
+		// dhclient and dhcpcd name the lease's fields alike.
+		iscLease := map[string]string{"new_ip_address": "10.0.2.100", "new_subnet_mask": "255.255.255.0",
+			"new_routers": "10.0.2.2", "new_domain_name_servers": "10.0.2.3", "new_interface_mtu": "1500"}
 		clients := []struct {
 			tool string
 			// argv is the command line, with its state in dir.
-			argv           func(dir string) []string
-			event, addrVar string
+			argv  func(dir string) []string
+			event string
+			// want is what the client must tell its script, in its
+			// own variables' names.
+			want map[string]string
 			// exits: the client quits once bound, where the others
 			// stay to renew and are killed.
 			exits bool
 		}{
 			{"udhcpc", func(dir string) []string {
 				return []string{"udhcpc", "-i", gwGuestTAP, "-f", "-n", "-q", "-t", "5", "-T", "1", "-O", "mtu", "-s", script}
-			}, "bound", "ip", true},
+			}, "bound", map[string]string{"ip": "10.0.2.100", "subnet": "255.255.255.0", "router": "10.0.2.2", "dns": "10.0.2.3", "mtu": "1500"}, true},
 			{"dhclient", func(dir string) []string {
 				return []string{"dhclient", "-4", "-d", "-1", "-v", "-sf", script, "-e", "GONET_DHCP_DIR=" + dir,
 					"-cf", conf + "dhclient.conf", "-lf", filepath.Join(dir, "leases"), "-pf", filepath.Join(dir, "pid"), gwGuestTAP}
-			}, "BOUND", "new_ip_address", false},
+			}, "BOUND", iscLease, false},
 			// dhcpcd keeps its leases in /var/lib/dhcpcd and its
 			// sockets in /run, paths built in: in the mount namespace
 			// of ip netns exec they become bind mounts of dir.
@@ -537,7 +543,7 @@ func TestGatewayDaemon(t *testing.T) {
 				return []string{"sh", "-c", `mkdir "$1/db" "$1/run" && mount --bind "$1/db" /var/lib/dhcpcd && mount --bind "$1/run" /run && shift && exec dhcpcd "$@"`,
 					"sh", dir, "--nobackground", "--oneshot", "--ipv4only", "--noarp", "--timeout", "20", "--config", conf + "dhcpcd.conf",
 					"--script", script, "--env", "GONET_DHCP_DIR=" + dir, gwGuestTAP}
-			}, "BOUND", "new_ip_address", true},
+			}, "BOUND", iscLease, true},
 		}
 		leased := 0 // clients that ran: a missing one skips
 		for _, c := range clients {
@@ -569,7 +575,7 @@ func TestGatewayDaemon(t *testing.T) {
 					}
 				}()
 				env := waitDHCPEvent(t, dir, c.event)
-				for k, want := range map[string]string{c.addrVar: "10.0.2.100"} {
+				for k, want := range c.want {
 					if env[k] != want {
 						t.Errorf("%s gave its script %s=%q, want %q", c.tool, k, env[k], want)
 					}
@@ -577,7 +583,7 @@ func TestGatewayDaemon(t *testing.T) {
 				if c.exits {
 					select {
 					case err := <-exited:
-						exited <- err
+						exited <- err // for the deferred wait
 						if err != nil {
 							t.Errorf("%s exited: %v", c.tool, err)
 						}
