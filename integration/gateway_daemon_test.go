@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -79,6 +81,17 @@ func newGWWorld(t *testing.T, bin string) *gwWorld {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /blob", func(rw http.ResponseWriter, r *http.Request) { http.ServeFile(rw, r, w.blob) })
 	mux.HandleFunc("GET /hello", func(rw http.ResponseWriter, r *http.Request) { io.WriteString(rw, "hello from the internet\n") })
+	// /stream/N is N bytes of payload(streamSeed, N): transfers of any
+	// size, checked by their SHA-256, with no file to hold them.
+	mux.HandleFunc("GET /stream/{size}", func(rw http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("size"), 10, 64)
+		if err != nil || n < 0 {
+			http.Error(rw, "size: not a byte count", http.StatusBadRequest)
+			return
+		}
+		rw.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		io.Copy(rw, payload(streamSeed, n))
+	})
 	mux.HandleFunc("POST /upload", func(rw http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
 		if _, err := io.Copy(h, r.Body); err != nil {
@@ -113,6 +126,17 @@ func newGWWorld(t *testing.T, bin string) *gwWorld {
 	return w
 }
 
+// streamSeed seeds the bytes /stream serves and the uploads of the same
+// size send, so that the test knows their SHA-256 without storing them.
+const streamSeed = 11
+
+// streamSHA256 returns the SHA-256 of /stream/n.
+func streamSHA256(n int64) string {
+	h := sha256.New()
+	io.Copy(h, payload(streamSeed, n))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
 // countingListener counts the connections it accepts.
 type countingListener struct {
 	net.Listener
@@ -129,6 +153,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 
 // gwDaemon is a gonet gateway running in the host namespace.
 type gwDaemon struct {
+	bin     string
 	cmd     *exec.Cmd
 	lines   *bufio.Scanner
 	stderr  *bytes.Buffer
@@ -143,7 +168,7 @@ type gwDaemon struct {
 func (w *gwWorld) start(t *testing.T, args ...string) *gwDaemon {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	d := &gwDaemon{stderr: new(bytes.Buffer), control: filepath.Join(t.TempDir(), "gw.sock"), cancel: cancel}
+	d := &gwDaemon{bin: w.bin, stderr: new(bytes.Buffer), control: filepath.Join(t.TempDir(), "gw.sock"), cancel: cancel}
 	all := append([]string{"gateway", "-tap", gwGuestTAP, "-netns", w.guest.Path(),
 		"-dns-upstream", inetAddr + ":53", "-control", d.control}, args...)
 	d.cmd = w.host.Command(ctx, w.bin, all...)
@@ -163,6 +188,36 @@ func (w *gwWorld) start(t *testing.T, args ...string) *gwDaemon {
 	}
 	d.ready = d.lines.Text()
 	return d
+}
+
+// counters asks the running daemon for all its counters (gonet stats -a).
+func (d *gwDaemon) counters(t *testing.T) map[string]int64 {
+	t.Helper()
+	out, err := exec.Command(d.bin, "stats", "-a", "-control", d.control).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gonet stats -a -control %s: %v\n%s", d.control, err, out)
+	}
+	m := map[string]int64{}
+	for l := range strings.Lines(string(out)) {
+		name, v, _ := strings.Cut(strings.TrimSpace(l), " ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("gonet stats: line %q: not \"NAME VALUE\"", l)
+		}
+		m[name] = n
+	}
+	return m
+}
+
+// alive fails the test if the daemon has exited. Until the test waits for
+// it, an exited daemon is a zombie, which signal 0 would still find: its
+// state in /proc tells.
+func (d *gwDaemon) alive(t *testing.T) {
+	t.Helper()
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if i := bytes.LastIndexByte(stat, ')'); err != nil || i < 0 || len(stat) < i+3 || stat[i+2] == 'Z' {
+		t.Fatalf("gonet gateway has exited (%v); stderr: %s", err, d.stderr)
+	}
 }
 
 // stop sends SIGTERM and returns the counters printed, failing the test
@@ -208,6 +263,40 @@ func fileSHA256(t *testing.T, path string) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// dhcpTestdata returns the absolute path of a file in the DHCP server's
+// testdata, which the real clients' tests there share with these.
+func dhcpTestdata(t *testing.T, name string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", "dhcp", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name == "" {
+		p += string(filepath.Separator)
+	}
+	return p
+}
+
+// waitDHCPEvent waits for the client script's record of event in dir
+// and returns the environment the client gave the script.
+func waitDHCPEvent(t *testing.T, dir, event string) map[string]string {
+	t.Helper()
+	for deadline := time.Now().Add(25 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, "env."+event)); err == nil {
+			env := map[string]string{}
+			for l := range strings.Lines(string(b)) {
+				if k, v, ok := strings.Cut(strings.TrimSuffix(l, "\n"), "="); ok {
+					env[k] = v
+				}
+			}
+			return env
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's script saw no %s in 25 s", event)
+		}
+	}
 }
 
 // curlExit returns curl's exit status for err.
@@ -411,20 +500,104 @@ func TestGatewayDaemon(t *testing.T) {
 		cancel()
 	})
 
-	t.Run("udhcpc gets the guest's address", func(t *testing.T) {
-		netnstest.RequireTool(t, "udhcpc")
+	t.Run("DHCP clients get the guest's address", func(t *testing.T) {
 		w := newGWWorld(t, bin)
 		d := w.start(t, "-mtu", "1500")
 		if _, err := w.guest.IP(context.Background(), "link", "set", gwGuestTAP, "up"); err != nil {
 			t.Fatal(err)
 		}
-		// -s /bin/true: the lease is reported, not applied.
-		out := w.mustGuest(t, 20*time.Second, "udhcpc", "-i", gwGuestTAP, "-f", "-n", "-q", "-t", "5", "-T", "1", "-s", "/bin/true")
-		if !strings.Contains(out, "lease of 10.0.2.100 obtained from 10.0.2.2") {
-			t.Errorf("udhcpc:\n%s", out)
+		// The clients' configuration and script are the DHCP server's
+		// tests' (dhcp/testdata): the script records the lease in
+		// $GONET_DHCP_DIR/env.EVENT and applies it to the interface,
+		// and nothing else (no resolv.conf); the client keeps its
+		// leases and pid in dir.
+		script, conf := dhcpTestdata(t, "client-script.sh"), dhcpTestdata(t, "")
+		// dhclient and dhcpcd name the lease's fields alike.
+		iscLease := map[string]string{"new_ip_address": "10.0.2.100", "new_subnet_mask": "255.255.255.0",
+			"new_routers": "10.0.2.2", "new_domain_name_servers": "10.0.2.3", "new_interface_mtu": "1500"}
+		clients := []struct {
+			tool string
+			// argv is the command line, with its state in dir.
+			argv  func(dir string) []string
+			event string
+			// want is what the client must tell its script, in its
+			// own variables' names.
+			want map[string]string
+			// exits: the client quits once bound, where the others
+			// stay to renew and are killed.
+			exits bool
+		}{
+			{"udhcpc", func(dir string) []string {
+				return []string{"udhcpc", "-i", gwGuestTAP, "-f", "-n", "-q", "-t", "5", "-T", "1", "-O", "mtu", "-s", script}
+			}, "bound", map[string]string{"ip": "10.0.2.100", "subnet": "255.255.255.0", "router": "10.0.2.2", "dns": "10.0.2.3", "mtu": "1500"}, true},
+			{"dhclient", func(dir string) []string {
+				return []string{"dhclient", "-4", "-d", "-1", "-v", "-sf", script, "-e", "GONET_DHCP_DIR=" + dir,
+					"-cf", conf + "dhclient.conf", "-lf", filepath.Join(dir, "leases"), "-pf", filepath.Join(dir, "pid"), gwGuestTAP}
+			}, "BOUND", iscLease, false},
+			// dhcpcd keeps its leases in /var/lib/dhcpcd and its
+			// sockets in /run, paths built in: in the mount namespace
+			// of ip netns exec they become bind mounts of dir.
+			// --noarp: no 5 s of probes for a conflict (RFC 5227) on
+			// a link where only the gateway answers.
+			{"dhcpcd", func(dir string) []string {
+				return []string{"sh", "-c", `mkdir "$1/db" "$1/run" && mount --bind "$1/db" /var/lib/dhcpcd && mount --bind "$1/run" /run && shift && exec dhcpcd "$@"`,
+					"sh", dir, "--nobackground", "--oneshot", "--ipv4only", "--noarp", "--timeout", "20", "--config", conf + "dhcpcd.conf",
+					"--script", script, "--env", "GONET_DHCP_DIR=" + dir, gwGuestTAP}
+			}, "BOUND", iscLease, true},
 		}
-		if counters := d.stop(t); !strings.Contains(counters, "DHCP.OutAcks 1") {
-			t.Errorf("counters lack DHCP.OutAcks 1:\n%s", counters)
+		leased := 0 // clients that ran: a missing one skips
+		for _, c := range clients {
+			t.Run(c.tool, func(t *testing.T) {
+				netnstest.RequireTool(t, c.tool)
+				leased++
+				// Each client starts from an interface with no address.
+				if _, err := w.guest.IP(context.Background(), "addr", "flush", "dev", gwGuestTAP); err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				argv := c.argv(dir)
+				cmd := w.guest.Command(ctx, argv[0], argv[1:]...)
+				cmd.Env = append(os.Environ(), "GONET_DHCP_DIR="+dir)
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				exited := make(chan error, 1)
+				go func() { exited <- cmd.Wait() }()
+				defer func() {
+					cancel()
+					<-exited
+					if t.Failed() {
+						t.Logf("%s said:\n%s", c.tool, out.String())
+					}
+				}()
+				env := waitDHCPEvent(t, dir, c.event)
+				for k, want := range c.want {
+					if env[k] != want {
+						t.Errorf("%s gave its script %s=%q, want %q", c.tool, k, env[k], want)
+					}
+				}
+				if c.exits {
+					select {
+					case err := <-exited:
+						exited <- err // for the deferred wait
+						if err != nil {
+							t.Errorf("%s exited: %v", c.tool, err)
+						}
+					case <-ctx.Done():
+						t.Errorf("%s did not exit once bound", c.tool)
+					}
+				}
+				// The lease, applied, takes the guest to the internet.
+				w.mustGuest(t, 10*time.Second, "ping", "-c", "1", "-W", "3", inetAddr)
+			})
+		}
+		want := fmt.Sprintf("DHCP.OutAcks %d\n", leased)
+		if counters := d.stop(t); !strings.Contains(counters, want) || strings.Contains(counters, "DHCP.OutNaks") {
+			t.Errorf("counters lack %q or have NAKs:\n%s", want, counters)
 		}
 		w.tapGone(t)
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/services"
 )
@@ -26,23 +27,31 @@ import (
 // inside the namespace's own subnet (10.99.0.0/24) and nowhere else.
 
 // rawSender sends IPv4 datagrams built by the test from inside the
-// namespace: a raw socket with IPPROTO_RAW, which implies IP_HDRINCL, so
-// that the test writes the IP header, source address included.
+// namespace (rawSocket).
 type rawSender struct{ fd int }
 
 func (h *host) rawSender(t *testing.T) *rawSender {
 	t.Helper()
+	return &rawSender{fd: rawSocket(t, h.ns)}
+}
+
+// rawSocket opens a raw IPv4 socket in ns, closed when the test ends. Its
+// protocol, IPPROTO_RAW, implies IP_HDRINCL: the test writes the IP
+// header, source address included, and the namespace's routes choose the
+// link.
+func rawSocket(t *testing.T, ns *netns.NS) int {
+	t.Helper()
 	var fd int
-	err := h.ns.Do(func() error {
+	err := ns.Do(func() error {
 		var err error
 		fd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_RAW)
 		return err
 	})
 	if err != nil {
-		t.Fatalf("raw socket in %s: %v", h.ns, err)
+		t.Fatalf("raw socket in %s: %v", ns, err)
 	}
 	t.Cleanup(func() { syscall.Close(fd) })
-	return &rawSender{fd: fd}
+	return fd
 }
 
 // send sends one datagram; its destination must be GoNet.
