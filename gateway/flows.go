@@ -24,10 +24,12 @@ import (
 // the host gets for it. A SYN is answered only once the host's connect has
 // succeeded (then relayed), been refused (then refused), or found no route
 // (then unreachable); a connect that times out answers nothing, as a lost
-// SYN would. Every flow is bounded: flows at once (MaxFlows) and host
-// connects in progress (MaxConnecting), beyond which the guest is refused
-// and the refusal counted, so a guest that floods SYNs to random addresses
-// can exhaust neither the host's descriptors nor the gateway's memory.
+// SYN would. Every flow is bounded: flows at once (MaxFlows, beyond which
+// the guest is refused) and host connects in progress (MaxConnecting,
+// beyond which the oldest gives way or the SYN goes unanswered:
+// connecting.go), each excess counted, so a guest that floods SYNs to
+// random addresses can exhaust neither the host's descriptors nor the
+// gateway's memory.
 
 // Config configures a gateway.
 type Config struct {
@@ -110,10 +112,11 @@ type Stats struct {
 	InboundRefused stats.Counter // the guest refused or did not answer a forwarded connection
 	InboundErrors  stats.Counter // a forward's socket failed (accept, no endpoint, a datagram not sent)
 
-	Denied        stats.Counter // flows refused by Deny or NoHostLoopback
-	FlowLimit     stats.Counter // refused: MaxFlows flows already
-	ConnectLimit  stats.Counter // refused: MaxConnecting connects in progress already
-	ClosedRefused stats.Counter // refused: the gateway is closing
+	Denied         stats.Counter // flows refused by Deny or NoHostLoopback
+	FlowLimit      stats.Counter // refused: MaxFlows flows already
+	ConnectLimit   stats.Counter // SYN unanswered: MaxConnecting connects in progress, all younger than evictAge
+	ConnectEvicted stats.Counter // host connects ended to make room for a newer one (connecting.go)
+	ClosedRefused  stats.Counter // refused: the gateway is closing
 }
 
 // Gateway relays a guest's flows through host sockets.
@@ -125,7 +128,7 @@ type Gateway struct {
 
 	pingErr    error
 	flows      chan struct{} // a token per flow relayed (capacity MaxFlows)
-	connecting chan struct{} // a token per host connect in progress
+	connecting connectSlots  // host connects in progress (connecting.go)
 	ctx        context.Context
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup // every flow's and decision's goroutine
@@ -158,7 +161,7 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 		s:          s,
 		cfg:        cfg,
 		flows:      make(chan struct{}, cfg.MaxFlows),
-		connecting: make(chan struct{}, cfg.MaxConnecting),
+		connecting: connectSlots{max: cfg.MaxConnecting},
 		table:      map[*flowRecord]struct{}{},
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -275,17 +278,29 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 	}
 	defer g.wg.Done()
 	defer give(g.flows)
-	if !take(g.connecting) {
+	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.ConnectTimeout)
+	defer cancel()
+	p, evicted := g.connecting.begin(time.Now(), cancel)
+	if evicted {
+		g.Stats.ConnectEvicted.Inc()
+	}
+	if p == nil {
 		g.Stats.ConnectLimit.Inc()
-		r.Refuse()
+		r.Drop()
 		return
 	}
 	g.Stats.TCPConnects.Inc()
-	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.ConnectTimeout)
 	d := net.Dialer{KeepAlive: -1} // relayTCP turns keepalive on itself
 	c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(dst, r.LocalAddr().Port()).String())
-	cancel()
-	give(g.connecting)
+	if g.connecting.end(p) {
+		// Evicted: the slot went to a newer SYN, and this one goes
+		// unanswered, as a lost SYN, even had the connect just succeeded.
+		if err == nil {
+			c.Close()
+		}
+		r.Drop()
+		return
+	}
 	if err != nil {
 		g.answerConnectError(r, err)
 		return
