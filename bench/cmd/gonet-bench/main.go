@@ -1,7 +1,8 @@
 // Command gonet-bench is the benchmark suite of issue 5: GoNet against
-// gVisor netstack and the Linux kernel on the same topology.
+// gVisor netstack and the Linux kernel on the same topology; and of issue
+// 11: GoNet's gateway daemon against pasta and slirp4netns.
 //
-//	gonet-bench run [-quick] [-out DIR] [-md FILE] [-check]
+//	gonet-bench run [-quick] [-only W,...] [-out DIR] [-md FILE] [-check]
 //	gonet-bench server -stack gonet|gvisor|kernel -addr A.B.C.D/NN [-tap NAME]
 //	gonet-bench client WORKLOAD [flags]
 //
@@ -88,7 +89,8 @@ func run(args []string) error {
 	out := fs.String("out", "results", "directory for results.json, plots and profiles")
 	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
 	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
-	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale)")
+	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale) or the gateway family (gateway, gw-idle)")
+	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
 	reps := fs.Int("reps", 0, "repetitions (default: the plan's)")
 	noProfile := fs.Bool("no-profile", false, "skip the CPU profiles")
 	quietWait := fs.Duration("quiet-wait", -1, "how long the run may wait, in all, for other processes to leave the CPUs (default: the plan's)")
@@ -131,7 +133,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version}
+	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version, GoNetBin: *gonetBin}
 	if *only != "" {
 		s.Only = strings.Split(*only, ",")
 	}
@@ -163,6 +165,10 @@ func run(args []string) error {
 	var res suite.Results
 	if err := json.Unmarshal(b, &res); err != nil {
 		return err
+	}
+	for _, r := range suite.PeerFailures(res) {
+		fmt.Fprintf(os.Stderr, "bench: a peer gateway failed (its result, not the suite's): %s %s on %s: %s\n",
+			r.Workload, r.Point, r.Stack, strings.SplitN(r.Error, "\n", 2)[0])
 	}
 	missing, checked := suite.Check(res)
 	for _, m := range missing {
