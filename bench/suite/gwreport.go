@@ -204,6 +204,19 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 		}
 		r.p("peers from the distribution's packages (%s). The repetitions interleave the gateways, starting with a different one each time.\n\n", strings.Join(vs, "; "))
 	}
+	contended, measured := 0, 0
+	for _, rec := range r.res.Records {
+		if v, ok := rec.Metrics["others_cpu_frac"]; ok && slices.Contains(gatewayWorkloads, rec.Workload) {
+			measured++
+			if v > contendedThreshold {
+				contended++
+			}
+		}
+	}
+	if contended > 0 {
+		r.p("**A shared machine:** other processes used more than %.0f%% of the CPUs during %d of the family's %d timed measurements; they are in the medians, and the min–max ranges show how far they moved.\n\n",
+			100*contendedThreshold, contended, measured)
+	}
 	r.p("Each gateway serves a **guest** namespace from a **host** namespace, as a container runtime runs it: the guest's TAP device (`tap0`, 10.0.2.100/24, default route via 10.0.2.2) → the gateway process → the host namespace's own sockets → a veth → an **internet** namespace (10.78.0.2) running the kernel server of the stack comparison (`gonet-bench server -stack kernel`: the same echo, discard, source, request-response and UDP-sink handlers). ")
 	r.p("The load generators of `bench/load` run in the guest against 10.78.0.2. The host namespace (10.78.0.1) has a default route via the internet namespace so that pasta finds its interface. Fresh namespaces for each gateway at each MTU in each repetition, deleted afterwards; the idle-flow point gets a set-up of its own.\n\n")
 	r.p("- **GoNet**: `gonet gateway -tap tap0 -netns GUEST -configure -mtu N -no-host-loopback -dns-upstream 10.78.0.2:53 -control none` (a DNS upstream with nothing behind it, inside the bench's namespaces), built from this tree; the TAP device with `IFF_VNET_HDR` and offloads, so the guest's TCP crosses it as 64 KiB super-segments at either MTU. Its largest MTU is 65512 (a frame with its virtio-net header in 64 KiB buffers): the 65520 rows run it at 65512.\n")
