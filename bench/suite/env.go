@@ -49,6 +49,7 @@ type Env struct {
 	H   *netns.NS
 	gw  *gatewayProc
 	tmp string // the gateway's pid file
+	etc string // the host namespace's /etc/netns/NAME
 
 	cmd    *exec.Cmd
 	in     io.WriteCloser
@@ -322,6 +323,9 @@ func (e *Env) close() error {
 	}
 	if e.tmp != "" {
 		os.RemoveAll(e.tmp)
+	}
+	if e.etc != "" {
+		os.RemoveAll(e.etc)
 	}
 	if e.cmd != nil && e.cmd.Process != nil {
 		if e.in != nil {

@@ -32,17 +32,33 @@ var (
 	gwInetAddr = netip.MustParsePrefix("10.78.0.2/24")
 )
 
-// Every gateway serves the guest on slirp4netns's layout: the guest at
-// .100 of 10.0.2.0/24, its router at .2.
+// Every gateway but gvproxy serves the guest on slirp4netns's layout: the
+// guest at .100 of 10.0.2.0/24, its router at .2. gvproxy keeps its own
+// default network, 192.168.127.0/24 with the router at .1, and the guest
+// takes .2, the address its DHCP server would lease.
 const (
 	gwGuestAddr = "10.0.2.100"
 	gwRouter    = "10.0.2.2"
 	gwGuestTAP  = "tap0"
 )
 
+var (
+	gvproxyGuest  = netip.MustParsePrefix("192.168.127.2/24")
+	gvproxyRouter = "192.168.127.1"
+)
+
+// gvproxyVersion is the gvisor-tap-vsock release the family installs from
+// the module proxy.
+const gvproxyVersion = "v0.8.9"
+
 // Gateways are the gateways the family compares, in the order the first
 // repetition starts them.
-var Gateways = []string{"gonet", "pasta", "slirp4netns"}
+var Gateways = []string{"gonet", "pasta", "slirp4netns", "gvproxy"}
+
+// gatewayBins are the gateways the suite builds rather than finds on PATH.
+type gatewayBins struct {
+	gonet, gvproxy string
+}
 
 // gatewayKind is how to run one gateway.
 type gatewayKind struct {
@@ -55,6 +71,28 @@ type gatewayKind struct {
 	// when it says nothing and the guest's first connection decides.
 	ready string
 	args  func(c gatewayArgs) []string
+	// attach, when set, joins the guest to a gateway that cannot make a
+	// TAP device itself, once it has started.
+	attach func(e *Env, c gatewayArgs) error
+	// resolvConf gives the gateway a resolv.conf naming only the
+	// internet namespace.
+	resolvConf bool
+}
+
+// netnsEtc is where `ip netns exec` finds files it bind-mounts over /etc
+// for the commands it runs in a namespace.
+const netnsEtc = "/etc/netns"
+
+// hostResolvConf makes the host namespace's own /etc/resolv.conf, for the
+// processes run there by ip netns exec: one name server, the internet
+// namespace's address, where nothing answers on port 53.
+func (e *Env) hostResolvConf() error {
+	dir := filepath.Join(netnsEtc, e.H.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	e.etc = dir
+	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte("nameserver "+gwInetAddr.Addr().String()+"\n"), 0o644)
 }
 
 // gatewayArgs is what a gateway's command line is made of.
@@ -62,6 +100,7 @@ type gatewayArgs struct {
 	guestNS string // path of the guest's namespace
 	mtu     int
 	pidFile string
+	socket  string // gvproxy's QEMU socket
 }
 
 // gatewayKinds knows every gateway of Gateways. None is given a DNS
@@ -102,6 +141,71 @@ var gatewayKinds = map[string]gatewayKind{
 				"--disable-dns", "--netns-type=path", c.guestNS, gwGuestTAP}
 		},
 	},
+	"gvproxy": {
+		pkg: "none: go install github.com/containers/gvisor-tap-vsock/cmd/gvproxy@" + gvproxyVersion,
+		// Its QEMU framing carries frames of up to 64 KiB; the relay's
+		// stream endpoint takes at most 65522.
+		maxMTU: 65520,
+		// Its DNS server (192.168.127.1) answers what it does not know
+		// from /etc/resolv.conf, which cannot be turned off: the host
+		// namespace gets one of its own naming the internet namespace,
+		// where nothing listens (hostResolvConf).
+		resolvConf: true,
+		args: func(c gatewayArgs) []string {
+			return []string{"-listen-qemu", "unix://" + c.socket, "-mtu", strconv.Itoa(c.mtu), "-pid-file", c.pidFile}
+		},
+		attach: attachGvproxy,
+	},
+}
+
+// attachGvproxy waits for gvproxy's socket, connects the guest to it
+// through the relay (a TAP device in the guest, the other process the
+// family counts as gvproxy's) and configures the guest as gvproxy's DHCP
+// would.
+func attachGvproxy(e *Env, c gatewayArgs) error {
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(c.socket); err == nil {
+			break
+		}
+		select {
+		case <-e.gw.exited:
+			return fmt.Errorf("gvproxy exited before listening: %v", e.gw.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("gvproxy made no socket at %s within 15 s", c.socket)
+		}
+	}
+	r := &helperProc{out: e.gw.out, exited: make(chan struct{})}
+	r.cmd = e.C.Command(context.Background(), e.bin, "relay", "-tap", gwGuestTAP, "-socket", c.socket, "-mtu", strconv.Itoa(c.mtu))
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	r.cmd.Stderr = e.gw.out
+	stdout, err := r.cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := r.cmd.Start(); err != nil {
+		return fmt.Errorf("start the relay: %w", err)
+	}
+	e.gw.helpers = append(e.gw.helpers, r)
+	go func() { r.cmd.Wait(); close(r.exited) }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "ready" {
+		return fmt.Errorf("the relay said %q, not ready: %v", line, err)
+	}
+	if err := e.C.ConfigureLink(gwGuestTAP, gvproxyGuest, c.mtu); err != nil {
+		return err
+	}
+	_, err = e.C.IP(context.Background(), "route", "add", "default", "via", gvproxyRouter)
+	return err
+}
+
+// helperProc is a process a gateway needs besides its own (gvproxy's
+// relay), measured with it.
+type helperProc struct {
+	cmd    *exec.Cmd
+	out    *limitedBuffer
+	exited chan struct{}
 }
 
 // gatewayMTU is the MTU gateway runs at for the family's point mtu.
@@ -117,28 +221,39 @@ type gatewayProc struct {
 	out    *limitedBuffer
 	exited chan struct{} // closed once the process has been waited for
 	err    error         // its exit, once exited
+	// helpers are stopped with it and measured with it.
+	helpers []*helperProc
 }
 
 // startGateway starts gateway for the guest namespace e.C in the host
 // namespace e.H, and returns once it says it is up (when it says so).
-func (e *Env) startGateway(gonetBin string, mtu int) error {
+func (e *Env) startGateway(bins gatewayBins, mtu int) error {
 	k, ok := gatewayKinds[e.Stack]
 	if !ok {
 		return fmt.Errorf("unknown gateway %q: %s", e.Stack, strings.Join(Gateways, ", "))
 	}
 	prog := k.program
-	if e.Stack == "gonet" {
-		prog = gonetBin
+	switch e.Stack {
+	case "gonet":
+		prog = bins.gonet
+	case "gvproxy":
+		prog = bins.gvproxy
 	}
 	if _, err := exec.LookPath(prog); err != nil {
 		return fmt.Errorf("%s is not installed (Debian package %s): %w", prog, k.pkg, err)
+	}
+	if k.resolvConf {
+		if err := e.hostResolvConf(); err != nil {
+			return err
+		}
 	}
 	dir, err := os.MkdirTemp("", "gnbench-gw-")
 	if err != nil {
 		return err
 	}
 	e.tmp = dir
-	args := k.args(gatewayArgs{guestNS: e.C.Path(), mtu: mtu, pidFile: filepath.Join(dir, "pid")})
+	ga := gatewayArgs{guestNS: e.C.Path(), mtu: mtu, pidFile: filepath.Join(dir, "pid"), socket: filepath.Join(dir, "qemu.sock")}
+	args := k.args(ga)
 	g := &gatewayProc{name: e.Stack, out: &limitedBuffer{max: 64 << 10}, exited: make(chan struct{})}
 	g.cmd = e.H.Command(context.Background(), prog, args...)
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -177,6 +292,9 @@ func (e *Env) startGateway(gonetBin string, mtu int) error {
 			return fmt.Errorf("%s did not say %q within 30 s", e.Stack, strings.TrimSpace(k.ready))
 		}
 	}
+	if k.attach != nil {
+		return k.attach(e, ga)
+	}
 	return nil
 }
 
@@ -195,6 +313,15 @@ func (g *gatewayProc) confirmPID(pidFile string) {
 // stop asks the gateway to exit (SIGTERM, as a runtime would), and kills it
 // after 5 s.
 func (g *gatewayProc) stop() error {
+	for _, h := range g.helpers {
+		h.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.exited:
+		case <-time.After(2 * time.Second):
+			h.cmd.Process.Kill()
+			<-h.exited
+		}
+	}
 	select {
 	case <-g.exited:
 		return nil
@@ -260,8 +387,8 @@ var hostSysctls = clientSysctls
 
 // SetupGateway brings up gateway's three namespaces at guest MTU mtu, the
 // internet's kernel server and the gateway, and waits until the guest
-// reaches the server through it. gonetBin is GoNet's daemon.
-func SetupGateway(ctx context.Context, bin, gonetBin, gateway string, mtu int) (e *Env, err error) {
+// reaches the server through it.
+func SetupGateway(ctx context.Context, bin string, bins gatewayBins, gateway string, mtu int) (e *Env, err error) {
 	e = &Env{Stack: gateway, Addr: gwInetAddr.Addr().String(), bin: bin, stderr: &limitedBuffer{max: 64 << 10}}
 	register(e, true)
 	defer func() {
@@ -308,7 +435,7 @@ func SetupGateway(ctx context.Context, bin, gonetBin, gateway string, mtu int) (
 	if err := e.startServer(e.S, []string{"server", "-stack", "kernel", "-addr", gwInetAddr.String()}); err != nil {
 		return e, err
 	}
-	if err := e.startGateway(gonetBin, mtu); err != nil {
+	if err := e.startGateway(bins, mtu); err != nil {
 		return e, err
 	}
 	if err := e.waitGuest(ctx); err != nil {
@@ -357,12 +484,19 @@ func (e *Env) gatewayLog() string {
 	return ""
 }
 
-// gatewayStat samples the gateway process.
+// gatewayStat samples the gateway process and its helpers, summed.
 func (e *Env) gatewayStat() (procStat, error) {
 	if e.gw == nil {
 		return procStat{}, errors.New("no gateway")
 	}
-	return readProc(e.gw.pid)
+	s, err := readProc(e.gw.pid)
+	for _, h := range e.gw.helpers {
+		hs, herr := readProc(h.cmd.Process.Pid)
+		s.cpu += hs.cpu
+		s.rss += hs.rss
+		err = errors.Join(err, herr)
+	}
+	return s, err
 }
 
 // prepareGateways builds GoNet's daemon unless given one, and notes what
@@ -380,6 +514,13 @@ func (s *Suite) prepareGateways(ctx context.Context) error {
 			return fmt.Errorf("gateway family: go build ./cmd/gonet in %s: %w: %s", s.Root, err, strings.TrimSpace(string(out)))
 		}
 	}
+	if s.GvproxyBin == "" {
+		s.GvproxyBin = filepath.Join(filepath.Dir(s.Bin), "gvproxy")
+		if err := installGvproxy(ctx, s.GvproxyBin); err != nil {
+			// The family runs without it; its set-ups fail, saying why.
+			fmt.Fprintf(s.Log, "bench: %v\n", err)
+		}
+	}
 	g := &GatewayRun{Started: time.Now(), Reps: s.Plan.Reps, GoNet: s.res.Machine.GoNet, Versions: map[string]string{}}
 	for _, name := range Gateways {
 		g.Versions[name] = gatewayVersion(name)
@@ -389,12 +530,31 @@ func (s *Suite) prepareGateways(ctx context.Context) error {
 	return nil
 }
 
+// installGvproxy puts gvisor-tap-vsock's gvproxy at path, from the Go
+// module proxy, unless the release the family pins is there already. It is
+// installed apart from the bench module, whose gVisor it would move.
+func installGvproxy(ctx context.Context, path string) error {
+	if out, err := exec.Command(path, "-version").CombinedOutput(); err == nil && strings.Contains(string(out), gvproxyVersion) {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, goTool(), "install", "github.com/containers/gvisor-tap-vsock/cmd/gvproxy@"+gvproxyVersion)
+	cmd.Dir = os.TempDir() // outside any module: the release's own go.mod decides
+	cmd.Env = append(os.Environ(), "GOBIN="+filepath.Dir(path), "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("gateway family: go install gvproxy@%s: %w: %s", gvproxyVersion, err, firstLine(strings.TrimSpace(string(out))))
+	}
+	return nil
+}
+
 // gatewayVersion is the distribution package's version of a peer gateway
 // (pasta's own --version says "unknown version" in Debian's build).
 func gatewayVersion(name string) string {
 	k := gatewayKinds[name]
-	if k.pkg == "" {
+	switch name {
+	case "gonet":
 		return ""
+	case "gvproxy":
+		return "gvisor-tap-vsock " + gvproxyVersion + " (go install from the module proxy)"
 	}
 	out, err := exec.Command("dpkg-query", "-W", "-f=${Version}", k.pkg).Output()
 	if err == nil && len(out) > 0 {

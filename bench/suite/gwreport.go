@@ -19,12 +19,13 @@ var gatewayColor = map[string]color.Color{
 	"gonet":       stackColor["gonet"],
 	"pasta":       color.RGBA{R: 0x8e, G: 0x24, B: 0xaa, A: 0xff},
 	"slirp4netns": color.RGBA{R: 0x2e, G: 0x7d, B: 0x32, A: 0xff},
+	"gvproxy":     stackColor["gvisor"],
 }
 
-var gatewayTitle = map[string]string{"gonet": "GoNet (gonet gateway)", "pasta": "pasta", "slirp4netns": "slirp4netns"}
+var gatewayTitle = map[string]string{"gonet": "GoNet (gonet gateway)", "pasta": "pasta", "slirp4netns": "slirp4netns", "gvproxy": "gvproxy (+ relay)"}
 
 // peersOf are the gateways other than GoNet's that GoNet is compared with.
-var peersOf = []string{"pasta", "slirp4netns"}
+var peersOf = []string{"pasta", "slirp4netns", "gvproxy"}
 
 // splitMTU splits a gateway point "mtu=1500/up/1" into its MTU and the
 // rest.
@@ -222,7 +223,8 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 	r.p("- **GoNet**: `gonet gateway -tap tap0 -netns GUEST -configure -mtu N -no-host-loopback -dns-upstream 10.78.0.2:53 -control none` (a DNS upstream with nothing behind it, inside the bench's namespaces), built from this tree; the TAP device with `IFF_VNET_HDR` and offloads, so the guest's TCP crosses it as 64 KiB super-segments at either MTU. Its largest MTU is 65512 (a frame with its virtio-net header in 64 KiB buffers): the 65520 rows run it at 65512.\n")
 	r.p("- **pasta**: `pasta --runas 0 -f -q -P PIDFILE --netns GUEST -I tap0 -4 -a 10.0.2.100 -n 24 -g 10.0.2.2 -m N --config-net --no-map-gw --no-dhcp -t none -u none -T none -U none` (no DNS: this version offers none unless given `-D`).\n")
 	r.p("- **slirp4netns**: `slirp4netns --configure --mtu=N --disable-host-loopback --disable-dns --netns-type=path GUEST tap0`.\n")
-	r.p("- **gvisor-tap-vsock (gvproxy)**: not measured yet. It serves VMs over QEMU's stream socket (`-listen-qemu`, each frame behind a 32-bit big-endian length), not a TAP device: a namespace reaches it only through a relay (the guest's TAP ↔ that stream, which `link/tap` and `link/stream` could make), a fourth process on every packet's path whose CPU would have to be told apart from gvproxy's; and its built-in DNS server answers from the host's resolvers, which the suite must not reach. The relay is not written; see the report of the work.\n\n")
+	r.p("- **gvisor-tap-vsock (gvproxy)**: `gvproxy -listen-qemu unix://SOCKET -mtu N -pid-file PIDFILE`, %s. It serves VMs over QEMU's stream socket (each frame behind a 32-bit big-endian length) and has no TAP device: `gonet-bench relay` (GoNet's `link/tap` and `link/stream` back to back, no stack between them) makes the guest's `tap0` and carries its frames to that socket, as a VM's virtio-net device would; the guest is configured as gvproxy's DHCP would configure it (192.168.127.2/24, default route via 192.168.127.1). **Its CPU and memory figures include the relay's** (two reads and two writes a frame, plain frames without offloads), which a VM's hypervisor would pay instead. Its DNS server answers from `/etc/resolv.conf` and cannot be turned off: its host namespace gets one of its own (`/etc/netns/NAME/resolv.conf`) naming 10.78.0.2, where nothing listens; no workload resolves a name.\n\n",
+		gvproxyVersion)
 	r.p("\"Guest→internet\" is the guest writing to the discard handler (counted once the server has read everything: half-close, wait for its close); \"internet→guest\" the guest reading the source handler; %v a point. CPU per GB is the gateway process's user+system time (`/proc/PID/stat`, all its threads) per GB of payload. The request-response point is 1 byte each way on 1 connection for %v; connections/s is connect, one 1-byte request and its answer, close (netperf's TCP_CRR), for %v, a point failing if any connection failed. UDP sends %d-byte datagrams at a paced rate for %v to the sink and counts what arrived. ",
 		gp.BulkDur, gp.RRDur, gp.CRRDur, gp.UDPSize, gp.UDPDur)
 	r.p("Memory per idle flow: %d connections from the guest through the gateway to the echo handler, held idle; the gateway process's VmRSS growth from before the first to %v after the internet's server holds them all, over the connections it holds. GoNet's Go heap is measured the same way, as resident memory (the collector runs on its own schedule; the figure at the moment the last flow opened is in the JSON as `rss_per_flow_at_open`). Memory the kernel holds for the gateways' host sockets is not counted for any of them.\n\n",

@@ -37,9 +37,9 @@ func (s *Suite) gatewayGroups() []group {
 	var gs []group
 	for _, mtu := range p.MTUs {
 		setup := func(ctx context.Context, gateway string) (*Env, error) {
-			return SetupGateway(ctx, s.Bin, s.GoNetBin, gateway, gatewayMTU(gateway, mtu))
+			return SetupGateway(ctx, s.Bin, gatewayBins{gonet: s.GoNetBin, gvproxy: s.GvproxyBin}, gateway, gatewayMTU(gateway, mtu))
 		}
-		g := group{workload: gatewayFamily, family: gatewayFamily, stacks: Gateways, setup: setup}
+		g := group{workload: gatewayFamily, family: gatewayFamily, stacks: s.gateways(), setup: setup}
 		for _, dir := range []string{"up", "down"} {
 			for _, n := range p.BulkStreams {
 				g.points = append(g.points, point{
@@ -82,7 +82,7 @@ func (s *Suite) gatewayGroups() []group {
 			})
 		}
 		gs = append(gs, g)
-		gs = append(gs, group{workload: gwIdle, family: gatewayFamily, stacks: Gateways, setup: setup, points: []point{{
+		gs = append(gs, group{workload: gwIdle, family: gatewayFamily, stacks: s.gateways(), setup: setup, points: []point{{
 			name:  mtuPoint(mtu, fmt.Sprintf("n=%d", p.IdleConns)),
 			label: fmt.Sprintf("MTU %d, %d idle flows", mtu, p.IdleConns),
 			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
@@ -91,6 +91,14 @@ func (s *Suite) gatewayGroups() []group {
 		}}})
 	}
 	return gs
+}
+
+// gateways are the gateways this run compares: -gateways, or all.
+func (s *Suite) gateways() []string {
+	if len(s.Gateways) > 0 {
+		return s.Gateways
+	}
+	return Gateways
 }
 
 // withMTU adds to a point's metrics the MTU the gateway actually ran at

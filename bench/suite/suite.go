@@ -78,6 +78,11 @@ type Suite struct {
 	// GoNetBin is GoNet's daemon for the gateway family; when empty the
 	// run builds it from Root next to Bin.
 	GoNetBin string
+	// GvproxyBin is gvisor-tap-vsock's gvproxy; when empty the run
+	// installs it from the module proxy next to Bin.
+	GvproxyBin string
+	// Gateways limits the gateway family to these; all when empty.
+	Gateways []string
 	// GoNetVersion overrides the version the report gives GoNet (by
 	// default the git commit of the work tree).
 	GoNetVersion string
@@ -206,7 +211,7 @@ func (s *Suite) Run(ctx context.Context) error {
 		gwStarted = time.Now()
 	}
 	fmt.Fprintf(s.Log, "bench: %s run: %d measurements, %d repetitions, stacks %s, gateways %s\n",
-		s.Plan.Name, s.total, s.Plan.Reps, strings.Join(server.Stacks, ", "), strings.Join(Gateways, ", "))
+		s.Plan.Name, s.total, s.Plan.Reps, strings.Join(server.Stacks, ", "), strings.Join(s.gateways(), ", "))
 
 	for rep := 1; rep <= s.Plan.Reps; rep++ {
 		for _, g := range groups {

@@ -5,6 +5,7 @@
 //	gonet-bench run [-quick] [-only W,...] [-out DIR] [-md FILE] [-check]
 //	gonet-bench server -stack gonet|gvisor|kernel -addr A.B.C.D/NN [-tap NAME]
 //	gonet-bench client WORKLOAD [flags]
+//	gonet-bench relay -tap NAME -socket PATH [-mtu N]
 //
 // run (as root) is what make bench and make bench-quick do; it starts this
 // same program as server and client inside the network namespaces it
@@ -23,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/bench/load"
+	"github.com/gonetstack/gonet/bench/relay"
 	"github.com/gonetstack/gonet/bench/server"
 	"github.com/gonetstack/gonet/bench/suite"
 	"github.com/gonetstack/gonet/internal/netns"
@@ -43,8 +45,10 @@ func main() {
 		err = server.Main(os.Args[2:])
 	case "client":
 		err = load.Main(os.Args[2:])
+	case "relay":
+		err = relay.Main(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: run, report, server or client", os.Args[1])
+		err = fmt.Errorf("unknown command %q: run, report, server, client or relay", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gonet-bench %s: %v\n", os.Args[1], err)
@@ -90,6 +94,7 @@ func run(args []string) error {
 	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
 	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
 	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale) or the gateway family (gateway, gw-idle)")
+	gateways := fs.String("gateways", "", "the gateway family compares only these comma-separated gateways (gonet, pasta, slirp4netns, gvproxy)")
 	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
 	reps := fs.Int("reps", 0, "repetitions (default: the plan's)")
 	noProfile := fs.Bool("no-profile", false, "skip the CPU profiles")
@@ -136,6 +141,9 @@ func run(args []string) error {
 	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version, GoNetBin: *gonetBin}
 	if *only != "" {
 		s.Only = strings.Split(*only, ",")
+	}
+	if *gateways != "" {
+		s.Gateways = strings.Split(*gateways, ",")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
