@@ -1,7 +1,11 @@
 package suite
 
 import (
+	"encoding/json"
+	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,5 +112,47 @@ func TestReadProcSeesThisProcess(t *testing.T) {
 	}
 	if s.rss <= 0 || s.cpu < 0 {
 		t.Fatalf("%+v", s)
+	}
+}
+
+func TestAGatewayOnlyRunKeepsTheEarlierStackRecords(t *testing.T) {
+	dir := t.TempDir()
+	earlier := Results{
+		Records: []Record{
+			{Workload: "bulk", Point: "up/1", Stack: "gonet", Metrics: map[string]float64{"gbit_s": 6}},
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Metrics: map[string]float64{"gbit_s": 1}},
+		},
+		Profiles: []ProfileSummary{{Stack: "gonet", Workload: "bulk"}},
+	}
+	b, err := json.Marshal(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Suite{OutDir: dir, Log: io.Discard}
+	s.res = Results{
+		Records:   []Record{{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Metrics: map[string]float64{"gbit_s": 2}}},
+		Workloads: []string{gwBulk},
+		Gateway:   &GatewayRun{Reps: 1},
+	}
+	if err := s.mergeEarlier(); err != nil {
+		t.Fatal(err)
+	}
+	var bulk, gw []float64
+	for _, r := range s.res.Records {
+		switch r.Workload {
+		case "bulk":
+			bulk = append(bulk, r.Metrics["gbit_s"])
+		case gwBulk:
+			gw = append(gw, r.Metrics["gbit_s"])
+		}
+	}
+	if len(bulk) != 1 || bulk[0] != 6 || len(gw) != 1 || gw[0] != 2 {
+		t.Errorf("merged records: stack bulk %v, gateway bulk %v; want [6] and [2]", bulk, gw)
+	}
+	if len(s.res.Profiles) != 1 || s.res.Gateway == nil || !slices.Contains(s.res.Workloads, "scale") || !slices.Contains(s.res.Workloads, gwBulk) {
+		t.Errorf("merged results lost the earlier run's profiles or workloads: %+v", s.res)
 	}
 }
