@@ -521,7 +521,7 @@ func (s *Suite) prepareGateways(ctx context.Context) error {
 			fmt.Fprintf(s.Log, "bench: %v\n", err)
 		}
 	}
-	g := &GatewayRun{Started: time.Now(), Reps: s.Plan.Reps, GoNet: s.res.Machine.GoNet, Versions: map[string]string{}}
+	g := &GatewayRun{Started: time.Now(), Reps: s.repsOf(group{family: gatewayFamily}), GoNet: s.res.Machine.GoNet, Versions: map[string]string{}}
 	for _, name := range Gateways {
 		g.Versions[name] = gatewayVersion(name)
 	}

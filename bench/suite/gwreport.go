@@ -24,9 +24,6 @@ var gatewayColor = map[string]color.Color{
 
 var gatewayTitle = map[string]string{"gonet": "GoNet (gonet gateway)", "pasta": "pasta", "slirp4netns": "slirp4netns", "gvproxy": "gvproxy (+ relay)"}
 
-// peersOf are the gateways other than GoNet's that GoNet is compared with.
-var peersOf = []string{"pasta", "slirp4netns", "gvproxy"}
-
 // splitMTU splits a gateway point "mtu=1500/up/1" into its MTU and the
 // rest.
 func splitMTU(pt string) (mtu, rest string) {
@@ -64,6 +61,26 @@ var (
 	idleName = gwCounted("flows held")
 )
 
+// gateways are the gateways this report has records of, in the family's
+// order.
+func (r *report) gateways() []string {
+	var out []string
+	for _, g := range Gateways {
+		for _, rec := range r.res.Records {
+			if rec.Stack == g && slices.Contains(gatewayWorkloads, rec.Workload) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// peers are the gateways of the report other than GoNet's.
+func (r *report) peers() []string {
+	return slices.DeleteFunc(r.gateways(), func(g string) bool { return g == "gonet" })
+}
+
 // gwRatio is GoNet's median over a peer's for a gateway point.
 func (r *report) gwRatio(workload, pt, peer, metric string) (float64, string) {
 	return r.ratio(workload, pt, peer, metric)
@@ -72,27 +89,28 @@ func (r *report) gwRatio(workload, pt, peer, metric string) (float64, string) {
 // gwTable writes a row per point of a gateway workload: each gateway's
 // figure, and GoNet's ratios to pasta and slirp4netns.
 func (r *report) gwTable(workload, pointTitle, metric, unit string, scale float64, pointName func(string) string, ratios bool) {
+	gws, peers := r.gateways(), r.peers()
 	r.p("| %s |", pointTitle)
-	for _, g := range Gateways {
+	for _, g := range gws {
 		r.p(" %s |", gatewayTitle[g])
 	}
 	if ratios {
-		for _, p := range peersOf {
+		for _, p := range peers {
 			r.p(" GoNet/%s |", p)
 		}
 	}
-	n := len(Gateways)
+	n := len(gws)
 	if ratios {
-		n += len(peersOf)
+		n += len(peers)
 	}
 	r.p("\n|---|%s\n", strings.Repeat("---|", n))
 	for _, pt := range r.points[workload] {
 		r.p("| %s |", pointName(pt))
-		for _, g := range Gateways {
+		for _, g := range gws {
 			r.p(" %s |", r.cell(workload, pt, g, metric, scale))
 		}
 		if ratios {
-			for _, p := range peersOf {
+			for _, p := range peers {
 				_, s := r.gwRatio(workload, pt, p, metric)
 				r.p(" %s |", s)
 			}
@@ -117,7 +135,7 @@ func (r *report) gwGoals() {
 			return "n/a (GoNet failed)"
 		}
 		ok, missing := true, []string{}
-		for _, p := range peersOf {
+		for _, p := range r.peers() {
 			check, judged := checks[p]
 			if !judged {
 				continue
@@ -193,7 +211,15 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 		return
 	}
 	gp := r.res.Plan.Gateway
-	r.p("## 8. Gateways: gonet gateway, pasta and slirp4netns (issue 11)\n\n")
+	var present []string
+	for _, g := range r.gateways() {
+		name := g
+		if g == "gonet" {
+			name = "gonet gateway"
+		}
+		present = append(present, name)
+	}
+	r.p("## 8. Gateways: %s (issue 11)\n\n", strings.Join(present, ", "))
 	if g := r.res.Gateway; g != nil {
 		r.p("Measured by `gonet-bench run -only gateway` (or `make bench`) on %s in %s of wall time, %d repetitions, GoNet %s; ",
 			g.Started.UTC().Format("2006-01-02 15:04 UTC"), (time.Duration(g.WallS) * time.Second).String(), g.Reps, g.GoNet)
@@ -260,19 +286,25 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 // workload, beside the bugs of this pasta the project knows.
 func (r *report) peerBugs() {
 	r.p("### Failures and peers' bugs seen\n\n")
-	type fail struct{ st, w, pt, err string }
-	var fs []fail
+	type key struct{ st, w, pt string }
+	var order []key
+	fails := map[key][]string{}
 	for _, rec := range r.res.Records {
-		if rec.Error != "" && slices.Contains(gatewayWorkloads, rec.Workload) {
-			fs = append(fs, fail{rec.Stack, rec.Workload, rec.Point, firstLine(rec.Error)})
+		if rec.Error == "" || !slices.Contains(gatewayWorkloads, rec.Workload) {
+			continue
 		}
+		k := key{rec.Stack, rec.Workload, rec.Point}
+		if fails[k] == nil {
+			order = append(order, k)
+		}
+		fails[k] = append(fails[k], firstLine(rec.Error))
 	}
-	if len(fs) == 0 {
+	if len(order) == 0 {
 		r.p("Every measurement of every gateway succeeded in this run.\n\n")
 	} else {
-		r.p("| gateway | workload | point | error |\n|---|---|---|---|\n")
-		for _, f := range fs {
-			r.p("| %s | %s | %s | %s |\n", f.st, f.w, gwPointName(f.pt), strings.ReplaceAll(f.err, "|", "\\|"))
+		r.p("| gateway | workload | point | failed repetitions | first error |\n|---|---|---|---|---|\n")
+		for _, k := range order {
+			r.p("| %s | %s | %s | %d | %s |\n", k.st, k.w, gwPointName(k.pt), len(fails[k]), strings.ReplaceAll(fails[k][0], "|", "\\|"))
 		}
 		r.p("\n")
 	}
@@ -280,7 +312,7 @@ func (r *report) peerBugs() {
 	// seconds over the planned ones.
 	var slow []string
 	for _, pt := range r.points[gwBulk] {
-		for _, st := range Gateways {
+		for _, st := range r.gateways() {
 			for _, rec := range r.res.Records {
 				if rec.Workload != gwBulk || rec.Point != pt || rec.Stack != st || rec.Error != "" {
 					continue
@@ -298,7 +330,14 @@ func (r *report) peerBugs() {
 		r.p("Transfers that took far longer than their %v to finish (the server reading what was sent, then closing): %s. Their Gbit/s count that time.\n\n",
 			r.res.Plan.Gateway.BulkDur, strings.Join(slow, "; "))
 	}
-	r.p("Known bugs of this pasta (2023), reported beside its figures rather than worked around: guest-to-host bulk transfers stall; a half-close is resent and corrupted; a refused connect is answered by a bare RST.\n\n")
+	r.p("Known bugs of this pasta (2023), reported beside its figures rather than worked around: guest-to-host bulk transfers stall; a half-close is resent and corrupted; a refused connect is answered by a bare RST. ")
+	for _, k := range order {
+		if k.st == "pasta" && k.w == gwBulk {
+			r.p("Its guest→internet failures above are the upload's end: the guest half-closes and waits for the server's close,, and gets a reset instead. ")
+			break
+		}
+	}
+	r.p("On memory: pasta keeps its connections in a table allocated when it starts, so its resident memory grows only by the pages that flows touch. No figure counts the kernel's memory for the host sockets, which every gateway holds one of per flow.\n\n")
 }
 
 // writeGatewayPlots draws the gateway family's figures into out.
@@ -336,7 +375,8 @@ func (r *report) gwBars(title, ylabel string, workloads []string, metric, path s
 	p.Add(plotter.NewGrid())
 	w := vg.Points(9)
 	var top float64
-	for i, st := range Gateways {
+	gws := r.gateways()
+	for i, st := range gws {
 		vals := make(plotter.Values, len(pts))
 		for j, x := range pts {
 			if s, ok := r.get(x.w, x.pt, st, metric); ok {
@@ -350,7 +390,7 @@ func (r *report) gwBars(title, ylabel string, workloads []string, metric, path s
 		}
 		b.Color = gatewayColor[st]
 		b.LineStyle.Width = 0
-		b.Offset = w * vg.Length(i-len(Gateways)/2)
+		b.Offset = w * (vg.Length(i) - vg.Length(len(gws)-1)/2)
 		p.Add(b)
 		p.Legend.Add(gatewayTitle[st], b)
 	}

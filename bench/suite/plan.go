@@ -44,6 +44,9 @@ type Plan struct {
 // GatewayPlan is what the gateway family measures through each gateway,
 // guest to internet and back.
 type GatewayPlan struct {
+	// Reps bounds the family's repetitions (0: the plan's): four
+	// gateways at two MTUs take as long as the whole stack comparison.
+	Reps        int           `json:"reps,omitempty"`
 	MTUs        []int         `json:"mtus"` // the guest's; a gateway with a lower maximum runs at its maximum
 	BulkStreams []int         `json:"bulk_streams"`
 	BulkDur     time.Duration `json:"bulk_dur"`
@@ -81,6 +84,7 @@ var Full = Plan{
 	ScaleConns:   10000,
 	ProfileDur:   3 * time.Second,
 	Gateway: GatewayPlan{
+		Reps:        2,
 		MTUs:        []int{65520, 1500},
 		BulkStreams: []int{1, 4},
 		BulkDur:     2 * time.Second,

@@ -183,6 +183,9 @@ func Report(res Results, outDir, mdPath string) error {
 
 	contended, measured := map[string]int{}, 0
 	for _, rec := range res.Records {
+		if slices.Contains(gatewayWorkloads, rec.Workload) {
+			continue // the gateway section counts its own
+		}
 		if v, ok := rec.Metrics["others_cpu_frac"]; ok {
 			measured++
 			if v > contendedThreshold {

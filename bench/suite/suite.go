@@ -161,6 +161,14 @@ func (p point) workloadOf(g group) string {
 	return g.workload
 }
 
+// repsOf is how many repetitions g runs.
+func (s *Suite) repsOf(g group) int {
+	if g.family == gatewayFamily && s.Plan.Gateway.Reps > 0 {
+		return min(s.Plan.Reps, s.Plan.Gateway.Reps)
+	}
+	return s.Plan.Reps
+}
+
 func (g group) stackList() []string {
 	if g.stacks != nil {
 		return g.stacks
@@ -194,7 +202,7 @@ func (s *Suite) Run(ctx context.Context) error {
 	}
 	stacksRun, gateways := false, false
 	for _, g := range groups {
-		s.total += len(g.points) * len(g.stackList()) * s.Plan.Reps
+		s.total += len(g.points) * len(g.stackList()) * s.repsOf(g)
 		stacksRun = stacksRun || g.family == ""
 		gateways = gateways || g.family == gatewayFamily
 		for _, p := range g.points {
@@ -215,6 +223,9 @@ func (s *Suite) Run(ctx context.Context) error {
 
 	for rep := 1; rep <= s.Plan.Reps; rep++ {
 		for _, g := range groups {
+			if rep > s.repsOf(g) {
+				continue
+			}
 			// Interleaved stack by stack, starting with a different
 			// stack each repetition so that none is always first.
 			stacks := g.stackList()

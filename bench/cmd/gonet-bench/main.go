@@ -96,7 +96,7 @@ func run(args []string) error {
 	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale) or the gateway family (gateway, gw-idle)")
 	gateways := fs.String("gateways", "", "the gateway family compares only these comma-separated gateways (gonet, pasta, slirp4netns, gvproxy)")
 	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
-	reps := fs.Int("reps", 0, "repetitions (default: the plan's)")
+	reps := fs.Int("reps", 0, "repetitions, the gateway family's too (default: the plan's)")
 	noProfile := fs.Bool("no-profile", false, "skip the CPU profiles")
 	quietWait := fs.Duration("quiet-wait", -1, "how long the run may wait, in all, for other processes to leave the CPUs (default: the plan's)")
 	root := fs.String("root", "..", "the GoNet module, whose own Go benchmarks the report includes")
@@ -121,7 +121,7 @@ func run(args []string) error {
 		plan = suite.Quick
 	}
 	if *reps > 0 {
-		plan.Reps = *reps
+		plan.Reps, plan.Gateway.Reps = *reps, *reps
 	}
 	if *noProfile {
 		plan.ProfileDur = 0
