@@ -333,7 +333,7 @@ func (r *report) peerBugs() {
 	r.p("Known bugs of this pasta (2023), reported beside its figures rather than worked around: guest-to-host bulk transfers stall; a half-close is resent and corrupted; a refused connect is answered by a bare RST. ")
 	for _, k := range order {
 		if k.st == "pasta" && k.w == gwBulk {
-			r.p("Its guest→internet failures above are the upload's end: the guest half-closes and waits for the server's close,, and gets a reset instead. ")
+			r.p("Its guest→internet failures above are the upload's end: the guest half-closes and waits for the server's close, and gets a reset instead. ")
 			break
 		}
 	}
