@@ -23,6 +23,50 @@ import (
 	"github.com/gonetstack/gonet/link/tap"
 )
 
+// Relay is a TAP device and a stream socket, joined.
+type Relay struct {
+	tap    *tap.Endpoint
+	stream *stream.Endpoint
+	mtu    int
+}
+
+// Open creates the TAP device dev in the calling thread's network
+// namespace and connects to the QEMU stream socket at sock, both carrying
+// frames of MTU mtu.
+func Open(dev, sock string, mtu int) (*Relay, error) {
+	// Plain frames on the TAP: the peer takes whole frames with complete
+	// checksums, as a VM's NIC without offloads gives them.
+	t, err := tap.Open(dev, tap.Options{MTU: mtu})
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	s, err := stream.Dial(sock, stream.Options{MTU: mtu})
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	return &Relay{tap: t, stream: s, mtu: mtu}, nil
+}
+
+// Run copies frames both ways until either side ends or Close is called;
+// after Close it returns nil.
+func (r *Relay) Run() error {
+	done := make(chan error, 2)
+	go func() { done <- copyFrames(r.stream, r.tap, r.mtu) }()
+	go func() { done <- copyFrames(r.tap, r.stream, r.mtu) }()
+	err := <-done
+	r.Close()
+	if errors.Is(err, link.ErrClosed) {
+		return nil
+	}
+	return fmt.Errorf("relay: %w", err)
+}
+
+// Close closes both sides.
+func (r *Relay) Close() error {
+	return errors.Join(r.tap.Close(), r.stream.Close())
+}
+
 // Main runs the relay with the command-line arguments args: it creates the
 // TAP device (in the caller's network namespace), connects to the socket,
 // prints "ready" and copies frames both ways until either side ends or a
@@ -38,34 +82,18 @@ func Main(args []string) error {
 	if *dev == "" || *sock == "" {
 		return errors.New("relay: -tap and -socket are required")
 	}
-	// Plain frames on the TAP: the peer takes whole frames with complete
-	// checksums, as a VM's NIC without offloads gives them.
-	t, err := tap.Open(*dev, tap.Options{MTU: *mtu})
+	r, err := Open(*dev, *sock, *mtu)
 	if err != nil {
-		return fmt.Errorf("relay: %w", err)
+		return err
 	}
-	defer t.Close()
-	s, err := stream.Dial(*sock, stream.Options{MTU: *mtu})
-	if err != nil {
-		return fmt.Errorf("relay: %w", err)
-	}
-	defer s.Close()
 	fmt.Println("ready")
-
-	done := make(chan error, 2)
-	go func() { done <- copyFrames(s, t, *mtu) }()
-	go func() { done <- copyFrames(t, s, *mtu) }()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case <-sigs:
-		return nil
-	case err := <-done:
-		if errors.Is(err, link.ErrClosed) {
-			return nil
-		}
-		return fmt.Errorf("relay: %w", err)
-	}
+	go func() {
+		<-sigs
+		r.Close()
+	}()
+	return r.Run()
 }
 
 // copyFrames moves batches of frames from src to dst until either fails.
