@@ -143,9 +143,9 @@ var gatewayKinds = map[string]gatewayKind{
 	},
 	"gvproxy": {
 		pkg: "none: go install github.com/containers/gvisor-tap-vsock/cmd/gvproxy@" + gvproxyVersion,
-		// Its QEMU framing carries frames of up to 64 KiB; the relay's
-		// stream endpoint takes at most 65522.
-		maxMTU: 65520,
+		// gvproxy itself takes more; the relay's TAP endpoint (GoNet's
+		// link/tap) takes at most 65512.
+		maxMTU: 65512,
 		// Its DNS server (192.168.127.1) answers what it does not know
 		// from /etc/resolv.conf, which cannot be turned off: the host
 		// namespace gets one of its own naming the internet namespace,
