@@ -218,8 +218,14 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 		gwStarted = time.Now()
 	}
-	fmt.Fprintf(s.Log, "bench: %s run: %d measurements, %d repetitions, stacks %s, gateways %s\n",
-		s.Plan.Name, s.total, s.Plan.Reps, strings.Join(server.Stacks, ", "), strings.Join(s.gateways(), ", "))
+	var families []string
+	if stacksRun {
+		families = append(families, fmt.Sprintf("stacks %s (%d repetitions)", strings.Join(server.Stacks, ", "), s.Plan.Reps))
+	}
+	if gateways {
+		families = append(families, fmt.Sprintf("gateways %s (%d repetitions)", strings.Join(s.gateways(), ", "), s.repsOf(group{family: gatewayFamily})))
+	}
+	fmt.Fprintf(s.Log, "bench: %s run: %d measurements; %s\n", s.Plan.Name, s.total, strings.Join(families, "; "))
 
 	for rep := 1; rep <= s.Plan.Reps; rep++ {
 		for _, g := range groups {
