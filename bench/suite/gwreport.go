@@ -310,7 +310,7 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 	r.gwTable(gwRR, "point", "p99_us", "99th percentile round trip, µs", 1, rrName, true)
 	r.gwTable(gwCRR, "point", "conns_s", "connections per second (connect, 1 request, close)", 1, crrName, true)
 	r.gwTable(gwCRR, "point", "cpu_us_per_conn", "CPU µs of the gateway process per connection", 1, crrName, true)
-	r.plot(plots, "gw_latency", "Request-response and connection rate through each gateway", rel)
+	r.plot(plots, "gw_crr", "Connections per second through each gateway", rel)
 
 	r.p("### UDP\n\n")
 	r.gwTable(gwUDP, "point", "recv_mbit_s", "received Mbit/s", 1, gwPointName, true)
@@ -344,11 +344,25 @@ func (r *report) peerBugs() {
 		r.p("Every measurement of every gateway succeeded in this run.\n\n")
 	} else {
 		r.p("| gateway | workload | point | failed repetitions | first error |\n|---|---|---|---|---|\n")
+		names := map[string]func(string) string{gwRR: rrName, gwCRR: crrName, gwIdle: idleName}
 		for _, k := range order {
-			r.p("| %s | %s | %s | %d | %s |\n", k.st, k.w, gwPointName(k.pt), len(fails[k]), strings.ReplaceAll(fails[k][0], "|", "\\|"))
+			name := gwPointName
+			if n, ok := names[k.w]; ok {
+				name = n
+			}
+			r.p("| %s | %s | %s | %d | %s |\n", k.st, k.w, name(k.pt), len(fails[k]), strings.ReplaceAll(fails[k][0], "|", "\\|"))
 		}
 		r.p("\n")
 	}
+	// An idle-flow point fails when any flow could not be opened, but
+	// the flows that were say something of the gateway's memory still.
+	for _, rec := range r.res.Records {
+		if rec.Workload == gwIdle && rec.Error != "" && rec.Metrics["held"] > 0 {
+			r.p("- %s, %s, repetition %d: held %.0f flows of %d (the rest timed out connecting, 256 dials at a time), %s bytes of resident memory per held flow.\n",
+				rec.Stack, idleName(rec.Point), rec.Rep, rec.Metrics["held"], r.res.Plan.Gateway.IdleConns, num(rec.Metrics["rss_per_flow"]))
+		}
+	}
+	r.p("\n")
 	// A point far slower than its wall time says stalls: the client's
 	// seconds over the planned ones.
 	var slow []string
@@ -387,7 +401,7 @@ func (r *report) writeGatewayPlots(path func(string) string, add func(string, er
 		add("gw_bulk", r.gwBars("Bulk TCP through each gateway", "Gbit/s", []string{gwBulk}, "gbit_s", path("gw_bulk")))
 	}
 	if len(r.points[gwCRR]) > 0 {
-		add("gw_latency", r.gwBars("Connections per second through each gateway", "connections/s", []string{gwCRR}, "conns_s", path("gw_latency")))
+		add("gw_crr", r.gwBars("Connections per second through each gateway", "connections/s", []string{gwCRR}, "conns_s", path("gw_crr")))
 	}
 }
 
