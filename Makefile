@@ -46,16 +46,17 @@ build:
 demo:
 	$(GO) run ./cmd/gonet demo
 
-## bench: the benchmark suite (issue 5; root; about 11 minutes on 2 cores, and up
+## bench: the benchmark suite (issue 5; root; about 18 minutes on 2 cores, and up
 ## to 4 more when other processes keep the CPUs busy, which it waits out):
-## GoNet against gVisor netstack and the Linux kernel, every workload 3 times;
+## GoNet against gVisor netstack and the Linux kernel, every workload 3 times,
+## and GoNet's gateway daemon against pasta and slirp4netns (issue 11);
 ## writes BENCHMARKS.md and bench/results/ (JSON, plots, profiles), and runs
 ## the stack's own Go benchmarks (allocations per packet) for the report
 bench:
 	cd bench && $(GO) build -o bin/gonet-bench ./cmd/gonet-bench && GO=$(GO) ./bin/gonet-bench run -out results -md ../BENCHMARKS.md
 
-## bench-quick: the suite's smoke run (root, seconds): every stack set up, every
-## workload once at its smallest size; fails unless each produced numbers
+## bench-quick: the suite's smoke run (root, seconds): every stack and gateway
+## set up, every workload once at its smallest size; fails unless each produced numbers
 ## (skips without root, but fails under CI=true, as the tests do)
 bench-quick:
 	cd bench && $(GO) test -count=1 ./... && $(GO) build -o bin/gonet-bench ./cmd/gonet-bench && ./bin/gonet-bench run -quick -check -skip-unavailable -out results-quick

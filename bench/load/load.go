@@ -20,7 +20,7 @@ import (
 // prints its result as JSON on stdout.
 func Main(args []string) error {
 	if len(args) == 0 {
-		return errors.New("client: name a workload: ping, short, bulk, rr, udp, scale")
+		return errors.New("client: name a workload: ping, short, bulk, rr, crr, udp, scale")
 	}
 	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 	addr := fs.String("addr", "", "the server's address")
@@ -45,6 +45,8 @@ func Main(args []string) error {
 		res, err = Bulk(*addr, *dir, *n, *dur)
 	case "rr":
 		res, err = RR(*addr, *n, *dur)
+	case "crr":
+		res, err = CRR(*addr, *n, *dur)
 	case "udp":
 		res, err = UDP(*addr, *size, *rate, *dur)
 	case "scale":

@@ -236,6 +236,74 @@ func RR(addr string, n int, dur time.Duration) (RRResult, error) {
 	return r, nil
 }
 
+// CRRResult is the connect-request-response workload's result.
+type CRRResult struct {
+	Clients   int     `json:"clients"`
+	Conns     int64   `json:"conns"` // completed: connected, answered, closed
+	Errors    int64   `json:"errors"`
+	Seconds   float64 `json:"seconds"`
+	ConnsPerS float64 `json:"conns_s"`
+	Latency   Latency `json:"latency"` // connect to close, each
+	FirstErr  string  `json:"first_error,omitempty"`
+}
+
+// CRR runs n clients for dur, each in a loop connecting to the RR port,
+// sending one byte, reading the one-byte answer and closing (netperf's
+// TCP_CRR): the rate at which a path sets connections up and tears them
+// down, which a relaying gateway pays twice (the guest's side and its own
+// host socket).
+func CRR(addr string, n int, dur time.Duration) (CRRResult, error) {
+	target := hostPort(addr, handlers.RRPort)
+	var mu sync.Mutex
+	var all []float64
+	var errs atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	end := start.Add(dur)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			d := net.Dialer{Timeout: 5 * time.Second}
+			samples := make([]float64, 0, 1<<12)
+			var b [1]byte
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				c, err := d.Dial("tcp4", target)
+				if err == nil {
+					c.SetDeadline(t0.Add(10 * time.Second))
+					if _, err = c.Write(b[:]); err == nil {
+						_, err = io.ReadFull(c, b[:])
+					}
+					if cerr := c.Close(); err == nil {
+						err = cerr
+					}
+				}
+				if err != nil {
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					// A refused or reset connect returns at once: do not
+					// spin on it.
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				samples = append(samples, us(time.Since(t0)))
+			}
+			mu.Lock()
+			all = append(all, samples...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	r := CRRResult{Clients: n, Conns: int64(len(all)), Errors: errs.Load(), Seconds: secs}
+	r.ConnsPerS = float64(r.Conns) / secs
+	r.Latency = summarise(all)
+	if e, ok := firstErr.Load().(string); ok {
+		r.FirstErr = e
+	}
+	return r, nil
+}
+
 // ScaleResult is the scale workload's result.
 type ScaleResult struct {
 	Conns        int     `json:"conns"`

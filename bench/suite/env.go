@@ -41,8 +41,15 @@ const (
 // server's namespace at the other end of a veth pair.
 type Env struct {
 	Stack string
-	C, S  *netns.NS // S is nil but for the kernel
+	C, S  *netns.NS // S is nil but for the kernel and the gateway family
 	Addr  string    // the server's address
+
+	// The gateway family's: the host namespace between the guest (C)
+	// and the internet (S), and the gateway running in it.
+	H   *netns.NS
+	gw  *gatewayProc
+	tmp string // the gateway's pid file
+	etc string // the host namespace's /etc/netns/NAME
 
 	cmd    *exec.Cmd
 	in     io.WriteCloser
@@ -298,8 +305,9 @@ func (e *Env) ClientCommand(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Close stops the server and removes the namespaces (and with them the
-// veth pair; the TAP device went with the server).
+// Close stops the gateway and the server and removes the namespaces (and
+// with them the veth pair; the TAP device went with the server or the
+// gateway).
 func (e *Env) Close() error {
 	e.closeOnce.Do(func() { e.closeErr = e.close() })
 	return e.closeErr
@@ -308,6 +316,17 @@ func (e *Env) Close() error {
 func (e *Env) close() error {
 	register(e, false)
 	var errs []error
+	if e.gw != nil {
+		if err := e.gw.stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if e.tmp != "" {
+		os.RemoveAll(e.tmp)
+	}
+	if e.etc != "" {
+		os.RemoveAll(e.etc)
+	}
 	if e.cmd != nil && e.cmd.Process != nil {
 		if e.in != nil {
 			io.WriteString(e.in, "quit\n")
@@ -323,7 +342,7 @@ func (e *Env) close() error {
 		}
 		e.cmd = nil
 	}
-	for _, ns := range []*netns.NS{e.C, e.S} {
+	for _, ns := range []*netns.NS{e.C, e.H, e.S} {
 		if ns != nil {
 			if err := ns.Close(); err != nil {
 				errs = append(errs, err)

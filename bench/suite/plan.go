@@ -29,6 +29,9 @@ type Plan struct {
 
 	ProfileDur time.Duration `json:"profile_dur"` // 0: no profiles
 
+	// The gateway family (issue 11): each gateway at each guest MTU.
+	Gateway GatewayPlan `json:"gateway"`
+
 	// MicroBenchTime is -benchtime for the stack's own Go benchmarks
 	// (allocations per packet, layer by layer); 0: not run.
 	MicroBenchTime time.Duration `json:"micro_benchtime"`
@@ -36,6 +39,28 @@ type Plan struct {
 	// QuietWait bounds the time the run waits, in all, for other
 	// processes to leave the CPUs before a set-up.
 	QuietWait time.Duration `json:"quiet_wait"`
+}
+
+// GatewayPlan is what the gateway family measures through each gateway,
+// guest to internet and back.
+type GatewayPlan struct {
+	// Reps bounds the family's repetitions (0: the plan's): four
+	// gateways at two MTUs take as long as the whole stack comparison.
+	Reps        int           `json:"reps,omitempty"`
+	MTUs        []int         `json:"mtus"` // the guest's; a gateway with a lower maximum runs at its maximum
+	BulkStreams []int         `json:"bulk_streams"`
+	BulkDur     time.Duration `json:"bulk_dur"`
+	RRDur       time.Duration `json:"rr_dur"`
+	CRRClients  []int         `json:"crr_clients"`
+	CRRDur      time.Duration `json:"crr_dur"`
+	UDPSize     int           `json:"udp_size"`
+	UDPRates    []float64     `json:"udp_rates_mbit_s"`
+	UDPDur      time.Duration `json:"udp_dur"`
+	IdleConns   int           `json:"idle_conns"`
+	// IdleSettle is how long the idle flows sit before the gateway's
+	// memory is read a second time: a Go gateway's heap settles after
+	// its collector has run.
+	IdleSettle time.Duration `json:"idle_settle"`
 }
 
 // Full is make bench: every workload at every size, three repetitions,
@@ -58,6 +83,20 @@ var Full = Plan{
 	UDPDur:       time.Second,
 	ScaleConns:   10000,
 	ProfileDur:   3 * time.Second,
+	Gateway: GatewayPlan{
+		Reps:        2,
+		MTUs:        []int{65520, 1500},
+		BulkStreams: []int{1, 4},
+		BulkDur:     2 * time.Second,
+		RRDur:       time.Second,
+		CRRClients:  []int{1, 16},
+		CRRDur:      time.Second,
+		UDPSize:     1472,
+		UDPRates:    []float64{100, 1000},
+		UDPDur:      time.Second,
+		IdleConns:   2000,
+		IdleSettle:  2 * time.Second,
+	},
 
 	MicroBenchTime: 200 * time.Millisecond,
 	QuietWait:      4 * time.Minute,
@@ -83,5 +122,18 @@ var Quick = Plan{
 	UDPDur:       500 * time.Millisecond,
 	ScaleConns:   100,
 	ProfileDur:   500 * time.Millisecond,
-	QuietWait:    30 * time.Second,
+	Gateway: GatewayPlan{
+		MTUs:        []int{1500},
+		BulkStreams: []int{1},
+		BulkDur:     300 * time.Millisecond,
+		RRDur:       300 * time.Millisecond,
+		CRRClients:  []int{1},
+		CRRDur:      300 * time.Millisecond,
+		UDPSize:     64,
+		UDPRates:    []float64{10},
+		UDPDur:      300 * time.Millisecond,
+		IdleConns:   50,
+		IdleSettle:  100 * time.Millisecond,
+	},
+	QuietWait: 30 * time.Second,
 }

@@ -182,7 +182,10 @@ func writePlots(r *report, dir string) (map[string]string, error) {
 	})
 	add("udp", lineChart(fmt.Sprintf("UDP, %s-byte datagrams (\"max\" drawn at 10 Gbit/s offered)", size),
 		"offered (Mbit/s)", "received (Mbit/s)", true, true, udp, path("udp")))
-	add("bulk", r.bulkChart(path("bulk")))
+	if len(r.points["bulk"]) > 0 {
+		add("bulk", r.bulkChart(path("bulk")))
+	}
+	r.writeGatewayPlots(path, add)
 	return out, errors.Join(errs...)
 }
 

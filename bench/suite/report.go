@@ -183,6 +183,9 @@ func Report(res Results, outDir, mdPath string) error {
 
 	contended, measured := map[string]int{}, 0
 	for _, rec := range res.Records {
+		if slices.Contains(gatewayWorkloads, rec.Workload) {
+			continue // the gateway section counts its own
+		}
 		if v, ok := rec.Metrics["others_cpu_frac"]; ok {
 			measured++
 			if v > contendedThreshold {
@@ -256,21 +259,7 @@ func Report(res Results, outDir, mdPath string) error {
 
 	r.p("## 5. UDP\n\n")
 	r.p("One sender at an offered rate of payload (\"max\": as fast as the sending socket takes datagrams) for %v, to the UDP sink; loss counts every datagram sent and not received (dropped anywhere: the kernel's queue towards the device, the link, the stack); jitter is RFC 3550's interarrival jitter.\n\n", res.Plan.UDPDur)
-	udpName := func(pt string) string {
-		var size, rate string
-		for f := range strings.SplitSeq(pt, ",") {
-			k, v, _ := strings.Cut(f, "=")
-			if k == "size" {
-				size = v
-			} else {
-				rate = v
-			}
-		}
-		if rate != "max" {
-			rate += " Mbit/s"
-		}
-		return size + " B at " + rate
-	}
+	udpName := udpPointName
 	r.table("udp", "datagram, offered", "recv_mbit_s", "received Mbit/s", 1, udpName)
 	r.counts("udp", "datagram, offered", "loss_pct", "loss, %", udpName)
 	r.table("udp", "datagram, offered", "jitter_us", "jitter, µs", 1, udpName)
@@ -287,6 +276,7 @@ func Report(res Results, outDir, mdPath string) error {
 
 	r.goCost()
 	r.profiles()
+	r.gatewaySection(plots, rel)
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)
@@ -298,6 +288,24 @@ func (r *report) plot(plots map[string]string, name, title string, rel func(stri
 	if p, ok := plots[name]; ok {
 		r.p("![%s](%s)\n\n", title, rel(p))
 	}
+}
+
+// udpPointName is a UDP point, "size=1472,rate=100", as the tables name
+// it: "1472 B at 100 Mbit/s".
+func udpPointName(pt string) string {
+	var size, rate string
+	for f := range strings.SplitSeq(pt, ",") {
+		k, v, _ := strings.Cut(f, "=")
+		if k == "size" {
+			size = v
+		} else {
+			rate = v
+		}
+	}
+	if rate != "max" {
+		rate += " Mbit/s"
+	}
+	return size + " B at " + rate
 }
 
 // target is one of the goals, judged from the medians.

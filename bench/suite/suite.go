@@ -47,6 +47,23 @@ type Results struct {
 
 	Micro      []MicroBench `json:"micro,omitempty"`
 	MicroError string       `json:"micro_error,omitempty"`
+
+	// Workloads are the workloads the run planned, as records name them
+	// (Check wants numbers from each); empty in older results: the six
+	// of the stack comparison.
+	Workloads []string `json:"workloads,omitempty"`
+	// Gateway describes the gateway family's run, which -only gateway
+	// merges into an earlier run's results.
+	Gateway *GatewayRun `json:"gateway,omitempty"`
+}
+
+// GatewayRun is when and with what the gateway family was measured.
+type GatewayRun struct {
+	Started  time.Time         `json:"started"`
+	WallS    float64           `json:"wall_s"`
+	Reps     int               `json:"reps"`
+	GoNet    string            `json:"gonet"`
+	Versions map[string]string `json:"versions"` // of each gateway, as it reports itself
 }
 
 // Suite is one run.
@@ -57,7 +74,15 @@ type Suite struct {
 	MDPath string    // the markdown report ("": OutDir/BENCHMARKS.md)
 	Log    io.Writer // progress
 	Only   []string  // workloads to run; all when empty
-	Root   string    // the stack's module, for its Go benchmarks
+	Root   string    // the stack's module, for its Go benchmarks and its gateway daemon
+	// GoNetBin is GoNet's daemon for the gateway family; when empty the
+	// run builds it from Root next to Bin.
+	GoNetBin string
+	// GvproxyBin is gvisor-tap-vsock's gvproxy; when empty the run
+	// installs it from the module proxy next to Bin.
+	GvproxyBin string
+	// Gateways limits the gateway family to these; all when empty.
+	Gateways []string
 	// GoNetVersion overrides the version the report gives GoNet (by
 	// default the git commit of the work tree).
 	GoNetVersion string
@@ -108,9 +133,10 @@ func (s *Suite) waitQuiet(ctx context.Context) {
 
 // point is one measurement of a workload, run on an Env.
 type point struct {
-	name  string // "n=10"
-	label string // for progress: "10 pingers"
-	run   func(ctx context.Context, e *Env) (map[string]float64, []byte, error)
+	name     string // "n=10"
+	label    string // for progress: "10 pingers"
+	workload string // the record's, when not the group's
+	run      func(ctx context.Context, e *Env) (map[string]float64, []byte, error)
 }
 
 // group is a workload: its points share one set-up per stack, unless
@@ -119,6 +145,35 @@ type group struct {
 	workload string
 	points   []point
 	isolated bool
+	// family is the name -only selects the group by besides its
+	// workload's ("gateway").
+	family string
+	// stacks are what the group sets up in turn, and setup sets one up;
+	// by default server.Stacks and Setup.
+	stacks []string
+	setup  func(ctx context.Context, stack string) (*Env, error)
+}
+
+func (p point) workloadOf(g group) string {
+	if p.workload != "" {
+		return p.workload
+	}
+	return g.workload
+}
+
+// repsOf is how many repetitions g runs.
+func (s *Suite) repsOf(g group) int {
+	if g.family == gatewayFamily && s.Plan.Gateway.Reps > 0 {
+		return min(s.Plan.Reps, s.Plan.Gateway.Reps)
+	}
+	return s.Plan.Reps
+}
+
+func (g group) stackList() []string {
+	if g.stacks != nil {
+		return g.stacks
+	}
+	return server.Stacks
 }
 
 // Run runs the plan and writes the results.
@@ -139,23 +194,49 @@ func (s *Suite) Run(ctx context.Context) error {
 	if s.GoNetVersion != "" {
 		s.res.Machine.GoNet = s.GoNetVersion
 	}
-	groups := s.groups()
+	groups := append(s.groups(), s.gatewayGroups()...)
 	if len(s.Only) > 0 {
-		groups = slices.DeleteFunc(groups, func(g group) bool { return !slices.Contains(s.Only, g.workload) })
+		groups = slices.DeleteFunc(groups, func(g group) bool {
+			return !slices.Contains(s.Only, g.workload) && (g.family == "" || !slices.Contains(s.Only, g.family))
+		})
 	}
+	stacksRun, gateways := false, false
 	for _, g := range groups {
-		s.total += len(g.points)
+		s.total += len(g.points) * len(g.stackList()) * s.repsOf(g)
+		stacksRun = stacksRun || g.family == ""
+		gateways = gateways || g.family == gatewayFamily
+		for _, p := range g.points {
+			if w := p.workloadOf(g); !slices.Contains(s.res.Workloads, w) {
+				s.res.Workloads = append(s.res.Workloads, w)
+			}
+		}
 	}
-	s.total *= s.Plan.Reps * len(server.Stacks)
-	fmt.Fprintf(s.Log, "bench: %s run: %d measurements, %d repetitions, stacks %s\n",
-		s.Plan.Name, s.total, s.Plan.Reps, strings.Join(server.Stacks, ", "))
+	var gwStarted time.Time
+	if gateways {
+		if err := s.prepareGateways(ctx); err != nil {
+			return err
+		}
+		gwStarted = time.Now()
+	}
+	var families []string
+	if stacksRun {
+		families = append(families, fmt.Sprintf("stacks %s (%d repetitions)", strings.Join(server.Stacks, ", "), s.Plan.Reps))
+	}
+	if gateways {
+		families = append(families, fmt.Sprintf("gateways %s (%d repetitions)", strings.Join(s.gateways(), ", "), s.repsOf(group{family: gatewayFamily})))
+	}
+	fmt.Fprintf(s.Log, "bench: %s run: %d measurements; %s\n", s.Plan.Name, s.total, strings.Join(families, "; "))
 
 	for rep := 1; rep <= s.Plan.Reps; rep++ {
 		for _, g := range groups {
+			if rep > s.repsOf(g) {
+				continue
+			}
 			// Interleaved stack by stack, starting with a different
 			// stack each repetition so that none is always first.
-			for i := range server.Stacks {
-				stack := server.Stacks[(i+rep-1)%len(server.Stacks)]
+			stacks := g.stackList()
+			for i := range stacks {
+				stack := stacks[(i+rep-1)%len(stacks)]
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -163,10 +244,15 @@ func (s *Suite) Run(ctx context.Context) error {
 			}
 		}
 	}
-	if s.Plan.ProfileDur > 0 {
+	if gateways {
+		s.res.Gateway.WallS = time.Since(gwStarted).Seconds()
+	}
+	// Profiles and the stack's own benchmarks belong to the stack
+	// comparison; a gateway-only run has none of it.
+	if s.Plan.ProfileDur > 0 && stacksRun {
 		s.res.Profiles = s.profiles(ctx)
 	}
-	if s.Plan.MicroBenchTime > 0 && s.Root != "" {
+	if s.Plan.MicroBenchTime > 0 && s.Root != "" && stacksRun {
 		fmt.Fprintf(s.Log, "bench: the stack's own Go benchmarks (go test -bench -benchmem in %s)\n", s.Root)
 		var err error
 		if s.res.Micro, err = microBenchmarks(ctx, s.Root, s.Plan.MicroBenchTime); err != nil {
@@ -175,6 +261,11 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 	}
 	s.res.WallS = time.Since(s.res.Started).Seconds()
+	if gateways && !stacksRun {
+		if err := s.mergeEarlier(); err != nil {
+			return err
+		}
+	}
 	return s.write()
 }
 
@@ -184,22 +275,26 @@ func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.runGroup(ctx, rep, group{workload: g.workload, points: []point{p}}, stack)
+			s.runGroup(ctx, rep, group{workload: g.workload, points: []point{p}, family: g.family, stacks: g.stacks, setup: g.setup}, stack)
 		}
 		return
 	}
 	s.waitQuiet(ctx)
-	e, err := Setup(ctx, s.Bin, stack)
+	setup := g.setup
+	if setup == nil {
+		setup = func(ctx context.Context, stack string) (*Env, error) { return Setup(ctx, s.Bin, stack) }
+	}
+	e, err := setup(ctx, stack)
 	if err != nil {
 		for _, p := range g.points {
-			s.record(Record{Workload: g.workload, Point: p.name, Stack: stack, Rep: rep, Error: err.Error()}, p.label)
+			s.record(Record{Workload: p.workloadOf(g), Point: p.name, Stack: stack, Rep: rep, Error: err.Error()}, p.label)
 		}
 		return
 	}
 	defer e.Close()
 	for _, p := range g.points {
 		m, raw, err := p.run(ctx, e)
-		r := Record{Workload: g.workload, Point: p.name, Stack: stack, Rep: rep, Metrics: m}
+		r := Record{Workload: p.workloadOf(g), Point: p.name, Stack: stack, Rep: rep, Metrics: m}
 		for k, v := range m {
 			if c, ok := strings.CutPrefix(k, "c:"); ok {
 				if r.Counters == nil {
@@ -232,6 +327,12 @@ var headline = map[string]struct {
 	"rr":    {"mean_us", "µs mean"},
 	"udp":   {"recv_mbit_s", "Mbit/s received"},
 	"scale": {"establish_s", "s to establish"},
+
+	gwBulk: {"gbit_s", "Gbit/s"},
+	gwRR:   {"mean_us", "µs mean"},
+	gwCRR:  {"conns_s", "connections/s"},
+	gwUDP:  {"loss_pct", "% lost"},
+	gwIdle: {"rss_per_flow", "B of RSS per flow"},
 }
 
 func (s *Suite) record(r Record, label string) {
@@ -249,7 +350,7 @@ func (s *Suite) record(r Record, label string) {
 		h := headline[r.Workload]
 		what = fmt.Sprintf("%.4g %s", r.Metrics[h.metric], h.unit)
 	}
-	fmt.Fprintf(s.Log, "[%3d/%d %3.0f%% %s%s] rep %d/%d  %-6s  %-5s %-24s %s\n",
+	fmt.Fprintf(s.Log, "[%3d/%d %3.0f%% %s%s] rep %d/%d  %-6s  %-5s %-30s %s\n",
 		s.done, s.total, 100*float64(s.done)/float64(s.total), elapsed.Round(time.Second), eta,
 		r.Rep, s.Plan.Reps, r.Stack, r.Workload, label, what)
 }
@@ -280,6 +381,26 @@ func (s *Suite) mdPath() string {
 	return filepath.Join(s.OutDir, "BENCHMARKS.md")
 }
 
+// PeerFailures are the gateway family's failed measurements of other
+// gateways than GoNet's that were set up and measured otherwise: a peer's
+// bug (pasta's half-close, say) is its figure, reported as failed with its
+// reason, not a failure of the suite.
+func PeerFailures(res Results) []Record {
+	working := map[string]bool{}
+	for _, r := range res.Records {
+		if r.Error == "" && len(r.Metrics) > 0 && slices.Contains(gatewayWorkloads, r.Workload) {
+			working[r.Stack] = true
+		}
+	}
+	var out []Record
+	for _, r := range res.Records {
+		if r.Error != "" && r.Stack != "gonet" && working[r.Stack] && slices.Contains(gatewayWorkloads, r.Workload) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // Check reports the (workload, point, stack) combinations of res without a
 // successful measurement, and missing workloads and profiles: bench-quick's
 // test. checked is how many things it checked.
@@ -298,9 +419,17 @@ func Check(res Results) (missing []string, checked int) {
 			ok[k] = true
 		}
 	}
-	checked = len(order) + 6 + len(res.Profiles)
+	want := res.Workloads
+	if len(want) == 0 {
+		want = []string{"ping", "short", "bulk", "rr", "udp", "scale"}
+	}
+	checked = len(order) + len(want) + len(res.Profiles)
+	excused := map[key]bool{}
+	for _, r := range PeerFailures(res) {
+		excused[key{r.Workload, r.Point, r.Stack}] = true
+	}
 	for _, k := range order {
-		if !ok[k] {
+		if !ok[k] && !excused[k] {
 			var why string
 			for _, r := range res.Records {
 				if r.Workload == k.w && r.Point == k.p && r.Stack == k.s && r.Error != "" {
@@ -310,7 +439,7 @@ func Check(res Results) (missing []string, checked int) {
 			missing = append(missing, fmt.Sprintf("%s %s on %s%s", k.w, k.p, k.s, why))
 		}
 	}
-	for _, w := range []string{"ping", "short", "bulk", "rr", "udp", "scale"} {
+	for _, w := range want {
 		found := false
 		for _, k := range order {
 			found = found || k.w == w
@@ -319,7 +448,7 @@ func Check(res Results) (missing []string, checked int) {
 			missing = append(missing, w+": not run")
 		}
 	}
-	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 {
+	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 && slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(gatewayWorkloads, w) }) {
 		missing = append(missing, "profiles: none")
 	}
 	for _, p := range res.Profiles {

@@ -1,6 +1,11 @@
 package suite
 
 import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -54,5 +59,100 @@ func TestAggregateAndCheck(t *testing.T) {
 	}
 	if c := r.cell("bulk", "up/1", "gvisor", "gbit_s", 1); c != "fail" {
 		t.Fatalf("cell %q", c)
+	}
+}
+
+func TestGatewayPointsNameTheirMTUAndDirection(t *testing.T) {
+	for _, c := range []struct{ pt, want string }{
+		{"mtu=65520/up/1", "MTU 65520, guest→internet, 1 stream(s)"},
+		{"mtu=1500/down/4", "MTU 1500, internet→guest, 4 stream(s)"},
+		{"mtu=1500/size=1472,rate=100", "MTU 1500, 1472 B at 100 Mbit/s"},
+	} {
+		if got := gwPointName(c.pt); got != c.want {
+			t.Errorf("gwPointName(%q) = %q, want %q", c.pt, got, c.want)
+		}
+	}
+	if got := crrName("mtu=1500/n=16"); got != "MTU 1500, 16 client(s)" {
+		t.Errorf("crrName: %q", got)
+	}
+}
+
+func TestAPeerGatewaysBugDoesNotFailTheCheckButGoNetsDoes(t *testing.T) {
+	ok := map[string]float64{"gbit_s": 1}
+	for _, c := range []struct {
+		name        string
+		recs        []Record
+		wantMissing int
+	}{
+		{"a peer failing one workload it otherwise runs", []Record{
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "pasta", Error: "reset"},
+			{Workload: gwBulk, Point: "mtu=1500/down/1", Stack: "pasta", Metrics: ok},
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Metrics: ok},
+		}, 0},
+		{"a peer that never came up", []Record{
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "pasta", Error: "set up"},
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Metrics: ok},
+		}, 1},
+		{"GoNet failing", []Record{
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Error: "reset"},
+			{Workload: gwBulk, Point: "mtu=1500/down/1", Stack: "gonet", Metrics: ok},
+		}, 1},
+	} {
+		missing, _ := Check(Results{Records: c.recs, Workloads: []string{gwBulk}})
+		if len(missing) != c.wantMissing {
+			t.Errorf("%s: missing %v, want %d", c.name, missing, c.wantMissing)
+		}
+	}
+}
+
+func TestReadProcSeesThisProcess(t *testing.T) {
+	s, err := readProc(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.rss <= 0 || s.cpu < 0 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestAGatewayOnlyRunKeepsTheEarlierStackRecords(t *testing.T) {
+	dir := t.TempDir()
+	earlier := Results{
+		Records: []Record{
+			{Workload: "bulk", Point: "up/1", Stack: "gonet", Metrics: map[string]float64{"gbit_s": 6}},
+			{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Metrics: map[string]float64{"gbit_s": 1}},
+		},
+		Profiles: []ProfileSummary{{Stack: "gonet", Workload: "bulk"}},
+	}
+	b, err := json.Marshal(earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := &Suite{OutDir: dir, Log: io.Discard}
+	s.res = Results{
+		Records:   []Record{{Workload: gwBulk, Point: "mtu=1500/up/1", Stack: "gonet", Metrics: map[string]float64{"gbit_s": 2}}},
+		Workloads: []string{gwBulk},
+		Gateway:   &GatewayRun{Reps: 1},
+	}
+	if err := s.mergeEarlier(); err != nil {
+		t.Fatal(err)
+	}
+	var bulk, gw []float64
+	for _, r := range s.res.Records {
+		switch r.Workload {
+		case "bulk":
+			bulk = append(bulk, r.Metrics["gbit_s"])
+		case gwBulk:
+			gw = append(gw, r.Metrics["gbit_s"])
+		}
+	}
+	if len(bulk) != 1 || bulk[0] != 6 || len(gw) != 1 || gw[0] != 2 {
+		t.Errorf("merged records: stack bulk %v, gateway bulk %v; want [6] and [2]", bulk, gw)
+	}
+	if len(s.res.Profiles) != 1 || s.res.Gateway == nil || !slices.Contains(s.res.Workloads, "scale") || !slices.Contains(s.res.Workloads, gwBulk) {
+		t.Errorf("merged results lost the earlier run's profiles or workloads: %+v", s.res)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -142,6 +143,9 @@ type window struct {
 	// (for the kernel: its namespace's).
 	cBefore, cAfter map[string]int64
 	sBefore, sAfter map[string]int64
+	// The gateway process, in the gateway family (gw is false elsewhere).
+	gw                bool
+	gwBefore, gwAfter procStat
 }
 
 func stackCounters(e *Env, snap server.Snapshot) map[string]int64 {
@@ -162,6 +166,9 @@ func (w window) othersCPU() float64 {
 	}
 	busy := w.sysAfter.busy - w.sysBefore.busy
 	ours := w.serverCPU() + w.clientCPU + (w.sysAfter.softirq - w.sysBefore.softirq)
+	if w.gw {
+		ours += w.gwAfter.cpu - w.gwBefore.cpu
+	}
 	return max(0, busy-ours) / (wall * float64(runtime.NumCPU()))
 }
 
@@ -208,7 +215,13 @@ func (w window) serverCPU() float64 {
 // calls) plus the machine's softirq time, where the kernel does most of
 // its TCP/IP work (an approximation: some of it runs in the client's
 // system calls, and softirq also serves the client's side).
+//
+// In the gateway family it is the gateway process's time: what is measured
+// there is the gateway, and the server is the internet's kernel.
 func (w window) stackCPU(stack string) float64 {
+	if w.gw {
+		return w.gwAfter.cpu - w.gwBefore.cpu
+	}
 	c := w.serverCPU()
 	if stack == "kernel" {
 		c += w.sysAfter.softirq - w.sysBefore.softirq
@@ -248,12 +261,23 @@ func measure(ctx context.Context, e *Env, timeout time.Duration, args ...string)
 		return w, nil, err
 	}
 	w.cBefore, w.sBefore = kernelCounters(e.C), stackCounters(e, w.before)
+	if e.gw != nil {
+		w.gw = true
+		if w.gwBefore, err = e.gatewayStat(); err != nil {
+			return w, nil, err
+		}
+	}
 	w.sysBefore = readSysStat()
 	out, err := e.Client(ctx, timeout, args...)
 	w.sysAfter = readSysStat()
 	w.clientCPU = e.lastClientCPU
 	if err != nil {
 		return w, out, err
+	}
+	if w.gw {
+		if w.gwAfter, err = e.gatewayStat(); err != nil {
+			return w, out, err
+		}
 	}
 	if w.after, err = e.Stats(); err != nil {
 		return w, out, err
@@ -331,9 +355,13 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 		"cpu_s_per_gb":     w.stackCPU(e.Stack) / gb,
 		"sys_cpu_s_per_gb": (w.sysAfter.busy - w.sysBefore.busy) / gb,
 	}
-	w.goCost(m)
-	if r.Bytes > 0 {
-		m["allocs_per_mb"] = m["allocs"] / (float64(r.Bytes) / 1e6)
+	if w.gw {
+		m["gateway_cpu_s"] = w.stackCPU(e.Stack)
+	} else {
+		w.goCost(m)
+		if r.Bytes > 0 {
+			m["allocs_per_mb"] = m["allocs"] / (float64(r.Bytes) / 1e6)
+		}
 	}
 	if v, ok := w.retransPct(dir); ok {
 		m["retrans_pct"] = v
@@ -343,7 +371,7 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 		// not take them in time (the TAP's queue; veth's backlog).
 		m["link_drops"] = float64(w.cAfter["Dev.TxDropped"] - w.cBefore["Dev.TxDropped"])
 		// GoNet's own drops: a connection's input queue full.
-		if _, ok := w.sAfter["TCP.InQueueDrops"]; ok || e.Stack == "gonet" {
+		if _, ok := w.sAfter["TCP.InQueueDrops"]; ok || (e.Stack == "gonet" && !w.gw) {
 			m["stack_queue_drops"] = float64(w.sAfter["TCP.InQueueDrops"] - w.sBefore["TCP.InQueueDrops"])
 		}
 	}
@@ -370,9 +398,11 @@ func runRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]floa
 	if r.Transactions > 0 {
 		m["cpu_us_per_transaction"] = w.stackCPU(e.Stack) / float64(r.Transactions) * 1e6
 	}
-	w.goCost(m)
-	if ex := w.after.Exchanges - w.before.Exchanges; ex > 0 {
-		m["allocs_per_transaction"] = m["allocs"] / float64(ex)
+	if !w.gw {
+		w.goCost(m)
+		if ex := w.after.Exchanges - w.before.Exchanges; ex > 0 {
+			m["allocs_per_transaction"] = m["allocs"] / float64(ex)
+		}
 	}
 	w.counters(m)
 	return m, out, nil
@@ -417,6 +447,87 @@ func runUDP(ctx context.Context, e *Env, size int, rate float64, d time.Duration
 	return m, out, nil
 }
 
+// heldConns is the scale client in the client namespace holding idle
+// connections to the echo handler, until release has it use each once.
+type heldConns struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	rd     *bufio.Reader
+	stderr *limitedBuffer
+	est    load.ScaleResult // the establishment: the client's first line
+	first  []byte
+	cancel context.CancelFunc
+}
+
+// holdConns starts the scale client and returns once it has opened n
+// connections (or failed some).
+func holdConns(ctx context.Context, e *Env, n int) (h *heldConns, err error) {
+	h = &heldConns{stderr: &limitedBuffer{max: 16 << 10}}
+	ctx, h.cancel = context.WithTimeout(ctx, 5*time.Minute)
+	defer func() {
+		if err != nil {
+			h.close()
+		}
+	}()
+	h.cmd = e.ClientCommand(ctx, "scale", "-addr", e.Addr, "-n", strconv.Itoa(n))
+	if h.in, err = h.cmd.StdinPipe(); err != nil {
+		return h, err
+	}
+	stdout, err := h.cmd.StdoutPipe()
+	if err != nil {
+		return h, err
+	}
+	h.cmd.Stderr = h.stderr
+	if err := h.cmd.Start(); err != nil {
+		return h, err
+	}
+	h.rd = bufio.NewReader(stdout)
+	if h.first, err = h.rd.ReadBytes('\n'); err != nil {
+		return h, fmt.Errorf("scale client: %v: %s", err, strings.TrimSpace(h.stderr.String()))
+	}
+	return h, json.Unmarshal(h.first, &h.est)
+}
+
+// waitServed waits (up to 30 s) until the server holds every connection the
+// client opened since before, and returns its snapshot then.
+func (h *heldConns) waitServed(e *Env, before server.Snapshot) (server.Snapshot, error) {
+	held := int64(h.est.Conns - h.est.Failed)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		at, err := e.Stats()
+		if err != nil || at.Active-before.Active >= held || time.Now().After(deadline) {
+			return at, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// release lets the client use every connection once and returns its
+// result.
+func (h *heldConns) release() (load.ScaleResult, []byte, error) {
+	var r load.ScaleResult
+	if _, err := io.WriteString(h.in, "go\n"); err != nil {
+		return r, h.first, err
+	}
+	last, err := h.rd.ReadBytes('\n')
+	if err != nil {
+		return r, h.first, fmt.Errorf("scale client: %v: %s", err, strings.TrimSpace(h.stderr.String()))
+	}
+	err = json.Unmarshal(last, &r)
+	return r, last, err
+}
+
+func (h *heldConns) close() {
+	if h.in != nil {
+		h.in.Close()
+	}
+	if h.cmd != nil && h.cmd.Process != nil {
+		h.cmd.Process.Signal(syscall.SIGKILL)
+		h.cmd.Wait()
+	}
+	h.cancel()
+}
+
 // runScale opens n idle connections and holds them while it reads the
 // server's memory, then lets the client use each once.
 func runScale(ctx context.Context, e *Env, n int) (map[string]float64, []byte, error) {
@@ -425,60 +536,18 @@ func runScale(ctx context.Context, e *Env, n int) (map[string]float64, []byte, e
 		return nil, nil, err
 	}
 	sysBefore := readSysStat()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	cmd := e.ClientCommand(ctx, "scale", "-addr", e.Addr, "-n", strconv.Itoa(n))
-	in, err := cmd.StdinPipe()
+	h, err := holdConns(ctx, e, n)
 	if err != nil {
 		return nil, nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	defer h.close()
+	at, err := h.waitServed(e, before)
 	if err != nil {
-		return nil, nil, err
-	}
-	var stderr limitedBuffer
-	stderr.max = 16 << 10
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	defer func() {
-		in.Close()
-		cmd.Process.Signal(syscall.SIGKILL)
-		cmd.Wait()
-	}()
-	rd := bufio.NewReader(stdout)
-	first, err := rd.ReadBytes('\n')
-	if err != nil {
-		return nil, nil, fmt.Errorf("scale client: %v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	var est load.ScaleResult
-	if err := json.Unmarshal(first, &est); err != nil {
-		return nil, first, err
-	}
-	held := int64(n - est.Failed)
-	// Wait until the server has accepted every connection.
-	var at server.Snapshot
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if at, err = e.Stats(); err != nil {
-			return nil, first, err
-		}
-		if at.Active-before.Active >= held || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil, h.first, err
 	}
 	sysAt := readSysStat()
-	if _, err := io.WriteString(in, "go\n"); err != nil {
-		return nil, first, err
-	}
-	last, err := rd.ReadBytes('\n')
+	r, last, err := h.release()
 	if err != nil {
-		return nil, first, fmt.Errorf("scale client: %v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	var r load.ScaleResult
-	if err := json.Unmarshal(last, &r); err != nil {
 		return nil, last, err
 	}
 	served := at.Active - before.Active

@@ -1,9 +1,11 @@
 // Command gonet-bench is the benchmark suite of issue 5: GoNet against
-// gVisor netstack and the Linux kernel on the same topology.
+// gVisor netstack and the Linux kernel on the same topology; and of issue
+// 11: GoNet's gateway daemon against pasta and slirp4netns.
 //
-//	gonet-bench run [-quick] [-out DIR] [-md FILE] [-check]
+//	gonet-bench run [-quick] [-only W,...] [-out DIR] [-md FILE] [-check]
 //	gonet-bench server -stack gonet|gvisor|kernel -addr A.B.C.D/NN [-tap NAME]
 //	gonet-bench client WORKLOAD [flags]
+//	gonet-bench relay -tap NAME -socket PATH [-mtu N]
 //
 // run (as root) is what make bench and make bench-quick do; it starts this
 // same program as server and client inside the network namespaces it
@@ -22,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/bench/load"
+	"github.com/gonetstack/gonet/bench/relay"
 	"github.com/gonetstack/gonet/bench/server"
 	"github.com/gonetstack/gonet/bench/suite"
 	"github.com/gonetstack/gonet/internal/netns"
@@ -42,8 +45,10 @@ func main() {
 		err = server.Main(os.Args[2:])
 	case "client":
 		err = load.Main(os.Args[2:])
+	case "relay":
+		err = relay.Main(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: run, report, server or client", os.Args[1])
+		err = fmt.Errorf("unknown command %q: run, report, server, client or relay", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gonet-bench %s: %v\n", os.Args[1], err)
@@ -88,8 +93,10 @@ func run(args []string) error {
 	out := fs.String("out", "results", "directory for results.json, plots and profiles")
 	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
 	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
-	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale)")
-	reps := fs.Int("reps", 0, "repetitions (default: the plan's)")
+	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale) or the gateway family (gateway, gw-idle)")
+	gateways := fs.String("gateways", "", "the gateway family compares only these comma-separated gateways (gonet, pasta, slirp4netns, gvproxy)")
+	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
+	reps := fs.Int("reps", 0, "repetitions, the gateway family's too (default: the plan's)")
 	noProfile := fs.Bool("no-profile", false, "skip the CPU profiles")
 	quietWait := fs.Duration("quiet-wait", -1, "how long the run may wait, in all, for other processes to leave the CPUs (default: the plan's)")
 	root := fs.String("root", "..", "the GoNet module, whose own Go benchmarks the report includes")
@@ -114,7 +121,7 @@ func run(args []string) error {
 		plan = suite.Quick
 	}
 	if *reps > 0 {
-		plan.Reps = *reps
+		plan.Reps, plan.Gateway.Reps = *reps, *reps
 	}
 	if *noProfile {
 		plan.ProfileDur = 0
@@ -131,9 +138,12 @@ func run(args []string) error {
 			return err
 		}
 	}
-	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version}
+	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version, GoNetBin: *gonetBin}
 	if *only != "" {
 		s.Only = strings.Split(*only, ",")
+	}
+	if *gateways != "" {
+		s.Gateways = strings.Split(*gateways, ",")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -163,6 +173,10 @@ func run(args []string) error {
 	var res suite.Results
 	if err := json.Unmarshal(b, &res); err != nil {
 		return err
+	}
+	for _, r := range suite.PeerFailures(res) {
+		fmt.Fprintf(os.Stderr, "bench: a peer gateway failed (its result, not the suite's): %s %s on %s: %s\n",
+			r.Workload, r.Point, r.Stack, strings.SplitN(r.Error, "\n", 2)[0])
 	}
 	missing, checked := suite.Check(res)
 	for _, m := range missing {
