@@ -110,7 +110,7 @@ var gatewayKinds = map[string]gatewayKind{
 	"gonet": {
 		// The bench's inet namespace has nothing on port 53: a harmless
 		// upstream instead of the machine's /etc/resolv.conf.
-		maxMTU: 65512, // a TAP frame with a virtio-net header in GoNet's 64 KiB buffers
+		maxMTU: 65520,
 		ready:  "gonet: gateway up ",
 		args: func(c gatewayArgs) []string {
 			return []string{"gateway", "-tap", gwGuestTAP, "-netns", c.guestNS, "-configure",
@@ -144,8 +144,8 @@ var gatewayKinds = map[string]gatewayKind{
 	"gvproxy": {
 		pkg: "none: go install github.com/containers/gvisor-tap-vsock/cmd/gvproxy@" + gvproxyVersion,
 		// gvproxy itself takes more; the relay's TAP endpoint (GoNet's
-		// link/tap) takes at most 65512.
-		maxMTU: 65512,
+		// link/tap) takes 65520 as slirp4netns's.
+		maxMTU: 65520,
 		// Its DNS server (192.168.127.1) answers what it does not know
 		// from /etc/resolv.conf, which cannot be turned off: the host
 		// namespace gets one of its own naming the internet namespace,
