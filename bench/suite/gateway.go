@@ -95,6 +95,41 @@ func (e *Env) hostResolvConf() error {
 	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte("nameserver "+gwInetAddr.Addr().String()+"\n"), 0o644)
 }
 
+// removeStaleEtc removes the directories in dir (/etc/netns) hostResolvConf made
+// for the namespaces of runs whose process is gone (netns.RemoveStale
+// removes the namespaces themselves; the directories outlive them when a
+// run is killed outright).
+func removeStaleEtc(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, ent := range entries {
+		pid, ok := strings.CutPrefix(ent.Name(), nsPrefix+"-")
+		pid, _, ok2 := strings.Cut(pid, "-")
+		if !ok || !ok2 || pid == "" {
+			continue
+		}
+		if _, err := strconv.Atoi(pid); err != nil {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); err == nil {
+			continue // still running, or the ID was reused: leave it
+		}
+		if err := os.RemoveAll(filepath.Join(dir, ent.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, ent.Name())
+	}
+	return removed, errors.Join(errs...)
+}
+
 // gatewayArgs is what a gateway's command line is made of.
 type gatewayArgs struct {
 	guestNS string // path of the guest's namespace

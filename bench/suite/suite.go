@@ -186,6 +186,11 @@ func (s *Suite) Run(ctx context.Context) error {
 	} else if len(removed) > 0 {
 		fmt.Fprintf(s.Log, "bench: removed %d namespaces left by an interrupted run\n", len(removed))
 	}
+	if removed, err := removeStaleEtc(netnsEtc); err != nil {
+		fmt.Fprintf(s.Log, "bench: removing stale %s directories: %v\n", netnsEtc, err)
+	} else if len(removed) > 0 {
+		fmt.Fprintf(s.Log, "bench: removed %d %s directories left by an interrupted run\n", len(removed), netnsEtc)
+	}
 	if err := os.MkdirAll(s.OutDir, 0o755); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -154,5 +155,44 @@ func TestAGatewayOnlyRunKeepsTheEarlierStackRecords(t *testing.T) {
 	}
 	if len(s.res.Profiles) != 1 || s.res.Gateway == nil || !slices.Contains(s.res.Workloads, "scale") || !slices.Contains(s.res.Workloads, gwBulk) {
 		t.Errorf("merged results lost the earlier run's profiles or workloads: %+v", s.res)
+	}
+}
+
+// A killed run's /etc/netns directories go once its process is gone; those
+// of live runs and of anything else stay.
+func TestRemoveStaleEtcRemovesOnlyDeadRunsDirectories(t *testing.T) {
+	dir := t.TempDir()
+	dead := 1 << 22 // above pid_max's default, so no process has it
+	for dead++; ; dead++ {
+		if _, err := os.Stat(fmt.Sprint("/proc/", dead)); err != nil {
+			break
+		}
+	}
+	names := map[string]bool{ // name: removed
+		fmt.Sprintf("%s-%d-3", nsPrefix, dead):        true,
+		fmt.Sprintf("%s-%d-3", nsPrefix, os.Getpid()): false,
+		"someone-elses":         false,
+		nsPrefix + "-notapid-1": false,
+	}
+	for name := range names {
+		if err := os.MkdirAll(filepath.Join(dir, name, "sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := removeStaleEtc(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 {
+		t.Errorf("removed %v, want one directory", removed)
+	}
+	for name, gone := range names {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if gotGone := os.IsNotExist(err); gotGone != gone {
+			t.Errorf("%s removed: %v, want %v", name, gotGone, gone)
+		}
+	}
+	if removed, err := removeStaleEtc(filepath.Join(dir, "absent")); err != nil || removed != nil {
+		t.Errorf("an absent directory: %v, %v", removed, err)
 	}
 }
