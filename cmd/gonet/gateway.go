@@ -16,6 +16,8 @@ import (
 	"github.com/gonetstack/gonet/dns"
 	"github.com/gonetstack/gonet/gateway"
 	"github.com/gonetstack/gonet/internal/rtnl"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
@@ -32,7 +34,7 @@ import (
 var gatewayCommand = &command{
 	name:    "gateway",
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
-	usage: "gonet gateway -tap NAME [-netns PID|PATH] [-configure] [-mtu N] [-subnet CIDR] " +
+	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
 		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
@@ -47,9 +49,12 @@ leasing the guest .100.
 With -netns the TAP device is created inside that network namespace (a
 process ID, or a path such as /run/netns/NAME) and served from this one;
 -configure also brings it up there with the guest's address, the MTU and a
-default route via the gateway. -forward listens on the host and carries
-each connection (tcp) or flow (udp) to the guest's port, from the gateway's
-address.
+default route via the gateway. With -socket PATH instead of -tap the guest
+is a VM: the gateway listens on that UNIX socket for QEMU's -netdev stream
+(or passt's) frames, each behind its 32-bit big-endian length, one VM at a
+time, and the NIC is ` + socketNIC + `; the VM takes its address from DHCP.
+-forward listens on the host and carries each connection (tcp) or flow
+(udp) to the guest's port, from the gateway's address.
 
 When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
 on stdout, and says on stderr how it relays pings. On SIGINT or SIGTERM it
@@ -99,6 +104,7 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 		fs.StringVar(&c.link.tap, "tap", "", "the guest's TAP device `NAME` (created when absent; at most 15 bytes)")
 		fs.StringVar(&c.netns, "netns", "", "create the TAP device in the network namespace of process `PID`, or at PATH (as /run/netns/NAME)")
 		fs.BoolVar(&c.configure, "configure", false, "bring the guest's side of the TAP device up: address, MTU, default route")
+		c.link.registerSocket(fs)
 	}
 	fs.IntVar(&c.link.mtu, "mtu", gatewayMTU, "the guest link's MTU `N`, "+strconv.Itoa(minMTU)+".."+strconv.Itoa(maxTAPMTU))
 	fs.Func("subnet", "the guest's network `CIDR`, /25 or larger: gateway .2, DNS .3, guest .100 (default "+gateway.DefaultSubnet.String()+")",
@@ -150,16 +156,8 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 
 // check validates what the flags alone cannot.
 func (c *gatewayConfig) check() error {
-	if c.link.tap == "" {
-		return usagef("-tap is required: the guest's TAP device")
-	}
-	if err := checkTapName(c.link.tap); err != nil {
+	if err := c.checkLink(); err != nil {
 		return err
-	}
-	if strings.Contains(c.link.tap, "%") {
-		// The name is the guest's interface: -configure and the ready
-		// line need it known.
-		return usagef("-tap %q: give the device's name, not a pattern", c.link.tap)
 	}
 	if c.link.mtu < minMTU || c.link.mtu > maxTAPMTU {
 		return usagef("-mtu %d is outside %d..%d", c.link.mtu, minMTU, maxTAPMTU)
@@ -171,6 +169,34 @@ func (c *gatewayConfig) check() error {
 		return usagef("-configure needs -netns: it configures the guest's namespace, not this one")
 	}
 	return c.link.checkImpair()
+}
+
+// checkLink checks that exactly one guest link is named: a TAP device, or
+// a VM's socket, which has no namespace to make it in or to configure.
+func (c *gatewayConfig) checkLink() error {
+	switch {
+	case c.link.tap != "" && c.link.socket != "":
+		return usagef("-tap and -socket are two links: give one")
+	case c.link.socket != "" && c.netns != "":
+		return usagef("-netns is for a TAP device: a VM's -socket lives in this namespace")
+	case c.link.socket != "" && c.configure:
+		return usagef("-configure is for a TAP device: a VM on -socket takes its address from DHCP")
+	case c.link.socket != "":
+		return nil
+	case c.link.tap == "" && c.link.socketFlag:
+		return usagef("-tap or -socket is required: the guest's TAP device, or the UNIX socket its VM connects to")
+	case c.link.tap == "":
+		return usagef("-tap is required: the guest's TAP device")
+	}
+	if err := checkTapName(c.link.tap); err != nil {
+		return err
+	}
+	if strings.Contains(c.link.tap, "%") {
+		// The name is the guest's interface: -configure and the ready
+		// line need it known.
+		return usagef("-tap %q: give the device's name, not a pattern", c.link.tap)
+	}
+	return nil
 }
 
 // parseGateway parses gonet gateway's arguments.
@@ -262,11 +288,11 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		return nil, fmt.Errorf("DHCP server: %w", err)
 	}
 
-	ep, err := openGuestTAP(nsPath, c, n)
+	ep, nic, err := openGuestLink(nsPath, c, n)
 	if err != nil {
 		return nil, err
 	}
-	h, err := bringUpOn(&c.link, ep, ep.Name())
+	h, err := bringUpOn(&c.link, ep, nic)
 	if err != nil {
 		return nil, err
 	}
@@ -341,6 +367,25 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		}
 	}
 	return d, nil
+}
+
+// openGuestLink opens the guest's link: the UNIX socket a VM connects to
+// (-socket), or else its TAP device (openGuestTAP). It returns the link
+// with its NIC's name.
+func openGuestLink(nsPath string, c *gatewayConfig, n gateway.Network) (link.Endpoint, string, error) {
+	if c.link.socket != "" {
+		// The stream link carries no offloads: the VM's frames are whole.
+		ep, err := stream.Listen(c.link.socket, stream.Options{MTU: c.link.mtu})
+		if err != nil {
+			return nil, "", fmt.Errorf("listening for a VM: %w", err)
+		}
+		return ep, socketNIC, nil
+	}
+	ep, err := openGuestTAP(nsPath, c, n)
+	if err != nil {
+		return nil, "", err
+	}
+	return ep, ep.Name(), nil
 }
 
 // openGuestTAP makes the guest's TAP device in the namespace at nsPath

@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net"
 	"net/netip"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gonetstack/gonet/gateway"
+	"github.com/gonetstack/gonet/link/stream"
+	"github.com/gonetstack/gonet/stack"
 )
 
 // The daemon itself runs in integration/gateway_daemon_test.go, against
@@ -56,7 +63,6 @@ func TestGatewayFlagsRefuse(t *testing.T) {
 		args []string
 		want string // in the error
 	}{
-		{[]string{}, "-tap is required"},
 		{[]string{"-tap", "gn%d"}, "not a pattern"},
 		{[]string{"-tap", "a-name-far-too-long"}, "at most 15"},
 		{[]string{"-tap", "gn0", "-mtu", "65535"}, "outside 68..65520"},
@@ -110,5 +116,109 @@ func TestForwardSpecForRemoveNeedsNoGuestPort(t *testing.T) {
 	}
 	if _, err := parseForwardSpec("tcp:127.0.0.1:8022", false); err == nil {
 		t.Error("add tcp:127.0.0.1:8022 (no guest port): no error")
+	}
+}
+
+func TestGatewaySocketFlags(t *testing.T) {
+	c, err := parseGateway([]string{"-socket", "/tmp/vm.sock", "-mtu", "1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.link.socket != "/tmp/vm.sock" || c.link.tap != "" || c.link.mtu != 1500 {
+		t.Errorf("gonet gateway -socket: %+v", c.link)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string // in the error
+	}{
+		{[]string{}, "-tap or -socket is required"},
+		{[]string{"-tap", "gn0", "-socket", "/tmp/vm.sock"}, "two links"},
+		{[]string{"-socket", "/tmp/vm.sock", "-netns", "1"}, "-netns is for a TAP device"},
+		{[]string{"-socket", "/tmp/vm.sock", "-configure"}, "-configure is for a TAP device"},
+	} {
+		if _, err := parseGateway(tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("gonet gateway %v: %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	if _, _, err := parseRun([]string{"-socket", "/tmp/vm.sock", "--", "true"}); err == nil {
+		t.Error("gonet run -socket: no error (run makes its own TAP device)")
+	}
+}
+
+// A VM on -socket (here a GoNet stack on the stream link's other end, as
+// QEMU would connect) reaches the host through the gateway: its TCP
+// connection to the gateway's address is relayed to the host's loopback.
+// No privilege is needed.
+func TestGatewayServesAVMOnASocket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "vm.sock")
+	c, err := parseGateway([]string{"-socket", path, "-mtu", "1500", "-control", noControl,
+		"-dns-upstream", "127.0.0.1:1"}) // never asked: nothing here resolves a name
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	d, err := startGateway(context.Background(), &output{stdout: io.Discard, stderr: &stderr}, "gateway", c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := d.stop(); err != nil {
+			t.Errorf("stopping the gateway: %v", err)
+		}
+	}()
+	if d.host.nic != socketNIC {
+		t.Errorf("the NIC is %q, want %q", d.host.nic, socketNIC)
+	}
+
+	hostLn, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hostLn.Close()
+	go func() {
+		for {
+			conn, err := hostLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				io.Copy(conn, conn)
+			}()
+		}
+	}()
+
+	ep, err := stream.Dial(path, stream.Options{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := stack.New(stack.Config{})
+	defer vm.Close()
+	if err := vm.AddNIC("eth0", ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.AddAddress("eth0", netip.MustParsePrefix("10.0.2.100/24")); err != nil {
+		t.Fatal(err)
+	}
+	if err := vm.SetDefaultGateway(d.net.Gateway, "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	port := hostLn.Addr().(*net.TCPAddr).Port
+	conn, err := vm.DialContext(ctx, "tcp", netip.AddrPortFrom(d.net.Gateway, uint16(port)).String())
+	if err != nil {
+		t.Fatalf("the VM dials the host's loopback through the gateway: %v", err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	msg := strings.Repeat("relayed for a VM on a socket. ", 10000)
+	go io.WriteString(conn, msg)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
+		t.Fatalf("echo of %d bytes through the gateway: %v", len(msg), err)
+	}
+	if n := d.gw.Stats.Relay.TCPFlows.Load(); n != 1 {
+		t.Errorf("Gateway.Relay.TCPFlows = %d, want 1", n)
 	}
 }
