@@ -297,7 +297,15 @@ func TestGatewayFlowsListsBothSides(t *testing.T) {
 	if _, err := io.ReadFull(c, b); err != nil {
 		t.Fatal(err)
 	}
-	fl := r.gw.Flows()
+	// The relay counts the bytes it wrote to the guest once the Write
+	// returns, which may be after the guest has read them.
+	var fl []FlowInfo
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		fl = r.gw.Flows()
+		if len(fl) != 1 || fl[0].ToGuest == 5 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(fl) != 1 {
 		t.Fatalf("Flows = %+v, want one", fl)
 	}
