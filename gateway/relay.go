@@ -57,12 +57,20 @@ func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats, rec *flowRecor
 	// vanished is noticed and its flow's resources let go.
 	host.SetKeepAlive(true)
 	f := &tcpFlow{guest: guest, host: host, st: st, rec: rec}
+	// The caller's goroutine carries the direction of the side that
+	// opened the flow, which usually speaks first (a client's request),
+	// so that its first bytes leave without waiting for a new goroutine
+	// to be scheduled; the new one carries the answer.
+	first, second := f.guestToHost, f.hostToGuest
+	if rec.info.Inbound {
+		first, second = second, first
+	}
 	done := make(chan struct{})
 	go func() {
-		f.guestToHost()
+		second()
 		close(done)
 	}()
-	f.hostToGuest()
+	first()
 	<-done
 	guest.Close()
 	host.Close()
