@@ -51,7 +51,10 @@ func (r *flowRecord) carriedToGuest(n uint64) {
 }
 
 // track enters a flow in the table; the returned function takes it out.
-func (g *Gateway) track(info FlowInfo, host net.Conn) (*flowRecord, func()) {
+func (g *Gateway) track(info FlowInfo, host interface {
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+}) (*flowRecord, func()) {
 	info.HostLocal = addrPortOf(host.LocalAddr())
 	info.HostRemote = addrPortOf(host.RemoteAddr())
 	info.Since = time.Now()
