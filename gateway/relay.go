@@ -139,20 +139,27 @@ func (f *tcpFlow) hostToGuest() {
 		f.resetGuest()
 		return
 	}
+	// One read function for the flow: the host socket is an interface
+	// (hostSocket), so what the function captures goes to the heap, once
+	// here rather than at every read.
+	var (
+		buf  *[relayBufferSize]byte
+		n    int
+		rerr error
+	)
+	read := func(fd uintptr) bool {
+		buf = f.getBuffer()
+		n, rerr = readFD(int(fd), buf[:])
+		if rerr == syscall.EAGAIN {
+			f.putBuffer(buf)
+			buf = nil
+			return false // the poller waits for the socket, holding no buffer
+		}
+		return true
+	}
 	for {
-		var buf *[relayBufferSize]byte
-		var n int
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			buf = f.getBuffer()
-			n, rerr = readFD(int(fd), buf[:])
-			if rerr == syscall.EAGAIN {
-				f.putBuffer(buf)
-				buf = nil
-				return false // the poller waits for the socket, holding no buffer
-			}
-			return true
-		})
+		buf, n, rerr = nil, 0, nil
+		err := rc.Read(read)
 		switch {
 		case err != nil:
 			// The host socket was closed: the other direction reset
