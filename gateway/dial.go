@@ -153,7 +153,8 @@ func (h *hostTCP) SetLinger(sec int) error {
 // Close closes the socket, ending any wait in the poller.
 func (h *hostTCP) Close() error { return h.f.Close() }
 
-// LocalAddr is the socket's own address, which the kernel chose.
+// LocalAddr is the socket's own address, which the kernel chose; an empty
+// one once the socket is closed.
 func (h *hostTCP) LocalAddr() net.Addr {
 	var a net.TCPAddr
 	h.control(func(fd int) error {
