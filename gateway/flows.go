@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -290,13 +289,12 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 		return
 	}
 	g.Stats.TCPConnects.Inc()
-	d := net.Dialer{KeepAlive: -1} // relayTCP turns keepalive on itself
-	c, err := d.DialContext(ctx, "tcp4", netip.AddrPortFrom(dst, r.LocalAddr().Port()).String())
+	host, err := dialHost(ctx, netip.AddrPortFrom(dst, r.LocalAddr().Port()))
 	if g.connecting.end(p) {
 		// Evicted: the slot went to a newer SYN, and this one goes
 		// unanswered, as a lost SYN, even had the connect just succeeded.
 		if err == nil {
-			c.Close()
+			host.Close()
 		}
 		r.Drop()
 		return
@@ -305,7 +303,6 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 		g.answerConnectError(r, err)
 		return
 	}
-	host := c.(*net.TCPConn)
 	guest, err := r.Accept(g.ctx)
 	if err != nil {
 		g.Stats.TCPAcceptFails.Inc()

@@ -31,13 +31,13 @@ type gatewayRig struct {
 	net   Network
 }
 
-func newGatewayRig(t *testing.T, cfg Config) *gatewayRig {
+func newGatewayRig(t testing.TB, cfg Config) *gatewayRig {
 	t.Helper()
 	return newGatewayRigOn(t, cfg, tap.Options{MTU: 1500})
 }
 
 // newGatewayRigOn is newGatewayRig on a TAP device opened with opts.
-func newGatewayRigOn(t *testing.T, cfg Config, opts tap.Options) *gatewayRig {
+func newGatewayRigOn(t testing.TB, cfg Config, opts tap.Options) *gatewayRig {
 	t.Helper()
 	guest := netnstest.New(t)
 	n, err := NewNetwork(DefaultSubnet)

@@ -107,6 +107,8 @@ func (g *Gateway) loop(serve, closeSocket func()) (stop func()) {
 // acceptInbound carries each connection accepted on l to guest.
 func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
 	for {
+		// Accepted with keepalive on, package net's default for a
+		// listener's connections, as relayTCP wants.
 		host, err := l.AcceptTCP()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {

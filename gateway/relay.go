@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"net"
 	"sync"
 	"syscall"
 
@@ -45,24 +44,43 @@ type RelayStats struct {
 	BuffersHeld     stats.Gauge   // relay buffers lent now, to TCP and UDP flows: none for idle flows
 }
 
+// hostSocket is the host's side of a relayed flow: a *net.TCPConn that an
+// inbound forward accepted, or a hostTCP that the gateway connected
+// (dial.go).
+type hostSocket interface {
+	Write(b []byte) (int, error)
+	SyscallConn() (syscall.RawConn, error)
+	CloseWrite() error
+	SetLinger(sec int) error
+	Close() error
+}
+
 // relayTCP carries one flow between guest and host until both directions
 // have ended, then closes both sockets. It returns when the flow is over.
 // rec, which the caller may list (Gateway.Flows), counts the flow's bytes.
-func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats, rec *flowRecord) {
+// The host's socket has keepalive on (the caller's to set): the guest's
+// connection keeps none of its own (the guest has one if it wants one),
+// and a host peer that vanished must be noticed so that its flow's
+// resources are let go.
+func relayTCP(guest *tcp.Conn, host hostSocket, st *RelayStats, rec *flowRecord) {
 	st.TCPFlows.Inc()
 	st.TCPActive.Add(1)
 	defer st.TCPActive.Add(-1)
-	// The guest's connection keeps no keepalive of its own (the guest
-	// has one if it wants one); the host's does, so a host peer that
-	// vanished is noticed and its flow's resources let go.
-	host.SetKeepAlive(true)
 	f := &tcpFlow{guest: guest, host: host, st: st, rec: rec}
+	// The caller's goroutine carries the direction of the side that
+	// opened the flow, which usually speaks first (a client's request),
+	// so that its first bytes leave without waiting for a new goroutine
+	// to be scheduled; the new one carries the answer.
+	first, second := f.guestToHost, f.hostToGuest
+	if rec.info.Inbound {
+		first, second = second, first
+	}
 	done := make(chan struct{})
 	go func() {
-		f.guestToHost()
+		second()
 		close(done)
 	}()
-	f.hostToGuest()
+	first()
 	<-done
 	guest.Close()
 	host.Close()
@@ -71,7 +89,7 @@ func relayTCP(guest *tcp.Conn, host *net.TCPConn, st *RelayStats, rec *flowRecor
 // tcpFlow is a relayed flow's two sockets, and the resets said once.
 type tcpFlow struct {
 	guest *tcp.Conn
-	host  *net.TCPConn
+	host  hostSocket
 	st    *RelayStats
 	rec   *flowRecord
 	reset sync.Once
@@ -121,20 +139,27 @@ func (f *tcpFlow) hostToGuest() {
 		f.resetGuest()
 		return
 	}
+	// One read function for the flow: the host socket is an interface
+	// (hostSocket), so what the function captures goes to the heap, once
+	// here rather than at every read.
+	var (
+		buf  *[relayBufferSize]byte
+		n    int
+		rerr error
+	)
+	read := func(fd uintptr) bool {
+		buf = f.getBuffer()
+		n, rerr = readFD(int(fd), buf[:])
+		if rerr == syscall.EAGAIN {
+			f.putBuffer(buf)
+			buf = nil
+			return false // the poller waits for the socket, holding no buffer
+		}
+		return true
+	}
 	for {
-		var buf *[relayBufferSize]byte
-		var n int
-		var rerr error
-		err := rc.Read(func(fd uintptr) bool {
-			buf = f.getBuffer()
-			n, rerr = readFD(int(fd), buf[:])
-			if rerr == syscall.EAGAIN {
-				f.putBuffer(buf)
-				buf = nil
-				return false // the poller waits for the socket, holding no buffer
-			}
-			return true
-		})
+		buf, n, rerr = nil, 0, nil
+		err := rc.Read(read)
 		switch {
 		case err != nil:
 			// The host socket was closed: the other direction reset

@@ -33,7 +33,11 @@ type FlowInfo struct {
 // flowRecord is a flow's entry in the table: what does not change, and
 // counters its relay adds to.
 type flowRecord struct {
-	info            FlowInfo
+	info FlowInfo
+	// host gives the host socket's own address when Flows asks: for a
+	// socket the gateway connected that is a getsockname(2), which a
+	// flow should not pay for unless it is listed.
+	host            interface{ LocalAddr() net.Addr }
 	toHost, toGuest atomic.Uint64
 	last            atomic.Int64 // unix nanoseconds of the last carried either way; 0: none yet
 }
@@ -51,11 +55,13 @@ func (r *flowRecord) carriedToGuest(n uint64) {
 }
 
 // track enters a flow in the table; the returned function takes it out.
-func (g *Gateway) track(info FlowInfo, host net.Conn) (*flowRecord, func()) {
-	info.HostLocal = addrPortOf(host.LocalAddr())
+func (g *Gateway) track(info FlowInfo, host interface {
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+}) (*flowRecord, func()) {
 	info.HostRemote = addrPortOf(host.RemoteAddr())
 	info.Since = time.Now()
-	rec := &flowRecord{info: info}
+	rec := &flowRecord{info: info, host: host}
 	g.tableMu.Lock()
 	g.table[rec] = struct{}{}
 	g.tableMu.Unlock()
@@ -80,9 +86,17 @@ func addrPortOf(a net.Addr) netip.AddrPort {
 // Flows returns the flows relayed now, oldest first.
 func (g *Gateway) Flows() []FlowInfo {
 	g.tableMu.Lock()
-	out := make([]FlowInfo, 0, len(g.table))
+	recs := make([]*flowRecord, 0, len(g.table))
 	for rec := range g.table {
+		recs = append(recs, rec)
+	}
+	g.tableMu.Unlock()
+	// The host sockets' addresses are asked outside the lock that new
+	// flows take.
+	out := make([]FlowInfo, 0, len(recs))
+	for _, rec := range recs {
 		info := rec.info
+		info.HostLocal = addrPortOf(rec.host.LocalAddr())
 		info.ToHost, info.ToGuest = rec.toHost.Load(), rec.toGuest.Load()
 		info.LastActive = info.Since
 		if last := rec.last.Load(); last != 0 {
@@ -90,7 +104,6 @@ func (g *Gateway) Flows() []FlowInfo {
 		}
 		out = append(out, info)
 	}
-	g.tableMu.Unlock()
 	slices.SortFunc(out, func(a, b FlowInfo) int { return a.Since.Compare(b.Since) })
 	return out
 }

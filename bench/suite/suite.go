@@ -201,9 +201,7 @@ func (s *Suite) Run(ctx context.Context) error {
 	}
 	groups := append(s.groups(), s.gatewayGroups()...)
 	if len(s.Only) > 0 {
-		groups = slices.DeleteFunc(groups, func(g group) bool {
-			return !slices.Contains(s.Only, g.workload) && (g.family == "" || !slices.Contains(s.Only, g.family))
-		})
+		groups = s.selected(groups)
 	}
 	stacksRun, gateways := false, false
 	for _, g := range groups {
@@ -272,6 +270,30 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 	}
 	return s.write()
+}
+
+// selected keeps the groups -only names, by workload or family, and the
+// groups with a point whose workload it names (gw-crr), cut to those
+// points.
+func (s *Suite) selected(groups []group) []group {
+	var kept []group
+	for _, g := range groups {
+		if slices.Contains(s.Only, g.workload) || (g.family != "" && slices.Contains(s.Only, g.family)) {
+			kept = append(kept, g)
+			continue
+		}
+		var ps []point
+		for _, p := range g.points {
+			if p.workload != "" && slices.Contains(s.Only, p.workload) {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) > 0 {
+			g.points = ps
+			kept = append(kept, g)
+		}
+	}
+	return kept
 }
 
 func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -93,7 +94,8 @@ func run(args []string) error {
 	out := fs.String("out", "results", "directory for results.json, plots and profiles")
 	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
 	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
-	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale) or the gateway family (gateway, gw-idle)")
+	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale) or the gateway family (gateway) or its workloads (gw-bulk, gw-rr, gw-crr, gw-udp, gw-idle)")
+	mtus := fs.String("mtus", "", "the gateway family's guest MTUs, comma-separated (default: the plan's)")
 	gateways := fs.String("gateways", "", "the gateway family compares only these comma-separated gateways (gonet, pasta, slirp4netns, gvproxy)")
 	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
 	reps := fs.Int("reps", 0, "repetitions, the gateway family's too (default: the plan's)")
@@ -122,6 +124,16 @@ func run(args []string) error {
 	}
 	if *reps > 0 {
 		plan.Reps, plan.Gateway.Reps = *reps, *reps
+	}
+	if *mtus != "" {
+		plan.Gateway.MTUs = nil
+		for m := range strings.SplitSeq(*mtus, ",") {
+			n, err := strconv.Atoi(m)
+			if err != nil || n < 68 {
+				return fmt.Errorf("-mtus: %q is not an MTU", m)
+			}
+			plan.Gateway.MTUs = append(plan.Gateway.MTUs, n)
+		}
 	}
 	if *noProfile {
 		plan.ProfileDur = 0
