@@ -78,12 +78,19 @@ func (r *gatewayRig) dial(addr string) (net.Conn, error) {
 
 // echoServer serves TCP echo on this process's loopback and returns its port.
 func echoServer(t *testing.T) int {
-	t.Helper()
+	return loopbackServer(t, func(c net.Conn) { io.Copy(c, c) })
+}
+
+// loopbackServer serves each connection to a port on this process's
+// loopback with serve, in a goroutine of its own, and returns the port;
+// serve's connection is closed when it returns.
+func loopbackServer(tb testing.TB, serve func(net.Conn)) int {
+	tb.Helper()
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	tb.Cleanup(func() { l.Close() })
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -92,7 +99,7 @@ func echoServer(t *testing.T) int {
 			}
 			go func() {
 				defer c.Close()
-				io.Copy(c, c)
+				serve(c)
 			}()
 		}
 	}()
