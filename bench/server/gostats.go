@@ -18,6 +18,11 @@ type GoStats struct {
 	Goroutines uint64        `json:"goroutines"`  // now
 	Created    uint64        `json:"goroutines_created"`
 	Pauses     []PauseBucket `json:"gc_pauses"` // /sched/pauses/total/gc, non-empty buckets
+	// Stopping is the part of each pause spent stopping the world
+	// (/sched/pauses/stopping/gc): waiting for every goroutine to reach
+	// a safe point, and on a busy machine for the OS to run the threads
+	// that must stop. What is left of a pause is the collector's own work.
+	Stopping []PauseBucket `json:"gc_stopping"`
 }
 
 // PauseBucket is one bucket of the GC pause histogram: N pauses of at
@@ -39,6 +44,7 @@ var goMetrics = []string{
 	"/sched/goroutines:goroutines",
 	"/sched/goroutines-created:goroutines",
 	"/sched/pauses/total/gc:seconds",
+	"/sched/pauses/stopping/gc:seconds",
 }
 
 func readGoStats() GoStats {
@@ -69,20 +75,29 @@ func readGoStats() GoStats {
 		Goroutines: u(8),
 		Created:    u(9),
 	}
-	if s[10].Value.Kind() == metrics.KindFloat64Histogram {
-		h := s[10].Value.Float64Histogram()
-		for i, c := range h.Counts {
-			if c == 0 {
-				continue
-			}
-			hi := h.Buckets[i+1]
-			if math.IsInf(hi, 1) {
-				hi = h.Buckets[i] // the last bucket: its lower bound
-			}
-			g.Pauses = append(g.Pauses, PauseBucket{Hi: hi, N: c})
-		}
-	}
+	g.Pauses = pauseBuckets(s[10].Value)
+	g.Stopping = pauseBuckets(s[11].Value)
 	return g
+}
+
+// pauseBuckets returns a pause histogram's non-empty buckets.
+func pauseBuckets(v metrics.Value) []PauseBucket {
+	if v.Kind() != metrics.KindFloat64Histogram {
+		return nil
+	}
+	h := v.Float64Histogram()
+	var p []PauseBucket
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		hi := h.Buckets[i+1]
+		if math.IsInf(hi, 1) {
+			hi = h.Buckets[i] // the last bucket: its lower bound
+		}
+		p = append(p, PauseBucket{Hi: hi, N: c})
+	}
+	return p
 }
 
 // PauseDelta returns the pauses of after that are not in before.

@@ -444,10 +444,11 @@ func (r *report) glance() {
 
 func (r *report) goCost() {
 	r.p("## 7. The cost of Go\n\n")
-	r.p("Measured inside each server process with runtime/metrics between the start and the end of each bulk and request-response point. The kernel's server is the same Go program with only the handlers and Go's net package in it: its numbers are the floor that the handlers and the runtime cost by themselves. Allocations per frame count every heap allocation in the server process (handlers included) over the frames its link carried (gVisor's TSO segments count once).\n\n")
+	r.p("Measured inside each server process with runtime/metrics between the start and the end of each bulk and request-response point, and of the scale point. The kernel's server is the same Go program with only the handlers and Go's net package in it: its numbers are the floor that the handlers and the runtime cost by themselves. Allocations per frame count every heap allocation in the server process (handlers included) over the frames its link carried (gVisor's TSO segments count once).\n\n")
 	cols := []struct{ metric, title string }{
 		{"gc_cpu_frac", "GC CPU %"}, {"gc_cycles", "GCs"}, {"gc_pause_max_us", "longest pause µs"},
-		{"gc_pause_p99_us", "p99 pause µs"}, {"allocs_per_frame", "allocs/frame"}, {"allocs_per_mb", "allocs/MB"},
+		{"gc_pause_p99_us", "p99 pause µs"}, {"gc_stop_max_us", "longest stopping µs"},
+		{"allocs_per_frame", "allocs/frame"}, {"allocs_per_mb", "allocs/MB"},
 		{"allocs_per_transaction", "allocs/transaction"}, {"goroutines_created", "goroutines created"},
 	}
 	r.p("| workload | stack |")
@@ -455,9 +456,12 @@ func (r *report) goCost() {
 		r.p(" %s |", c.title)
 	}
 	r.p("\n|---|---|%s\n", strings.Repeat("---|", len(cols)))
-	for _, w := range []string{"bulk", "rr"} {
+	for _, w := range []string{"bulk", "rr", "scale"} {
 		for _, pt := range r.points[w] {
 			for _, st := range server.Stacks {
+				if _, ok := r.get(w, pt, st, "gc_cycles"); !ok {
+					continue // a point measured before the pauses were
+				}
 				r.p("| %s %s | %s |", w, pt, st)
 				for _, c := range cols {
 					scale := 1.0
@@ -474,7 +478,7 @@ func (r *report) goCost() {
 			}
 		}
 	}
-	r.p("\n*Pause figures are the upper bounds of runtime/metrics' histogram buckets; GC CPU is the runtime's GC time (/cpu/classes/gc/total, added as each cycle ends) over the process's CPU time.*\n\n")
+	r.p("\n*Pause figures are the upper bounds of runtime/metrics' histogram buckets; \"stopping\" is the part of a pause spent stopping the world (/sched/pauses/stopping/gc), which on a busy machine waits for the OS to run each thread that must stop; the scale rows cover holding the connections and using each once; GC CPU is the runtime's GC time (/cpu/classes/gc/total, added as each cycle ends) over the process's CPU time.*\n\n")
 	if len(r.res.Micro) > 0 || r.res.MicroError != "" {
 		r.p("### Allocations per packet, layer by layer\n\n")
 		r.p("The stack's own Go benchmarks (`go test -run='^$' -bench=. -benchmem -benchtime=%v ./...` in the GoNet module), one operation a packet or a batch as each benchmark says:\n\n", r.res.Plan.MicroBenchTime)

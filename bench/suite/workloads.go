@@ -237,10 +237,7 @@ func (w window) goCost(m map[string]float64) {
 	if cpu := w.serverCPU(); cpu > 0 {
 		m["gc_cpu_frac"] = (a.GCCPU - b.GCCPU) / cpu
 	}
-	m["gc_cycles"] = float64(a.GCCycles - b.GCCycles)
-	p := server.PauseDelta(b.Pauses, a.Pauses)
-	m["gc_pause_max_us"] = server.PauseQuantile(p, 1) * 1e6
-	m["gc_pause_p99_us"] = server.PauseQuantile(p, 0.99) * 1e6
+	gcPauses(m, b, a)
 	allocs := float64(a.Allocs - b.Allocs)
 	m["allocs"] = allocs
 	if w.after.RxFrames >= 0 {
@@ -251,6 +248,18 @@ func (w window) goCost(m map[string]float64) {
 		}
 	}
 	m["goroutines_created"] = float64(a.Created - b.Created)
+}
+
+// gcPauses adds to m the collections between two snapshots of a server's
+// runtime and their stop-the-world pauses: the longest, the 99th
+// percentile, and the longest time spent stopping the world, the part of
+// a pause that waits for the OS to run every thread that must stop.
+func gcPauses(m map[string]float64, b, a server.GoStats) {
+	m["gc_cycles"] = float64(a.GCCycles - b.GCCycles)
+	p := server.PauseDelta(b.Pauses, a.Pauses)
+	m["gc_pause_max_us"] = server.PauseQuantile(p, 1) * 1e6
+	m["gc_pause_p99_us"] = server.PauseQuantile(p, 0.99) * 1e6
+	m["gc_stop_max_us"] = server.PauseQuantile(server.PauseDelta(b.Stopping, a.Stopping), 1) * 1e6
 }
 
 // measure runs a load generator between two snapshots of the server.
@@ -574,6 +583,11 @@ func runScale(ctx context.Context, e *Env, n int) (map[string]float64, []byte, e
 		"mem_per_conn":        mem,
 		"heap_per_conn":       float64(int64(at.Go.HeapBytes)-int64(before.Go.HeapBytes)) / float64(served),
 		"goroutines_per_conn": float64(int64(at.Go.Goroutines)-int64(before.Go.Goroutines)) / float64(served),
+	}
+	// The collector's pauses while the server held the connections and
+	// each was used once (issue 14's second point for Biscuit's bound).
+	if end, err := e.Stats(); err == nil {
+		gcPauses(m, before.Go, end.Go)
 	}
 	if r.Failed > 0 {
 		return m, last, fmt.Errorf("%d of %d connections failed: %s", r.Failed, n, r.FirstFailure)
