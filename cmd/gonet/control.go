@@ -19,6 +19,7 @@ import (
 
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/stats"
 )
 
 // The control endpoint. gonet up serves the status pages of its stack
@@ -45,7 +46,7 @@ func defaultControlPath(nic string) string {
 // stackStatus shows a stack on the status pages.
 type stackStatus struct{ s *stack.Stack }
 
-func (st stackStatus) Counters() map[string]int64 { return st.s.Counters() }
+func (st stackStatus) Metrics() stats.Snapshot { return st.s.Metrics() }
 
 func (st stackStatus) Connections() []services.ConnRow {
 	infos := st.s.Connections()

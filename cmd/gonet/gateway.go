@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -455,13 +454,16 @@ func (d *gatewayDaemon) stop() error {
 
 // Counters returns the stack's counters with the gateway's, the DNS
 // forwarder's and the DHCP server's, under Gateway., DNS. and DHCP.
-func (d *gatewayDaemon) Counters() map[string]int64 {
-	m := d.host.stack.Counters()
+func (d *gatewayDaemon) Counters() map[string]int64 { return d.Metrics().Values() }
+
+// Metrics is Counters with each value's kind.
+func (d *gatewayDaemon) Metrics() stats.Snapshot {
+	m := d.host.stack.Metrics()
 	if d.gw != nil {
-		maps.Copy(m, stats.Map("Gateway", &d.gw.Stats))
+		m.Add("Gateway", &d.gw.Stats)
 	}
-	maps.Copy(m, stats.Map("DNS", &d.dns.Stats))
-	maps.Copy(m, stats.Map("DHCP", &d.dhcp.Stats))
+	m.Add("DNS", &d.dns.Stats)
+	m.Add("DHCP", &d.dhcp.Stats)
 	return m
 }
 
