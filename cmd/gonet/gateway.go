@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -35,7 +36,7 @@ var gatewayCommand = &command{
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
 	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
-		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH]",
+		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
 connection, UDP flow and ping of the guest and relays each through this
 process's own sockets, so the guest reaches what the host reaches without
@@ -59,7 +60,10 @@ When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
 on stdout, and says on stderr how it relays pings. On SIGINT or SIGTERM it
 shuts down, prints the counters of the stack, the gateway, the DNS
 forwarder and the DHCP server, and exits 0. The control socket (-control,
-by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats.`,
+by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats;
+-metrics serves them to Prometheus at http://[HOST]:PORT/metrics on the
+host's own network (127.0.0.1 unless HOST says otherwise), with the kernel's
+own counters of the TAP device (its drops of frames for GoNet among them).`,
 	flags: func() *flag.FlagSet { fs, _ := gatewayFlags("gateway"); return fs },
 	run:   runGateway,
 }
@@ -90,6 +94,7 @@ type gatewayConfig struct {
 	dnsUpstream    netip.AddrPort // invalid: /etc/resolv.conf's
 	maxFlows       int
 	control        string // empty: the default; noControl: none
+	metrics        metricsConfig
 }
 
 // gatewayFlags returns the flags of gonet gateway, or of gonet run when
@@ -150,6 +155,7 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 	c.link.registerCapture(fs)
 	fs.StringVar(&c.control, "control", "", "serve the counters for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	c.metrics.register(fs)
 	return fs, c
 }
 
@@ -258,7 +264,9 @@ type gatewayDaemon struct {
 	gw   *gateway.Gateway
 	dns  *dns.Forwarder
 	dhcp *dhcp.Server
-	svc  *serviceGroup // the DNS forwarder, the DHCP server, the control socket
+	svc  *serviceGroup // the DNS forwarder, the DHCP server, the control socket, -metrics
+	// metricsAddr is where -metrics serves; nil without it.
+	metricsAddr net.Addr
 }
 
 // startGateway brings the gateway up on the guest's TAP device, made in the
@@ -364,6 +372,9 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		default:
 			return nil, lerr
 		}
+	}
+	if d.metricsAddr, err = c.metrics.start(d.svc, out, name, d.Metrics); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
