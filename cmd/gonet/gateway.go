@@ -295,14 +295,16 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		return nil, fmt.Errorf("DHCP server: %w", err)
 	}
 
-	ep, nic, err := openGuestLink(nsPath, c, n)
+	ep, nic, kernel, err := openGuestLink(nsPath, c, n)
 	if err != nil {
 		return nil, err
 	}
 	h, err := bringUpOn(&c.link, ep, nic)
 	if err != nil {
+		kernel.Close()
 		return nil, err
 	}
+	h.kernel = kernel
 	d := &gatewayDaemon{host: h, net: n, dns: fwd, dhcp: srv}
 	defer func() {
 		if err != nil {
@@ -381,35 +383,38 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 
 // openGuestLink opens the guest's link: the UNIX socket a VM connects to
 // (-socket), or else its TAP device (openGuestTAP). It returns the link
-// with its NIC's name.
-func openGuestLink(nsPath string, c *gatewayConfig, n gateway.Network) (link.Endpoint, string, error) {
+// with its NIC's name and, for a TAP device, the reader of the kernel's
+// counters of it.
+func openGuestLink(nsPath string, c *gatewayConfig, n gateway.Network) (link.Endpoint, string, *kernelCounters, error) {
 	if c.link.socket != "" {
 		// The stream link carries no offloads: the VM's frames are whole.
 		ep, err := stream.Listen(c.link.socket, stream.Options{MTU: c.link.mtu})
 		if err != nil {
-			return nil, "", fmt.Errorf("listening for a VM: %w", err)
+			return nil, "", nil, fmt.Errorf("listening for a VM: %w", err)
 		}
-		return ep, socketNIC, nil
+		return ep, socketNIC, nil, nil
 	}
-	ep, err := openGuestTAP(nsPath, c, n)
+	ep, conn, err := openGuestTAP(nsPath, c, n)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return ep, ep.Name(), nil
+	return ep, ep.Name(), &kernelCounters{conn: conn, dev: ep.Name()}, nil
 }
 
 // openGuestTAP makes the guest's TAP device in the namespace at nsPath
 // (this one when empty), configured there with c.configure, and returns it
-// to be served from this namespace.
+// to be served from this namespace, with a netlink socket opened in that
+// namespace to read the kernel's counters of it.
 //
 // The work is done on a thread of its own that enters the namespace and is
 // never brought back: in gonet run's user namespace the thread could not
 // return to the host's network namespace, which that namespace does not
 // own, so it ends with its goroutine instead (runtime.LockOSThread).
-func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endpoint, error) {
+func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endpoint, *rtnl.Conn, error) {
 	type result struct {
-		ep  *tap.Endpoint
-		err error
+		ep   *tap.Endpoint
+		conn *rtnl.Conn
+		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -436,13 +441,17 @@ func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endp
 		if err == nil && c.loopback {
 			err = rtnl.LinkUp("lo", 0)
 		}
+		var conn *rtnl.Conn
+		if err == nil {
+			conn, err = rtnl.Dial()
+		}
 		if err != nil && ep != nil {
 			ep.Close()
 		}
-		done <- result{ep, err}
+		done <- result{ep, conn, err}
 	}()
 	r := <-done
-	return r.ep, r.err
+	return r.ep, r.conn, r.err
 }
 
 // stop shuts the daemon down: the services, then the gateway's flows, then
@@ -469,7 +478,7 @@ func (d *gatewayDaemon) Counters() map[string]int64 { return d.Metrics().Values(
 
 // Metrics is Counters with each value's kind.
 func (d *gatewayDaemon) Metrics() stats.Snapshot {
-	m := d.host.stack.Metrics()
+	m := d.host.Metrics()
 	if d.gw != nil {
 		m.Add("Gateway", &d.gw.Stats)
 	}
@@ -481,5 +490,5 @@ func (d *gatewayDaemon) Metrics() stats.Snapshot {
 // Connections returns the stack's connections: the guest's side of every
 // relayed TCP flow.
 func (d *gatewayDaemon) Connections() []services.ConnRow {
-	return stackStatus{d.host.stack}.Connections()
+	return stackStatus{d.host}.Connections()
 }

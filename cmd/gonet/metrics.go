@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/metrics"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
@@ -73,4 +74,47 @@ func (m *metricsConfig) start(g *serviceGroup, out *output, name string, src fun
 	})
 	fmt.Fprintf(out.stderr, "gonet %s: serving Prometheus metrics at http://%s/metrics\n", name, ln.Addr())
 	return ln.Addr(), nil
+}
+
+// kernelCounters reads the kernel's own counters of a TAP device: what the
+// kernel handed GoNet and what it dropped for it (TxDropped: GoNet did not
+// read fast enough and the device's queue overflowed), which no counter of
+// GoNet's can see. Its netlink socket was opened in the device's network
+// namespace (the guest's, for gonet gateway -netns), and reads it from
+// there.
+type kernelCounters struct {
+	conn *rtnl.Conn
+	dev  string // the device's name in its namespace
+}
+
+// addTo adds the device's counters to snap as TAP.<nic>.<Name>. A device
+// that cannot be read (gone at shutdown) adds nothing: a scrape without
+// them beats a failed one. A nil k adds nothing.
+func (k *kernelCounters) addTo(snap stats.Snapshot, nic string) {
+	if k == nil {
+		return
+	}
+	st, err := k.conn.LinkStats(k.dev)
+	if err != nil {
+		return
+	}
+	for _, v := range []struct {
+		name string
+		v    uint64
+	}{
+		{"RxPackets", st.RxPackets}, {"TxPackets", st.TxPackets},
+		{"RxBytes", st.RxBytes}, {"TxBytes", st.TxBytes},
+		{"RxErrors", st.RxErrors}, {"TxErrors", st.TxErrors},
+		{"RxDropped", st.RxDropped}, {"TxDropped", st.TxDropped},
+	} {
+		snap["TAP."+nic+"."+v.name] = stats.Sample{Kind: stats.KindCounter, Value: int64(v.v)}
+	}
+}
+
+// Close closes the netlink socket; a nil k has none.
+func (k *kernelCounters) Close() error {
+	if k == nil {
+		return nil
+	}
+	return k.conn.Close()
 }

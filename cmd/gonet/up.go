@@ -160,7 +160,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 // UDP and TCP, http with -http-root or the stack's status, and the control
 // socket. On error nothing is left running.
 func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*serviceGroup, error) {
-	status := stackStatus{h.stack}
+	status := stackStatus{h}
 	list := slices.Clone(c.services)
 	for i := range list {
 		if list[i].Name == "http" {
