@@ -12,6 +12,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 )
@@ -33,12 +37,15 @@ func buildGonet(t *testing.T) string {
 func TestDaemonServesUntilSignalled(t *testing.T) {
 	netnstest.RequireTool(t, "ping")
 	netnstest.RequireTool(t, "socat")
+	netnstest.RequireTool(t, "curl")
 	bin := buildGonet(t)
 	ns := netnstest.New(t)
 	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", gonetAddr.String(), "-serve", "echo,daytime")
+	const metricsAddr = "127.0.0.1:19465" // in the test's namespace
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", gonetAddr.String(), "-serve", "echo,daytime",
+		"-control", filepath.Join(t.TempDir(), "up.sock"), "-metrics", metricsAddr)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +72,36 @@ func TestDaemonServesUntilSignalled(t *testing.T) {
 	day := h.run(t, 10*time.Second, "sh", "-c", "echo | socat -t 1 -T 3 STDIO UDP:"+gonetUDPAddr(13))
 	if _, err := time.Parse(time.RFC1123, strings.TrimSpace(day)); err != nil {
 		t.Errorf("daytime answered %q: %v", day, err)
+	}
+	// Prometheus scrapes -metrics: GoNet's counters, and the kernel's of
+	// the TAP device (Tx: the frames it handed GoNet).
+	body := h.run(t, 10*time.Second, "curl", "-sSf", "http://"+metricsAddr+"/metrics")
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("Prometheus' parser: %v", err)
+	}
+	value := func(name string) (float64, string) {
+		f := fams[name]
+		if f.GetType() != dto.MetricType_COUNTER || len(f.GetMetric()) != 1 {
+			t.Errorf("scrape: %s is %v, want one counter", name, f)
+			return 0, ""
+		}
+		m := f.GetMetric()[0]
+		var nic string
+		for _, l := range m.GetLabel() {
+			nic = l.GetValue()
+		}
+		return m.GetCounter().GetValue(), nic
+	}
+	if v, _ := value("gonet_icmp_out_echo_reps_total"); v != 2 {
+		t.Errorf("scrape: gonet_icmp_out_echo_reps_total %v, want 2", v)
+	}
+	if v, nic := value("gonet_tap_tx_packets_total"); v < 2 || nic != dev {
+		t.Errorf("scrape: gonet_tap_tx_packets_total{nic=%q} %v, want {nic=%q} at least 2", nic, v, dev)
+	}
+	if _, nic := value("gonet_tap_tx_dropped_total"); nic != dev {
+		t.Errorf("scrape: gonet_tap_tx_dropped_total{nic=%q}, want nic %q", nic, dev)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
@@ -237,6 +242,70 @@ func (d *gwDaemon) stop(t *testing.T) string {
 	return counters.String()
 }
 
+// gwMetricsPort is where the gateway serves -metrics, on the loopback of
+// the test's host namespace.
+const gwMetricsPort = "19464"
+
+// checkMetrics reads the daemon's counters as a script does (gonet stats
+// -json) and as Prometheus does (a scrape of -metrics, in the host
+// namespace, read by Prometheus' parser): both carry the kernel's counters
+// of the guest's TAP device, read in the guest's namespace.
+func (w *gwWorld) checkMetrics(t *testing.T, d *gwDaemon) {
+	t.Helper()
+	out, err := exec.Command(d.bin, "stats", "-json", "-control", d.control).Output()
+	if err != nil {
+		t.Fatalf("gonet stats -json: %v", err)
+	}
+	var js map[string]int64
+	if err := json.Unmarshal(out, &js); err != nil {
+		t.Fatalf("gonet stats -json: %v in %s", err, out)
+	}
+	tap := "TAP." + gwGuestTAP + "."
+	if js[tap+"TxPackets"] == 0 || js[tap+"RxPackets"] == 0 || js["Gateway.Relay.TCPFlows"] == 0 {
+		t.Errorf("gonet stats -json: %sTxPackets %d, %sRxPackets %d, Gateway.Relay.TCPFlows %d; want each above 0",
+			tap, js[tap+"TxPackets"], tap, js[tap+"RxPackets"], js["Gateway.Relay.TCPFlows"])
+	}
+	if _, ok := js[tap+"TxDropped"]; !ok {
+		t.Errorf("gonet stats -json has no %sTxDropped", tap)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := w.host.Run(ctx, "curl", "-sSf", "http://127.0.0.1:"+gwMetricsPort+"/metrics")
+	if err != nil {
+		t.Fatalf("scraping -metrics: %v: %s", err, body)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("Prometheus' parser: %v", err)
+	}
+	for _, tt := range []struct {
+		name, nic string
+		min       float64
+	}{
+		{"gonet_tap_tx_packets_total", gwGuestTAP, 1},
+		{"gonet_tap_tx_dropped_total", gwGuestTAP, 0},
+		{"gonet_nic_rx_frames_total", gwGuestTAP, 1},
+		{"gonet_gateway_relay_tcp_flows_total", "", 1},
+		{"gonet_dns_answers_total", "", 1},
+	} {
+		f := fams[tt.name]
+		if f.GetType() != dto.MetricType_COUNTER || len(f.GetMetric()) != 1 {
+			t.Errorf("scrape: %s is %v, want one counter", tt.name, f)
+			continue
+		}
+		m := f.GetMetric()[0]
+		var nic string
+		for _, l := range m.GetLabel() {
+			nic = l.GetValue()
+		}
+		if v := m.GetCounter().GetValue(); nic != tt.nic || v < tt.min {
+			t.Errorf("scrape: %s{nic=%q} %v, want {nic=%q} at least %v", tt.name, nic, v, tt.nic, tt.min)
+		}
+	}
+}
+
 // guestRun runs a command in the guest namespace and returns its combined
 // output and error.
 func (w *gwWorld) guestRun(timeout time.Duration, name string, args ...string) (string, error) {
@@ -340,7 +409,7 @@ func TestGatewayDaemon(t *testing.T) {
 		}
 		t.Run("guest reaches the internet at "+name, func(t *testing.T) {
 			w := newGWWorld(t, bin)
-			args := []string{"-configure"}
+			args := []string{"-configure", "-metrics", ":" + gwMetricsPort}
 			if mtu != "" {
 				args = append(args, "-mtu", mtu)
 			}
@@ -385,6 +454,7 @@ func TestGatewayDaemon(t *testing.T) {
 			if err != nil || !strings.Contains(string(stats), "Gateway.TCPConnects") || !strings.Contains(string(stats), "DNS.Answers") {
 				t.Errorf("gonet stats on the control socket: %v\n%s", err, stats)
 			}
+			w.checkMetrics(t, d)
 
 			counters := d.stop(t)
 			for _, want := range []string{"Gateway.TCPRefused 1", "Gateway.PingReplies 1", "DNS.Answers 2", "TCP.PassiveOpens"} {

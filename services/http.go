@@ -16,13 +16,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gonetstack/gonet/metrics"
 	"github.com/gonetstack/gonet/stats"
 )
 
 // StatusPrefix is where the status pages live on every HTTPHandler, a file
 // root or not: StatusPrefix itself (HTML for browsers, text for the rest),
-// StatusPrefix+"status.json", StatusPrefix+"status.txt" and
-// StatusPrefix+"ss" (the connection table as ss -tan prints it).
+// StatusPrefix+"status.json", StatusPrefix+"status.txt",
+// StatusPrefix+"ss" (the connection table as ss -tan prints it) and
+// StatusPrefix+"metrics" (every counter and gauge in Prometheus' text
+// exposition format, package metrics).
 const StatusPrefix = "/.gonet/"
 
 // The HTTP server's limits. A client gets ReadHeaderTimeout to send its
@@ -47,7 +50,8 @@ var httpShutdownGrace = 5 * time.Second
 // GET and HEAD only; paths are resolved inside root with os.Root, so
 // neither ".." nor a symbolic link can lead out of it, and such a path is
 // answered 404 as a missing file is. Without root it serves the status
-// pages of status at "/", "/status.json", "/status.txt" and "/ss".
+// pages of status at "/", "/status.json", "/status.txt", "/ss" and
+// "/metrics".
 //
 // Either way the status pages are also under StatusPrefix ("/.gonet/"),
 // which the file root never reaches: a directory named .gonet in the root
@@ -138,6 +142,9 @@ func (p statusPages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch page {
 	case "", "status.json", "status.txt", "ss":
+	case "metrics":
+		metrics.Handler(func() stats.Snapshot { return metricsOf(p.src) }).ServeHTTP(w, r)
+		return
 	default:
 		http.NotFound(w, r)
 		return
@@ -228,7 +235,7 @@ td.n { text-align: right; }
 </head>
 <body>
 <h1>GoNet status</h1>
-<p>Also as <a href="{{.Prefix}}status.json">JSON</a>, <a href="{{.Prefix}}status.txt">text</a>
+<p>Also as <a href="{{.Prefix}}status.json">JSON</a>, <a href="{{.Prefix}}status.txt">text</a>, <a href="{{.Prefix}}metrics">Prometheus metrics</a>
 and <a href="{{.Prefix}}ss">ss</a>.</p>
 <h2>Connections</h2>
 <table>

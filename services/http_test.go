@@ -17,6 +17,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/gonetstack/gonet/metrics"
 )
 
 // secret is what lies outside the web root: no request may bring it back.
@@ -432,6 +438,9 @@ func TestHTTPStatusPagesWithoutARoot(t *testing.T) {
 		{"the ss table", "/ss", "", "text/plain; charset=utf-8", []string{rowsText}, []string{"TCP.ActiveOpens"}},
 		{"the same under /.gonet/", "/.gonet/", "text/html", "text/html; charset=utf-8", []string{"<td>LISTEN</td>"}, nil},
 		{"the ss table under /.gonet/", "/.gonet/ss", "", "text/plain; charset=utf-8", []string{rowsText}, nil},
+		{"Prometheus metrics, zeros too", "/metrics", "", metrics.ContentType,
+			[]string{"# TYPE gonet_tcp_active_opens_total counter\ngonet_tcp_active_opens_total 4\n", "gonet_ipv4_in_discards_total 0\n"}, []string{"ESTAB"}},
+		{"the metrics under /.gonet/", "/.gonet/metrics", "", metrics.ContentType, []string{"gonet_udp_in_datagrams_total 9\n"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -489,5 +498,45 @@ func TestHTTPWithAMissingRootSaysSo(t *testing.T) {
 	}
 	if resp, _ := do(t, c, "GET", srv.url+"/.gonet/status.json", nil); resp.StatusCode != 200 {
 		t.Errorf("the status with the root gone: %s, want 200", resp.Status)
+	}
+}
+
+func TestMetricsPageIsReadByPrometheusParser(t *testing.T) {
+	src := fakeStatus{counters: map[string]int64{
+		"TCP.RetransSegs": 3, "NIC.tap0.RxBytes": 1500, "NIC.tap1.RxBytes": 60, "Gateway.UDPActive": 2,
+	}}
+	for _, root := range []string{"", t.TempDir()} {
+		srv := startHTTP(t, HTTPHandler(root, src))
+		resp, body := do(t, newClient(t), "GET", srv.url+StatusPrefix+"metrics", nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("root %q: GET %smetrics: %s", root, StatusPrefix, resp.Status)
+		}
+		p := expfmt.NewTextParser(model.LegacyValidation)
+		fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("root %q: Prometheus' parser: %v in\n%s", root, err, body)
+		}
+		got := map[string]float64{}
+		for name, f := range fams {
+			for _, m := range f.GetMetric() {
+				key := name
+				for _, l := range m.GetLabel() {
+					key += "{" + l.GetName() + "=" + l.GetValue() + "}"
+				}
+				got[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+		want := map[string]float64{
+			"gonet_tcp_retrans_segs_total":       3,
+			"gonet_nic_rx_bytes_total{nic=tap0}": 1500,
+			"gonet_nic_rx_bytes_total{nic=tap1}": 60,
+			"gonet_gateway_udp_active":           2,
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("root %q: parsed %v, want %v", root, got, want)
+		}
+		if typ := fams["gonet_gateway_udp_active"].GetType(); typ != dto.MetricType_GAUGE {
+			t.Errorf("gonet_gateway_udp_active is a %v, want a gauge", typ)
+		}
 	}
 }

@@ -10,13 +10,16 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/gonetstack/gonet/stats"
 )
 
 // StatusSource is what the status pages show: a stack's counters and its
 // connection table. cmd/gonet adapts GoNet's stack to it; tests use fakes.
 type StatusSource interface {
-	// Counters returns every counter by dotted name ("TCP.ActiveOpens").
-	Counters() map[string]int64
+	// Metrics returns every counter and gauge by dotted name
+	// ("TCP.ActiveOpens"), with its kind.
+	Metrics() stats.Snapshot
 	// Connections returns the connection table, listeners included.
 	Connections() []ConnRow
 }
@@ -79,14 +82,20 @@ func Snapshot(src StatusSource) Status {
 	if src == nil {
 		return st
 	}
-	if c := src.Counters(); c != nil {
-		st.Counters = c
-	}
+	st.Counters = metricsOf(src).Values()
 	if rows := src.Connections(); rows != nil {
 		st.Connections = slices.Clone(rows)
 	}
 	sortRows(st.Connections)
 	return st
+}
+
+// metricsOf returns src's counters and gauges; none for a nil src.
+func metricsOf(src StatusSource) stats.Snapshot {
+	if src == nil {
+		return nil
+	}
+	return src.Metrics()
 }
 
 // sortRows orders a connection table as ss does for a single socket

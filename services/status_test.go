@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gonetstack/gonet/stats"
 )
 
 // fakeStatus is a StatusSource with fixed figures.
@@ -16,8 +18,23 @@ type fakeStatus struct {
 	rows     []ConnRow
 }
 
-func (f fakeStatus) Counters() map[string]int64 { return f.counters }
-func (f fakeStatus) Connections() []ConnRow     { return f.rows }
+// Metrics gives the counters as counters, and "...Active" ones as gauges.
+func (f fakeStatus) Metrics() stats.Snapshot {
+	if f.counters == nil {
+		return nil
+	}
+	snap := stats.Snapshot{}
+	for n, v := range f.counters {
+		kind := stats.KindCounter
+		if strings.HasSuffix(n, "Active") {
+			kind = stats.KindGauge
+		}
+		snap[n] = stats.Sample{Kind: kind, Value: v}
+	}
+	return snap
+}
+
+func (f fakeStatus) Connections() []ConnRow { return f.rows }
 
 var (
 	listenRow = ConnRow{State: "LISTEN", Local: netip.MustParseAddrPort("0.0.0.0:80")}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 
+	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/stack"
 )
@@ -39,4 +41,30 @@ func Example() {
 	// ICMP from the stack's own ping client.
 	rtt, err := s.Ping(context.Background(), netip.MustParseAddr("10.0.0.1"), 56)
 	fmt.Println(rtt, err)
+}
+
+// An embedding program reads the stack's counters as values, each with its
+// kind, without parsing text: here two stacks joined in memory, one pinging
+// the other.
+func ExampleStack_Metrics() {
+	epA, epB := pipe.New(1500, net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2})
+	a, b := stack.New(stack.Config{}), stack.New(stack.Config{})
+	defer a.Close()
+	defer b.Close()
+	a.AddNIC("eth0", epA)
+	b.AddNIC("eth0", epB)
+	a.AddAddress("eth0", netip.MustParsePrefix("10.0.0.1/24"))
+	b.AddAddress("eth0", netip.MustParsePrefix("10.0.0.2/24"))
+	if _, err := a.Ping(context.Background(), netip.MustParseAddr("10.0.0.2"), 56); err != nil {
+		panic(err)
+	}
+
+	m := b.Metrics()
+	fmt.Println(m["ICMP.OutEchoReps"].Kind, m["ICMP.OutEchoReps"].Value)
+	fmt.Println(m["TCP.CurrEstab"].Kind, m["TCP.CurrEstab"].Value)
+	fmt.Println(m["Memory.Limit"].Kind, m["Memory.Limit"].Unit)
+	// Output:
+	// counter 1
+	// gauge 0
+	// gauge bytes
 }

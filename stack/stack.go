@@ -238,28 +238,37 @@ func (s *Stack) Budget() *budget.Budget { return s.env.Budget }
 func (s *Stack) IPv4() *ipv4.Protocol { return s.ip }
 
 // Counters returns every counter of every layer by dotted name
-// ("IPv4.ReasmOKs", "NIC.tap0.RxFrames").
-func (s *Stack) Counters() map[string]int64 {
-	m := map[string]int64{}
-	add := func(prefix string, v any) {
-		stats.Walk(prefix, v, func(n string, x int64) { m[n] = x })
-	}
+// ("IPv4.ReasmOKs", "NIC.tap0.RxFrames"): Metrics without the kinds.
+func (s *Stack) Counters() map[string]int64 { return s.Metrics().Values() }
+
+// Metrics returns every counter and gauge of every layer by dotted name
+// ("TCP.RetransSegs", "NIC.tap0.RxFrames", "Memory.Used"), each with its
+// kind, for a program that embeds the stack and for exposition formats.
+// A NIC's counters are under "NIC.<name>." and its ARP's under
+// "ARP.<name>."; the memory budget's under "Memory." (bytes, but for
+// Refused, the reservations refused) and the buffer pool's packets lent
+// under "Buffers.Outstanding".
+func (s *Stack) Metrics() stats.Snapshot {
+	m := stats.Snapshot{}
 	s.mu.Lock()
 	for _, n := range s.nics {
-		add("NIC."+n.eth.Name(), &n.eth.Stats)
-		add("ARP."+n.eth.Name(), &n.arp.Stats)
+		m.Add("NIC."+n.eth.Name(), &n.eth.Stats)
+		m.Add("ARP."+n.eth.Name(), &n.arp.Stats)
 	}
 	s.mu.Unlock()
-	add("IPv4", &s.ip.Stats)
-	add("ICMP", &s.icmp.Stats)
-	add("UDP", &s.udp.Stats)
-	add("TCP", &s.tcp.Stats)
+	m.Add("IPv4", &s.ip.Stats)
+	m.Add("ICMP", &s.icmp.Stats)
+	m.Add("UDP", &s.udp.Stats)
+	m.Add("TCP", &s.tcp.Stats)
 	b := s.env.Budget
-	m["Memory.Limit"] = b.Limit()
-	m["Memory.Used"] = b.Used()
-	m["Memory.Peak"] = b.Peak()
-	m["Memory.Refused"] = int64(b.Refused())
-	m["Buffers.Outstanding"] = s.env.Pool.Outstanding()
+	bytes := func(v int64) stats.Sample { return stats.Sample{Kind: stats.KindGauge, Unit: "bytes", Value: v} }
+	m["Memory.Limit"] = bytes(b.Limit())
+	m["Memory.Used"] = bytes(b.Used())
+	// The peak only rises, yet it is a level, not a count of events:
+	// its rate means nothing, so it is a gauge.
+	m["Memory.Peak"] = bytes(b.Peak())
+	m["Memory.Refused"] = stats.Sample{Kind: stats.KindCounter, Value: int64(b.Refused())}
+	m["Buffers.Outstanding"] = stats.Sample{Kind: stats.KindGauge, Value: s.env.Pool.Outstanding()}
 	return m
 }
 

@@ -1,7 +1,10 @@
 package stats_test
 
 import (
+	"encoding/json"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -121,5 +124,62 @@ func TestWriteCounters(t *testing.T) {
 				t.Errorf("counters\n%q\nwant\n%q", b.String(), tt.want)
 			}
 		})
+	}
+}
+
+type withUnits struct {
+	Sent    stats.Counter
+	Held    stats.Gauge   `unit:"bytes"`
+	Elapsed stats.Counter `unit:"seconds"`
+}
+
+func TestTakeGivesEachValueItsKindAndUnit(t *testing.T) {
+	var s withUnits
+	s.Sent.Add(2)
+	s.Held.Add(-4)
+	s.Elapsed.Add(9)
+	got := stats.Take("W", &s)
+	want := stats.Snapshot{
+		"W.Sent":    {Kind: stats.KindCounter, Value: 2},
+		"W.Held":    {Kind: stats.KindGauge, Unit: "bytes", Value: -4},
+		"W.Elapsed": {Kind: stats.KindCounter, Unit: "seconds", Value: 9},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Take = %v, want %v", got, want)
+	}
+	if v := got.Values(); !reflect.DeepEqual(v, stats.Map("W", &s)) {
+		t.Errorf("Values = %v, want what Map gives, %v", v, stats.Map("W", &s))
+	}
+}
+
+func TestSnapshotAddMergesUnderAPrefix(t *testing.T) {
+	var a inner
+	var b withUnits
+	a.Hits.Inc()
+	snap := stats.Take("A", &a)
+	snap.Add("B", &b)
+	names := slices.Sorted(maps.Keys(snap))
+	want := []string{"A.Hits", "A.Queued", "B.Elapsed", "B.Held", "B.Sent"}
+	if !slices.Equal(names, want) {
+		t.Errorf("names = %v, want %v", names, want)
+	}
+}
+
+func TestSampleJSONNamesTheKind(t *testing.T) {
+	tests := []struct {
+		in   stats.Sample
+		want string
+	}{
+		{stats.Sample{Kind: stats.KindCounter, Value: 3}, `{"kind":"counter","value":3}`},
+		{stats.Sample{Kind: stats.KindGauge, Unit: "bytes", Value: -1}, `{"kind":"gauge","unit":"bytes","value":-1}`},
+	}
+	for _, tt := range tests {
+		b, err := json.Marshal(tt.in)
+		if err != nil || string(b) != tt.want {
+			t.Errorf("json.Marshal(%+v) = %s, %v; want %s", tt.in, b, err, tt.want)
+		}
+	}
+	if _, err := json.Marshal(stats.Sample{}); err == nil {
+		t.Error("json.Marshal of a Sample without a kind: no error")
 	}
 }

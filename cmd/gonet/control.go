@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/services"
-	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/stats"
 )
 
 // The control endpoint. gonet up serves the status pages of its stack
@@ -42,13 +42,14 @@ func defaultControlPath(nic string) string {
 	return filepath.Join(controlDir, nic+".sock")
 }
 
-// stackStatus shows a stack on the status pages.
-type stackStatus struct{ s *stack.Stack }
+// stackStatus shows a host's stack on the status pages, with the kernel's
+// counters of its TAP device.
+type stackStatus struct{ h *host }
 
-func (st stackStatus) Counters() map[string]int64 { return st.s.Counters() }
+func (st stackStatus) Metrics() stats.Snapshot { return st.h.Metrics() }
 
 func (st stackStatus) Connections() []services.ConnRow {
-	infos := st.s.Connections()
+	infos := st.h.stack.Connections()
 	rows := make([]services.ConnRow, 0, len(infos))
 	for _, c := range infos {
 		rows = append(rows, services.ConnRow{

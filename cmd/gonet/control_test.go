@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/services"
+	"github.com/gonetstack/gonet/stats"
 )
 
 // fakeStatus is a services.StatusSource with fixed figures.
@@ -21,7 +22,15 @@ type fakeStatus struct {
 	rows     []services.ConnRow
 }
 
-func (f fakeStatus) Counters() map[string]int64      { return f.counters }
+// Metrics gives the counters, all as counters.
+func (f fakeStatus) Metrics() stats.Snapshot {
+	snap := stats.Snapshot{}
+	for n, v := range f.counters {
+		snap[n] = stats.Sample{Kind: stats.KindCounter, Value: v}
+	}
+	return snap
+}
+
 func (f fakeStatus) Connections() []services.ConnRow { return f.rows }
 
 // shortTempDir returns a directory for Unix sockets, whose paths must fit
@@ -144,6 +153,14 @@ func TestStatsPrintsTheDaemonsCounters(t *testing.T) {
 			"TCP.ActiveOpens 3\nTCP.PassiveOpens 12\nUDP.InDatagrams 40\n"},
 		{"all of them, from the daemon on a TAP device", []string{"stats", "-a", "-tap", "tap7"},
 			"IPv4.InDiscards 0\nTCP.ActiveOpens 3\nTCP.PassiveOpens 12\nUDP.InDatagrams 40\n"},
+		{"as a JSON object of name and value, zeros too, sorted", []string{"stats", "-json"},
+			`{
+  "IPv4.InDiscards": 0,
+  "TCP.ActiveOpens": 3,
+  "TCP.PassiveOpens": 12,
+  "UDP.InDatagrams": 40
+}
+`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"maps"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"runtime"
@@ -36,7 +36,7 @@ var gatewayCommand = &command{
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
 	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
-		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH]",
+		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
 connection, UDP flow and ping of the guest and relays each through this
 process's own sockets, so the guest reaches what the host reaches without
@@ -60,7 +60,10 @@ When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
 on stdout, and says on stderr how it relays pings. On SIGINT or SIGTERM it
 shuts down, prints the counters of the stack, the gateway, the DNS
 forwarder and the DHCP server, and exits 0. The control socket (-control,
-by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats.`,
+by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats;
+-metrics serves them to Prometheus at http://[HOST]:PORT/metrics on the
+host's own network (127.0.0.1 unless HOST says otherwise), with the kernel's
+own counters of the TAP device (its drops of frames for GoNet among them).`,
 	flags: func() *flag.FlagSet { fs, _ := gatewayFlags("gateway"); return fs },
 	run:   runGateway,
 }
@@ -91,6 +94,7 @@ type gatewayConfig struct {
 	dnsUpstream    netip.AddrPort // invalid: /etc/resolv.conf's
 	maxFlows       int
 	control        string // empty: the default; noControl: none
+	metrics        metricsConfig
 }
 
 // gatewayFlags returns the flags of gonet gateway, or of gonet run when
@@ -151,6 +155,7 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 	c.link.registerCapture(fs)
 	fs.StringVar(&c.control, "control", "", "serve the counters for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	c.metrics.register(fs)
 	return fs, c
 }
 
@@ -259,7 +264,9 @@ type gatewayDaemon struct {
 	gw   *gateway.Gateway
 	dns  *dns.Forwarder
 	dhcp *dhcp.Server
-	svc  *serviceGroup // the DNS forwarder, the DHCP server, the control socket
+	svc  *serviceGroup // the DNS forwarder, the DHCP server, the control socket, -metrics
+	// metricsAddr is where -metrics serves; nil without it.
+	metricsAddr net.Addr
 }
 
 // startGateway brings the gateway up on the guest's TAP device, made in the
@@ -288,14 +295,16 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 		return nil, fmt.Errorf("DHCP server: %w", err)
 	}
 
-	ep, nic, err := openGuestLink(nsPath, c, n)
+	ep, nic, kernel, err := openGuestLink(nsPath, c, n)
 	if err != nil {
 		return nil, err
 	}
 	h, err := bringUpOn(&c.link, ep, nic)
 	if err != nil {
+		kernel.Close()
 		return nil, err
 	}
+	h.kernel = kernel
 	d := &gatewayDaemon{host: h, net: n, dns: fwd, dhcp: srv}
 	defer func() {
 		if err != nil {
@@ -366,40 +375,46 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 			return nil, lerr
 		}
 	}
+	if d.metricsAddr, err = c.metrics.start(d.svc, out, name, d.Metrics); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
 // openGuestLink opens the guest's link: the UNIX socket a VM connects to
 // (-socket), or else its TAP device (openGuestTAP). It returns the link
-// with its NIC's name.
-func openGuestLink(nsPath string, c *gatewayConfig, n gateway.Network) (link.Endpoint, string, error) {
+// with its NIC's name and, for a TAP device, the reader of the kernel's
+// counters of it.
+func openGuestLink(nsPath string, c *gatewayConfig, n gateway.Network) (link.Endpoint, string, *kernelCounters, error) {
 	if c.link.socket != "" {
 		// The stream link carries no offloads: the VM's frames are whole.
 		ep, err := stream.Listen(c.link.socket, stream.Options{MTU: c.link.mtu})
 		if err != nil {
-			return nil, "", fmt.Errorf("listening for a VM: %w", err)
+			return nil, "", nil, fmt.Errorf("listening for a VM: %w", err)
 		}
-		return ep, socketNIC, nil
+		return ep, socketNIC, nil, nil
 	}
-	ep, err := openGuestTAP(nsPath, c, n)
+	ep, conn, err := openGuestTAP(nsPath, c, n)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return ep, ep.Name(), nil
+	return ep, ep.Name(), &kernelCounters{conn: conn, dev: ep.Name()}, nil
 }
 
 // openGuestTAP makes the guest's TAP device in the namespace at nsPath
 // (this one when empty), configured there with c.configure, and returns it
-// to be served from this namespace.
+// to be served from this namespace, with a netlink socket opened in that
+// namespace to read the kernel's counters of it.
 //
 // The work is done on a thread of its own that enters the namespace and is
 // never brought back: in gonet run's user namespace the thread could not
 // return to the host's network namespace, which that namespace does not
 // own, so it ends with its goroutine instead (runtime.LockOSThread).
-func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endpoint, error) {
+func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endpoint, *rtnl.Conn, error) {
 	type result struct {
-		ep  *tap.Endpoint
-		err error
+		ep   *tap.Endpoint
+		conn *rtnl.Conn
+		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
@@ -426,13 +441,17 @@ func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endp
 		if err == nil && c.loopback {
 			err = rtnl.LinkUp("lo", 0)
 		}
+		var conn *rtnl.Conn
+		if err == nil {
+			conn, err = rtnl.Dial()
+		}
 		if err != nil && ep != nil {
 			ep.Close()
 		}
-		done <- result{ep, err}
+		done <- result{ep, conn, err}
 	}()
 	r := <-done
-	return r.ep, r.err
+	return r.ep, r.conn, r.err
 }
 
 // stop shuts the daemon down: the services, then the gateway's flows, then
@@ -455,18 +474,21 @@ func (d *gatewayDaemon) stop() error {
 
 // Counters returns the stack's counters with the gateway's, the DNS
 // forwarder's and the DHCP server's, under Gateway., DNS. and DHCP.
-func (d *gatewayDaemon) Counters() map[string]int64 {
-	m := d.host.stack.Counters()
+func (d *gatewayDaemon) Counters() map[string]int64 { return d.Metrics().Values() }
+
+// Metrics is Counters with each value's kind.
+func (d *gatewayDaemon) Metrics() stats.Snapshot {
+	m := d.host.Metrics()
 	if d.gw != nil {
-		maps.Copy(m, stats.Map("Gateway", &d.gw.Stats))
+		m.Add("Gateway", &d.gw.Stats)
 	}
-	maps.Copy(m, stats.Map("DNS", &d.dns.Stats))
-	maps.Copy(m, stats.Map("DHCP", &d.dhcp.Stats))
+	m.Add("DNS", &d.dns.Stats)
+	m.Add("DHCP", &d.dhcp.Stats)
 	return m
 }
 
 // Connections returns the stack's connections: the guest's side of every
 // relayed TCP flow.
 func (d *gatewayDaemon) Connections() []services.ConnRow {
-	return stackStatus{d.host.stack}.Connections()
+	return stackStatus{d.host}.Connections()
 }

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/gonetstack/gonet/gateway"
 	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/stack"
@@ -152,7 +154,8 @@ func TestGatewaySocketFlags(t *testing.T) {
 func TestGatewayServesAVMOnASocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vm.sock")
 	c, err := parseGateway([]string{"-socket", path, "-mtu", "1500", "-control", noControl,
-		"-dns-upstream", "127.0.0.1:1"}) // never asked: nothing here resolves a name
+		"-dns-upstream", "127.0.0.1:1", // never asked: nothing here resolves a name
+		"-metrics", ":0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,5 +223,46 @@ func TestGatewayServesAVMOnASocket(t *testing.T) {
 	}
 	if n := d.gw.Stats.Relay.TCPFlows.Load(); n != 1 {
 		t.Errorf("Gateway.Relay.TCPFlows = %d, want 1", n)
+	}
+
+	// Prometheus on the host scrapes -metrics, on the loopback.
+	if !strings.HasPrefix(d.metricsAddr.String(), "127.0.0.1:") {
+		t.Fatalf("-metrics :0 listens on %v, want the loopback", d.metricsAddr)
+	}
+	if want := "serving Prometheus metrics at http://" + d.metricsAddr.String() + "/metrics\n"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q does not say %q", stderr.String(), want)
+	}
+	fams := scrape(t, "http://"+d.metricsAddr.String()+"/metrics")
+	for _, tt := range []struct {
+		name string
+		typ  dto.MetricType
+		nic  string
+		min  float64
+	}{
+		{"gonet_gateway_relay_tcp_flows_total", dto.MetricType_COUNTER, "", 1},
+		{"gonet_gateway_relay_to_host_bytes_total", dto.MetricType_COUNTER, "", float64(len(msg))},
+		{"gonet_gateway_relay_tcp_active", dto.MetricType_GAUGE, "", 0},
+		{"gonet_dns_queries_total", dto.MetricType_COUNTER, "", 0},
+		{"gonet_dhcp_out_acks_total", dto.MetricType_COUNTER, "", 0},
+		{"gonet_tcp_passive_opens_total", dto.MetricType_COUNTER, "", 1},
+		{"gonet_nic_rx_frames_total", dto.MetricType_COUNTER, socketNIC, 1},
+		{"gonet_memory_used_bytes", dto.MetricType_GAUGE, "", 0},
+	} {
+		f := fams[tt.name]
+		if f == nil {
+			t.Errorf("no %s in the scrape", tt.name)
+			continue
+		}
+		if f.GetType() != tt.typ {
+			t.Errorf("%s is a %v, want a %v", tt.name, f.GetType(), tt.typ)
+		}
+		m := f.GetMetric()[0]
+		var nic string
+		for _, l := range m.GetLabel() {
+			nic = l.GetValue()
+		}
+		if v := m.GetCounter().GetValue() + m.GetGauge().GetValue(); nic != tt.nic || v < tt.min {
+			t.Errorf("%s{nic=%q} = %v, want {nic=%q} at least %v", tt.name, nic, v, tt.nic, tt.min)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"
@@ -18,6 +19,7 @@ import (
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
 )
 
@@ -174,6 +176,17 @@ type host struct {
 	mac   net.HardwareAddr // GoNet's address on the link
 	// capture is the -pcap endpoint; nil without -pcap.
 	capture *pcap.Endpoint
+	// kernel reads the kernel's counters of the TAP device; nil on a
+	// VM's socket, which the kernel does not count.
+	kernel *kernelCounters
+}
+
+// Metrics returns the stack's counters and gauges with the kernel's
+// counters of the TAP device (TAP.<nic>.).
+func (h *host) Metrics() stats.Snapshot {
+	m := h.stack.Metrics()
+	h.kernel.addTo(m, h.nic)
+	return m
 }
 
 // openLink opens the link the flags name and returns it with its NIC's
@@ -207,7 +220,18 @@ func bringUp(c *linkConfig) (*host, error) {
 	if err != nil {
 		return nil, err
 	}
-	return bringUpOn(c, ep, nic)
+	h, err := bringUpOn(c, ep, nic)
+	if err != nil || c.socket != "" {
+		return h, err
+	}
+	// The TAP device is in this namespace: read its counters from here.
+	conn, err := rtnl.Dial()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	h.kernel = &kernelCounters{conn: conn, dev: nic}
+	return h, nil
 }
 
 // bringUpOn wraps ep as the flags ask and starts a stack on it as NIC nic,
@@ -263,7 +287,7 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string) (*host, error) {
 // file if there is one. A capture cut short by a write error (a full disk)
 // is reported here, since the frames themselves flowed on regardless.
 func (h *host) Close() error {
-	err := h.stack.Close()
+	err := errors.Join(h.stack.Close(), h.kernel.Close())
 	if h.capture != nil {
 		if cerr := h.capture.Err(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("capture file incomplete: %w", cerr))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"time"
@@ -33,12 +34,15 @@ no daemon answers.`,
 var statsCommand = &command{
 	name:    "stats",
 	summary: "print the counters of a running gonet up",
-	usage:   "gonet stats [-a] [-tap NAME | -control PATH]",
+	usage:   "gonet stats [-a | -json] [-tap NAME | -control PATH]",
 	about: `Asks a running gonet up for its stack's counters through its control socket
 and prints them one "Layer.Name value" a line, sorted, as gonet up prints
-them when it stops: the non-zero ones, or all of them with -a. With
-neither -tap nor -control it asks the only daemon running. Exits 0 on
-success, 1 when no daemon answers.`,
+them when it stops: the non-zero ones, or all of them with -a. With -json
+it prints them all, zeros too, as one JSON object of name and value
+({"TCP.RetransSegs": 3, ...}), for jq and scripts; Prometheus reads them
+from the daemon's /metrics instead (see -metrics). With neither -tap nor
+-control it asks the only daemon running. Exits 0 on success, 1 when no
+daemon answers.`,
 	flags: func() *flag.FlagSet { fs, _ := statsFlags(); return fs },
 	run:   runStats,
 }
@@ -53,7 +57,8 @@ func ssFlags() (*flag.FlagSet, *controlFlags) {
 // statsConfig is gonet stats's command line, parsed.
 type statsConfig struct {
 	controlFlags
-	all bool
+	all  bool
+	json bool
 }
 
 func statsFlags() (*flag.FlagSet, *statsConfig) {
@@ -61,6 +66,7 @@ func statsFlags() (*flag.FlagSet, *statsConfig) {
 	fs := newFlagSet("stats")
 	c.register(fs)
 	fs.BoolVar(&c.all, "a", false, "print every counter, zeros too")
+	fs.BoolVar(&c.json, "json", false, "print every counter as a JSON object of name and value")
 	return fs, c
 }
 
@@ -130,7 +136,17 @@ func runStats(ctx context.Context, cmd *command, out *output, args []string) int
 	if !ok {
 		return exitFail
 	}
-	if err := stats.Write(out.stdout, st.Counters, c.all); err != nil {
+	var err error
+	if c.json {
+		// Every counter, zeros too: a script's keys do not come and go
+		// with the traffic. encoding/json sorts a map's keys.
+		enc := json.NewEncoder(out.stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(st.Counters)
+	} else {
+		err = stats.Write(out.stdout, st.Counters, c.all)
+	}
+	if err != nil {
 		fmt.Fprintf(out.stderr, "gonet stats: %v\n", err)
 		return exitFail
 	}

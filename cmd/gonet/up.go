@@ -19,16 +19,19 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
+	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given address, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike; http (TCP port 80) serves the
 files under -http-root, or without it a page of the stack's counters and
 connections. Whatever the root, the status is also at /.gonet/
-(/.gonet/status.json, /.gonet/status.txt, /.gonet/ss).
+(/.gonet/status.json, /.gonet/status.txt, /.gonet/ss, and /.gonet/metrics
+for Prometheus).
 
 It also serves that status on a Unix socket, -control (by default
-/run/gonet/TAP.sock, removed on exit), which gonet ss and gonet stats read.
+/run/gonet/TAP.sock, removed on exit), which gonet ss and gonet stats read,
+and with -metrics serves /metrics alone on a TCP socket of the host's own
+network for Prometheus to scrape (on 127.0.0.1 unless HOST says otherwise).
 
 When ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout.
 On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
@@ -51,6 +54,7 @@ type upConfig struct {
 	http     bool   // http was in -serve
 	httpRoot string // directory http serves; empty: the status page
 	control  string // control socket; empty: the default; noControl: none
+	metrics  metricsConfig
 }
 
 func upFlags() (*flag.FlagSet, *upConfig) {
@@ -70,6 +74,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
 	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	c.metrics.register(fs)
 	return fs, c
 }
 
@@ -155,7 +160,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 // UDP and TCP, http with -http-root or the stack's status, and the control
 // socket. On error nothing is left running.
 func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*serviceGroup, error) {
-	status := stackStatus{h.stack}
+	status := stackStatus{h}
 	list := slices.Clone(c.services)
 	for i := range list {
 		if list[i].Name == "http" {
@@ -190,6 +195,9 @@ func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*s
 		default:
 			err = lerr
 		}
+	}
+	if err == nil {
+		_, err = c.metrics.start(g, out, "up", status.Metrics)
 	}
 	if err != nil {
 		return nil, errors.Join(err, g.Stop())

@@ -5,7 +5,9 @@
 //
 // Each call opens a netlink socket in the network namespace of the calling
 // thread, sends one request with NLM_F_ACK and reads the kernel's answer:
-// run it inside the namespace to configure (netns.DoPath).
+// run it inside the namespace to configure (netns.DoPath). A Conn instead
+// keeps its socket, and with it its namespace, for reading an interface's
+// counters again and again (a daemon's metrics).
 package rtnl
 
 import (

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func TestMetricsFlagListensOnTheLoopbackUnlessTold(t *testing.T) {
+	tests := []struct {
+		arg, want string
+	}{
+		{":9464", "127.0.0.1:9464"},
+		{"0.0.0.0:9464", "0.0.0.0:9464"},
+		{"192.0.2.1:80", "192.0.2.1:80"},
+		{"[::1]:9464", "[::1]:9464"},
+		{"localhost:0", "localhost:0"},
+	}
+	for _, tt := range tests {
+		for _, cmd := range []string{"up", "gateway", "run"} {
+			var m *metricsConfig
+			switch cmd {
+			case "up":
+				fs, c := upFlags()
+				if err := fs.Parse([]string{"-metrics", tt.arg}); err != nil {
+					t.Fatalf("up -metrics %s: %v", tt.arg, err)
+				}
+				m = &c.metrics
+			default:
+				fs, c := gatewayFlags(cmd)
+				if err := fs.Parse([]string{"-metrics", tt.arg}); err != nil {
+					t.Fatalf("%s -metrics %s: %v", cmd, tt.arg, err)
+				}
+				m = &c.metrics
+			}
+			if m.addr != tt.want {
+				t.Errorf("%s -metrics %s: address %q, want %q", cmd, tt.arg, m.addr, tt.want)
+			}
+		}
+	}
+}
+
+func TestMetricsFlagRefusesWhatIsNoHostPort(t *testing.T) {
+	for _, arg := range []string{"9464", "127.0.0.1", ":http", ":65536", ":-1", ""} {
+		var m metricsConfig
+		if err := m.set(arg); err == nil {
+			t.Errorf("-metrics %q: taken as %q, want an error", arg, m.addr)
+		}
+	}
+	checkUsageError(t, []string{"up", "-tap", "tap0", "-addr", "10.0.0.2/24", "-metrics", "9464"}, "-metrics")
+}
+
+// scrape fetches url as Prometheus does and parses what it gets with
+// Prometheus' own parser.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("scraping %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("scraping %s: %s, %v", url, resp.Status, err)
+	}
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("scraping %s: Prometheus' parser: %v", url, err)
+	}
+	return fams
+}
+
+func TestUpServesMetricsOnTheHost(t *testing.T) {
+	_, b := memoryPair(t)
+	c := &upConfig{control: noControl}
+	if err := c.metrics.set(":0"); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	svc, err := startUpServices(context.Background(), &output{stdout: io.Discard, stderr: &stderr}, c, &host{stack: b, nic: "b0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := svc.Stop(); err != nil {
+			t.Errorf("stopping the services: %v", err)
+		}
+	}()
+	_, url, ok := strings.Cut(strings.TrimSpace(stderr.String()), "gonet up: serving Prometheus metrics at ")
+	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("stderr %q does not say where the metrics are, on the loopback", stderr.String())
+	}
+	fams := scrape(t, url)
+	want := b.Metrics()["TCP.CurrEstab"]
+	if f := fams["gonet_tcp_curr_estab"]; f.GetType() != dto.MetricType_GAUGE || f.GetMetric()[0].GetGauge().GetValue() != float64(want.Value) {
+		t.Errorf("gonet_tcp_curr_estab = %v, want the gauge at %d", f, want.Value)
+	}
+	if _, ok := fams["gonet_ipv4_in_receives_total"]; !ok {
+		t.Error("no gonet_ipv4_in_receives_total in the scrape")
+	}
+}
