@@ -7,6 +7,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/stats"
@@ -42,6 +44,11 @@ type Config struct {
 	// MemoryLimit bounds the bytes the stack holds for others; 512 MiB
 	// when zero.
 	MemoryLimit int64
+	// Logger takes the stack's events (a link failing, an address
+	// conflict, a limit reached, never a packet), each repeated one
+	// rate-limited; nil discards them, since a library does not write to
+	// stderr unasked.
+	Logger *slog.Logger
 
 	ARP  arp.Config
 	IPv4 ipv4.Config
@@ -91,6 +98,7 @@ func New(cfg Config) *Stack {
 		Rand:   env.NewRand(cfg.Rand),
 		Pool:   buffer.NewPool(),
 		Budget: budget.New(cfg.MemoryLimit),
+		Log:    logs.OrDiscard(cfg.Logger),
 	}
 	s := &Stack{cfg: cfg, env: e}
 	s.ip = ipv4.New(cfg.IPv4, e)

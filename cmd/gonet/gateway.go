@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"path/filepath"
@@ -91,6 +92,7 @@ type gatewayConfig struct {
 	dnsUpstream    netip.AddrPort // invalid: /etc/resolv.conf's
 	maxFlows       int
 	control        string // empty: the default; noControl: none
+	log            logConfig
 }
 
 // gatewayFlags returns the flags of gonet gateway, or of gonet run when
@@ -151,6 +153,13 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 	c.link.registerCapture(fs)
 	fs.StringVar(&c.control, "control", "", "serve the counters for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	// gonet run's log shares stderr with the command's own: its
+	// default keeps out all but what went wrong.
+	level := slog.LevelInfo
+	if name == "run" {
+		level = slog.LevelWarn
+	}
+	c.log.register(fs, level)
 	return fs, c
 }
 
@@ -219,16 +228,17 @@ func runGateway(ctx context.Context, cmd *command, out *output, args []string) i
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
+	log := c.log.logger(out.stderr)
 	nsPath := ""
 	if c.netns != "" {
 		if nsPath, err = gateway.NetnsPath(c.netns); err != nil {
-			fmt.Fprintf(out.stderr, "gonet gateway: -netns: %s\n", strings.TrimPrefix(err.Error(), "gateway: "))
+			log.Error("-netns: "+strings.TrimPrefix(err.Error(), "gateway: "), "netns", c.netns)
 			return exitFail
 		}
 	}
-	d, err := startGateway(ctx, out, "gateway", c, nsPath)
+	d, err := startGateway(ctx, log, c, nsPath)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "gonet gateway: %v\n", err)
+		log.Error("starting the gateway", "tap", c.link.tap+c.link.socket, "err", err)
 		return exitFail
 	}
 	fmt.Fprintf(out.stdout, "gonet: gateway up %s %v %v\n", d.host.nic,
@@ -241,11 +251,11 @@ func runGateway(ctx context.Context, cmd *command, out *output, args []string) i
 		code = exitFail
 	}
 	if err := d.stop(); err != nil {
-		writeErrors(out.stderr, "gonet gateway", err)
+		logErrors(log, "shutting down", err)
 		code = exitFail
 	}
 	if err := stats.Write(out.stdout, d.Counters(), false); err != nil {
-		fmt.Fprintf(out.stderr, "gonet gateway: writing counters: %v\n", err)
+		log.Error("writing the counters", "err", err)
 		code = exitFail
 	}
 	return code
@@ -264,9 +274,9 @@ type gatewayDaemon struct {
 
 // startGateway brings the gateway up on the guest's TAP device, made in the
 // namespace at nsPath (this one when empty) and there configured with
-// c.configure. Its log lines on stderr start with "gonet NAME". On error
-// nothing is left running.
-func startGateway(ctx context.Context, out *output, name string, c *gatewayConfig, nsPath string) (_ *gatewayDaemon, err error) {
+// c.configure, logging its events on log. On error nothing is left
+// running.
+func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPath string) (_ *gatewayDaemon, err error) {
 	n, err := gateway.NewNetwork(c.subnet)
 	if err != nil {
 		return nil, err
@@ -292,7 +302,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 	if err != nil {
 		return nil, err
 	}
-	h, err := bringUpOn(&c.link, ep, nic)
+	h, err := bringUpOn(&c.link, ep, nic, log)
 	if err != nil {
 		return nil, err
 	}
@@ -302,9 +312,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 			err = errors.Join(err, d.stop())
 		}
 	}()
-	if line := c.link.describeImpairment(name); line != "" {
-		fmt.Fprintln(out.stderr, line)
-	}
+	c.link.logImpairment(log)
 	d.gw, err = gateway.New(h.stack, h.nic, gateway.Config{
 		Network:        n,
 		NoHostLoopback: c.noHostLoopback,
@@ -314,8 +322,8 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out.stderr, "gonet %s: relaying pings through: %s\n", name, d.gw.PingMode())
-	fmt.Fprintf(out.stderr, "gonet %s: forwarding DNS to %v\n", name, fwd.Upstreams())
+	log.Info("relaying pings", "tap", h.nic, "through", d.gw.PingMode())
+	log.Info("forwarding DNS", "tap", h.nic, "upstreams", fwd.Upstreams())
 	for _, f := range c.forwards {
 		if err := d.gw.AddForward(f); err != nil {
 			return nil, err
@@ -361,7 +369,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 				return serveControlHandler(ctx, ln, flowsHandler(d.gw, forwardsHandler(d.gw, services.HTTPHandler("", d))))
 			})
 		case c.control == "":
-			fmt.Fprintf(out.stderr, "gonet %s: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", name, lerr)
+			log.Warn("no control socket: gonet ss and stats will not reach this daemon (give -control PATH)", "tap", h.nic, "err", lerr)
 		default:
 			return nil, lerr
 		}

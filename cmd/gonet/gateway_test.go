@@ -156,8 +156,7 @@ func TestGatewayServesAVMOnASocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	d, err := startGateway(context.Background(), &output{stdout: io.Discard, stderr: &stderr}, "gateway", c, "")
+	d, err := startGateway(context.Background(), c.log.logger(io.Discard), c, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -145,14 +144,14 @@ func runRun(ctx context.Context, cmd *command, out *output, args []string) int {
 	// for the servers a command starts for itself.
 	c.configure, c.loopback = true, true
 	nsPath := "/proc/" + strconv.Itoa(child.Process.Pid) + "/ns/net"
-	// The gateway's log would mix with the command's output: the
-	// daemon's lines go nowhere, its errors to stderr.
-	quiet := &output{stdout: out.stdout, stderr: io.Discard}
-	d, err := startGateway(ctx, quiet, "run", c, nsPath)
+	// The gateway's log shares stderr with the command's output: by
+	// default (-log-level warn) only what went wrong is logged.
+	log := c.log.logger(out.stderr)
+	d, err := startGateway(ctx, log, c, nsPath)
 	if err != nil {
 		child.Process.Kill()
 		<-waited
-		fmt.Fprintf(out.stderr, "gonet run: %v\n", err)
+		log.Error("starting the gateway", "tap", c.link.tap, "err", err)
 		return exitFail
 	}
 	goAhead.Write([]byte{1})
@@ -168,7 +167,7 @@ func runRun(ctx context.Context, cmd *command, out *output, args []string) int {
 	}
 	code := exitStatus(err)
 	if serr := d.stop(); serr != nil {
-		writeErrors(out.stderr, "gonet run", serr)
+		logErrors(log, "shutting down", serr)
 	}
 	return code
 }

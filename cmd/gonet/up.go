@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,6 +51,7 @@ type upConfig struct {
 	http     bool   // http was in -serve
 	httpRoot string // directory http serves; empty: the status page
 	control  string // control socket; empty: the default; noControl: none
+	log      logConfig
 }
 
 func upFlags() (*flag.FlagSet, *upConfig) {
@@ -70,6 +71,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
 	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	c.log.register(fs, slog.LevelInfo)
 	return fs, c
 }
 
@@ -107,21 +109,20 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
+	log := c.log.logger(out.stderr)
 	if c.httpRoot != "" && !c.http {
-		fmt.Fprintf(out.stderr, "gonet up: warning: -http-root %s does nothing without http in -serve\n", c.httpRoot)
+		log.Warn("-http-root does nothing without http in -serve", "http_root", c.httpRoot)
 	}
-	h, err := bringUp(&c.link)
+	h, err := bringUp(&c.link, log)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
+		log.Error("bringing the link up", "err", err)
 		return exitFail
 	}
-	if line := c.link.describeImpairment("up"); line != "" {
-		fmt.Fprintln(out.stderr, line)
-	}
+	c.link.logImpairment(log)
 
-	svc, err := startUpServices(ctx, out, c, h)
+	svc, err := startUpServices(ctx, log, c, h)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
+		log.Error("starting the services", "tap", h.nic, "err", err)
 		h.Close()
 		return exitFail
 	}
@@ -137,15 +138,15 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		code = exitFail
 	}
 	if err := svc.Stop(); err != nil {
-		writeErrors(out.stderr, "gonet up", err)
+		logErrors(log, "a service failed", err)
 		code = exitFail
 	}
 	if err := h.Close(); err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: shutting down: %v\n", err)
+		log.Error("shutting down", "tap", h.nic, "err", err)
 		code = exitFail
 	}
 	if err := stats.Write(out.stdout, h.stack.Counters(), false); err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: writing counters: %v\n", err)
+		log.Error("writing the counters", "err", err)
 		code = exitFail
 	}
 	return code
@@ -154,7 +155,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 // startUpServices starts what gonet up serves on h: the -serve services on
 // UDP and TCP, http with -http-root or the stack's status, and the control
 // socket. On error nothing is left running.
-func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*serviceGroup, error) {
+func startUpServices(ctx context.Context, log *slog.Logger, c *upConfig, h *host) (*serviceGroup, error) {
 	status := stackStatus{h.stack}
 	list := slices.Clone(c.services)
 	for i := range list {
@@ -186,7 +187,7 @@ func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*s
 			// The default place may not be writable (gonet up run
 			// by a user who owns the TAP device): the daemon is
 			// still worth running without ss.
-			fmt.Fprintf(out.stderr, "gonet up: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", lerr)
+			log.Warn("no control socket: gonet ss and stats will not reach this daemon (give -control PATH)", "err", lerr)
 		default:
 			err = lerr
 		}
@@ -195,15 +196,4 @@ func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*s
 		return nil, errors.Join(err, g.Stop())
 	}
 	return g, nil
-}
-
-// writeErrors prints each error joined in err on a line of its own.
-func writeErrors(w io.Writer, prefix string, err error) {
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
-		fmt.Fprintf(w, "%s: %v\n", prefix, e)
-	}
 }
