@@ -1,0 +1,104 @@
+// Package logtest gives tests a logger whose events they read back, each
+// parsed from the JSON line slog wrote for it, as a log pipeline reading
+// gonet -log-format json would.
+package logtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Log is what a logger from New has written: safe to read while the
+// stack's goroutines write to it.
+type Log struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// New returns a logger writing JSON at level and above, and its log.
+func New(level slog.Level) (*slog.Logger, *Log) {
+	l := &Log{}
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: level})), l
+}
+
+// Write takes one event's line from the handler.
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// Event is one logged event, as encoding/json decodes its line: numbers are
+// float64, groups (the flow) nested maps.
+type Event map[string]any
+
+// Str returns the string at the dotted key ("flow.src"), or "".
+func (e Event) Str(key string) string {
+	v, _ := e.get(key).(string)
+	return v
+}
+
+// Num returns the number at the dotted key, or -1 when there is none.
+func (e Event) Num(key string) float64 {
+	v, ok := e.get(key).(float64)
+	if !ok {
+		return -1
+	}
+	return v
+}
+
+func (e Event) get(key string) any {
+	var v any = map[string]any(e)
+	for _, k := range strings.Split(key, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// Events parses every line logged so far, failing tb on one that is not a
+// JSON object.
+func (l *Log) Events(tb testing.TB) []Event {
+	tb.Helper()
+	l.mu.Lock()
+	text := l.buf.String()
+	l.mu.Unlock()
+	var out []Event
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" {
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			tb.Fatalf("log line %q is not a JSON object: %v", line, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Messages returns the events whose msg is msg.
+func (l *Log) Messages(tb testing.TB, msg string) []Event {
+	tb.Helper()
+	var out []Event
+	for _, e := range l.Events(tb) {
+		if e["msg"] == msg {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// String returns the log as written, for failure messages.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
