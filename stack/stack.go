@@ -239,6 +239,14 @@ func (s *Stack) Routes() []ipv4.Route { return s.ip.Routes() }
 // Pool returns the stack's buffer pool (tests check its leak count).
 func (s *Stack) Pool() *buffer.Pool { return s.env.Pool }
 
+// Logger returns the stack's logger, for what runs on the stack (a
+// gateway, services) to log with the same handler and level: a logger that
+// discards everything when Config gave none.
+func (s *Stack) Logger() *slog.Logger { return s.env.Log }
+
+// Clock returns the stack's clock.
+func (s *Stack) Clock() clock.Clock { return s.env.Clock }
+
 // Budget returns the stack's memory budget.
 func (s *Stack) Budget() *budget.Budget { return s.env.Budget }
 

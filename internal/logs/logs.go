@@ -37,6 +37,12 @@ func Flow(src, dst netip.AddrPort) slog.Attr {
 	return slog.Group("flow", slog.String("src", src.String()), slog.String("dst", dst.String()))
 }
 
+// Hosts is Flow for what has no ports (a ping): flow.src and flow.dst are
+// addresses.
+func Hosts(src, dst netip.Addr) slog.Attr {
+	return slog.Group("flow", slog.String("src", src.String()), slog.String("dst", dst.String()))
+}
+
 // Counter is the pair of attributes of a counter-driven event: the
 // counter's name as gonet stats prints it and its value now.
 func Counter(name string, value uint64) []slog.Attr {
