@@ -128,9 +128,11 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
 	eth.Bind(wire.EtherTypeIPv4, n.iface)
+	eth.SetLogger(s.env.Log, s.env.Clock)
 	n.arp.Start(n.iface)
 	eth.Start()
 	s.nics = append(s.nics, n)
+	s.env.Log.Info("NIC up", "nic", name, "mac", eth.HardwareAddr().String(), "mtu", eth.MTU())
 	return nil
 }
 
@@ -156,6 +158,7 @@ func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
 		return fmt.Errorf("stack: %w", err)
 	}
 	n.arp.Announce(addr.Addr())
+	s.env.Log.Info("address added", "nic", nicName, "addr", addr.String())
 	return nil
 }
 
@@ -344,6 +347,7 @@ func (s *Stack) Close() error {
 	}
 	for _, n := range nics {
 		n.eth.Close()
+		s.env.Log.Info("NIC down", "nic", n.eth.Name())
 	}
 	return first
 }

@@ -238,7 +238,7 @@ func runGateway(ctx context.Context, cmd *command, out *output, args []string) i
 	}
 	d, err := startGateway(ctx, log, c, nsPath)
 	if err != nil {
-		log.Error("starting the gateway", "tap", c.link.tap+c.link.socket, "err", err)
+		log.Error("starting the gateway", "nic", c.link.nicName(), "err", err)
 		return exitFail
 	}
 	fmt.Fprintf(out.stdout, "gonet: gateway up %s %v %v\n", d.host.nic,
@@ -322,8 +322,8 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	if err != nil {
 		return nil, err
 	}
-	log.Info("relaying pings", "tap", h.nic, "through", d.gw.PingMode())
-	log.Info("forwarding DNS", "tap", h.nic, "upstreams", fwd.Upstreams())
+	log.Info("relaying pings", "nic", h.nic, "through", d.gw.PingMode())
+	log.Info("forwarding DNS", "nic", h.nic, "upstreams", fwd.Upstreams())
 	for _, f := range c.forwards {
 		if err := d.gw.AddForward(f); err != nil {
 			return nil, err
@@ -369,7 +369,7 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 				return serveControlHandler(ctx, ln, flowsHandler(d.gw, forwardsHandler(d.gw, services.HTTPHandler("", d))))
 			})
 		case c.control == "":
-			log.Warn("no control socket: gonet ss and stats will not reach this daemon (give -control PATH)", "tap", h.nic, "err", lerr)
+			log.Warn("no control socket: gonet ss and stats will not reach this daemon (give -control PATH)", "nic", h.nic, "err", lerr)
 		default:
 			return nil, lerr
 		}

@@ -79,6 +79,14 @@ func (c *linkConfig) registerSocket(fs *flag.FlagSet) {
 	fs.StringVar(&c.socket, "socket", "", "instead of a TAP device, listen on the UNIX socket `PATH` for a VM's frames, each behind its 32-bit length as QEMU's -netdev stream and passt send them (the NIC is then "+socketNIC+")")
 }
 
+// nicName is the name the NIC will have: the TAP device's, or socketNIC.
+func (c *linkConfig) nicName() string {
+	if c.socket != "" {
+		return socketNIC
+	}
+	return c.tap
+}
+
 // socketNIC names the NIC of a -socket link: in the ready line, and in the
 // default control socket's name.
 const socketNIC = "vm0"

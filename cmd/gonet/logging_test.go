@@ -28,6 +28,10 @@ func logLines(t *testing.T, log string) []map[string]any {
 	return out
 }
 
+// startStop is what a gateway logs at info as it starts and stops: the
+// stack's events and the daemon's.
+var startStop = []string{"NIC up", "address added", "address added", "relaying pings", "forwarding DNS", "NIC down"}
+
 // The daemon's start-up events, logged by a gateway on a VM's socket (no
 // privilege needed), parsed as a log pipeline would: each line a JSON
 // object with its level, message and the fields that identify the event;
@@ -38,8 +42,8 @@ func TestGatewayLogsJSONEventsAtTheFlagsLevel(t *testing.T) {
 		flags []string
 		want  []string // messages logged, in order
 	}{
-		{"info logs how pings and DNS are relayed", []string{"-log-format", "json"}, []string{"relaying pings", "forwarding DNS"}},
-		{"debug logs what info does", []string{"-log-format", "json", "-log-level", "debug"}, []string{"relaying pings", "forwarding DNS"}},
+		{"info logs the NIC, its addresses, how pings and DNS are relayed", []string{"-log-format", "json"}, startStop},
+		{"debug logs what info does", []string{"-log-format", "json", "-log-level", "debug"}, startStop},
 		{"warn suppresses info", []string{"-log-format", "json", "-log-level", "warn"}, nil},
 		{"error suppresses info", []string{"-log-format", "JSON", "-log-level", "ERROR"}, nil},
 	} {
@@ -62,8 +66,8 @@ func TestGatewayLogsJSONEventsAtTheFlagsLevel(t *testing.T) {
 			var got []string
 			for _, m := range lines {
 				got = append(got, m["msg"].(string))
-				if m["level"] != "INFO" || m["tap"] != socketNIC || m["time"] == nil {
-					t.Errorf("event %v: want level INFO, tap %s and a time", m, socketNIC)
+				if m["level"] != "INFO" || m["nic"] != socketNIC || m["time"] == nil {
+					t.Errorf("event %v: want level INFO, nic %s and a time", m, socketNIC)
 				}
 				if m["msg"] == "relaying pings" && m["through"] == nil {
 					t.Errorf("event %v: want how pings are relayed in through", m)
@@ -140,9 +144,9 @@ func TestLogTextIsOneKeyValueLinePerEvent(t *testing.T) {
 	fs := newFlagSet("test")
 	c.register(fs, slog.LevelInfo)
 	var b bytes.Buffer
-	c.logger(&b).Info("a NIC is down", "tap", "tap0", "err", "read: input/output error\nsecond line")
+	c.logger(&b).Info("a NIC is down", "nic", "tap0", "err", "read: input/output error\nsecond line")
 	line := b.String()
-	if strings.Count(line, "\n") != 1 || !strings.Contains(line, `level=INFO msg="a NIC is down" tap=tap0 err="read: input/output error\nsecond line"`) {
+	if strings.Count(line, "\n") != 1 || !strings.Contains(line, `level=INFO msg="a NIC is down" nic=tap0 err="read: input/output error\nsecond line"`) {
 		t.Errorf("logged %q; want one key=value line", line)
 	}
 }

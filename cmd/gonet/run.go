@@ -151,7 +151,7 @@ func runRun(ctx context.Context, cmd *command, out *output, args []string) int {
 	if err != nil {
 		child.Process.Kill()
 		<-waited
-		log.Error("starting the gateway", "tap", c.link.tap, "err", err)
+		log.Error("starting the gateway", "nic", c.link.tap, "err", err)
 		return exitFail
 	}
 	goAhead.Write([]byte{1})

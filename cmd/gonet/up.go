@@ -122,7 +122,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 
 	svc, err := startUpServices(ctx, log, c, h)
 	if err != nil {
-		log.Error("starting the services", "tap", h.nic, "err", err)
+		log.Error("starting the services", "nic", h.nic, "err", err)
 		h.Close()
 		return exitFail
 	}
@@ -142,7 +142,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		code = exitFail
 	}
 	if err := h.Close(); err != nil {
-		log.Error("shutting down", "tap", h.nic, "err", err)
+		log.Error("shutting down", "nic", h.nic, "err", err)
 		code = exitFail
 	}
 	if err := stats.Write(out.stdout, h.stack.Counters(), false); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Log is what a logger from New has written: safe to read while the
@@ -94,6 +95,25 @@ func (l *Log) Messages(tb testing.TB, msg string) []Event {
 		}
 	}
 	return out
+}
+
+// Wait waits, on the wall clock, until n events with msg have been logged,
+// and returns them; it fails tb after five seconds. An event logged by a
+// stack's goroutine after the counter a test waits for has moved is waited
+// for here.
+func (l *Log) Wait(tb testing.TB, msg string, n int) []Event {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := l.Messages(tb, msg)
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d events %q logged, want %d:\n%s", len(got), msg, n, l)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }
 
 // String returns the log as written, for failure messages.
