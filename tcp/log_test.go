@@ -47,7 +47,7 @@ func TestMemoryRefusalsAreLoggedOnceAnIntervalWithTheCountSuppressed(t *testing.
 	}
 	r.h.WaitCounter(t, "TCP.MemoryRefusals", flood)
 	r.nothing()
-	got := events.Messages(t, memoryMsg)
+	got := events.Wait(t, memoryMsg, 1)
 	if len(got) != 1 {
 		t.Fatalf("%d warnings for %d refusals, want 1:\n%s", len(got), flood, events)
 	}
@@ -63,7 +63,7 @@ func TestMemoryRefusalsAreLoggedOnceAnIntervalWithTheCountSuppressed(t *testing.
 	refuse(43000)
 	r.h.WaitCounter(t, "TCP.MemoryRefusals", flood+1)
 	r.nothing()
-	got = events.Messages(t, memoryMsg)
+	got = events.Wait(t, memoryMsg, 2)
 	if len(got) != 2 {
 		t.Fatalf("%d warnings after the interval, want 2:\n%s", len(got), events)
 	}

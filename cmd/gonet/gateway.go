@@ -283,7 +283,7 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	}
 	// The DNS forwarder's upstreams are read first: a host with no
 	// resolver is an error before anything is made.
-	dcfg := dns.Config{ResolvConf: "/etc/resolv.conf"}
+	dcfg := dns.Config{ResolvConf: "/etc/resolv.conf", Logger: log}
 	if c.dnsUpstream.IsValid() {
 		dcfg.Upstreams = []netip.AddrPort{c.dnsUpstream}
 	}
@@ -293,6 +293,7 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	}
 	dcp := dhcp.ConfigFor(n.Subnet)
 	dcp.MTU = c.link.mtu
+	dcp.Logger = log
 	srv, err := dhcp.NewServer(dcp)
 	if err != nil {
 		return nil, fmt.Errorf("DHCP server: %w", err)
