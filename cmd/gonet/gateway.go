@@ -37,7 +37,8 @@ var gatewayCommand = &command{
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
 	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
-		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH]",
+		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] " +
+		"[-log-level LEVEL] [-log-format text|json]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
 connection, UDP flow and ping of the guest and relays each through this
 process's own sockets, so the guest reaches what the host reaches without
@@ -58,7 +59,10 @@ time, and the NIC is ` + socketNIC + `; the VM takes its address from DHCP.
 (udp) to the guest's port, from the gateway's address.
 
 When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
-on stdout, and says on stderr how it relays pings. On SIGINT or SIGTERM it
+on stdout, and logs on stderr how it relays pings. Its log is one event a
+line, as key=value text or, with -log-format json, JSON, at -log-level and
+above; a limit reached per packet is one warning, then one per 10 s with
+the count suppressed. On SIGINT or SIGTERM it
 shuts down, prints the counters of the stack, the gateway, the DNS
 forwarder and the DHCP server, and exits 0. The control socket (-control,
 by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats.`,

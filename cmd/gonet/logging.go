@@ -33,7 +33,13 @@ const (
 // fs.
 func (c *logConfig) register(fs *flag.FlagSet, level slog.Level) {
 	c.level, c.format = level, logText
-	fs.Var((*levelFlag)(&c.level), "log-level", "log events at `LEVEL` and above: debug, info, warn or error")
+	usage := "log events at `LEVEL` and above: debug, info, warn or error"
+	if level == slog.LevelInfo {
+		// flag leaves out a default that is the type's zero value, as
+		// info is slog.Level's.
+		usage += " (default info)"
+	}
+	fs.Var((*levelFlag)(&c.level), "log-level", usage)
 	fs.Var((*formatFlag)(&c.format), "log-format", "write the log on stderr as `FORMAT`: text (key=value) or json, one event a line")
 }
 

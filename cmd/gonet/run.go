@@ -41,7 +41,8 @@ root, where CMD runs as root mapped to you), whose only link besides its loopbac
 10.0.2.100/24 with a default route via 10.0.2.2, and /etc/resolv.conf, seen
 from CMD alone, names the DNS forwarder 10.0.2.3. gonet exits with CMD's
 exit status (128+N when a signal N killed it). It takes gonet gateway's
-flags but -netns and -configure.`,
+flags but -netns and -configure; its log, on the stderr CMD writes to too,
+is at -log-level warn unless told otherwise.`,
 	flags: func() *flag.FlagSet { fs, _ := gatewayFlags("run"); return fs },
 	run:   runRun,
 }

@@ -19,7 +19,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
+	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given address, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike; http (TCP port 80) serves the
@@ -32,7 +32,8 @@ It also serves that status on a Unix socket, -control (by default
 
 When ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout.
 On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
-0. The kernel's side of the TAP device is left for you to configure.
+0. It logs its events on stderr, one a line, as text or JSON
+(-log-format) at -log-level and above. The kernel's side of the TAP device is left for you to configure.
 
 With -socket PATH instead of -tap, the link is a UNIX socket that GoNet
 listens on for a VM, each frame behind its length as 32 bits big-endian:
