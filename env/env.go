@@ -22,9 +22,10 @@ type Env struct {
 	Rand   *Rand
 	Pool   *buffer.Pool
 	Budget *budget.Budget
-	// Log takes the layers' events; never nil (logs.Discard when the
-	// stack was given none). Paths run per packet log only through a
-	// logs.Repeated, or after checking the level.
+	// Log takes the layers' events: the stack sets it, to logs.Discard
+	// when it was given none, and a layer treats nil as that. Paths run
+	// per packet log only through a logs.Repeated, or after checking the
+	// level.
 	Log *slog.Logger
 }
 

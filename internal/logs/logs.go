@@ -12,7 +12,6 @@
 package logs
 
 import (
-	"context"
 	"log/slog"
 	"net/netip"
 )
@@ -47,10 +46,4 @@ func Hosts(src, dst netip.Addr) slog.Attr {
 // counter's name as gonet stats prints it and its value now.
 func Counter(name string, value uint64) []slog.Attr {
 	return []slog.Attr{slog.String("counter", name), slog.Uint64("value", value)}
-}
-
-// Enabled reports whether l logs at level; for the checks on paths that
-// must not allocate when nothing is logged.
-func Enabled(l *slog.Logger, level slog.Level) bool {
-	return l.Enabled(context.Background(), level)
 }
