@@ -100,6 +100,8 @@ type Protocol struct {
 	pending map[netip.Addr]*resolution
 	closed  bool
 
+	log arpLog // log.go
+
 	Stats Stats
 }
 
@@ -125,6 +127,7 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 	}
 	// A full dealer queue drops: a flood of ARP must not stall the NIC.
 	p.in = dealer.New[*buffer.Batch](16, &p.Stats.InDropped)
+	p.log = newARPLog(p)
 	nic.Bind(wire.EtherTypeARP, p)
 	return p
 }
@@ -200,6 +203,9 @@ func (p *Protocol) handle(b []byte) {
 	if sha.IsMulticast() || sha == p.nic.MAC() {
 		p.Stats.InBogusSender.Inc()
 		return
+	}
+	if spa.IsValid() && p.addrs.HasAddress(spa) {
+		p.conflicted(spa, sha)
 	}
 	// "If the pair <protocol type, sender protocol address> is already in
 	// my translation table, update the sender hardware address field of the
@@ -448,6 +454,7 @@ func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 		p.Stats.ResolveFailed.Inc()
 	}
 	// No one sends on r.queue once r is out of pending: drain it.
+	dropped := 0
 	for {
 		select {
 		case pk := <-r.queue:
@@ -456,9 +463,13 @@ func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 				p.nic.Send(mac, wire.EtherTypeIPv4, pk)
 			} else {
 				p.Stats.UnresolvedDrops.Inc()
+				dropped++
 				pk.Release()
 			}
 		default:
+			if !resolved {
+				p.unresolved(r.ip, dropped)
+			}
 			return
 		}
 	}

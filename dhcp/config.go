@@ -3,6 +3,7 @@ package dhcp
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"time"
 
@@ -45,6 +46,9 @@ type Config struct {
 	MTU int
 	// Clock tells lease expiry; clock.Real{} when nil.
 	Clock clock.Clock
+	// Logger takes the server's events, one per lease granted, released
+	// or declined (log.go); nil discards them.
+	Logger *slog.Logger
 }
 
 // ConfigFor returns slirp4netns's layout on another network (its --cidr):

@@ -68,6 +68,8 @@ type Server struct {
 	mu     sync.Mutex
 	leases *table
 
+	log serverLog // log.go
+
 	Stats Stats
 }
 
@@ -82,6 +84,7 @@ func NewServer(cfg Config) (*Server, error) {
 		cfg:    cfg,
 		mask:   net.CIDRMask(cfg.Network.Bits(), 32),
 		leases: newTable(cfg.FirstLease, cfg.PoolSize, append([]netip.Addr{cfg.Server, cfg.Router}, cfg.DNS...)),
+		log:    newServerLog(&cfg),
 	}
 	// RFC 2132 sections 3.3, 3.5, 3.8, 5.1 and 5.3.
 	s.options = dhcpv4.Options{}
@@ -238,7 +241,7 @@ func (s *Server) discover(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 	} else if free, ok := t.pick(now); ok {
 		a = free
 	} else {
-		s.Stats.PoolExhausted.Inc()
+		s.poolExhausted(req.ClientHWAddr)
 		return nil
 	}
 	if r := t.ofClient(key); r != nil && r.addr == a && r.state == bound && r.live(now) {
@@ -294,11 +297,15 @@ func (s *Server) request(req *dhcpv4.DHCPv4) *dhcpv4.DHCPv4 {
 func (s *Server) grant(key string, hw []byte, a netip.Addr) bool {
 	now := s.cfg.Clock.Now()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.leases.free(a, key, now) {
+		s.mu.Unlock()
 		return false
 	}
+	r := s.leases.ofClient(key)
+	renewed := r != nil && r.addr == a && r.state == bound && r.live(now)
 	s.leases.hold(a, key, hw, bound, now.Add(s.cfg.LeaseTime))
+	s.mu.Unlock()
+	s.granted(hw, a, renewed)
 	return true
 }
 
@@ -316,33 +323,40 @@ func (s *Server) withdrawOffer(key string) {
 // decline takes the address a client found in use (DHCPDECLINE, RFC 2131
 // section 4.3.3) out of the pool for DeclineHold.
 func (s *Server) decline(req *dhcpv4.DHCPv4) {
-	s.onClientRecord(req, addr(req.RequestedIPAddress()), func(r *record, now time.Time) bool {
+	ok := s.onClientRecord(req, addr(req.RequestedIPAddress()), func(r *record, now time.Time) bool {
 		s.leases.decline(r, now.Add(s.cfg.DeclineHold))
 		return true
 	})
+	if ok {
+		s.declined(req.ClientHWAddr, addr(req.RequestedIPAddress()), s.cfg.DeclineHold)
+	}
 }
 
 // release ends a client's lease early (DHCPRELEASE, RFC 2131 section
 // 4.3.4). The record keeps the client, which gets the same address again
 // if nobody took it meanwhile.
 func (s *Server) release(req *dhcpv4.DHCPv4) {
-	s.onClientRecord(req, addr(req.ClientIPAddr), func(r *record, now time.Time) bool {
+	ok := s.onClientRecord(req, addr(req.ClientIPAddr), func(r *record, now time.Time) bool {
 		if r.state != bound {
 			return false
 		}
 		r.expiry = now
 		return true
 	})
+	if ok {
+		s.released(req.ClientHWAddr, addr(req.ClientIPAddr))
+	}
 }
 
 // onClientRecord applies act, under mu, to the record of the client that
 // sent req, a message that changes its lease without a reply: it must name
 // this server and the address the record holds, a; act reports false when
-// the record's state does not allow it. What is refused is counted.
-func (s *Server) onClientRecord(req *dhcpv4.DHCPv4, a netip.Addr, act func(r *record, now time.Time) bool) {
+// the record's state does not allow it. What is refused is counted; it
+// reports whether act was applied.
+func (s *Server) onClientRecord(req *dhcpv4.DHCPv4, a netip.Addr, act func(r *record, now time.Time) bool) bool {
 	if sid := addr(req.ServerIdentifier()); sid != s.cfg.Server {
 		s.Stats.InOtherServer.Inc()
-		return
+		return false
 	}
 	now := s.cfg.Clock.Now()
 	s.mu.Lock()
@@ -350,7 +364,9 @@ func (s *Server) onClientRecord(req *dhcpv4.DHCPv4, a netip.Addr, act func(r *re
 	r := s.leases.ofClient(clientKey(req))
 	if r == nil || r.addr != a || !act(r, now) {
 		s.Stats.InNotOurs.Inc()
+		return false
 	}
+	return true
 }
 
 // inform answers a DHCPINFORM (RFC 2131 section 4.3.5): the configuration

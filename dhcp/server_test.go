@@ -56,8 +56,13 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, cfg dhcp.Config) *fixture {
+	return newFixtureOn(t, cfg, stack.Config{})
+}
+
+// newFixtureOn is newFixture on a stack configured by scfg.
+func newFixtureOn(t *testing.T, cfg dhcp.Config, scfg stack.Config) *fixture {
 	t.Helper()
-	h := rawtest.New(t, stack.Config{})
+	h := rawtest.New(t, scfg)
 	cfg.Clock = h.Clock
 	srv, err := dhcp.NewServer(cfg)
 	if err != nil {

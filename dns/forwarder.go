@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sync"
@@ -28,6 +29,7 @@ import (
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/stats"
 )
 
@@ -62,6 +64,12 @@ type Config struct {
 	TCPIdle time.Duration
 	// Dialer makes the host sockets to the upstreams.
 	Dialer net.Dialer
+	// Logger takes the forwarder's warnings, an upstream failing or
+	// queries refused, each rate-limited on Clock (log.go); nil discards
+	// them.
+	Logger *slog.Logger
+	// Clock paces the warnings; clock.Real{} when nil.
+	Clock clock.Clock
 }
 
 // Stats are the forwarder's counters.
@@ -86,6 +94,7 @@ type Forwarder struct {
 	inFlight  chan struct{} // a token per query being forwarded
 	tcpConns  chan struct{} // a token per guest TCP connection
 	preferred atomic.Int32  // index of the upstream that answered last
+	log       forwarderLog  // log.go
 
 	// Stats counts what the forwarder did; read it with stats.Walk.
 	Stats Stats
@@ -119,6 +128,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg:      cfg,
 		inFlight: make(chan struct{}, cfg.MaxInFlight),
 		tcpConns: make(chan struct{}, cfg.MaxTCPConns),
+		log:      newForwarderLog(&cfg),
 	}, nil
 }
 
@@ -190,7 +200,7 @@ func (f *Forwarder) admit() bool {
 		f.Stats.InFlight.Add(1)
 		return true
 	default:
-		f.Stats.Refused.Inc()
+		f.refusedQuery()
 		return false
 	}
 }
@@ -237,11 +247,7 @@ func (f *Forwarder) forward(ctx context.Context, q *query, tcp bool) (*mdns.Msg,
 			// Stopping: the reply is not going anywhere.
 			return nil, errorReply(q.raw, mdns.RcodeServerFailure)
 		}
-		if errors.Is(err, errTimeout) {
-			f.Stats.Timeouts.Inc()
-		} else {
-			f.Stats.UpstreamErrors.Inc()
-		}
+		f.upstreamFailed(ups[k], err, errors.Is(err, errTimeout))
 	}
 	f.Stats.ServFails.Inc()
 	return nil, errorReply(q.raw, mdns.RcodeServerFailure)

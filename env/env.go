@@ -1,5 +1,5 @@
 // Package env is what every layer of a stack shares: the clock, the random
-// source, the buffer pool and the memory budget. Protocols take an *Env from
+// source, the buffer pool, the memory budget and the logger. Protocols take an *Env from
 // the stack instead of reaching for globals, so tests can run several stacks
 // side by side on a virtual clock with seeded randomness.
 package env
@@ -7,6 +7,7 @@ package env
 import (
 	crand "crypto/rand"
 	"encoding/binary"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 
@@ -21,6 +22,11 @@ type Env struct {
 	Rand   *Rand
 	Pool   *buffer.Pool
 	Budget *budget.Budget
+	// Log takes the layers' events: the stack sets it, to logs.Discard
+	// when it was given none, and a layer treats nil as that. Paths run
+	// per packet log only through a logs.Repeated, or after checking the
+	// level.
+	Log *slog.Logger
 }
 
 // Rand is a random source safe for concurrent use.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/link"
@@ -72,7 +73,11 @@ type NIC struct {
 	rxWG    sync.WaitGroup
 	txWG    sync.WaitGroup
 	started bool
-	Stats   Stats
+	// stopping is set by StopReceive before it closes the endpoint: a
+	// close without it is the link's own doing (log.go).
+	stopping atomic.Bool
+	log      nicLog // log.go
+	Stats    Stats
 }
 
 // NewNIC returns a NIC on ep named name, taking buffers from pool. Bind
@@ -174,9 +179,10 @@ func (n *NIC) receive() {
 		cnt, err := n.ep.ReadBatch(pkts)
 		if err != nil {
 			if isClosed(err) {
+				n.linkClosed(err)
 				return
 			}
-			n.Stats.RxLinkErrors.Inc()
+			n.readFailed(err)
 			continue
 		}
 		for i := 0; i < cnt; i++ {
@@ -278,6 +284,9 @@ func (n *NIC) transmit() {
 			}
 			p.Release()
 		}
+		if sent < len(batch) && !isClosed(err) {
+			n.writeFailed(err, len(batch)-sent)
+		}
 		clear(batch)
 		batch = batch[:0]
 	}
@@ -303,6 +312,7 @@ func (n *NIC) drainTx() {
 // Close, so that neither a protocol nor the NIC is left holding a packet.
 func (n *NIC) StopReceive() error {
 	n.stopRx.Do(func() {
+		n.stopping.Store(true)
 		n.epErr = n.ep.Close()
 		n.rxWG.Wait()
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
@@ -126,6 +127,7 @@ type Gateway struct {
 	pinger hostPinger // nil when the host allows no ping (pingErr says why)
 
 	pingErr    error
+	log        gatewayLog    // log.go
 	flows      chan struct{} // a token per flow relayed (capacity MaxFlows)
 	connecting connectSlots  // host connects in progress (connecting.go)
 	ctx        context.Context
@@ -162,6 +164,7 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 		flows:      make(chan struct{}, cfg.MaxFlows),
 		connecting: connectSlots{max: cfg.MaxConnecting},
 		table:      map[*flowRecord]struct{}{},
+		log:        newGatewayLog(s),
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.pinger, g.pingErr = newHostPinger()
@@ -241,15 +244,15 @@ func take(sem chan struct{}) bool {
 
 func give(sem chan struct{}) { <-sem }
 
-// admit decides whether a new flow may start, counting a refusal; on true
-// the caller holds a flow token and a goroutine in wg.
-func (g *Gateway) admit() bool {
+// admit decides whether a new flow from src to dst may start, counting a
+// refusal; on true the caller holds a flow token and a goroutine in wg.
+func (g *Gateway) admit(proto Proto, src, dst netip.AddrPort) bool {
 	if g.ctx.Err() != nil {
 		g.Stats.ClosedRefused.Inc()
 		return false
 	}
 	if !take(g.flows) {
-		g.Stats.FlowLimit.Inc()
+		g.flowLimited(proto, src, dst)
 		return false
 	}
 	g.wg.Add(1)
@@ -261,7 +264,7 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 	dst, v := g.hostDst(r.LocalAddr().Addr())
 	switch v {
 	case deny:
-		g.Stats.Denied.Inc()
+		g.denied("tcp", logs.Flow(r.RemoteAddr(), r.LocalAddr()))
 		r.Refuse()
 		return
 	case closed:
@@ -271,7 +274,7 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 		r.Unreachable(wire.ICMPCodeHostUnrch)
 		return
 	}
-	if !g.admit() {
+	if !g.admit(TCP, r.RemoteAddr(), r.LocalAddr()) {
 		r.Refuse()
 		return
 	}
@@ -281,10 +284,10 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 	defer cancel()
 	p, evicted := g.connecting.begin(time.Now(), cancel)
 	if evicted {
-		g.Stats.ConnectEvicted.Inc()
+		g.connectEvicted(r.RemoteAddr(), r.LocalAddr())
 	}
 	if p == nil {
-		g.Stats.ConnectLimit.Inc()
+		g.connectLimited(r.RemoteAddr(), r.LocalAddr())
 		r.Drop()
 		return
 	}
@@ -348,7 +351,7 @@ func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
 	dst, v := g.hostDst(r.LocalAddr().Addr())
 	switch v {
 	case deny:
-		g.Stats.Denied.Inc()
+		g.denied("udp", logs.Flow(r.RemoteAddr(), r.LocalAddr()))
 		r.Unreachable(wire.ICMPCodeAdminProhibited)
 		return
 	case closed:
@@ -358,7 +361,7 @@ func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
 		r.Unreachable(wire.ICMPCodeHostUnrch)
 		return
 	}
-	if !g.admit() {
+	if !g.admit(UDP, r.RemoteAddr(), r.LocalAddr()) {
 		r.Drop()
 		return
 	}
@@ -380,7 +383,7 @@ func (g *Gateway) forwardEcho(r *icmp.EchoRequest) {
 	_, v := g.hostDst(r.Dst)
 	switch {
 	case v == deny:
-		g.Stats.Denied.Inc()
+		g.denied("icmp", logs.Hosts(r.Src, r.Dst))
 		r.Error(wire.ICMPDestUnreach, wire.ICMPCodeAdminProhibited)
 		return
 	case v == nothing:

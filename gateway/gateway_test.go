@@ -39,6 +39,12 @@ func newGatewayRig(t testing.TB, cfg Config) *gatewayRig {
 // newGatewayRigOn is newGatewayRig on a TAP device opened with opts.
 func newGatewayRigOn(t testing.TB, cfg Config, opts tap.Options) *gatewayRig {
 	t.Helper()
+	return newGatewayRigWith(t, cfg, opts, stack.Config{})
+}
+
+// newGatewayRigWith is newGatewayRigOn with the stack configured by scfg.
+func newGatewayRigWith(t testing.TB, cfg Config, opts tap.Options, scfg stack.Config) *gatewayRig {
+	t.Helper()
 	guest := netnstest.New(t)
 	n, err := NewNetwork(DefaultSubnet)
 	if err != nil {
@@ -52,7 +58,7 @@ func newGatewayRigOn(t testing.TB, cfg Config, opts tap.Options) *gatewayRig {
 		ep.Close()
 		t.Fatal(err)
 	}
-	s := stack.New(stack.Config{})
+	s := stack.New(scfg)
 	t.Cleanup(func() { stacktest.Closed(t, s) })
 	if err := s.AddNIC("tap0", ep); err != nil {
 		t.Fatal(err)

@@ -118,7 +118,7 @@ func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
 			time.Sleep(10 * time.Millisecond) // out of descriptors: let some go
 			continue
 		}
-		if !g.admit() {
+		if !g.admit(TCP, addrPortOf(host.RemoteAddr()), guest) {
 			host.SetLinger(0)
 			host.Close()
 			continue
@@ -177,7 +177,7 @@ func (g *Gateway) serveInboundUDP(c *net.UDPConn, guest netip.AddrPort) {
 		e := flows[client]
 		mu.Unlock()
 		if e == nil {
-			if !g.admit() {
+			if !g.admit(UDP, client, guest) {
 				continue
 			}
 			e, err = g.s.ListenUDP(netip.AddrPortFrom(g.cfg.Network.Gateway, 0))

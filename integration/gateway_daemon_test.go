@@ -463,7 +463,7 @@ func TestGatewayDaemon(t *testing.T) {
 				}
 			}
 			// The log is complete once the daemon has exited.
-			if !strings.Contains(d.stderr.String(), "relaying pings through") {
+			if !strings.Contains(d.stderr.String(), `msg="relaying pings" nic=`+gwGuestTAP+` through=`) {
 				t.Errorf("stderr does not say how pings are relayed:\n%s", d.stderr)
 			}
 			w.tapGone(t)

@@ -131,5 +131,6 @@ func (p *Protocol) UpdatePMTU(dst netip.Addr, nextHopMTU, quotedLen int) int {
 	m[dst] = pmtuEntry{mtu: mtu, expires: now.Add(p.cfg.PMTUExpiry), locked: locked}
 	p.pmtu.cur.Store(&m)
 	p.Stats.PMTUUpdates.Inc()
+	p.logPMTU(dst, cur, mtu)
 	return mtu
 }

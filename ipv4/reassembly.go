@@ -163,6 +163,7 @@ func (p *Protocol) reassembled(r reasmResult) {
 		return
 	case reasmTimeout:
 		p.Stats.ReasmTimeouts.Inc()
+		p.logReasmTimeout(a.key)
 		if r.first != nil {
 			p.errorsTimeExceeded(r.first)
 		}

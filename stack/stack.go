@@ -7,6 +7,7 @@ package stack
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/stats"
@@ -42,6 +44,11 @@ type Config struct {
 	// MemoryLimit bounds the bytes the stack holds for others; 512 MiB
 	// when zero.
 	MemoryLimit int64
+	// Logger takes the stack's events (a link failing, an address
+	// conflict, a limit reached, never a packet), each repeated one
+	// rate-limited; nil discards them, since a library does not write to
+	// stderr unasked.
+	Logger *slog.Logger
 
 	ARP  arp.Config
 	IPv4 ipv4.Config
@@ -91,6 +98,7 @@ func New(cfg Config) *Stack {
 		Rand:   env.NewRand(cfg.Rand),
 		Pool:   buffer.NewPool(),
 		Budget: budget.New(cfg.MemoryLimit),
+		Log:    logs.OrDiscard(cfg.Logger),
 	}
 	s := &Stack{cfg: cfg, env: e}
 	s.ip = ipv4.New(cfg.IPv4, e)
@@ -120,9 +128,11 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
 	eth.Bind(wire.EtherTypeIPv4, n.iface)
+	eth.SetLogger(s.env.Log, s.env.Clock)
 	n.arp.Start(n.iface)
 	eth.Start()
 	s.nics = append(s.nics, n)
+	s.env.Log.Info("NIC up", "nic", name, "mac", eth.HardwareAddr().String(), "mtu", eth.MTU())
 	return nil
 }
 
@@ -148,6 +158,7 @@ func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
 		return fmt.Errorf("stack: %w", err)
 	}
 	n.arp.Announce(addr.Addr())
+	s.env.Log.Info("address added", "nic", nicName, "addr", addr.String())
 	return nil
 }
 
@@ -230,6 +241,14 @@ func (s *Stack) Routes() []ipv4.Route { return s.ip.Routes() }
 
 // Pool returns the stack's buffer pool (tests check its leak count).
 func (s *Stack) Pool() *buffer.Pool { return s.env.Pool }
+
+// Logger returns the stack's logger, for what runs on the stack (a
+// gateway, services) to log with the same handler and level: a logger that
+// discards everything when Config gave none.
+func (s *Stack) Logger() *slog.Logger { return s.env.Log }
+
+// Clock returns the stack's clock.
+func (s *Stack) Clock() clock.Clock { return s.env.Clock }
 
 // Budget returns the stack's memory budget.
 func (s *Stack) Budget() *budget.Budget { return s.env.Budget }
@@ -337,6 +356,7 @@ func (s *Stack) Close() error {
 	}
 	for _, n := range nics {
 		n.eth.Close()
+		s.env.Log.Info("NIC down", "nic", n.eth.Name())
 	}
 	return first
 }

@@ -58,7 +58,7 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		p.mu.Unlock()
 		return nil, fail(syscall.EADDRINUSE)
 	}
-	if !p.reserveConn() {
+	if !p.reserveConn(id.local, id.remote) {
 		p.mu.Unlock()
 		return nil, fail(errNoBuffers)
 	}

@@ -241,6 +241,7 @@ func (c *Conn) finish(err error) {
 	if err == errTimedOut && c.icmp.softErr != nil {
 		err = c.icmp.softErr // RFC 1122 4.2.3.9: report the soft error
 	}
+	c.logEnd(c.state, err)
 	c.setState(Closed)
 	if c.sock.err == nil {
 		c.sock.err = err

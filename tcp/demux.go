@@ -197,7 +197,7 @@ func (p *Protocol) sendReset(seg *segment, seq, ack seqnum.Value, flags uint8) {
 func (p *Protocol) register(c *Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed || p.conns[c.id] != nil || !p.reserveConn() {
+	if p.closed || p.conns[c.id] != nil || !p.reserveConn(c.id.remote, c.id.local) {
 		return false
 	}
 	p.conns[c.id] = c

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/internal/deadline"
+	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -28,6 +29,8 @@ type Listener struct {
 	halfOpen int
 	closed   bool
 	cookieAt time.Time // the last SYN cookie sent (syncookie.go)
+
+	cookieLog *logs.Repeated // a full backlog answered by cookies (log.go)
 }
 
 var _ net.Listener = (*Listener)(nil)
@@ -74,12 +77,13 @@ func (p *Protocol) Listen(laddr netip.AddrPort, backlog int) (*Listener, error) 
 		}
 	}
 	l := &Listener{
-		p:        p,
-		laddr:    netip.AddrPortFrom(a, port),
-		backlog:  backlog,
-		accepted: make(chan *Conn, backlog),
-		done:     make(chan struct{}),
-		acceptDL: deadline.New(p.env.Clock),
+		p:         p,
+		laddr:     netip.AddrPortFrom(a, port),
+		backlog:   backlog,
+		accepted:  make(chan *Conn, backlog),
+		done:      make(chan struct{}),
+		acceptDL:  deadline.New(p.env.Clock),
+		cookieLog: p.newCookieLog(),
 	}
 	p.listeners[port] = append(p.listeners[port], l)
 	return l, nil
@@ -133,6 +137,9 @@ func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 	}
 	l.mu.Unlock()
 	if cookie {
+		if full {
+			l.cookieSent(id.remote)
+		}
 		l.sendCookie(seg, id)
 		return
 	}
@@ -140,7 +147,7 @@ func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 		// No cookie (turned off, or the accept queue is full too): drop
 		// the SYN, as Linux does, and the client retries.
 		if noMem {
-			p.Stats.MemoryRefusals.Inc()
+			p.memoryRefused(id.remote, id.local)
 		} else {
 			p.Stats.ListenOverflows.Inc()
 		}

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"net/netip"
 	"syscall"
 	"unsafe"
 )
@@ -43,11 +44,11 @@ const ConnMemory = connMemory
 // the connection (as Linux's connect fails with ENOBUFS).
 var errNoBuffers = syscall.ENOBUFS
 
-// reserveConn takes a new connection's share of the budget if connRoom
-// says there is room, counting a refusal.
-func (p *Protocol) reserveConn() bool {
+// reserveConn takes the share of the budget of a new connection from src
+// to dst if connRoom says there is room, counting and logging a refusal.
+func (p *Protocol) reserveConn(src, dst netip.AddrPort) bool {
 	if !p.connRoom() || !p.env.Budget.Reserve(connMemory) {
-		p.Stats.MemoryRefusals.Inc()
+		p.memoryRefused(src, dst)
 		return false
 	}
 	return true

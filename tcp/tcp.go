@@ -319,6 +319,8 @@ type Protocol struct {
 	// stack's shutdown.
 	unread map[*Conn]struct{}
 
+	logger logger // log.go
+
 	Stats Stats
 }
 
@@ -339,6 +341,7 @@ func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
 		listeners: map[uint16][]*Listener{},
 		unread:    map[*Conn]struct{}{},
 	}
+	p.logger = newLogger(p)
 	for i := 0; i < len(p.secret); i += 8 {
 		binary.LittleEndian.PutUint64(p.secret[i:], e.Rand.Uint64())
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -36,7 +37,8 @@ var gatewayCommand = &command{
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
 	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
-		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT]",
+		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT] " +
+		"[-log-level LEVEL] [-log-format text|json]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
 connection, UDP flow and ping of the guest and relays each through this
 process's own sockets, so the guest reaches what the host reaches without
@@ -57,7 +59,10 @@ time, and the NIC is ` + socketNIC + `; the VM takes its address from DHCP.
 (udp) to the guest's port, from the gateway's address.
 
 When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
-on stdout, and says on stderr how it relays pings. On SIGINT or SIGTERM it
+on stdout, and logs on stderr how it relays pings. Its log is one event a
+line, as key=value text or, with -log-format json, JSON, at -log-level and
+above; a limit reached per packet is one warning, then one per 10 s with
+the count suppressed. On SIGINT or SIGTERM it
 shuts down, prints the counters of the stack, the gateway, the DNS
 forwarder and the DHCP server, and exits 0. The control socket (-control,
 by default /run/gonet/TAP.sock) serves them to gonet ss and gonet stats;
@@ -95,6 +100,7 @@ type gatewayConfig struct {
 	maxFlows       int
 	control        string // empty: the default; noControl: none
 	metrics        metricsConfig
+	log            logConfig
 }
 
 // gatewayFlags returns the flags of gonet gateway, or of gonet run when
@@ -156,6 +162,13 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 	fs.StringVar(&c.control, "control", "", "serve the counters for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
 	c.metrics.register(fs)
+	// gonet run's log shares stderr with the command's own: its
+	// default keeps out all but what went wrong.
+	level := slog.LevelInfo
+	if name == "run" {
+		level = slog.LevelWarn
+	}
+	c.log.register(fs, level)
 	return fs, c
 }
 
@@ -224,16 +237,17 @@ func runGateway(ctx context.Context, cmd *command, out *output, args []string) i
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
+	log := c.log.logger(out.stderr)
 	nsPath := ""
 	if c.netns != "" {
 		if nsPath, err = gateway.NetnsPath(c.netns); err != nil {
-			fmt.Fprintf(out.stderr, "gonet gateway: -netns: %s\n", strings.TrimPrefix(err.Error(), "gateway: "))
+			log.Error("-netns: "+strings.TrimPrefix(err.Error(), "gateway: "), "netns", c.netns)
 			return exitFail
 		}
 	}
-	d, err := startGateway(ctx, out, "gateway", c, nsPath)
+	d, err := startGateway(ctx, log, c, nsPath)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "gonet gateway: %v\n", err)
+		log.Error("starting the gateway", "nic", c.link.nicName(), "err", err)
 		return exitFail
 	}
 	fmt.Fprintf(out.stdout, "gonet: gateway up %s %v %v\n", d.host.nic,
@@ -246,11 +260,11 @@ func runGateway(ctx context.Context, cmd *command, out *output, args []string) i
 		code = exitFail
 	}
 	if err := d.stop(); err != nil {
-		writeErrors(out.stderr, "gonet gateway", err)
+		logErrors(log, "shutting down", err)
 		code = exitFail
 	}
 	if err := stats.Write(out.stdout, d.Counters(), false); err != nil {
-		fmt.Fprintf(out.stderr, "gonet gateway: writing counters: %v\n", err)
+		log.Error("writing the counters", "err", err)
 		code = exitFail
 	}
 	return code
@@ -271,16 +285,16 @@ type gatewayDaemon struct {
 
 // startGateway brings the gateway up on the guest's TAP device, made in the
 // namespace at nsPath (this one when empty) and there configured with
-// c.configure. Its log lines on stderr start with "gonet NAME". On error
-// nothing is left running.
-func startGateway(ctx context.Context, out *output, name string, c *gatewayConfig, nsPath string) (_ *gatewayDaemon, err error) {
+// c.configure, logging its events on log. On error nothing is left
+// running.
+func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPath string) (_ *gatewayDaemon, err error) {
 	n, err := gateway.NewNetwork(c.subnet)
 	if err != nil {
 		return nil, err
 	}
 	// The DNS forwarder's upstreams are read first: a host with no
 	// resolver is an error before anything is made.
-	dcfg := dns.Config{ResolvConf: "/etc/resolv.conf"}
+	dcfg := dns.Config{ResolvConf: "/etc/resolv.conf", Logger: log}
 	if c.dnsUpstream.IsValid() {
 		dcfg.Upstreams = []netip.AddrPort{c.dnsUpstream}
 	}
@@ -290,6 +304,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 	}
 	dcp := dhcp.ConfigFor(n.Subnet)
 	dcp.MTU = c.link.mtu
+	dcp.Logger = log
 	srv, err := dhcp.NewServer(dcp)
 	if err != nil {
 		return nil, fmt.Errorf("DHCP server: %w", err)
@@ -299,7 +314,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 	if err != nil {
 		return nil, err
 	}
-	h, err := bringUpOn(&c.link, ep, nic)
+	h, err := bringUpOn(&c.link, ep, nic, log)
 	if err != nil {
 		kernel.Close()
 		return nil, err
@@ -311,9 +326,7 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 			err = errors.Join(err, d.stop())
 		}
 	}()
-	if line := c.link.describeImpairment(name); line != "" {
-		fmt.Fprintln(out.stderr, line)
-	}
+	c.link.logImpairment(log)
 	d.gw, err = gateway.New(h.stack, h.nic, gateway.Config{
 		Network:        n,
 		NoHostLoopback: c.noHostLoopback,
@@ -323,8 +336,8 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out.stderr, "gonet %s: relaying pings through: %s\n", name, d.gw.PingMode())
-	fmt.Fprintf(out.stderr, "gonet %s: forwarding DNS to %v\n", name, fwd.Upstreams())
+	log.Info("relaying pings", "nic", h.nic, "through", d.gw.PingMode())
+	log.Info("forwarding DNS", "nic", h.nic, "upstreams", fwd.Upstreams())
 	for _, f := range c.forwards {
 		if err := d.gw.AddForward(f); err != nil {
 			return nil, err
@@ -370,12 +383,12 @@ func startGateway(ctx context.Context, out *output, name string, c *gatewayConfi
 				return serveControlHandler(ctx, ln, flowsHandler(d.gw, forwardsHandler(d.gw, services.HTTPHandler("", d))))
 			})
 		case c.control == "":
-			fmt.Fprintf(out.stderr, "gonet %s: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", name, lerr)
+			log.Warn("no control socket: gonet ss and stats will not reach this daemon (give -control PATH)", "nic", h.nic, "err", lerr)
 		default:
 			return nil, lerr
 		}
 	}
-	if d.metricsAddr, err = c.metrics.start(d.svc, out, name, d.Metrics); err != nil {
+	if d.metricsAddr, err = c.metrics.start(d.svc, log, d.Metrics); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -160,7 +160,7 @@ func TestGatewayServesAVMOnASocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr strings.Builder
-	d, err := startGateway(context.Background(), &output{stdout: io.Discard, stderr: &stderr}, "gateway", c, "")
+	d, err := startGateway(context.Background(), c.log.logger(&stderr), c, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +229,13 @@ func TestGatewayServesAVMOnASocket(t *testing.T) {
 	if !strings.HasPrefix(d.metricsAddr.String(), "127.0.0.1:") {
 		t.Fatalf("-metrics :0 listens on %v, want the loopback", d.metricsAddr)
 	}
-	if want := "serving Prometheus metrics at http://" + d.metricsAddr.String() + "/metrics\n"; !strings.Contains(stderr.String(), want) {
+	if want := `msg="serving Prometheus metrics" url=http://` + d.metricsAddr.String() + "/metrics\n"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q does not say %q", stderr.String(), want)
+	}
+	// The relay counts what it wrote to the host once the write returns,
+	// which may be after the echo came back.
+	for deadline := time.Now().Add(5 * time.Second); d.gw.Stats.Relay.BytesToHost.Load() < uint64(len(msg)) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
 	fams := scrape(t, "http://"+d.metricsAddr.String()+"/metrics")
 	for _, tt := range []struct {

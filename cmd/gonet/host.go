@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -78,6 +79,14 @@ func (c *linkConfig) registerCapture(fs *flag.FlagSet) {
 func (c *linkConfig) registerSocket(fs *flag.FlagSet) {
 	c.socketFlag = true
 	fs.StringVar(&c.socket, "socket", "", "instead of a TAP device, listen on the UNIX socket `PATH` for a VM's frames, each behind its 32-bit length as QEMU's -netdev stream and passt send them (the NIC is then "+socketNIC+")")
+}
+
+// nicName is the name the NIC will have: the TAP device's, or socketNIC.
+func (c *linkConfig) nicName() string {
+	if c.socket != "" {
+		return socketNIC
+	}
+	return c.tap
 }
 
 // socketNIC names the NIC of a -socket link: in the ready line, and in the
@@ -169,6 +178,14 @@ func (c *linkConfig) describeImpairment(cmd string) string {
 	return fmt.Sprintf("gonet %s: impairing the link with -impair %s (give the same to replay this run)", cmd, c.fault)
 }
 
+// logImpairment is describeImpairment for the daemons, as an event with
+// the -impair to give to replay the run (the seed included).
+func (c *linkConfig) logImpairment(log *slog.Logger) {
+	if c.impair != "" {
+		log.Info("impairing the link: give the same -impair to replay this run", "impair", c.fault.String())
+	}
+}
+
 // host is a GoNet stack up on a TAP device or a stream socket.
 type host struct {
 	stack *stack.Stack
@@ -215,12 +232,12 @@ func openLink(c *linkConfig) (link.Endpoint, string, error) {
 
 // bringUp opens the link, wraps it as the flags ask, and starts a stack on
 // it with its address and default route. On error it leaves nothing open.
-func bringUp(c *linkConfig) (*host, error) {
+func bringUp(c *linkConfig, log *slog.Logger) (*host, error) {
 	ep, nic, err := openLink(c)
 	if err != nil {
 		return nil, err
 	}
-	h, err := bringUpOn(c, ep, nic)
+	h, err := bringUpOn(c, ep, nic, log)
 	if err != nil || c.socket != "" {
 		return h, err
 	}
@@ -237,7 +254,7 @@ func bringUp(c *linkConfig) (*host, error) {
 // bringUpOn wraps ep as the flags ask and starts a stack on it as NIC nic,
 // with -addr when given and the default route. It takes ep: on error
 // nothing is left open.
-func bringUpOn(c *linkConfig, ep link.Endpoint, nic string) (*host, error) {
+func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*host, error) {
 	var capture *pcap.Endpoint
 
 	// The order is stack ← pcap ← fault ← tap. The capture sits next to
@@ -259,7 +276,7 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string) (*host, error) {
 		ep, capture = p, p
 	}
 
-	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}})
+	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log})
 	h := &host{stack: s, nic: nic, mac: ep.MAC(), capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
 		s.Close()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -55,7 +56,7 @@ func (m *metricsConfig) set(s string) error {
 // start listens on -metrics's address and serves src's metrics at /metrics
 // there in g, saying where on stderr as command name; it returns the
 // address bound (nil without -metrics).
-func (m *metricsConfig) start(g *serviceGroup, out *output, name string, src func() stats.Snapshot) (net.Addr, error) {
+func (m *metricsConfig) start(g *serviceGroup, log *slog.Logger, src func() stats.Snapshot) (net.Addr, error) {
 	if m.addr == "" {
 		return nil, nil
 	}
@@ -72,7 +73,7 @@ func (m *metricsConfig) start(g *serviceGroup, out *output, name string, src fun
 		}
 		return nil
 	})
-	fmt.Fprintf(out.stderr, "gonet %s: serving Prometheus metrics at http://%s/metrics\n", name, ln.Addr())
+	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	return ln.Addr(), nil
 }
 

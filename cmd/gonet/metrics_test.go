@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -84,7 +85,7 @@ func TestUpServesMetricsOnTheHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	var stderr strings.Builder
-	svc, err := startUpServices(context.Background(), &output{stdout: io.Discard, stderr: &stderr}, c, &host{stack: b, nic: "b0"})
+	svc, err := startUpServices(context.Background(), slog.New(slog.NewTextHandler(&stderr, nil)), c, &host{stack: b, nic: "b0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestUpServesMetricsOnTheHost(t *testing.T) {
 			t.Errorf("stopping the services: %v", err)
 		}
 	}()
-	_, url, ok := strings.Cut(strings.TrimSpace(stderr.String()), "gonet up: serving Prometheus metrics at ")
+	_, url, ok := strings.Cut(strings.TrimSpace(stderr.String()), `msg="serving Prometheus metrics" url=`)
 	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
 		t.Fatalf("stderr %q does not say where the metrics are, on the loopback", stderr.String())
 	}

@@ -93,7 +93,7 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
-	h, err := bringUp(&c.link)
+	h, err := bringUp(&c.link, nil)
 	if err != nil {
 		fmt.Fprintf(out.stderr, "gonet ping: %v\n", err)
 		return exitFail

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -42,7 +41,8 @@ root, where CMD runs as root mapped to you), whose only link besides its loopbac
 10.0.2.100/24 with a default route via 10.0.2.2, and /etc/resolv.conf, seen
 from CMD alone, names the DNS forwarder 10.0.2.3. gonet exits with CMD's
 exit status (128+N when a signal N killed it). It takes gonet gateway's
-flags but -netns and -configure.`,
+flags but -netns and -configure; its log, on the stderr CMD writes to too,
+is at -log-level warn unless told otherwise.`,
 	flags: func() *flag.FlagSet { fs, _ := gatewayFlags("run"); return fs },
 	run:   runRun,
 }
@@ -145,14 +145,14 @@ func runRun(ctx context.Context, cmd *command, out *output, args []string) int {
 	// for the servers a command starts for itself.
 	c.configure, c.loopback = true, true
 	nsPath := "/proc/" + strconv.Itoa(child.Process.Pid) + "/ns/net"
-	// The gateway's log would mix with the command's output: the
-	// daemon's lines go nowhere, its errors to stderr.
-	quiet := &output{stdout: out.stdout, stderr: io.Discard}
-	d, err := startGateway(ctx, quiet, "run", c, nsPath)
+	// The gateway's log shares stderr with the command's output: by
+	// default (-log-level warn) only what went wrong is logged.
+	log := c.log.logger(out.stderr)
+	d, err := startGateway(ctx, log, c, nsPath)
 	if err != nil {
 		child.Process.Kill()
 		<-waited
-		fmt.Fprintf(out.stderr, "gonet run: %v\n", err)
+		log.Error("starting the gateway", "nic", c.link.tap, "err", err)
 		return exitFail
 	}
 	goAhead.Write([]byte{1})
@@ -168,7 +168,7 @@ func runRun(ctx context.Context, cmd *command, out *output, args []string) int {
 	}
 	code := exitStatus(err)
 	if serr := d.stop(); serr != nil {
-		writeErrors(out.stderr, "gonet run", serr)
+		logErrors(log, "shutting down", serr)
 	}
 	return code
 }

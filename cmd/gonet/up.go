@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -19,7 +19,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES]",
+	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given address, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike; http (TCP port 80) serves the
@@ -35,7 +35,8 @@ network for Prometheus to scrape (on 127.0.0.1 unless HOST says otherwise).
 
 When ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout.
 On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
-0. The kernel's side of the TAP device is left for you to configure.
+0. It logs its events on stderr, one a line, as text or JSON
+(-log-format) at -log-level and above. The kernel's side of the TAP device is left for you to configure.
 
 With -socket PATH instead of -tap, the link is a UNIX socket that GoNet
 listens on for a VM, each frame behind its length as 32 bits big-endian:
@@ -55,6 +56,7 @@ type upConfig struct {
 	httpRoot string // directory http serves; empty: the status page
 	control  string // control socket; empty: the default; noControl: none
 	metrics  metricsConfig
+	log      logConfig
 }
 
 func upFlags() (*flag.FlagSet, *upConfig) {
@@ -75,6 +77,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
 	c.metrics.register(fs)
+	c.log.register(fs, slog.LevelInfo)
 	return fs, c
 }
 
@@ -112,21 +115,20 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
+	log := c.log.logger(out.stderr)
 	if c.httpRoot != "" && !c.http {
-		fmt.Fprintf(out.stderr, "gonet up: warning: -http-root %s does nothing without http in -serve\n", c.httpRoot)
+		log.Warn("-http-root does nothing without http in -serve", "http_root", c.httpRoot)
 	}
-	h, err := bringUp(&c.link)
+	h, err := bringUp(&c.link, log)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
+		log.Error("bringing the link up", "err", err)
 		return exitFail
 	}
-	if line := c.link.describeImpairment("up"); line != "" {
-		fmt.Fprintln(out.stderr, line)
-	}
+	c.link.logImpairment(log)
 
-	svc, err := startUpServices(ctx, out, c, h)
+	svc, err := startUpServices(ctx, log, c, h)
 	if err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: %v\n", err)
+		log.Error("starting the services", "nic", h.nic, "err", err)
 		h.Close()
 		return exitFail
 	}
@@ -142,15 +144,15 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		code = exitFail
 	}
 	if err := svc.Stop(); err != nil {
-		writeErrors(out.stderr, "gonet up", err)
+		logErrors(log, "a service failed", err)
 		code = exitFail
 	}
 	if err := h.Close(); err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: shutting down: %v\n", err)
+		log.Error("shutting down", "nic", h.nic, "err", err)
 		code = exitFail
 	}
 	if err := stats.Write(out.stdout, h.stack.Counters(), false); err != nil {
-		fmt.Fprintf(out.stderr, "gonet up: writing counters: %v\n", err)
+		log.Error("writing the counters", "err", err)
 		code = exitFail
 	}
 	return code
@@ -159,7 +161,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 // startUpServices starts what gonet up serves on h: the -serve services on
 // UDP and TCP, http with -http-root or the stack's status, and the control
 // socket. On error nothing is left running.
-func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*serviceGroup, error) {
+func startUpServices(ctx context.Context, log *slog.Logger, c *upConfig, h *host) (*serviceGroup, error) {
 	status := stackStatus{h}
 	list := slices.Clone(c.services)
 	for i := range list {
@@ -191,27 +193,16 @@ func startUpServices(ctx context.Context, out *output, c *upConfig, h *host) (*s
 			// The default place may not be writable (gonet up run
 			// by a user who owns the TAP device): the daemon is
 			// still worth running without ss.
-			fmt.Fprintf(out.stderr, "gonet up: warning: %v; gonet ss and stats will not reach this daemon (give -control PATH)\n", lerr)
+			log.Warn("no control socket: gonet ss and stats will not reach this daemon (give -control PATH)", "err", lerr)
 		default:
 			err = lerr
 		}
 	}
 	if err == nil {
-		_, err = c.metrics.start(g, out, "up", status.Metrics)
+		_, err = c.metrics.start(g, log, status.Metrics)
 	}
 	if err != nil {
 		return nil, errors.Join(err, g.Stop())
 	}
 	return g, nil
-}
-
-// writeErrors prints each error joined in err on a line of its own.
-func writeErrors(w io.Writer, prefix string, err error) {
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
-		fmt.Fprintf(w, "%s: %v\n", prefix, e)
-	}
 }

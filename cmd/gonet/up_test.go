@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -70,7 +71,7 @@ func TestUpServesEveryServiceOverTCP(t *testing.T) {
 	}
 	var stderr strings.Builder
 	c := &upConfig{services: list, http: true, httpRoot: root}
-	svc, err := startUpServices(context.Background(), &output{stdout: io.Discard, stderr: &stderr}, c, &host{stack: b, nic: "b0"})
+	svc, err := startUpServices(context.Background(), slog.New(slog.NewTextHandler(&stderr, nil)), c, &host{stack: b, nic: "b0"})
 	if err != nil {
 		t.Fatal(err)
 	}
