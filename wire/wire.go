@@ -1,14 +1,16 @@
 // Package wire holds GoNet's wire formats: Ethernet II, ARP, IPv4, ICMPv4,
-// UDP and TCP. For each protocol X there are
+// UDP and TCP; and for IPv6, its header and extension headers (ipv6.go),
+// ICMPv6 (icmpv6.go) and neighbour discovery's messages and options
+// (ndp.go). For each protocol X there are
 //
 //   - a view, type X []byte, whose accessors read the header's fields in
 //     place, without copying;
 //   - ParseX(b []byte) (X, bool), which checks that b holds a header of X
 //     the stack can read (its length fields within what arrived, and what
 //     else its doc lists) and returns the view, trimmed to the length the
-//     header gives where it gives one. ParseIPv4 alone returns an IPv4Error
-//     in place of the bool, because the IPv4 layer counts each reason for a
-//     drop apart;
+//     header gives where it gives one. ParseIPv4 and ParseIPv6 return an
+//     IPv4Error or IPv6Error in place of the bool, because the IP layers
+//     count each reason for a drop apart;
 //   - an XFields struct and EncodeX(b []byte, f *XFields), which writes the
 //     header f describes at the front of b. b must have room for the
 //     header; f is only read, and does not escape.
