@@ -160,7 +160,9 @@ func (h *hostTCP) LocalAddr() net.Addr {
 	h.control(func(fd int) error {
 		sa, err := syscall.Getsockname(fd)
 		if sa4, ok := sa.(*syscall.SockaddrInet4); ok {
-			a = net.TCPAddr{IP: net.IP(sa4.Addr[:]).To16(), Port: sa4.Port}
+			// Four bytes, as net's own: a 16-byte IP would read back as
+			// the IPv4-mapped ::ffff:a.b.c.d through AddrPort.
+			a = *net.TCPAddrFromAddrPort(netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), uint16(sa4.Port)))
 		}
 		return err
 	}, "getsockname")
