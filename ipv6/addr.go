@@ -205,3 +205,190 @@ func checkSLAACPrefix(p netip.Prefix) error {
 	}
 	return nil
 }
+
+// The multicast groups every IPv6 node or router joins or sends to, by name
+// rather than by literal.
+var (
+	// AllNodes is ff02::1, the link-local all-nodes group (RFC 4291
+	// section 2.7.1), which every node joins.
+	AllNodes = netip.AddrFrom16([16]byte{0xff, 0x02, 15: 0x01})
+	// AllRouters is ff02::2, the link-local all-routers group (RFC 4291
+	// section 2.7.1), where router solicitations go.
+	AllRouters = netip.AddrFrom16([16]byte{0xff, 0x02, 15: 0x02})
+	// AllMLDv2Routers is ff02::16, where MLDv2 reports go (RFC 3810
+	// section 5.2.14).
+	AllMLDv2Routers = netip.AddrFrom16([16]byte{0xff, 0x02, 15: 0x16})
+)
+
+// solicitedNodePrefix is the first 13 bytes of ff02::1:ff00:0/104 (RFC
+// 4291 section 2.7.1).
+var solicitedNodePrefix = [13]byte{0xff, 0x02, 11: 0x01, 12: 0xff}
+
+// SolicitedNode is the solicited-node multicast group of a unicast or
+// anycast address, ff02::1:ff00:0/104 followed by the address's low 24
+// bits (RFC 4291 section 2.7.1): a node joins it for each of its addresses,
+// and neighbour solicitations for the address are sent to it.
+func SolicitedNode(a netip.Addr) netip.Addr {
+	b := a.As16()
+	copy(b[:len(solicitedNodePrefix)], solicitedNodePrefix[:])
+	return netip.AddrFrom16(b)
+}
+
+// IsSolicitedNode reports whether a is a solicited-node multicast address,
+// in ff02::1:ff00:0/104 (RFC 4291 section 2.7.1).
+func IsSolicitedNode(a netip.Addr) bool {
+	if !a.Is6() {
+		return false
+	}
+	b := a.As16()
+	return [13]byte(b[:13]) == solicitedNodePrefix
+}
+
+// MulticastMAC is the Ethernet destination of an IPv6 multicast address:
+// 33:33 followed by the address's low 32 bits (RFC 2464 section 7). It
+// reports false for an address that is not IPv6 multicast, which has no
+// such mapping.
+func MulticastMAC(group netip.Addr) (wire.MAC, bool) {
+	b := group.As16()
+	if !group.Is6() || !isMulticast(&b) {
+		return wire.MAC{}, false
+	}
+	return wire.MAC{0x33, 0x33, b[12], b[13], b[14], b[15]}, true
+}
+
+// Scope is an address's scope, the span of the topology within which it is
+// unique, with the values of the multicast scope field (RFC 4291 section
+// 2.7, RFC 7346 section 2): a larger value is a wider scope (RFC 4007
+// section 5), which source address selection compares.
+type Scope uint8
+
+// Scopes of RFC 4291 section 2.7 and RFC 7346 section 2. ScopeNone is the
+// reserved value 0, given here to the unspecified address and to addresses
+// that are not IPv6, which have no scope.
+const (
+	ScopeNone              Scope = 0x0
+	ScopeInterfaceLocal    Scope = 0x1
+	ScopeLinkLocal         Scope = 0x2
+	ScopeRealmLocal        Scope = 0x3
+	ScopeAdminLocal        Scope = 0x4
+	ScopeSiteLocal         Scope = 0x5
+	ScopeOrganizationLocal Scope = 0x8
+	ScopeGlobal            Scope = 0xe
+)
+
+var scopeText = [16]string{
+	ScopeNone:              "none",
+	ScopeInterfaceLocal:    "interface-local",
+	ScopeLinkLocal:         "link-local",
+	ScopeRealmLocal:        "realm-local",
+	ScopeAdminLocal:        "admin-local",
+	ScopeSiteLocal:         "site-local",
+	ScopeOrganizationLocal: "organization-local",
+	ScopeGlobal:            "global",
+}
+
+// String names the scope; unassigned values print as a number.
+func (s Scope) String() string {
+	if int(s) < len(scopeText) && scopeText[s] != "" {
+		return scopeText[s]
+	}
+	return fmt.Sprintf("scope(%#x)", uint8(s))
+}
+
+// AddrScope is the scope of an IPv6 address. A multicast address carries
+// its own in the scope field (RFC 4291 section 2.7). Of the unicast
+// addresses, fe80::/10 is link-local (section 2.5.6) and so is the loopback
+// address, which section 2.5.3 and RFC 4007 section 4 treat as the
+// link-local address of an imaginary link; fec0::/10 is global, since
+// section 2.5.7 says new implementations treat the deprecated site-local
+// prefix as global unicast; the rest, unique local addresses among them
+// (RFC 4193 section 3.3), is global.
+func AddrScope(a netip.Addr) Scope {
+	b := a.As16()
+	switch {
+	case !a.Is6() || b == [16]byte{}:
+		return ScopeNone
+	case isMulticast(&b):
+		return Scope(b[1] & 0x0f)
+	case isLinkLocalUnicast(&b) || b == loopback:
+		return ScopeLinkLocal
+	}
+	return ScopeGlobal
+}
+
+// The predicates below look at the 16 bytes alone: netip's unmap an
+// IPv4-mapped address first, which would make ::ffff:224.0.0.1 multicast.
+
+// isMulticast: ff00::/8 (RFC 4291 section 2.7).
+func isMulticast(b *[16]byte) bool { return b[0] == 0xff }
+
+// isLinkLocalUnicast: fe80::/10 (RFC 4291 section 2.5.6).
+func isLinkLocalUnicast(b *[16]byte) bool { return b[0] == 0xfe && b[1]&0xc0 == 0x80 }
+
+// loopback is ::1 (RFC 4291 section 2.5.3).
+var loopback = [16]byte{15: 1}
+
+// SourceError says why the source address of a received packet is not
+// acceptable, so that the layer can count each reason apart.
+type SourceError uint8
+
+// Source address verdicts, in the order CheckSource looks for them.
+const (
+	SourceOK SourceError = iota
+	// SourceNotIPv6: the zero Addr or an IPv4 address, which no IPv6
+	// header carries; a caller's mistake rather than a peer's.
+	SourceNotIPv6
+	// SourceMulticast: "Multicast addresses must not be used as source
+	// addresses in IPv6 packets" (RFC 4291 section 2.7).
+	SourceMulticast
+	// SourceLoopback: the loopback address "must not be used as the
+	// source address in IPv6 packets that are sent outside of a single
+	// node" (RFC 4291 section 2.5.3), so a packet bearing it did not
+	// come from a link.
+	SourceLoopback
+	// SourceUnspecified: :: is the source of a node that has no address
+	// yet (RFC 4291 section 2.5.2). It is not an error everywhere, so
+	// the caller decides: neighbour discovery accepts it in a neighbour
+	// solicitation for duplicate address detection (RFC 4861 section
+	// 7.1.1, RFC 4862 section 5.4.2) and in a router solicitation (RFC
+	// 4861 section 6.1.1), and MLD in a report sent before the sender
+	// has a link-local address (RFC 3810 section 5.2.13); nothing else
+	// accepts it, and it must never be answered to.
+	SourceUnspecified
+)
+
+var sourceErrorText = [...]string{
+	SourceOK:          "ok",
+	SourceNotIPv6:     "not an IPv6 address",
+	SourceMulticast:   "multicast source",
+	SourceLoopback:    "loopback source from a link",
+	SourceUnspecified: "unspecified source",
+}
+
+// String names the verdict; values outside the list print as a number
+// rather than panic.
+func (e SourceError) String() string {
+	if int(e) < len(sourceErrorText) {
+		return sourceErrorText[e]
+	}
+	return fmt.Sprintf("SourceError(%d)", uint8(e))
+}
+
+// CheckSource says whether src may be the source address of a packet
+// received from a link (RFC 4291 sections 2.5.2, 2.5.3 and 2.7). The
+// unspecified address gets a verdict of its own, SourceUnspecified, which
+// the caller accepts only where neighbour discovery and MLD allow it.
+func CheckSource(src netip.Addr) SourceError {
+	b := src.As16()
+	switch {
+	case !src.Is6():
+		return SourceNotIPv6
+	case isMulticast(&b):
+		return SourceMulticast
+	case b == loopback:
+		return SourceLoopback
+	case b == [16]byte{}:
+		return SourceUnspecified
+	}
+	return SourceOK
+}
