@@ -108,9 +108,10 @@ type StableIIDInputs struct {
 //
 // F is SHA-256, as section 5 suggests, over the inputs in the RFC's order,
 // and the identifier is the digest's least significant 64 bits (section 5,
-// step 2). The variable-length inputs are each preceded by their length so
-// that two different pairs of Net_Iface and Network_ID cannot hash the same
-// bytes.
+// step 2). The variable-length inputs are each preceded by their length,
+// two bytes big-endian, so that two different pairs of Net_Iface and
+// Network_ID cannot hash the same bytes. The encoding is part of the
+// contract: changing it would change every stable address a node has.
 func StableIID(in *StableIIDInputs, dadCounter uint8) (IID, uint8, error) {
 	if len(in.SecretKey) < MinSecretKeyLen {
 		return IID{}, 0, fmt.Errorf("ipv6: stable interface identifier: secret key of %d bytes, want at least %d (RFC 7217 section 5)", len(in.SecretKey), MinSecretKeyLen)

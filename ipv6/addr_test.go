@@ -166,6 +166,29 @@ func TestStableIIDChangesWithEachInput(t *testing.T) {
 	}
 }
 
+// A node keeps its stable addresses across upgrades only if F's input
+// encoding never changes: the prefix's 64 bits, Net_Iface and Network_ID
+// each after a 2-byte length, the DAD counter's byte, the key (RFC 7217
+// section 5), hashed with SHA-256 and cut to the low 64 bits. The expected
+// values were computed apart from this package (Python's hashlib).
+func TestStableIIDEncodingIsFixed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   ipv6.StableIIDInputs
+		dad  uint8
+		want string
+	}{
+		{"SLAAC prefix, no network id", ipv6.StableIIDInputs{Prefix: netip.MustParsePrefix("2001:db8:1:2::/64"), NetIface: []byte("eth0"), SecretKey: testKey}, 0, "1df5:f3bc:a545:2981"},
+		{"link-local, network id, DAD counter 2", ipv6.StableIIDInputs{Prefix: ipv6.LinkLocalPrefix(), NetIface: []byte("eth0"), NetworkID: []byte("ssid"), SecretKey: testKey}, 2, "9358:3c61:649f:12c1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mustStable(t, &tc.in, tc.dad); got != iid(t, tc.want) {
+				t.Errorf("StableIID = %v, want %s: the encoding of F's inputs changed, and with it every stable address", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestStableIIDRejectsBadInputs(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
