@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -78,6 +79,18 @@ func (i IID) IsReserved() bool {
 // MinSecretKeyLen is the shortest secret key StableIID takes: "The
 // secret_key SHOULD be of at least 128 bits" (RFC 7217 section 5).
 const MinSecretKeyLen = 16
+
+// NewSecretKey draws a secret key for StableIID from the stack's random
+// source, which is ChaCha8 seeded from crypto/rand unless a test seeded it.
+// RFC 7217 section 5 has the key made once, at installation, and kept: the
+// caller stores it (the daemon in its state) so that the addresses stay the
+// same across restarts, which is their point.
+func NewSecretKey(r *env.Rand) []byte {
+	key := make([]byte, MinSecretKeyLen)
+	binary.BigEndian.PutUint64(key[:8], r.Uint64())
+	binary.BigEndian.PutUint64(key[8:], r.Uint64())
+	return key
+}
 
 // StableIIDInputs are the inputs of RFC 7217 section 5's function F other
 // than the DAD counter: the same inputs give the same identifier on every

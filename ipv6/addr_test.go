@@ -3,10 +3,12 @@ package ipv6_test
 import (
 	"bytes"
 	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -187,6 +189,18 @@ func TestStableIIDEncodingIsFixed(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestNewSecretKeyIsLongEnoughAndFollowsTheStackRand(t *testing.T) {
+	a := ipv6.NewSecretKey(env.NewRand(rand.NewPCG(1, 2)))
+	b := ipv6.NewSecretKey(env.NewRand(rand.NewPCG(1, 2)))
+	c := ipv6.NewSecretKey(env.NewRand(rand.NewPCG(1, 3)))
+	if len(a) != ipv6.MinSecretKeyLen || !bytes.Equal(a, b) || bytes.Equal(a, c) {
+		t.Errorf("NewSecretKey: %x and %x from one seed, %x from another; want %d bytes, equal for one seed only", a, b, c, ipv6.MinSecretKeyLen)
+	}
+	in := stableInputs()
+	in.SecretKey = a
+	mustStable(t, in, 0)
 }
 
 func TestStableIIDRejectsBadInputs(t *testing.T) {
