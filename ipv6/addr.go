@@ -145,7 +145,7 @@ func StableIID(in *StableIIDInputs, dadCounter uint8) (IID, uint8, error) {
 // firstUnreserved tries F with counters from start upward until it gives
 // an identifier that is not reserved; it is apart from StableIID so that a
 // test can give it an F whose first answers are reserved, which SHA-256
-// does with odds of about 2^-55.
+// does with odds of about 2^-40.
 func firstUnreserved(start uint8, f func(dadCounter uint8) IID) (IID, uint8, bool) {
 	for c := int(start); c <= 0xff; c++ {
 		if iid := f(uint8(c)); !iid.IsReserved() {

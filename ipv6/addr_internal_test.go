@@ -2,7 +2,7 @@ package ipv6
 
 import "testing"
 
-// SHA-256 lands on a reserved identifier with odds of about 2^-55, so the
+// SHA-256 lands on a reserved identifier with odds of about 2^-40, so the
 // retry of RFC 7217 section 5 and 6 is driven here with an F that does on
 // purpose.
 func TestReservedIIDMovesToTheNextDADCounter(t *testing.T) {

@@ -121,7 +121,7 @@ func mustStable(t *testing.T, in *ipv6.StableIIDInputs, dad uint8) ipv6.IID {
 		t.Fatalf("StableIID(%+v, %d): %v", in, dad, err)
 	}
 	if counter != dad {
-		t.Fatalf("StableIID(%+v, %d) moved the DAD counter to %d: a reserved identifier from SHA-256, odds 2^-55", in, dad, counter)
+		t.Fatalf("StableIID(%+v, %d) moved the DAD counter to %d: a reserved identifier from SHA-256, odds 2^-40", in, dad, counter)
 	}
 	if got.IsReserved() {
 		t.Fatalf("StableIID(%+v, %d) = reserved %v", in, dad, got)
