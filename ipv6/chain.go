@@ -69,7 +69,7 @@ const (
 	ReasonTruncated                   // an extension header runs past the datagram
 	ReasonBadOptions                  // an option runs past its header
 	ReasonTooManyHeaders              // more than MaxExtHeaders
-	ReasonChainTooLong                // the chain reaches past MaxChainLen bytes
+	ReasonChainTooLong                // an extension header ends past MaxChainLen bytes
 	ReasonHopByHopNotFirst            // RFC 8200 section 4.1
 	ReasonUnknownRouting              // RFC 8200 section 4.4
 	ReasonUnknownOption               // RFC 8200 section 4.2, by the option's action bits
@@ -212,13 +212,13 @@ func WalkChain(d wire.IPv6) Chain {
 		if next == wire.ProtoHopByHop && off != wire.IPv6HeaderLen {
 			return c.paramProblem(ReasonHopByHopNotFirst, wire.ICMPv6CodeUnrecognizedNext, nameAt)
 		}
-		if off >= MaxChainLen {
-			return c.discard(ReasonChainTooLong)
-		}
 		if next == wire.ProtoFragment {
 			f, ok := wire.ParseIPv6Fragment(d[off:])
 			if !ok {
 				return c.truncated()
+			}
+			if off+wire.IPv6FragmentLen > MaxChainLen {
+				return c.discard(ReasonChainTooLong)
 			}
 			if !inspect {
 				// A second Fragment header in a first fragment's
@@ -245,6 +245,9 @@ func WalkChain(d wire.IPv6) Chain {
 		x, ok := wire.ParseIPv6ExtHdr(d[off:])
 		if !ok {
 			return c.truncated()
+		}
+		if off+x.Len() > MaxChainLen {
+			return c.discard(ReasonChainTooLong)
 		}
 		if inspect {
 			var r Chain

@@ -56,17 +56,32 @@ func routing(next, rt, sl uint8) []byte {
 	return []byte{next, 0, rt, sl, 0, 0, 0, 0}
 }
 
+// paddedTo is an options header of size bytes, a multiple of 8, filled
+// with PadN options of at most 255 data bytes each.
+func paddedTo(next uint8, size int) []byte {
+	b := make([]byte, size)
+	b[0], b[1] = next, uint8(size/8-1)
+	for i := 2; i < size; {
+		n := min(255, size-i-2)
+		if size-i-2-n == 1 {
+			n-- // leave no single byte a PadN cannot fill
+		}
+		b[i], b[i+1] = wire.IPv6OptPadN, uint8(n)
+		i += 2 + n
+	}
+	return b
+}
+
 var (
 	udp8  = make([]byte, 8)  // a UDP header's worth of bytes
 	tcp20 = make([]byte, 20) // a TCP header's worth
 )
 
 // Offsets in the test datagrams: the first extension header is at 40,
-// the second at 48, the third at 56.
+// the second at 48.
 const (
 	ext1 = wire.IPv6HeaderLen
 	ext2 = ext1 + 8
-	ext3 = ext2 + 8
 )
 
 func TestWalkChain(t *testing.T) {
@@ -77,14 +92,6 @@ func TestWalkChain(t *testing.T) {
 	long[len(long)-8] = wire.ProtoUDP
 	eight := append([]byte(nil), long[:8*8]...)
 	eight[len(eight)-8] = wire.ProtoUDP
-	// A Destination Options header of 1280 bytes: 159 units beyond the
-	// first, all PadN.
-	big := make([]byte, 1280)
-	big[0], big[1] = wire.ProtoDestOpts, 159
-	for i := 2; i < len(big); i += 257 {
-		n := min(255, len(big)-i-2)
-		big[i], big[i+1] = wire.IPv6OptPadN, uint8(n)
-	}
 
 	for _, tc := range []struct {
 		name    string
@@ -173,7 +180,11 @@ func TestWalkChain(t *testing.T) {
 		{name: "NineExtensionHeadersAreTooMany",
 			d: datagram(chainUnicast, wire.ProtoDestOpts, long, udp8), verdict: ipv6.Discard, reason: ipv6.ReasonTooManyHeaders},
 		{name: "ChainPastTheFirst1280BytesIsDiscarded",
-			d: datagram(chainUnicast, wire.ProtoDestOpts, big, padded(wire.ProtoUDP), udp8), verdict: ipv6.Discard, reason: ipv6.ReasonChainTooLong},
+			d: datagram(chainUnicast, wire.ProtoDestOpts, paddedTo(wire.ProtoDestOpts, 1240), padded(wire.ProtoUDP), udp8), verdict: ipv6.Discard, reason: ipv6.ReasonChainTooLong},
+		{name: "HeaderEndingPastTheFirst1280BytesIsDiscarded",
+			d: datagram(chainUnicast, wire.ProtoDestOpts, paddedTo(wire.ProtoUDP, 1248), udp8), verdict: ipv6.Discard, reason: ipv6.ReasonChainTooLong},
+		{name: "ChainEndingAt1280BytesIsDelivered",
+			d: datagram(chainUnicast, wire.ProtoDestOpts, paddedTo(wire.ProtoUDP, 1240), udp8), verdict: ipv6.Deliver, proto: wire.ProtoUDP, offset: 1280},
 		{name: "AtomicFragmentIsProcessedInIsolation",
 			d:       datagram(chainUnicast, wire.ProtoFragment, fragment(wire.ProtoDestOpts, 0, false, 7), options(wire.ProtoUDP, 0x9e), udp8),
 			verdict: ipv6.SendParamProblem, reason: ipv6.ReasonUnknownOption, code: wire.ICMPv6CodeUnrecognizedOpt, pointer: ext2 + 2},
