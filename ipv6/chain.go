@@ -105,7 +105,9 @@ type ParamProblem struct {
 // ToMulticast reports whether the error goes out even when the datagram
 // was sent to a multicast address: RFC 4443 section 2.4 (e.3) excepts
 // only code 2 for an option whose action bits are 10, and WalkChain asks
-// for code 2 to a multicast destination in no other case.
+// for code 2 to a multicast destination in no other case. WalkChain does
+// not apply section 2.4 (e) itself, which also covers link-layer
+// multicast it cannot see: the sender of the error does.
 func (p ParamProblem) ToMulticast() bool { return p.Code == wire.ICMPv6CodeUnrecognizedOpt }
 
 // Fragment describes a Fragment header found in the chain (RFC 8200

@@ -307,14 +307,43 @@ func FuzzWalkChain(f *testing.F) {
 			if c.Reason == ipv6.ReasonNone {
 				t.Fatal("parameter problem without a reason")
 			}
+			// RFC 4443 section 2.4 (e.3): the sender stops every
+			// error to a multicast destination but code 2 for an
+			// option whose action bits are 10, so WalkChain must ask
+			// for code 2 to one in no other case.
+			if d.Dst().IsMulticast() && c.Problem.ToMulticast() {
+				if a := d[c.Problem.Pointer] >> 6; a != 2 {
+					t.Fatalf("code 2 to multicast for an option with action %02b", a)
+				}
+			}
 		case ipv6.Discard:
 			if c.Reason == ipv6.ReasonNone {
 				t.Fatal("discard without a reason")
 			}
 		case ipv6.Deliver, ipv6.Reassemble:
-			if c.Offset < wire.IPv6HeaderLen || c.Offset > len(d) {
+			if c.Offset < wire.IPv6HeaderLen || c.Offset > len(d) || c.Offset > ipv6.MaxChainLen {
 				t.Fatalf("upper layer at %d in a %d-byte datagram", c.Offset, len(d))
+			}
+			if c.Verdict == ipv6.Reassemble && (!c.Frag.Present() || c.Frag.Atomic()) {
+				t.Fatalf("reassembly asked for fragment %+v", c.Frag)
 			}
 		}
 	})
+}
+
+func BenchmarkWalkChain(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		d    wire.IPv6
+	}{
+		{"NoExtensionHeaders", datagram(chainUnicast, wire.ProtoUDP, udp8)},
+		{"HopByHopDestOptsFragment", datagram(chainUnicast, wire.ProtoHopByHop, padded(wire.ProtoDestOpts), options(wire.ProtoFragment, 0x1e), fragment(wire.ProtoUDP, 0, false, 1), udp8)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkChain = ipv6.WalkChain(bc.d)
+			}
+		})
+	}
 }
