@@ -193,7 +193,7 @@ func upperHeaderLen(proto uint8) int {
 func WalkChain(d wire.IPv6) Chain {
 	var c Chain
 	multicast := d.Dst().IsMulticast()
-	next, nameAt, off := d.NextHeader(), 6, wire.IPv6HeaderLen
+	next, nameAt, off := d.NextHeader(), ipv6NextHeaderField, wire.IPv6HeaderLen
 	// inspect is cleared past the Fragment header of a first fragment:
 	// the headers there are part of the fragmentable part, processed
 	// after reassembly (RFC 8200 section 4.5), and only checked for
@@ -301,10 +301,13 @@ func (c Chain) checkFragment(d wire.IPv6, off int) (Chain, bool) {
 	return c, true
 }
 
-// Offsets the Parameter Problems of RFC 8200 section 4.5 point at.
+// Offsets of the fields a Parameter Problem points at (RFC 8200 sections
+// 3, 4.2 and 4.5).
 const (
 	ipv6PayloadLenField = 4 // in the IPv6 header
+	ipv6NextHeaderField = 6 // in the IPv6 header
 	fragOffsetField     = 2 // in the Fragment header
+	optionsField        = 2 // the first option, after next header and length
 )
 
 // routing applies RFC 8200 section 4.4 to the Routing header x at off. No
@@ -325,7 +328,7 @@ func (c Chain) options(x wire.IPv6ExtHdr, off int, multicast bool) (Chain, bool)
 	if !ok {
 		return c.discard(ReasonBadOptions), false
 	}
-	at := off + 2 // the options follow next header and length
+	at := off + optionsField
 	for len(opts) > 0 {
 		var o wire.IPv6Option
 		o, opts = opts.Next()
