@@ -2,7 +2,6 @@ package suite
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -115,12 +114,9 @@ func withMTU(e *Env, mtu int) func(map[string]float64, []byte, error) (map[strin
 // runCRR measures connections per second: connect, one 1-byte request and
 // its answer, close.
 func runCRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]float64, []byte, error) {
-	w, out, err := measure(ctx, e, d+time.Minute, "crr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
-	if err != nil {
-		return nil, out, err
-	}
 	var r load.CRRResult
-	if err := json.Unmarshal(out, &r); err != nil {
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "crr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
+	if err != nil {
 		return nil, out, err
 	}
 	if r.Conns == 0 {

@@ -262,6 +262,16 @@ func gcPauses(m map[string]float64, b, a server.GoStats) {
 	m["gc_stop_max_us"] = server.PauseQuantile(server.PauseDelta(b.Stopping, a.Stopping), 1) * 1e6
 }
 
+// measureInto runs a load generator as measure does and decodes the JSON
+// result it prints into r.
+func measureInto(ctx context.Context, e *Env, r any, timeout time.Duration, args ...string) (window, []byte, error) {
+	w, out, err := measure(ctx, e, timeout, args...)
+	if err == nil {
+		err = json.Unmarshal(out, r)
+	}
+	return w, out, err
+}
+
 // measure runs a load generator between two snapshots of the server.
 func measure(ctx context.Context, e *Env, timeout time.Duration, args ...string) (window, []byte, error) {
 	var w window
@@ -298,13 +308,10 @@ func measure(ctx context.Context, e *Env, timeout time.Duration, args ...string)
 func dur(d time.Duration) string { return d.String() }
 
 func runPing(ctx context.Context, e *Env, n int, interval, d time.Duration) (map[string]float64, []byte, error) {
-	w, out, err := measure(ctx, e, d+time.Minute, "ping", "-addr", e.Addr, "-n", strconv.Itoa(n),
+	var r load.PingResult
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "ping", "-addr", e.Addr, "-n", strconv.Itoa(n),
 		"-interval", dur(interval), "-dur", dur(d))
 	if err != nil {
-		return nil, out, err
-	}
-	var r load.PingResult
-	if err := json.Unmarshal(out, &r); err != nil {
 		return nil, out, err
 	}
 	if r.RTT.Samples == 0 {
@@ -324,13 +331,10 @@ func runPing(ctx context.Context, e *Env, n int, interval, d time.Duration) (map
 }
 
 func runShort(ctx context.Context, e *Env, n, size int, d time.Duration) (map[string]float64, []byte, error) {
-	w, out, err := measure(ctx, e, d+time.Minute, "short", "-addr", e.Addr, "-n", strconv.Itoa(n),
+	var r load.ShortResult
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "short", "-addr", e.Addr, "-n", strconv.Itoa(n),
 		"-size", strconv.Itoa(size), "-dur", dur(d))
 	if err != nil {
-		return nil, out, err
-	}
-	var r load.ShortResult
-	if err := json.Unmarshal(out, &r); err != nil {
 		return nil, out, err
 	}
 	if r.Transfers == 0 {
@@ -348,12 +352,9 @@ func runShort(ctx context.Context, e *Env, n, size int, d time.Duration) (map[st
 }
 
 func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (map[string]float64, []byte, error) {
-	w, out, err := measure(ctx, e, d+time.Minute, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n), "-dur", dur(d))
-	if err != nil {
-		return nil, out, err
-	}
 	var r load.BulkResult
-	if err := json.Unmarshal(out, &r); err != nil {
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n), "-dur", dur(d))
+	if err != nil {
 		return nil, out, err
 	}
 	gb := float64(r.Bytes) / 1e9
@@ -389,12 +390,9 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 }
 
 func runRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]float64, []byte, error) {
-	w, out, err := measure(ctx, e, d+time.Minute, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
-	if err != nil {
-		return nil, out, err
-	}
 	var r load.RRResult
-	if err := json.Unmarshal(out, &r); err != nil {
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
+	if err != nil {
 		return nil, out, err
 	}
 	m := map[string]float64{
@@ -418,13 +416,10 @@ func runRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]floa
 }
 
 func runUDP(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error) {
-	w, out, err := measure(ctx, e, d+time.Minute, "udp", "-addr", e.Addr, "-size", strconv.Itoa(size),
+	var r load.UDPResult
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "udp", "-addr", e.Addr, "-size", strconv.Itoa(size),
 		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-dur", dur(d))
 	if err != nil {
-		return nil, out, err
-	}
-	var r load.UDPResult
-	if err := json.Unmarshal(out, &r); err != nil {
 		return nil, out, err
 	}
 	// Let what is queued arrive, then read the sink's count.
