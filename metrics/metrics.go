@@ -127,7 +127,8 @@ func Write(w io.Writer, snap stats.Snapshot) error {
 }
 
 // Handler serves the snapshot src gives at each request in the text
-// exposition format, to GET and HEAD.
+// exposition format, to GET and HEAD, and after it the Go runtime's
+// figures (Runtime).
 func Handler(src func() stats.Snapshot) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -139,6 +140,12 @@ func Handler(src func() stats.Snapshot) http.Handler {
 		if err := Write(&b, src()); err != nil {
 			http.Error(w, "500 "+err.Error(), http.StatusInternalServerError)
 			return
+		}
+		for _, f := range Runtime() {
+			if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+				http.Error(w, "500 "+err.Error(), http.StatusInternalServerError)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", ContentType)
 		w.Header().Set("Cache-Control", "no-store")

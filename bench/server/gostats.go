@@ -116,6 +116,22 @@ func PauseDelta(before, after []PauseBucket) []PauseBucket {
 	return d
 }
 
+// PauseMinus returns the pauses of p that are not in q, bucket by bucket:
+// p's collections less a subset of them.
+func PauseMinus(p, q []PauseBucket) []PauseBucket {
+	m := map[float64]uint64{}
+	for _, b := range q {
+		m[b.Hi] = b.N
+	}
+	var d []PauseBucket
+	for _, b := range p {
+		if n := b.N - min(b.N, m[b.Hi]); n > 0 {
+			d = append(d, PauseBucket{Hi: b.Hi, N: n})
+		}
+	}
+	return d
+}
+
 // PauseQuantile returns the upper bound of the bucket holding quantile q of
 // the pauses (0 when there are none).
 func PauseQuantile(p []PauseBucket, q float64) float64 {

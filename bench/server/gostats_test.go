@@ -22,3 +22,21 @@ func TestPauseDeltaQuantile(t *testing.T) {
 		t.Fatalf("runtime/metrics read nothing: %+v", g)
 	}
 }
+
+// TestPauseMinusLeavesOutASubset pins how the suite takes forced
+// collections out of a workload's pauses.
+func TestPauseMinusLeavesOutASubset(t *testing.T) {
+	all := []PauseBucket{{Hi: 1e-5, N: 4}, {Hi: 1e-4, N: 1}, {Hi: 1e-3, N: 2}}
+	forced := []PauseBucket{{Hi: 1e-5, N: 1}, {Hi: 1e-3, N: 2}}
+	got := PauseMinus(all, forced)
+	want := []PauseBucket{{Hi: 1e-5, N: 3}, {Hi: 1e-4, N: 1}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("PauseMinus = %+v, want %+v", got, want)
+	}
+	if q := PauseQuantile(got, 1); q != 1e-4 {
+		t.Errorf("longest after taking out the forced ones = %v, want 1e-4", q)
+	}
+	if got := PauseMinus(forced, all); len(got) != 0 {
+		t.Errorf("a subset less the whole = %+v, want nothing", got)
+	}
+}

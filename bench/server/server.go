@@ -14,6 +14,7 @@
 package server
 
 import (
+	"runtime"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -186,6 +187,12 @@ func Run(c Config, in io.Reader, out io.Writer) error {
 				profile = nil
 			}
 			reply = result(err)
+		case "gc":
+			// A collection forced while the server holds its load, so
+			// the suite can measure what one costs even when the
+			// server's own settings let none run (stack.TuneGC).
+			runtime.GC()
+			reply = result(nil)
 		case "quit":
 			return nil
 		default:

@@ -31,6 +31,9 @@ func newGoNet(c Config) (*goNetHost, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The collector as the gonet daemon sets it (issue 14), so that the
+	// report's pauses are the daemon's.
+	stack.TuneGC(0)
 	s := stack.New(stack.Config{})
 	if err := s.AddNIC(ep.Name(), ep); err != nil {
 		s.Close()

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -64,7 +65,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
 	c.registerCapture(fs)
-	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M)")
+	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M); the process's GOMEMLIMIT is this plus 64M, with GOGC off, unless the environment sets them")
 	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
 }
 
@@ -276,6 +277,9 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 		ep, capture = p, p
 	}
 
+	gc := stack.TuneGC(c.memory)
+	log.Info("collector set", "gogc", gcPercent(gc.Percent), "gogc_from_env", gc.PercentFromEnv,
+		"gomemlimit", gc.Limit, "gomemlimit_from_env", gc.LimitFromEnv)
 	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log})
 	h := &host{stack: s, nic: nic, mac: ep.MAC(), capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
@@ -414,4 +418,12 @@ func (g *serviceGroup) Stop() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return errors.Join(g.errs...)
+}
+
+// gcPercent writes a GOGC value as the environment variable would.
+func gcPercent(p int) string {
+	if p < 0 {
+		return "off"
+	}
+	return strconv.Itoa(p)
 }

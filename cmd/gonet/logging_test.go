@@ -30,7 +30,7 @@ func logLines(t *testing.T, log string) []map[string]any {
 
 // startStop is what a gateway logs at info as it starts and stops: the
 // stack's events and the daemon's.
-var startStop = []string{"NIC up", "address added", "address added", "relaying pings", "forwarding DNS", "NIC down"}
+var startStop = []string{"collector set", "NIC up", "address added", "address added", "relaying pings", "forwarding DNS", "NIC down"}
 
 // The daemon's start-up events, logged by a gateway on a VM's socket (no
 // privilege needed), parsed as a log pipeline would: each line a JSON
@@ -66,6 +66,13 @@ func TestGatewayLogsJSONEventsAtTheFlagsLevel(t *testing.T) {
 			var got []string
 			for _, m := range lines {
 				got = append(got, m["msg"].(string))
+				if m["msg"] == "collector set" {
+					// The process's event, not a NIC's.
+					if m["gogc"] == nil || m["gomemlimit"] == nil {
+						t.Errorf("event %v: want gogc and gomemlimit", m)
+					}
+					continue
+				}
 				if m["level"] != "INFO" || m["nic"] != socketNIC || m["time"] == nil {
 					t.Errorf("event %v: want level INFO, nic %s and a time", m, socketNIC)
 				}
