@@ -122,7 +122,7 @@ func (c *Conn) ecnInput(seg *segment) {
 	if seg.has(wire.TCPFlagCWR) {
 		c.ecn.ceOwed = false
 	}
-	if seg.ip.TOS()&ecnMask == ecnCE {
+	if seg.tos&ecnMask == ecnCE {
 		c.p.Stats.ECNCEReceived.Inc()
 		c.ecn.seen = true
 		if !c.ecn.ceOwed {
