@@ -16,8 +16,8 @@
 // send buffer and receive queue of buffers.go). The application's
 // goroutines share only the socket and the state, under the connection's
 // own mutex, and wake the process through a waker; no lock is shared
-// between connections on the data path. The dealer (HandleIPv4, running in
-// the IPv4 dealer's goroutine) parses each segment once, header and
+// between connections on the data path. The dealer (HandleIP, running in
+// the network layer's dealer goroutine, IPv4's or IPv6's) parses each segment once, header and
 // options, and finds its connection by its 4-tuple, or its listener for a
 // SYN, or answers with a reset.
 //
