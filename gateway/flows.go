@@ -11,6 +11,7 @@ import (
 
 	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/internal/logs"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
@@ -271,7 +272,7 @@ func (g *Gateway) forwardTCP(r *tcp.ForwardRequest) {
 		r.Refuse()
 		return
 	case nothing:
-		r.Unreachable(wire.ICMPCodeHostUnrch)
+		r.Unreachable(ip.HostUnreachable)
 		return
 	}
 	if !g.admit(TCP, r.RemoteAddr(), r.LocalAddr()) {
@@ -333,9 +334,9 @@ func (g *Gateway) answerConnectError(r *tcp.ForwardRequest, err error) {
 		r.Refuse()
 		return
 	}
-	if code, ok := unreachableCode(err); ok {
+	if kind, ok := unreachableKind(err); ok {
 		g.Stats.TCPUnreachable.Inc()
-		r.Unreachable(code)
+		r.Unreachable(kind)
 		return
 	}
 	// A timeout, or the gateway closing: the guest's SYN goes unanswered,
@@ -352,13 +353,13 @@ func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
 	switch v {
 	case deny:
 		g.denied("udp", logs.Flow(r.RemoteAddr(), r.LocalAddr()))
-		r.Unreachable(wire.ICMPCodeAdminProhibited)
+		r.Unreachable(ip.AdminProhibited)
 		return
 	case closed:
-		r.Unreachable(wire.ICMPCodePortUnrch)
+		r.Unreachable(ip.PortUnreachable)
 		return
 	case nothing:
-		r.Unreachable(wire.ICMPCodeHostUnrch)
+		r.Unreachable(ip.HostUnreachable)
 		return
 	}
 	if !g.admit(UDP, r.RemoteAddr(), r.LocalAddr()) {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gonetstack/gonet/ip"
+	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -68,30 +70,35 @@ func echoRequest(ident, seq uint16, data []byte) []byte {
 	return b
 }
 
-// unreachableCode maps what a host socket's send, receive or connect
-// failed with to the code of the ICMP destination unreachable the kernel
-// got or would have sent (RFC 792, RFC 1812 5.2.7.1), so that the guest is
-// told what a program on the host would have been.
-func unreachableCode(err error) (uint8, bool) {
+// unreachableKind maps what a host socket's send, receive or connect
+// failed with to the destination unreachable the kernel got or would have
+// sent (RFC 792, RFC 1812 5.2.7.1), so that the guest is told what a
+// program on the host would have been.
+func unreachableKind(err error) (ip.ErrorKind, bool) {
 	var errno syscall.Errno
 	if !errors.As(err, &errno) {
 		return 0, false
 	}
 	switch errno {
 	case syscall.ENETUNREACH:
-		return wire.ICMPCodeNetUnrch, true
+		return ip.NetUnreachable, true
 	case syscall.EHOSTUNREACH, syscall.EHOSTDOWN:
-		return wire.ICMPCodeHostUnrch, true
+		return ip.HostUnreachable, true
 	case syscall.EACCES, syscall.EPERM:
-		return wire.ICMPCodeAdminProhibited, true
+		return ip.AdminProhibited, true
 	}
 	return 0, false
 }
 
-// unreachableFor is unreachableCode as an echo's answer.
+// unreachableFor is unreachableKind as an echo's answer: ICMP's type and
+// code for it.
 func unreachableFor(err error) (echoAnswer, bool) {
-	code, ok := unreachableCode(err)
-	return echoAnswer{isError: true, errType: wire.ICMPDestUnreach, errCode: code}, ok
+	kind, ok := unreachableKind(err)
+	if !ok {
+		return echoAnswer{isError: true, errType: wire.ICMPDestUnreach}, false
+	}
+	typ, code := ipv4.ICMPTypeCode(kind)
+	return echoAnswer{isError: true, errType: typ, errCode: code}, true
 }
 
 // pingSocketPinger opens a ping socket per echo request: the kernel gives

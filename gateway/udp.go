@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/udp"
-	"github.com/gonetstack/gonet/wire"
 )
 
 // Relaying a UDP flow: the guest's endpoint (a udp.Connected the forwarder
@@ -186,10 +186,10 @@ func (f *udpFlow) toGuest() {
 // EHOSTUNREACH.
 func (f *udpFlow) tellGuest(err error) {
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		f.guest.Unreachable(wire.ICMPCodePortUnrch)
+		f.guest.Unreachable(ip.PortUnreachable)
 		return
 	}
-	if code, ok := unreachableCode(err); ok {
-		f.guest.Unreachable(code)
+	if kind, ok := unreachableKind(err); ok {
+		f.guest.Unreachable(kind)
 	}
 }

@@ -1,7 +1,7 @@
 package icmp
 
 import (
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -33,7 +33,7 @@ func (p *Protocol) SendError(orig wire.IPv4, typ, code uint8, rest uint32) {
 	case wire.ICMPTimeExceeded:
 		p.Stats.OutTimeExcds.Inc()
 	}
-	sp := ipv4.SendParams{Dst: orig.Src(), Proto: wire.ProtoICMP}
+	sp := ip.SendParams{Dst: orig.Src(), Proto: wire.ProtoICMP}
 	if p.ip.IsLocal(orig.Dst()) {
 		sp.Src = orig.Dst()
 	}

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -48,7 +48,7 @@ func (r *EchoRequest) Reply() error {
 	wire.EncodeICMP(b, &wire.ICMPFields{Type: wire.ICMPEchoReply, Rest: wire.EchoRest(r.Ident, r.Seq)})
 	p.Stats.OutMsgs.Inc()
 	p.Stats.OutEchoReps.Inc()
-	err := p.ip.Send(pk, ipv4.SendParams{Src: r.Dst, Dst: r.Src, Proto: wire.ProtoICMP, TOS: r.TOS})
+	err := p.ip.Send(pk, ip.SendParams{Src: r.Dst, Dst: r.Src, Proto: wire.ProtoICMP, TOS: r.TOS})
 	if err != nil {
 		p.Stats.OutErrors.Inc()
 	}
@@ -72,7 +72,7 @@ func (p *Protocol) SetEchoForwarder(hook func(*EchoRequest)) {
 
 // forwardEcho offers an echo request to a foreign address to the hook. It
 // takes ownership of pk.
-func (p *Protocol) forwardEcho(pk *buffer.Packet, h wire.IPv4, m wire.ICMP) {
+func (p *Protocol) forwardEcho(pk *buffer.Packet, h ip.Header, m wire.ICMP) {
 	defer pk.Release()
 	p.Stats.InEchoForeign.Inc()
 	p.fwdMu.Lock()
@@ -81,13 +81,12 @@ func (p *Protocol) forwardEcho(pk *buffer.Packet, h wire.IPv4, m wire.ICMP) {
 	if hook == nil {
 		return
 	}
-	orig := wire.IPv4(append([]byte(nil), h...))
-	hl := h.HeaderLen()
+	orig := wire.IPv4(append([]byte(nil), pk.Bytes()...))
 	r := &EchoRequest{
-		p: p, Src: h.Src(), Dst: h.Dst(),
+		p: p, Src: h.Src, Dst: h.Dst,
 		Ident: m.Ident(), Seq: m.Seq(),
-		Payload: orig[hl+wire.ICMPHeaderLen:],
-		TTL:     h.TTL(), TOS: h.TOS(),
+		Payload: orig[h.Off+wire.ICMPHeaderLen:],
+		TTL:     h.TTL, TOS: h.TOS,
 		orig: orig[:min(len(orig), maxErrorLen-wire.IPv4MinHeaderLen-wire.ICMPHeaderLen)],
 	}
 	p.Stats.EchoForwarded.Inc()

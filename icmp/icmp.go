@@ -11,6 +11,7 @@ import (
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
@@ -26,15 +27,6 @@ type Config struct {
 	// EchoBroadcast answers echo requests sent to a broadcast address;
 	// off by default, as Linux's icmp_echo_ignore_broadcasts.
 	EchoBroadcast bool
-}
-
-// ErrorHandler is implemented by transports that want the ICMP errors
-// quoting their datagrams: TCP, for path MTU discovery and to report soft
-// and hard errors to its connections.
-type ErrorHandler interface {
-	// HandleICMPError gets the error's type, code and rest-of-header word,
-	// and the quoted datagram: its IP header and at least 8 bytes of it.
-	HandleICMPError(typ, code uint8, rest uint32, quoted wire.IPv4)
 }
 
 // Stats are the ICMP counters, after the SNMP MIB's icmp group (RFC 4293).
@@ -122,11 +114,10 @@ func (p *Protocol) Close() {
 	p.wg.Wait()
 }
 
-// HandleIPv4 takes one ICMP message from the IPv4 dealer.
-func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
+// HandleIP takes one ICMP message from the IPv4 dealer.
+func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	p.Stats.InMsgs.Inc()
-	h := wire.IPv4(pk.Bytes())
-	body := h.Payload()
+	body := pk.Bytes()[h.Off:]
 	if len(body) < wire.ICMPHeaderLen {
 		p.Stats.InErrors.Inc()
 		pk.Release()
@@ -141,7 +132,7 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 	switch m.Type() {
 	case wire.ICMPEchoRequest:
 		p.Stats.InEchos.Inc()
-		if !p.ip.IsHostDst(h.Dst()) {
+		if !p.ip.IsHostDst(h.Dst) {
 			p.forwardEcho(pk, h, m)
 			return
 		}
@@ -149,7 +140,7 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		return
 	case wire.ICMPEchoReply:
 		p.Stats.InEchoReps.Inc()
-		p.echoReplied(m, h.Src())
+		p.echoReplied(m, h.Src)
 	case wire.ICMPDestUnreach:
 		p.Stats.InDestUnreachs.Inc()
 		p.deliverError(m)
@@ -171,14 +162,14 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 // source and destination addresses are simply reversed, the type code
 // changed to 0, and the checksum recomputed") and sends it. The data is
 // returned whole, as RFC 1122 section 3.2.2.6 requires.
-func (p *Protocol) echoReply(pk *buffer.Packet, h wire.IPv4) {
-	src, dst, tos := h.Src(), h.Dst(), h.TOS()
+func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
+	src, dst, tos := h.Src, h.Dst, h.TOS
 	if p.ip.IsBroadcast(dst) && !p.cfg.EchoBroadcast {
 		p.Stats.InEchoIgnored.Inc()
 		pk.Release()
 		return
 	}
-	pk.TrimFront(h.HeaderLen())
+	pk.TrimFront(h.Off)
 	m := pk.Bytes()
 	// Incremental update (RFC 1624): only the type byte changes.
 	old := uint16(m[0])<<8 | uint16(m[1])
@@ -186,7 +177,7 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h wire.IPv4) {
 	sum := uint32(^(uint16(m[2])<<8 | uint16(m[3]))) + uint32(^old) + uint32(uint16(m[0])<<8|uint16(m[1]))
 	c := ^wire.Fold(sum)
 	m[2], m[3] = byte(c>>8), byte(c)
-	sp := ipv4.SendParams{Dst: src, Proto: wire.ProtoICMP, TOS: tos}
+	sp := ip.SendParams{Dst: src, Proto: wire.ProtoICMP, TOS: tos}
 	if !p.ip.IsBroadcast(dst) {
 		sp.Src = dst
 	}
@@ -198,7 +189,8 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h wire.IPv4) {
 }
 
 // deliverError hands a received error to the transport of the datagram it
-// quotes (RFC 1122 section 3.2.2: "MUST be passed to the transport layer").
+// quotes (RFC 1122 section 3.2.2: "MUST be passed to the transport layer"),
+// in the form both families' errors take (ip.ICMPError).
 func (p *Protocol) deliverError(m wire.ICMP) {
 	q := m.Payload()
 	if len(q) < wire.IPv4MinHeaderLen || q[0]>>4 != 4 {
@@ -216,8 +208,20 @@ func (p *Protocol) deliverError(m wire.ICMP) {
 		p.pingFailed(m, q[hl:])
 		return
 	}
-	if eh, ok := p.ip.Transport(proto).(ErrorHandler); ok {
-		p.Stats.InErrorsDelivered.Inc()
-		eh.HandleICMPError(m.Type(), m.Code(), m.RestOfHeader(), quoted)
+	eh, ok := p.ip.Transport(proto).(ip.ErrorHandler)
+	if !ok {
+		return
 	}
+	kind, _ := ipv4.ErrorKindOf(m.Type(), m.Code())
+	e := ip.ICMPError{
+		Kind: kind, Src: quoted.Src(), Dst: quoted.Dst(),
+		QuotedLen: quoted.TotalLen(), DF: quoted.DontFragment(), Transport: q[hl:],
+	}
+	if kind == ip.PacketTooBig {
+		// RFC 1191 section 4: the next-hop MTU is the low 16 bits of the
+		// rest-of-header word.
+		e.MTU = int(m.RestOfHeader() & 0xffff)
+	}
+	p.Stats.InErrorsDelivered.Inc()
+	eh.HandleICMPError(e)
 }

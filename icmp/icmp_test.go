@@ -17,6 +17,7 @@ import (
 
 	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -229,7 +230,7 @@ func TestNoErrorAbout(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := rawtest.New(t, stack.Config{})
 			h.LearnPeer(t)
-			h.S.IPv4().ReportError(tt.orig, wire.ICMPDestUnreach, wire.ICMPCodePortUnrch, 0)
+			h.S.IPv4().ReportError(tt.orig, ip.PortUnreachable)
 			if !tt.sent {
 				if got := h.Counter(t, "ICMP.OutSuppressed"); got != 1 {
 					t.Errorf("OutSuppressed = %d, want 1", got)

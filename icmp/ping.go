@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -82,7 +82,7 @@ func (p *Protocol) runPing(ctx context.Context, dst netip.Addr, size int, res ch
 	wire.EncodeICMP(b, &wire.ICMPFields{Type: wire.ICMPEchoRequest, Rest: wire.EchoRest(p.ident, pg.seq)})
 	p.Stats.OutMsgs.Inc()
 	p.Stats.OutEchos.Inc()
-	if err := p.ip.Send(pk, ipv4.SendParams{Dst: dst, Proto: wire.ProtoICMP}); err != nil {
+	if err := p.ip.Send(pk, ip.SendParams{Dst: dst, Proto: wire.ProtoICMP}); err != nil {
 		res <- pingReply{err: fmt.Errorf("icmp: ping %v: %w", dst, err)}
 		return
 	}

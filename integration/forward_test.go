@@ -16,6 +16,7 @@ import (
 
 	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/udp"
 	"github.com/gonetstack/gonet/wire"
@@ -34,10 +35,10 @@ var (
 	hostUnrch   = netip.MustParseAddr("192.0.2.2") // answered host unreachable
 	netUnrch    = netip.MustParseAddr("192.0.2.3") // answered net unreachable
 	prohibited  = netip.MustParseAddr("192.0.2.4") // answered administratively prohibited
-	unreachable = map[netip.Addr]uint8{
-		hostUnrch:  wire.ICMPCodeHostUnrch,
-		netUnrch:   wire.ICMPCodeNetUnrch,
-		prohibited: wire.ICMPCodeAdminProhibited,
+	unreachable = map[netip.Addr]ip.ErrorKind{
+		hostUnrch:  ip.HostUnreachable,
+		netUnrch:   ip.NetUnreachable,
+		prohibited: ip.AdminProhibited,
 	}
 )
 

@@ -102,9 +102,9 @@ func TestPathMTUDiscoveryThroughKernelRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("connection MSS %d, route MTU %d", ci.MSS, ri.MTU())
-	if ri.MTU() != 1280 {
-		t.Errorf("route MTU %d, want the narrow link's 1280", ri.MTU())
+	t.Logf("connection MSS %d, route MTU %d", ci.MSS, ri.MTU)
+	if ri.MTU != 1280 {
+		t.Errorf("route MTU %d, want the narrow link's 1280", ri.MTU)
 	}
 	if ci.MSS > 1280-40 {
 		t.Errorf("MSS %d does not fit the path MTU 1280", ci.MSS)

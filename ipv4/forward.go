@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 )
 
 // Forwarding interfaces: the stack as the router of terminated flows.
@@ -78,11 +79,11 @@ func foreignUnicast(dst netip.Addr) bool {
 // mayUseSource reports whether a datagram may leave on ri with source src,
 // which is not the route's own: when src is one of the host's addresses, or
 // the route leaves through a forwarding interface. It counts the outcome.
-func (p *Protocol) mayUseSource(src netip.Addr, ri RouteInfo) bool {
+func (p *Protocol) mayUseSource(src netip.Addr, ri *ip.Route) bool {
 	if p.tables.load().isLocal(src) {
 		return true
 	}
-	if ri.Iface == nil || !ri.Iface.forwarding.Load() {
+	if i := routeIface(ri); i == nil || !i.forwarding.Load() {
 		p.Stats.OutSrcDenied.Inc()
 		return false
 	}

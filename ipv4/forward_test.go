@@ -8,6 +8,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/wire"
@@ -69,13 +70,13 @@ func TestForwardingInterfaceKeepsBroadcastsAsTheHosts(t *testing.T) {
 func TestForeignSourceLeavesOnlyAForwardingInterface(t *testing.T) {
 	h := rawtest.New(t, stack.Config{})
 	h.LearnPeer(t)
-	ip := h.S.IPv4()
+	v4 := h.S.IPv4()
 	foreign := netip.MustParseAddr("192.0.2.1")
 	send := func() error {
 		pk := h.S.Pool().Get(wire.UDPHeaderLen)
 		wire.EncodeUDP(pk.Bytes(), &wire.UDPFields{SrcPort: 9, DstPort: 9})
 		wire.SetUDPChecksum(pk.Bytes(), foreign, rawtest.PeerAddr)
-		return ip.Send(pk, ipv4.SendParams{Src: foreign, Dst: rawtest.PeerAddr, Proto: wire.ProtoUDP})
+		return v4.Send(pk, ip.SendParams{Src: foreign, Dst: rawtest.PeerAddr, Proto: wire.ProtoUDP})
 	}
 	if err := send(); !errors.Is(err, ipv4.ErrForeignSource) {
 		t.Errorf("Send from %v on a NIC that does not forward: %v, want ErrForeignSource", foreign, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/dealer"
 	"github.com/gonetstack/gonet/env"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -54,14 +55,6 @@ func (c *Config) setDefaults() {
 	c.MaxReassemblyBytes = cmp.Or(c.MaxReassemblyBytes, 4<<20)
 	c.PMTUExpiry = cmp.Or(c.PMTUExpiry, 10*time.Minute)
 	c.MinPMTU = cmp.Or(c.MinPMTU, 552)
-}
-
-// Transport is a protocol above IPv4 (ICMP, UDP, TCP).
-type Transport interface {
-	// HandleIPv4 takes ownership of pkt, a validated, whole datagram
-	// addressed to this host: pkt.Bytes() starts at the IPv4 header.
-	// It runs in the IPv4 dealer's goroutine and must not block.
-	HandleIPv4(pkt *buffer.Packet)
 }
 
 // ErrorSender sends ICMP errors about datagrams the IPv4 layer drops; the
@@ -131,7 +124,7 @@ type Stats struct {
 type Protocol struct {
 	cfg        Config
 	env        *env.Env
-	transports [256]Transport
+	transports [256]ip.Transport
 	errors     ErrorSender
 
 	tables
@@ -177,10 +170,10 @@ func New(cfg Config, e *env.Env) *Protocol {
 }
 
 // Register binds a transport to a protocol number. Call it before Start.
-func (p *Protocol) Register(proto uint8, t Transport) { p.transports[proto] = t }
+func (p *Protocol) Register(proto uint8, t ip.Transport) { p.transports[proto] = t }
 
 // Transport returns the transport bound to proto, or nil.
-func (p *Protocol) Transport(proto uint8) Transport { return p.transports[proto] }
+func (p *Protocol) Transport(proto uint8) ip.Transport { return p.transports[proto] }
 
 // SetErrorSender sets who reports dropped datagrams with ICMP.
 func (p *Protocol) SetErrorSender(e ErrorSender) { p.errors = e }
@@ -316,15 +309,81 @@ func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv4) {
 		return
 	}
 	p.Stats.InDelivers.Inc()
-	t.HandleIPv4(pk)
+	t.HandleIP(pk, ip.Header{Src: h.Src(), Dst: h.Dst(), TOS: h.TOS(), TTL: h.TTL(), Off: h.HeaderLen()})
 }
 
-func (p *Protocol) sendError(h wire.IPv4, typ, code uint8) { p.ReportError(h, typ, code, 0) }
-
-// ReportError sends an ICMP error about orig through the error sender, for
-// transports that drop a datagram (UDP's port unreachable).
-func (p *Protocol) ReportError(orig wire.IPv4, typ, code uint8, rest uint32) {
+func (p *Protocol) sendError(h wire.IPv4, typ, code uint8) {
 	if p.errors != nil {
-		p.errors.SendError(orig, typ, code, rest)
+		p.errors.SendError(h, typ, code, 0)
 	}
 }
+
+// ReportError sends the ICMP error for kind about orig, a datagram from
+// its IPv4 header on, through the error sender: for transports that drop
+// a datagram (UDP's port unreachable, a forwarder's refusal).
+func (p *Protocol) ReportError(orig []byte, kind ip.ErrorKind) {
+	typ, code := ICMPTypeCode(kind)
+	p.sendError(wire.IPv4(orig), typ, code)
+}
+
+// ICMPTypeCode is the ICMP type and code (RFC 792, RFC 1812 section
+// 5.2.7.1) that report kind.
+func ICMPTypeCode(kind ip.ErrorKind) (typ, code uint8) {
+	switch kind {
+	case ip.NetUnreachable:
+		return wire.ICMPDestUnreach, wire.ICMPCodeNetUnrch
+	case ip.HostUnreachable:
+		return wire.ICMPDestUnreach, wire.ICMPCodeHostUnrch
+	case ip.ProtoUnreachable:
+		return wire.ICMPDestUnreach, wire.ICMPCodeProtoUnrch
+	case ip.PortUnreachable:
+		return wire.ICMPDestUnreach, wire.ICMPCodePortUnrch
+	case ip.AdminProhibited:
+		return wire.ICMPDestUnreach, wire.ICMPCodeAdminProhibited
+	case ip.PacketTooBig:
+		return wire.ICMPDestUnreach, wire.ICMPCodeFragNeeded
+	case ip.TimeExceeded:
+		return wire.ICMPTimeExceeded, 0
+	case ip.ReassemblyTimeout:
+		return wire.ICMPTimeExceeded, wire.ICMPCodeReassembly
+	case ip.ParameterProblem:
+		return wire.ICMPParamProblem, 0
+	}
+	panic(fmt.Sprintf("ipv4: no ICMP message for %v", kind))
+}
+
+// ErrorKindOf is the kind of error an ICMP message of type typ and code
+// reports, for the transports (ip.ICMPError), and false for a type that is
+// no error about a datagram. Codes of one meaning map to one kind, as
+// Linux's icmp_err_convert groups them.
+func ErrorKindOf(typ, code uint8) (ip.ErrorKind, bool) {
+	switch typ {
+	case wire.ICMPDestUnreach:
+		switch code {
+		case wire.ICMPCodeNetUnrch, 6, 9, 11: // unreachable, unknown, prohibited, for TOS
+			return ip.NetUnreachable, true
+		case wire.ICMPCodeProtoUnrch:
+			return ip.ProtoUnreachable, true
+		case wire.ICMPCodePortUnrch:
+			return ip.PortUnreachable, true
+		case wire.ICMPCodeFragNeeded:
+			return ip.PacketTooBig, true
+		case wire.ICMPCodeAdminProhibited:
+			return ip.AdminProhibited, true
+		}
+		return ip.HostUnreachable, true
+	case wire.ICMPTimeExceeded:
+		if code == wire.ICMPCodeReassembly {
+			return ip.ReassemblyTimeout, true
+		}
+		return ip.TimeExceeded, true
+	case wire.ICMPParamProblem:
+		return ip.ParameterProblem, true
+	}
+	return 0, false
+}
+
+// HeaderLen is the length of an IPv4 header without options.
+func (p *Protocol) HeaderLen() int { return wire.IPv4MinHeaderLen }
+
+var _ ip.Network = (*Protocol)(nil)

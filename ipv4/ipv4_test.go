@@ -15,6 +15,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/stack"
 )
@@ -594,7 +595,7 @@ func TestDontFragmentTooLargeIsEMSGSIZE(t *testing.T) {
 			h.LearnPeer(t)
 			pk := h.S.Pool().Get(tt.size)
 			copy(pk.Bytes(), data(tt.size))
-			err := h.S.IPv4().Send(pk, ipv4.SendParams{Dst: rawtest.PeerAddr, Proto: 253, DF: tt.df})
+			err := h.S.IPv4().Send(pk, ip.SendParams{Dst: rawtest.PeerAddr, Proto: 253, DF: tt.df})
 			if !tt.wantErr {
 				if err != nil {
 					t.Fatal(err)

@@ -3,23 +3,12 @@ package ipv4
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
-
-// SendParams describes a datagram to send.
-type SendParams struct {
-	Src   netip.Addr // invalid: chosen by the route
-	Dst   netip.Addr
-	Proto uint8
-	TTL   uint8 // zero: the default TTL
-	TOS   uint8
-	// DF forbids fragmenting: Send fails with EMSGSIZE instead.
-	DF bool
-}
 
 // ErrMessageTooLong is returned when a datagram with DF set exceeds the MTU,
 // or any datagram exceeds 65535 bytes. It wraps syscall.EMSGSIZE.
@@ -28,7 +17,7 @@ var ErrMessageTooLong = fmt.Errorf("ipv4: %w", syscall.EMSGSIZE)
 // Send sends pkt, whose data is the transport header and payload, as an IPv4
 // datagram. It takes ownership of pkt in every case. The route is looked up
 // here; callers that already did so may pass it to SendRoute.
-func (p *Protocol) Send(pkt *buffer.Packet, sp SendParams) error {
+func (p *Protocol) Send(pkt *buffer.Packet, sp ip.SendParams) error {
 	ri, err := p.Route(sp.Dst)
 	if err != nil {
 		p.Stats.OutNoRoutes.Inc()
@@ -38,12 +27,13 @@ func (p *Protocol) Send(pkt *buffer.Packet, sp SendParams) error {
 	return p.SendRoute(pkt, sp, ri)
 }
 
-// SendRoute is Send on a route found by Route.
-func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) error {
+// SendRoute is Send on a route found by Route. sp.DF sets the header's DF
+// bit and forbids fragmenting here.
+func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) error {
 	p.Stats.OutRequests.Inc()
 	if !sp.Src.IsValid() || sp.Src.IsUnspecified() {
 		sp.Src = ri.Src
-	} else if sp.Src != ri.Src && !p.mayUseSource(sp.Src, ri) {
+	} else if sp.Src != ri.Src && !p.mayUseSource(sp.Src, &ri) {
 		pkt.Release()
 		return ErrForeignSource
 	}
@@ -68,10 +58,10 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 	// RFC 6864 section 4.1: IDs matter only for datagrams that may be
 	// fragmented, but a fresh ID on each costs nothing and helps tools.
 	f.ID = uint16(p.nextID.Add(1))
-	if f.TotalLen <= ri.MTU() || p.superSegment(pkt, ri) {
+	if f.TotalLen <= ri.MTU || p.superSegment(pkt, &ri) {
 		wire.EncodeIPv4(pkt.Prepend(f.HeaderLen()), &f)
 		pkt.Offload.Prepended(f.HeaderLen())
-		p.output(ri, pkt)
+		p.output(&ri, pkt)
 		return nil
 	}
 	if sp.DF {
@@ -79,20 +69,20 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 		pkt.Release()
 		return ErrMessageTooLong
 	}
-	p.fragment(pkt, &f, ri)
+	p.fragment(pkt, &f, &ri)
 	return nil
 }
 
 // output passes a whole datagram to the interface, or loops it back.
-func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
+func (p *Protocol) output(ri *ip.Route, pkt *buffer.Packet) {
 	switch {
 	case ri.Local:
 		finishChecksum(pkt) // our own input checks it
 		p.loop.Deliver(pkt)
 	case ri.Bcast && ri.NextHop != limitedBroadcast:
-		ri.Iface.out.OutputBroadcast(pkt)
+		routeIface(ri).out.OutputBroadcast(pkt)
 	default:
-		ri.Iface.out.Output(ri.NextHop, pkt)
+		routeIface(ri).out.Output(ri.NextHop, pkt)
 	}
 }
 
@@ -100,12 +90,12 @@ func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
 // fragments that fit ri's MTU (RFC 791 section 3.2, "An Example
 // Fragmentation Procedure"), and sends them in order. Every fragment but the
 // last carries a multiple of 8 payload bytes.
-func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri RouteInfo) {
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route) {
 	defer pkt.Release()
 	finishChecksum(pkt) // fragments cannot carry a partial checksum
 	payload := pkt.Bytes()
 	hl := f.HeaderLen()
-	chunk := (ri.MTU() - hl) &^ 7
+	chunk := (ri.MTU - hl) &^ 7
 	for off := 0; off < len(payload); off += chunk {
 		n := min(chunk, len(payload)-off)
 		frag := p.env.Pool.Get(hl + n)

@@ -84,7 +84,7 @@ func (p *Protocol) UpdatePMTU(dst netip.Addr, nextHopMTU, quotedLen int) int {
 		p.Stats.PMTUIgnored.Inc()
 		return 0
 	}
-	cur := ri.MTU()
+	cur := ri.MTU
 	mtu := nextHopMTU
 	if mtu == 0 {
 		// A datagram larger than the estimate was sent before it fell:

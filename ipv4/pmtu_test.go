@@ -8,6 +8,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/stack"
 )
@@ -15,9 +16,9 @@ import (
 // Path MTU discovery's cache (RFC 1191): what a report does to the path
 // MTU a route lookup gives, and who sees it.
 
-func routeMTU(t *testing.T, ip *ipv4.Protocol, dst netip.Addr) ipv4.RouteInfo {
+func routeMTU(t *testing.T, v4 *ipv4.Protocol, dst netip.Addr) ip.Route {
 	t.Helper()
-	ri, err := ip.Route(dst)
+	ri, err := v4.Route(dst)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +55,11 @@ func TestPMTUReports(t *testing.T) {
 				ip.UpdatePMTU(rawtest.PeerAddr, r[0], r[1])
 			}
 			ri := routeMTU(t, ip, rawtest.PeerAddr)
-			if ri.MTU() != tc.wantMTU || ri.PMTULocked != tc.wantLocked {
-				t.Errorf("path MTU %d, locked %v; want %d, %v", ri.MTU(), ri.PMTULocked, tc.wantMTU, tc.wantLocked)
+			if ri.MTU != tc.wantMTU || ri.PMTULocked != tc.wantLocked {
+				t.Errorf("path MTU %d, locked %v; want %d, %v", ri.MTU, ri.PMTULocked, tc.wantMTU, tc.wantLocked)
 			}
-			if other := routeMTU(t, ip, netip.MustParseAddr("10.1.0.9")); other.MTU() != 1500 {
-				t.Errorf("another destination's MTU %d, want the link's 1500", other.MTU())
+			if other := routeMTU(t, ip, netip.MustParseAddr("10.1.0.9")); other.MTU != 1500 {
+				t.Errorf("another destination's MTU %d, want the link's 1500", other.MTU)
 			}
 			for name, want := range map[string]int64{"IPv4.PMTUUpdates": tc.updates, "IPv4.PMTUIgnored": tc.ignored, "IPv4.PMTUClamped": tc.clamped} {
 				if got := h.Counter(t, name); got != want {
@@ -76,16 +77,16 @@ func TestPMTUExpires(t *testing.T) {
 	ip := h.S.IPv4()
 	ip.UpdatePMTU(rawtest.PeerAddr, 1280, 1500)
 	h.Clock.Advance(time.Minute - time.Nanosecond)
-	if got := routeMTU(t, ip, rawtest.PeerAddr).MTU(); got != 1280 {
+	if got := routeMTU(t, ip, rawtest.PeerAddr).MTU; got != 1280 {
 		t.Fatalf("path MTU %d before expiry, want 1280", got)
 	}
 	h.Clock.Advance(time.Nanosecond)
-	if got := routeMTU(t, ip, rawtest.PeerAddr).MTU(); got != 1500 {
+	if got := routeMTU(t, ip, rawtest.PeerAddr).MTU; got != 1500 {
 		t.Fatalf("path MTU %d at expiry, want 1500", got)
 	}
 	// A new report starts a new entry.
 	ip.UpdatePMTU(rawtest.PeerAddr, 1400, 1500)
-	if got := routeMTU(t, ip, rawtest.PeerAddr).MTU(); got != 1400 {
+	if got := routeMTU(t, ip, rawtest.PeerAddr).MTU; got != 1400 {
 		t.Fatalf("path MTU %d after a new report, want 1400", got)
 	}
 }
@@ -135,11 +136,11 @@ func TestPMTUCacheEvictsTheOldestWhenFull(t *testing.T) {
 	if got := h.Counter(t, "IPv4.PMTUEvictions"); got != 1 {
 		t.Errorf("PMTUEvictions = %d, want 1", got)
 	}
-	if got := routeMTU(t, ip, dst(0)).MTU(); got != 1500 {
+	if got := routeMTU(t, ip, dst(0)).MTU; got != 1500 {
 		t.Errorf("the oldest destination's MTU %d, want 1500: evicted", got)
 	}
 	for _, i := range []int{1, full / 2, full} {
-		if got := routeMTU(t, ip, dst(i)).MTU(); got != 1400 {
+		if got := routeMTU(t, ip, dst(i)).MTU; got != 1400 {
 			t.Errorf("destination %d's MTU %d, want 1400 still", i, got)
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // LinkOutput is how IPv4 reaches an interface's link: ARP over Ethernet.
@@ -199,45 +201,22 @@ func (p *Protocol) Routes() []Route { return slices.Clone(p.tables.load().routes
 // ENETUNREACH).
 var ErrNoRoute = errors.New("no route to destination")
 
-// RouteInfo is the result of a route lookup.
-type RouteInfo struct {
-	Src     netip.Addr // the source address to use
-	NextHop netip.Addr // the gateway, or the destination itself on-link
-	Iface   *Interface // nil for a local destination
-	Local   bool       // the destination is this host
-	Bcast   bool       // a directed or limited broadcast on Iface
-	// PMTU is the path MTU learnt for the destination (pmtu.go), zero
-	// when none is known; PMTULocked says it is the floor, MinPMTU, and
-	// datagrams may need fragmenting on the way: DF must be off.
-	PMTU       int
-	PMTULocked bool
-}
-
-// MTU returns the route's MTU: the interface's, or the path MTU learnt for
-// the destination if less; local delivery has no link limit.
-func (ri RouteInfo) MTU() int {
-	if ri.Local {
-		return 65535
-	}
-	if ri.PMTU > 0 && ri.PMTU < ri.Iface.mtu {
-		return ri.PMTU
-	}
-	return ri.Iface.mtu
-}
-
 // Route finds how to reach dst: by longest prefix match, with the source
 // address taken from the outgoing interface (RFC 1122 section 3.3.4.3).
-func (p *Protocol) Route(dst netip.Addr) (RouteInfo, error) {
+// The route's MTU is the interface's, or the path MTU learnt for dst if
+// less (pmtu.go); local delivery has no link limit. Its Iface is the
+// outgoing *Interface.
+func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 	t := p.tables.load()
 	if t.isLocal(dst) {
-		return RouteInfo{Src: dst, NextHop: dst, Local: true}, nil
+		return ip.Route{Src: dst, NextHop: dst, Local: true, MTU: wire.IPv4MaxTotalLen}, nil
 	}
 	if dst == limitedBroadcast {
 		// RFC 1122 section 3.3.6: out the first interface with an address.
 		for _, ad := range t.addrs {
-			return RouteInfo{Src: ad.prefix.Addr(), NextHop: dst, Iface: ad.iface, Bcast: true}, nil
+			return ad.iface.route(ad.prefix.Addr(), dst, true), nil
 		}
-		return RouteInfo{}, ErrNoRoute
+		return ip.Route{}, ErrNoRoute
 	}
 	for _, r := range t.routes {
 		if !r.Dst.Contains(dst) {
@@ -247,18 +226,30 @@ func (p *Protocol) Route(dst netip.Addr) (RouteInfo, error) {
 		if !ok {
 			continue
 		}
-		ri := RouteInfo{Src: src, NextHop: dst, Iface: r.Iface}
+		ri := r.Iface.route(src, dst, false)
 		if r.Gateway.IsValid() {
 			ri.NextHop = r.Gateway
 		} else if t.isSubnetBroadcast(dst, r.Iface) {
 			ri.Bcast = true
 		}
 		if e, ok := p.pmtu.lookup(dst, p.env.Clock); ok {
-			ri.PMTU, ri.PMTULocked = e.mtu, e.locked
+			ri.MTU, ri.PMTULocked = min(e.mtu, ri.MTU), e.locked
 		}
 		return ri, nil
 	}
-	return RouteInfo{}, ErrNoRoute
+	return ip.Route{}, ErrNoRoute
+}
+
+// route is a route out of i from src to nextHop.
+func (i *Interface) route(src, nextHop netip.Addr, bcast bool) ip.Route {
+	return ip.Route{Src: src, NextHop: nextHop, Bcast: bcast, MTU: i.mtu, Offloads: i.caps, Iface: i}
+}
+
+// routeIface is the interface a route leaves through, nil for local
+// delivery.
+func routeIface(ri *ip.Route) *Interface {
+	i, _ := ri.Iface.(*Interface)
+	return i
 }
 
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})

@@ -22,6 +22,7 @@ import (
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/internal/logs"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/stats"
@@ -103,8 +104,9 @@ func New(cfg Config) *Stack {
 	s := &Stack{cfg: cfg, env: e}
 	s.ip = ipv4.New(cfg.IPv4, e)
 	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
-	s.udp = udp.New(s.ip, cfg.UDP, e)
-	s.tcp = tcp.New(s.ip, cfg.TCP, e)
+	nets := ip.Networks{V4: s.ip}
+	s.udp = udp.New(nets, cfg.UDP, e)
+	s.tcp = tcp.New(nets, cfg.TCP, e)
 	s.ip.Start()
 	return s
 }

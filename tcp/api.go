@@ -29,10 +29,14 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		}
 		return oe
 	}
-	if !raddr.Addr().Is4() || raddr.Port() == 0 {
+	if raddr.Port() == 0 || (laddr.Addr().IsValid() && laddr.Addr().Is4() != raddr.Addr().Is4()) {
 		return nil, fail(syscall.EINVAL)
 	}
-	route, err := p.ip.Route(raddr.Addr())
+	nw, err := p.nets.For(raddr.Addr())
+	if err != nil {
+		return nil, fail(err)
+	}
+	route, err := nw.Route(raddr.Addr())
 	if err != nil {
 		return nil, fail(fmt.Errorf("%w: %w", err, syscall.ENETUNREACH))
 	}
@@ -62,7 +66,7 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		p.mu.Unlock()
 		return nil, fail(errNoBuffers)
 	}
-	c := p.newConn(id, route, SynSent)
+	c := p.newConn(id, nw, route, SynSent)
 	c.snd.cc = p.congestion(c.snd.mss)
 	p.conns[id] = c
 	p.wg.Add(1)

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -20,7 +20,8 @@ import (
 type Conn struct {
 	p     *Protocol
 	id    fourTuple
-	route ipv4.RouteInfo
+	net   ip.Network // the network layer of the connection's family
+	route ip.Route
 	lis   *Listener // for a passive open until it is accepted
 	// forwarded marks a passive open the forwarder accepted (forward.go):
 	// passive, with no listener.
@@ -53,11 +54,12 @@ type Conn struct {
 }
 
 // newConn makes a connection in state for id, not yet registered.
-func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Conn {
+func (p *Protocol) newConn(id fourTuple, nw ip.Network, route ip.Route, state State) *Conn {
 	clk := p.env.Clock
 	c := &Conn{
 		p:           p,
 		id:          id,
+		net:         nw,
 		route:       route,
 		in:          newMailbox(),
 		wakeup:      newWaker(),
@@ -70,9 +72,7 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		tsOffset:    p.env.Rand.Uint32(),
 	}
 	c.snd.startAt(p.isn(id))
-	// RFC 9293 3.7.1 and RFC 6691: the MSS announced is the route's MTU
-	// less the fixed IP and TCP headers.
-	c.rcv.mss = route.MTU() - wire.IPv4MinHeaderLen - wire.TCPMinHeaderLen
+	c.rcv.mss = mssFor(nw, &route)
 	c.snd.mss = min(536, c.rcv.mss) // RFC 9293 3.7.1 default until told
 	// RFC 7323 section 2.3: the smallest shift that lets the window
 	// field express the whole receive buffer.
@@ -80,6 +80,12 @@ func (p *Protocol) newConn(id fourTuple, route ipv4.RouteInfo, state State) *Con
 		c.rcv.wscale++
 	}
 	return c
+}
+
+// mssFor is the MSS a route allows (RFC 9293 3.7.1 and RFC 6691): its
+// MTU less the fixed network and TCP headers.
+func mssFor(nw ip.Network, r *ip.Route) int {
+	return r.MTU - nw.HeaderLen() - wire.TCPMinHeaderLen
 }
 
 // passive reports whether the connection was opened by the peer's SYN,

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -14,13 +15,17 @@ import (
 // nothing in one points into the segment itself: the SACK blocks are kept
 // in an array of its own and read through sackBlocks.
 type segment struct {
-	pk      *buffer.Packet
-	ip      wire.IPv4
+	pk *buffer.Packet
+	// dgram is the datagram from its network header on, for quoting in
+	// an ICMP error (forward.go); the TCP header starts at tcpOff.
+	dgram   []byte
 	tcp     wire.TCP
 	seq     seqnum.Value
 	ack     seqnum.Value
 	flags   uint8
+	tos     uint8 // the network header's TOS or traffic class: ECN (ecn.go)
 	wnd     uint16
+	tcpOff  uint16
 	payload []byte
 	opts    wire.TCPOptions // opts.SACK is nil: see sackBlocks
 	nSACK   uint8
@@ -84,38 +89,40 @@ func (s *segment) parseOptions(scratch *[wire.TCPMaxSACKBlocks]wire.SACKBlock) b
 	return ok
 }
 
-func parseSegment(pk *buffer.Packet) (segment, bool) {
-	h := wire.IPv4(pk.Bytes())
-	t, ok := wire.ParseTCP(h.Payload())
+func parseSegment(pk *buffer.Packet, h *ip.Header) (segment, bool) {
+	d := pk.Bytes()
+	t, ok := wire.ParseTCP(d[h.Off:])
 	if !ok {
 		return segment{}, false
 	}
 	return segment{
-		pk: pk, ip: h, tcp: t,
+		pk: pk, dgram: d, tcp: t, tos: h.TOS, tcpOff: uint16(h.Off),
 		seq: seqnum.Value(t.Seq()), ack: seqnum.Value(t.Ack()),
 		flags: t.Flags(), wnd: t.Window(), payload: t.Payload(),
 	}, true
 }
 
-// HandleIPv4 is the TCP dealer: it checks a segment and deals it to its
+// HandleIP is the TCP dealer: it checks a segment and deals it to its
 // connection, to the listener of its port (a SYN), or answers it with a
-// reset (RFC 9293 section 3.10.7.1). It runs in the IPv4 dealer.
-func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
+// reset (RFC 9293 section 3.10.7.1). It runs in the network layer's
+// dealer, for either family.
+func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	p.Stats.InSegs.Inc()
-	seg, ok := parseSegment(pk)
+	seg, ok := parseSegment(pk, &h)
 	if !ok {
 		p.Stats.InErrs.Inc()
 		pk.Release()
 		return
 	}
-	src, dst := seg.ip.Src(), seg.ip.Dst()
+	src, dst := h.Src, h.Dst
 	if !pk.Offload.ChecksumVerified() && !seg.tcp.ChecksumValid(src, dst) {
 		p.Stats.InCsumErrors.Inc()
 		pk.Release()
 		return
 	}
+	nw, err := p.nets.For(dst)
 	// RFC 9293 3.9.1: TCP is unicast; a segment to a broadcast is dropped.
-	if p.ip.IsBroadcast(dst) || dst.IsMulticast() {
+	if err != nil || nw.IsBroadcast(dst) || dst.IsMulticast() {
 		p.Stats.InErrs.Inc()
 		pk.Release()
 		return
@@ -125,7 +132,7 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 	c := p.conns[id]
 	var l *Listener
 	if c == nil {
-		l = p.listenerFor(id.local)
+		l = p.listenerFor(nw, id.local)
 	}
 	p.mu.RUnlock()
 	switch {
@@ -146,16 +153,16 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 		}
 		pk.Release() // the forwarder's request holds copies (forward.go)
 	default:
-		p.resetClosed(&seg)
+		p.resetClosed(&seg, id)
 		pk.Release()
 	}
 }
 
 // listenerFor finds the listener for a local address: one bound to it
 // before a wildcard one, which takes only the host's own addresses, not
-// the foreign ones a forwarding interface takes (ipv4/forward.go). p.mu is
-// held.
-func (p *Protocol) listenerFor(local netip.AddrPort) *Listener {
+// the foreign ones a forwarding interface takes (ipv4/forward.go); nw is
+// the network layer of local's family. p.mu is held.
+func (p *Protocol) listenerFor(nw ip.Network, local netip.AddrPort) *Listener {
 	var wild *Listener
 	for _, l := range p.listeners[local.Port()] {
 		switch l.laddr.Addr() {
@@ -165,7 +172,7 @@ func (p *Protocol) listenerFor(local netip.AddrPort) *Listener {
 			wild = l
 		}
 	}
-	if wild != nil && !p.ip.IsHostDst(local.Addr()) {
+	if wild != nil && !nw.IsHostDst(local.Addr()) {
 		return nil
 	}
 	return wild
@@ -175,21 +182,16 @@ func (p *Protocol) listenerFor(local netip.AddrPort) *Listener {
 // section 3.10.7.1 says for the CLOSED state: "If the ACK bit is off,
 // sequence number zero is used, <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
 // If the ACK bit is on, <SEQ=SEG.ACK><CTL=RST>." A reset is never answered.
-func (p *Protocol) resetClosed(seg *segment) {
+// id is the segment's 4-tuple, local side first.
+func (p *Protocol) resetClosed(seg *segment, id fourTuple) {
 	if seg.has(wire.TCPFlagRST) {
 		return
 	}
 	if seg.has(wire.TCPFlagACK) {
-		p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+		p.sendResetTo(id, seg.ack, 0, wire.TCPFlagRST)
 		return
 	}
-	p.sendReset(seg, 0, seg.seq.Add(seg.len()), wire.TCPFlagRST|wire.TCPFlagACK)
-}
-
-// sendReset sends a bare segment back to where seg came from.
-func (p *Protocol) sendReset(seg *segment, seq, ack seqnum.Value, flags uint8) {
-	id := fourTuple{netip.AddrPortFrom(seg.ip.Dst(), seg.tcp.DstPort()), netip.AddrPortFrom(seg.ip.Src(), seg.tcp.SrcPort())}
-	p.sendResetTo(id, seq, ack, flags)
+	p.sendResetTo(id, 0, seg.seq.Add(seg.len()), wire.TCPFlagRST|wire.TCPFlagACK)
 }
 
 // register adds c to the demultiplexing table; it fails if the 4-tuple is

@@ -9,8 +9,9 @@ import (
 // space marks a packet Congestion Experienced instead of dropping it; the
 // receiver echoes the mark with ECE on its ACKs until the sender, having
 // reduced its window as for a loss, says so with CWR. The IP layer carries
-// the codepoint in the TOS byte both ways: sendSegment sets it through
-// ipv4.SendParams.TOS, and the segment view keeps the IP header it came in.
+// the codepoint in the TOS byte (IPv6's traffic class) both ways:
+// sendSegment sets it through ip.SendParams.TOS, and the dealer keeps the
+// received one in the segment (segment.tos, from ip.Header.TOS).
 
 // ECNMode says when connections use ECN (Config.ECN).
 type ECNMode int
@@ -122,7 +123,7 @@ func (c *Conn) ecnInput(seg *segment) {
 	if seg.has(wire.TCPFlagCWR) {
 		c.ecn.ceOwed = false
 	}
-	if seg.ip.TOS()&ecnMask == ecnCE {
+	if seg.tos&ecnMask == ecnCE {
 		c.p.Stats.ECNCEReceived.Inc()
 		c.ecn.seen = true
 		if !c.ecn.ceOwed {

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -42,9 +42,9 @@ type ForwardRequest struct {
 	p   *Protocol
 	id  fourTuple
 	syn segment // the SYN's fields and options; no packet, no views
-	// quote is the SYN's datagram, IP header first, up to what an ICMP
-	// error quotes, with its checksum complete.
-	quote wire.IPv4
+	// quote is the SYN's datagram, network header first, up to what an
+	// ICMP error quotes, with its checksum complete.
+	quote []byte
 
 	decided atomic.Bool
 }
@@ -75,12 +75,12 @@ func (r *ForwardRequest) Accept(ctx context.Context) (*Conn, error) {
 		return nil, fail(ErrForwardDecided)
 	}
 	defer p.fwd.done(r.id)
-	route, err := p.ip.Route(r.id.remote.Addr())
+	nw, route, err := p.route(r.id.remote.Addr())
 	if err != nil {
 		p.Stats.ForwardAcceptFails.Inc()
 		return nil, fail(err)
 	}
-	c := p.newConn(r.id, route, SynReceived)
+	c := p.newConn(r.id, nw, route, SynReceived)
 	if r.syn.reopenISS != 0 {
 		c.snd.startAt(r.syn.reopenISS) // RFC 6191 (timewait.go)
 	}
@@ -131,13 +131,13 @@ func (r *ForwardRequest) Refuse() {
 	r.p.sendResetTo(r.id, 0, r.syn.seq.Add(r.syn.len()), wire.TCPFlagRST|wire.TCPFlagACK)
 }
 
-// Unreachable answers the SYN with an ICMP destination unreachable of the
-// given code (wire.ICMPCodeNetUnrch, wire.ICMPCodeHostUnrch, or
-// wire.ICMPCodeAdminProhibited),
-// quoting the SYN, from the host's own address as a router would: the
-// peer's connect fails with ENETUNREACH, EHOSTUNREACH or, for Linux,
-// EHOSTUNREACH too. ICMP's rate limit applies.
-func (r *ForwardRequest) Unreachable(code uint8) {
+// Unreachable answers the SYN with the network layer's error for kind
+// (ip.NetUnreachable, ip.HostUnreachable or ip.AdminProhibited: an ICMP
+// or ICMPv6 destination unreachable), quoting the SYN, from the host's own
+// address as a router would: the peer's connect fails with ENETUNREACH,
+// EHOSTUNREACH or, for Linux, EHOSTUNREACH too. The error's rate limit
+// applies.
+func (r *ForwardRequest) Unreachable(kind ip.ErrorKind) {
 	if !r.decide() {
 		return
 	}
@@ -146,7 +146,9 @@ func (r *ForwardRequest) Unreachable(code uint8) {
 	if r.p.isClosed() {
 		return
 	}
-	r.p.ip.ReportError(r.quote, wire.ICMPDestUnreach, code, 0)
+	if nw, err := r.p.nets.For(r.id.remote.Addr()); err == nil {
+		nw.ReportError(r.quote, kind)
+	}
 }
 
 // Drop answers nothing: the peer retransmits its SYN, which makes a new
@@ -209,7 +211,7 @@ func (p *Protocol) forward(seg *segment, id fourTuple) {
 		return
 	}
 	r := &ForwardRequest{p: p, id: id, syn: *seg, quote: quoteSYN(seg)}
-	r.syn.pk, r.syn.ip, r.syn.tcp, r.syn.payload = nil, nil, nil, nil
+	r.syn.pk, r.syn.dgram, r.syn.tcp, r.syn.payload = nil, nil, nil, nil
 	if f.pending == nil {
 		f.pending = map[fourTuple]*ForwardRequest{}
 	}
@@ -248,10 +250,10 @@ const maxQuote = 576 - wire.IPv4MinHeaderLen - wire.ICMPHeaderLen
 
 // quoteSYN copies the SYN's datagram for an ICMP error, with the checksum a
 // wire would have carried if the link left it partial (checksum offload).
-func quoteSYN(seg *segment) wire.IPv4 {
-	q := append(wire.IPv4(nil), seg.ip[:min(len(seg.ip), maxQuote)]...)
-	if seg.pk.Offload.Flags&buffer.NeedsCsum != 0 && len(seg.ip) <= maxQuote {
-		wire.FinishChecksum(q[q.HeaderLen():], 0, wire.TCPChecksumOffset)
+func quoteSYN(seg *segment) []byte {
+	q := append([]byte(nil), seg.dgram[:min(len(seg.dgram), maxQuote)]...)
+	if seg.pk.Offload.Flags&buffer.NeedsCsum != 0 && len(seg.dgram) <= maxQuote {
+		wire.FinishChecksum(q[seg.tcpOff:], 0, wire.TCPChecksumOffset)
 	}
 	return q
 }
@@ -268,5 +270,9 @@ func (p *Protocol) sendResetTo(id fourTuple, seq, ack seqnum.Value, flags uint8)
 	wire.SetTCPChecksum(b, src, dst)
 	p.Stats.OutRsts.Inc()
 	p.Stats.OutSegs.Inc()
-	p.ip.Send(pk, ipv4.SendParams{Src: src, Dst: dst, Proto: wire.ProtoTCP})
+	if nw, err := p.nets.For(dst); err == nil {
+		nw.Send(pk, ip.SendParams{Src: src, Dst: dst, Proto: wire.ProtoTCP})
+	} else {
+		pk.Release()
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -154,17 +155,18 @@ func TestForwarderRefuseResets(t *testing.T) {
 func TestForwarderUnreachableSendsICMPQuotingTheSYN(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		kind ip.ErrorKind
 		code uint8
 	}{
-		{"net", wire.ICMPCodeNetUnrch},
-		{"host", wire.ICMPCodeHostUnrch},
-		{"administratively prohibited", wire.ICMPCodeAdminProhibited},
+		{"net", ip.NetUnreachable, wire.ICMPCodeNetUnrch},
+		{"host", ip.HostUnreachable, wire.ICMPCodeHostUnrch},
+		{"administratively prohibited", ip.AdminProhibited, wire.ICMPCodeAdminProhibited},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newFwdRig(t, tcp.Config{})
 			r.syn(peerAP, foreignAP)
 			r.request()
-			r.decide <- func(req *tcp.ForwardRequest) { req.Unreachable(tc.code) }
+			r.decide <- func(req *tcp.ForwardRequest) { req.Unreachable(tc.kind) }
 			ip, m := rawtest.ICMPOf(t, r.next())
 			if m.TypeCode != layers.CreateICMPv4TypeCode(3, tc.code) || rawtest.Addr(ip.DstIP) != rawtest.PeerAddr {
 				t.Fatalf("got %v to %v, want destination unreachable code %d to the peer", m.TypeCode, ip.DstIP, tc.code)

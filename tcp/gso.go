@@ -36,7 +36,7 @@ const gsoMaxPayload = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.TCPMax
 // and, as Linux's tcp_mss_split_point does, when Nagle would hold it
 // (RFC 9293 3.7.4: a small segment while data is unacknowledged).
 func (c *Conn) superSegment(n, unsent, usable, inflight int, finDue bool) int {
-	if n != c.snd.mss || !c.route.Offloads().TSO {
+	if n != c.snd.mss || !c.route.Offloads.TSO {
 		return n
 	}
 	return superSegmentLen(c.snd.mss, unsent, usable, !c.sock.noDelay && inflight > 0 && !finDue)
@@ -75,7 +75,7 @@ func (c *Conn) noteSentSegments(seq seqnum.Value, n int, fin bool) {
 // super-segment for the link to cut up. Offsets count from the TCP
 // header; the layers below add theirs (buffer.Offload.Prepended).
 func (c *Conn) finishSegment(pk *buffer.Packet, hl, n int) {
-	caps := c.route.Offloads()
+	caps := c.route.Offloads
 	b := pk.Bytes()
 	if !caps.TxChecksum {
 		wire.SetTCPChecksum(b, c.id.local.Addr(), c.id.remote.Addr())

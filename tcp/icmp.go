@@ -3,14 +3,14 @@ package tcp
 import (
 	"encoding/binary"
 	"net/netip"
-	"syscall"
 
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/seqnum"
-	"github.com/gonetstack/gonet/wire"
 )
 
-// ICMP errors about our segments: path MTU discovery (RFC 1191 section
-// 6.4), soft and hard errors (RFC 1122 section 4.2.3.9), each validated
+// ICMP and ICMPv6 errors about our segments, in the form the network
+// layers hand both (ip.ICMPError): path MTU discovery (RFC 1191 section
+// 6.4, RFC 8201), soft and hard errors (RFC 1122 section 4.2.3.9), each validated
 // against the connection it quotes first (RFC 5927 section 4.1), since an
 // ICMP message is easier to forge than a segment: it need not guess the
 // peer's sequence numbers, only ours in flight.
@@ -27,19 +27,18 @@ type icmpState struct {
 	softErr error
 }
 
-// HandleICMPError implements icmp.ErrorHandler (the ICMP layer finds it by
-// the quoted protocol number, so tcp need not import icmp). It runs in the IPv4
-// dealer's goroutine: it finds the connection the quoted segment belongs
-// to, checks the quoted sequence number, and leaves the rest to the
-// connection's goroutine.
-func (p *Protocol) HandleICMPError(typ, code uint8, rest uint32, quoted wire.IPv4) {
-	hl := quoted.HeaderLen()
-	th := quoted[hl:]
+// HandleICMPError implements ip.ErrorHandler (the ICMP layer finds it by
+// the quoted protocol number, so tcp need not import icmp). It runs in the
+// network layer's dealer goroutine: it finds the connection the quoted
+// segment belongs to, checks the quoted sequence number, and leaves the
+// rest to the connection's goroutine.
+func (p *Protocol) HandleICMPError(e ip.ICMPError) {
+	th := e.Transport
 	// RFC 792 quotes the IP header and 64 bits of the datagram: TCP's
-	// ports and sequence number; deliverError checked that much is there.
+	// ports and sequence number; the ICMP layer checked that much is there.
 	id := fourTuple{
-		local:  netip.AddrPortFrom(quoted.Src(), binary.BigEndian.Uint16(th[0:])),
-		remote: netip.AddrPortFrom(quoted.Dst(), binary.BigEndian.Uint16(th[2:])),
+		local:  netip.AddrPortFrom(e.Src, binary.BigEndian.Uint16(th[0:])),
+		remote: netip.AddrPortFrom(e.Dst, binary.BigEndian.Uint16(th[2:])),
 	}
 	seq := seqnum.Value(binary.BigEndian.Uint32(th[4:]))
 	p.mu.RLock()
@@ -49,11 +48,11 @@ func (p *Protocol) HandleICMPError(typ, code uint8, rest uint32, quoted wire.IPv
 		p.Stats.ICMPNoConn.Inc()
 		return
 	}
-	c.icmpError(typ, code, rest, quoted, seq)
+	c.icmpError(&e, seq)
 }
 
 // icmpError acts on a validated error for c, in the dealer's goroutine.
-func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seqnum.Value) {
+func (c *Conn) icmpError(e *ip.ICMPError, seq seqnum.Value) {
 	c.mu.Lock()
 	// RFC 5927 section 4.1: the quoted segment must be one in flight,
 	// SND.UNA =< SEG.SEQ < SND.NXT (SND.MAX here, as SND.NXT goes back
@@ -63,20 +62,20 @@ func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seq
 		c.p.Stats.OutOfWindowIcmps.Inc()
 		return
 	}
-	hard, err := icmpErrno(typ, code)
+	// The errno an application sees, as Linux's icmp_err_convert.
+	err := e.Kind.Errno()
 	switch {
-	case typ == wire.ICMPDestUnreach && code == wire.ICMPCodeFragNeeded:
+	case e.Kind == ip.PacketTooBig:
 		c.mu.Unlock()
-		// RFC 1191 section 4: the next-hop MTU is the low 16 bits of the
-		// rest-of-header word. Only segments sent with DF can draw it.
-		if !quoted.DontFragment() {
+		// Only segments sent with DF can draw it.
+		if !e.DF {
 			c.p.Stats.PMTUIgnored.Inc()
 			return
 		}
-		c.p.ip.UpdatePMTU(quoted.Dst(), int(rest&0xffff), quoted.TotalLen())
+		c.net.UpdatePMTU(e.Dst, e.MTU, e.QuotedLen)
 		c.mu.Lock()
 		c.icmp.mtuDrop = true
-	case hard && c.state == SynSent:
+	case e.Kind.Hard() && c.state == SynSent:
 		// Linux aborts a connection attempt on a hard error: the port or
 		// protocol unreachable (RFC 1122 4.2.3.9 calls these hard).
 		c.p.Stats.ICMPHardErrors.Inc()
@@ -91,30 +90,6 @@ func (c *Conn) icmpError(typ, code uint8, rest uint32, quoted wire.IPv4, seq seq
 	}
 	c.mu.Unlock()
 	c.wake()
-}
-
-// icmpErrno maps an ICMP error to the errno an application sees, as
-// Linux's icmp_err_convert does, and says whether RFC 1122 4.2.3.9 calls it
-// hard: protocol and port unreachable (fragmentation needed is path MTU
-// discovery's, and handled apart).
-func icmpErrno(typ, code uint8) (hard bool, err error) {
-	switch typ {
-	case wire.ICMPDestUnreach:
-		switch code {
-		case 0, 6, 9, 11: // network unreachable, unknown, prohibited, for TOS
-			return false, syscall.ENETUNREACH
-		case wire.ICMPCodeProtoUnrch:
-			return true, syscall.ENOPROTOOPT
-		case wire.ICMPCodePortUnrch:
-			return true, syscall.ECONNREFUSED
-		case wire.ICMPCodeFragNeeded:
-			return false, syscall.EMSGSIZE
-		}
-		return false, syscall.EHOSTUNREACH
-	case wire.ICMPParamProblem:
-		return false, syscall.EPROTO
-	}
-	return false, syscall.EHOSTUNREACH // time exceeded, as Linux
 }
 
 // pathWorks forgets the soft error once an acceptable ACK acknowledges new
@@ -141,12 +116,12 @@ func (c *Conn) icmpEvents() {
 // says nothing about congestion. Further reports about the same drop find
 // the MSS already lowered and change nothing, so the data goes again once.
 func (c *Conn) mtuReduced() {
-	ri, err := c.p.ip.Route(c.id.remote.Addr())
+	ri, err := c.net.Route(c.id.remote.Addr())
 	if err != nil {
 		return
 	}
 	c.route = ri
-	mss := ri.MTU() - wire.IPv4MinHeaderLen - wire.TCPMinHeaderLen
+	mss := mssFor(c.net, &ri)
 	if c.tsOK {
 		mss -= 12 // RFC 6691: the timestamp option takes room from each segment
 	}

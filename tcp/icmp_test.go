@@ -10,8 +10,8 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
-	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -20,7 +20,7 @@ import (
 // section 6.4), validated as RFC 5927 section 4.1 says, and soft and hard
 // errors (RFC 1122 section 4.2.3.9).
 
-var _ icmp.ErrorHandler = (*tcp.Protocol)(nil)
+var _ ip.ErrorHandler = (*tcp.Protocol)(nil)
 
 // routerAddr is a router on the path to the peer that reports errors; it
 // speaks from the peer's MAC address, as a router in front of it would.
@@ -106,8 +106,8 @@ func TestFragNeededResendsInSmallerSegments(t *testing.T) {
 				t.Errorf("MSS %d, cwnd %d; want MSS %d and cwnd %d as before", ci.MSS, ci.CWnd, mss, cwnd)
 			}
 			ri, err := r.h.S.IPv4().Route(rawtest.PeerAddr)
-			if err != nil || ri.MTU() != tc.wantMTU {
-				t.Errorf("route MTU %d (%v), want %d", ri.MTU(), err, tc.wantMTU)
+			if err != nil || ri.MTU != tc.wantMTU {
+				t.Errorf("route MTU %d (%v), want %d", ri.MTU, err, tc.wantMTU)
 			}
 			for name, want := range map[string]int64{"TCP.PMTUReductions": 1, "TCP.PMTURetransmits": 1,
 				"IPv4.PMTUUpdates": 1, "IPv4.PMTUIgnored": 2, "TCP.OutOfWindowIcmps": 0} {
@@ -154,8 +154,8 @@ func TestICMPQuotingSequenceOutsideFlightIgnored(t *testing.T) {
 			if ci := p.info(); ci.MSS != 1460 {
 				t.Errorf("MSS %d, want 1460 still", ci.MSS)
 			}
-			if ri, _ := r.h.S.IPv4().Route(rawtest.PeerAddr); ri.MTU() != 1500 {
-				t.Errorf("route MTU %d, want 1500 still", ri.MTU())
+			if ri, _ := r.h.S.IPv4().Route(rawtest.PeerAddr); ri.MTU != 1500 {
+				t.Errorf("route MTU %d, want 1500 still", ri.MTU)
 			}
 			for name, want := range map[string]int64{"TCP.OutOfWindowIcmps": 2, "TCP.PMTUReductions": 0,
 				"TCP.ICMPSoftErrors": 0, "IPv4.PMTUUpdates": 0} {
@@ -184,7 +184,7 @@ func TestPathMTUExpires(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ri.MTU()
+		return ri.MTU
 	}
 	r.advance(10*time.Minute - time.Millisecond)
 	if got := route(); got != 1280 {

@@ -70,7 +70,7 @@ func (c *Conn) inputSynSent(seg *segment, now time.Time) {
 		// the RST bit is set, if so drop the segment and return)."
 		if seg.ack.LessThanEq(c.snd.iss) || seg.ack.GreaterThan(c.snd.nxt) {
 			if !seg.has(wire.TCPFlagRST) {
-				c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+				c.p.sendResetTo(c.id, seg.ack, 0, wire.TCPFlagRST)
 			}
 			return
 		}
@@ -229,7 +229,7 @@ func (c *Conn) inputSynchronized(seg *segment, now time.Time) bool {
 	c.pathWorks(seg)
 	if c.state == SynReceived {
 		if !seg.ack.InRange(c.snd.una+1, c.snd.nxt+1) {
-			c.p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+			c.p.sendResetTo(c.id, seg.ack, 0, wire.TCPFlagRST)
 			return false
 		}
 		c.ackSYN(seg.ack, now)

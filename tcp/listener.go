@@ -42,10 +42,11 @@ func (p *Protocol) Listen(laddr netip.AddrPort, backlog int) (*Listener, error) 
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
 	}
-	if !a.Is4() {
-		return nil, listenError(laddr, syscall.EAFNOSUPPORT)
+	nw, err := p.nets.For(a)
+	if err != nil {
+		return nil, listenError(laddr, err)
 	}
-	if !a.IsUnspecified() && !p.ip.IsLocal(a) {
+	if !a.IsUnspecified() && !nw.IsLocal(a) {
 		return nil, listenError(laddr, syscall.EADDRNOTAVAIL)
 	}
 	if backlog <= 0 {
@@ -119,7 +120,7 @@ func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 		if l.cookieACK(seg, id) {
 			return
 		}
-		p.sendReset(seg, seg.ack, 0, wire.TCPFlagRST)
+		p.sendResetTo(id, seg.ack, 0, wire.TCPFlagRST)
 		return
 	case !seg.has(wire.TCPFlagSYN):
 		return
@@ -154,13 +155,13 @@ func (l *Listener) handle(seg *segment, id fourTuple, optsOK bool) {
 		p.Stats.ListenDrops.Inc()
 		return
 	}
-	route, err := p.ip.Route(id.remote.Addr())
+	nw, route, err := p.route(id.remote.Addr())
 	if err != nil {
 		p.Stats.ListenDrops.Inc()
 		l.halfOpenDone(nil, false)
 		return
 	}
-	c := p.newConn(id, route, SynReceived)
+	c := p.newConn(id, nw, route, SynReceived)
 	if seg.reopenISS != 0 {
 		c.snd.startAt(seg.reopenISS) // RFC 6191 (timewait.go)
 	}

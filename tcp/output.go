@@ -1,7 +1,7 @@
 package tcp
 
 import (
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -202,7 +202,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		}
 	}
 	optLen := wire.TCPOptionsLen(&opts)
-	if len(opts.SACK) > 0 && wire.IPv4MinHeaderLen+wire.TCPMinHeaderLen+optLen+min(n, c.snd.mss) > c.route.MTU() {
+	if len(opts.SACK) > 0 && c.net.HeaderLen()+wire.TCPMinHeaderLen+optLen+min(n, c.snd.mss) > c.route.MTU {
 		// The MSS left room for timestamps only (RFC 6691): a full data
 		// segment goes without SACK blocks rather than be fragmented;
 		// the next pure ACK carries them.
@@ -242,7 +242,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	c.finishSegment(pk, hl, n)
 	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
 	// unless the path MTU is locked at the floor.
-	c.p.ip.SendRoute(pk, ipv4.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,
+	c.net.SendRoute(pk, ip.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,
 		DF: !c.route.PMTULocked, TOS: ecn}, c.route)
 }
 

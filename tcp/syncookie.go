@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"time"
 
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -96,7 +96,7 @@ func (l *Listener) wantCookie(full bool, now time.Time) bool {
 // cookie, and forgets it.
 func (l *Listener) sendCookie(seg *segment, id fourTuple) {
 	p, syn := l.p, &seg.opts
-	route, err := p.ip.Route(id.remote.Addr())
+	nw, route, err := p.route(id.remote.Addr())
 	if err != nil {
 		p.Stats.ListenDrops.Inc()
 		return
@@ -108,7 +108,7 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple) {
 			break
 		}
 	}
-	opts := wire.TCPOptions{MSS: uint16(min(route.MTU()-wire.IPv4MinHeaderLen-wire.TCPMinHeaderLen, 65535))}
+	opts := wire.TCPOptions{MSS: uint16(min(mssFor(nw, &route), 65535))}
 	bits := uint8(cookieNoTS)
 	flags := uint8(wire.TCPFlagSYN | wire.TCPFlagACK)
 	if syn.HasTimestamp {
@@ -151,7 +151,7 @@ func (l *Listener) sendCookie(seg *segment, id fourTuple) {
 	wire.SetTCPChecksum(b, id.local.Addr(), id.remote.Addr())
 	p.Stats.SynCookiesSent.Inc()
 	p.Stats.OutSegs.Inc()
-	p.ip.SendRoute(pk, ipv4.SendParams{Src: id.local.Addr(), Dst: id.remote.Addr(), Proto: wire.ProtoTCP}, route)
+	nw.SendRoute(pk, ip.SendParams{Src: id.local.Addr(), Dst: id.remote.Addr(), Proto: wire.ProtoTCP}, route)
 }
 
 // cookieACK takes an ACK that reached the listener: if the listener sent
@@ -205,12 +205,12 @@ func (l *Listener) cookieACK(seg *segment, id fourTuple) bool {
 // carries the cookie again.
 func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptions, ecn bool, now time.Time) {
 	p := l.p
-	route, err := p.ip.Route(id.remote.Addr())
+	nw, route, err := p.route(id.remote.Addr())
 	if err != nil {
 		p.Stats.ListenDrops.Inc()
 		return
 	}
-	c := p.newConn(id, route, SynReceived)
+	c := p.newConn(id, nw, route, SynReceived)
 	c.snd.iss = seg.ack - 1
 	c.snd.una, c.snd.nxt, c.snd.max, c.snd.bufSeq = seg.ack, seg.ack, seg.ack, seg.ack
 	c.snd.recover = c.snd.iss
@@ -268,7 +268,7 @@ func (p *Protocol) cookieCounter() uint64 {
 // cookie computes the cookie for a SYN from id with the client's ISN, at
 // counter, for the MSS index and option bits (cookieNoTS: no timestamps).
 func (p *Protocol) cookie(id fourTuple, isn seqnum.Value, counter uint64, mssIdx, bits uint8) seqnum.Value {
-	var buf [32 + 1 + 12 + 4 + 8 + 2]byte
+	var buf [32 + 1 + 36 + 4 + 8 + 2]byte
 	b := append(buf[:0], p.secret[:]...)
 	b = append(b, 'C') // not an ISN (isn) nor a timestamp offset
 	b = appendTuple(b, id)
@@ -283,7 +283,7 @@ func (p *Protocol) cookie(id fourTuple, isn seqnum.Value, counter uint64, mssIdx
 // connection made from a cookie: a keyed hash of the 4-tuple, so that the
 // SYN-ACK, sent before the connection exists, and the connection agree.
 func (p *Protocol) cookieTSOffset(id fourTuple) uint32 {
-	var buf [32 + 1 + 12]byte
+	var buf [32 + 1 + 36]byte
 	b := append(buf[:0], p.secret[:]...)
 	b = append(b, 'T')
 	b = appendTuple(b, id)
@@ -291,10 +291,18 @@ func (p *Protocol) cookieTSOffset(id fourTuple) uint32 {
 	return binary.BigEndian.Uint32(sum[:4])
 }
 
+// appendTuple appends id's addresses and ports, in 12 bytes for IPv4's
+// and 36 for IPv6's.
 func appendTuple(b []byte, id fourTuple) []byte {
-	l, r := id.local.Addr().As4(), id.remote.Addr().As4()
-	b = append(b, l[:]...)
-	b = append(b, r[:]...)
+	if la, ra := id.local.Addr(), id.remote.Addr(); la.Is4() {
+		l, r := la.As4(), ra.As4()
+		b = append(b, l[:]...)
+		b = append(b, r[:]...)
+	} else {
+		l, r := la.As16(), ra.As16()
+		b = append(b, l[:]...)
+		b = append(b, r[:]...)
+	}
 	b = binary.BigEndian.AppendUint16(b, id.local.Port())
 	return binary.BigEndian.AppendUint16(b, id.remote.Port())
 }

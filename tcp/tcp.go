@@ -16,8 +16,8 @@
 // send buffer and receive queue of buffers.go). The application's
 // goroutines share only the socket and the state, under the connection's
 // own mutex, and wake the process through a waker; no lock is shared
-// between connections on the data path. The dealer (HandleIPv4, running in
-// the IPv4 dealer's goroutine) parses each segment once, header and
+// between connections on the data path. The dealer (HandleIP, running in
+// the network layer's dealer goroutine, IPv4's or IPv6's) parses each segment once, header and
 // options, and finds its connection by its 4-tuple, or its listener for a
 // SYN, or answers with a reset.
 //
@@ -53,7 +53,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/env"
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/seqnum"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
@@ -295,9 +295,9 @@ type Stats struct {
 
 // Protocol is TCP on one stack.
 type Protocol struct {
-	cfg Config
-	env *env.Env
-	ip  *ipv4.Protocol
+	cfg  Config
+	env  *env.Env
+	nets ip.Networks // the network layers it sends through, by family
 
 	secret [32]byte // RFC 6528's secret key
 	start  time.Time
@@ -329,13 +329,23 @@ type fourTuple struct {
 	local, remote netip.AddrPort
 }
 
-// New returns TCP over ip, registered as its protocol 6.
-func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
+// route finds the network layer of dst's family and its route to dst.
+func (p *Protocol) route(dst netip.Addr) (ip.Network, ip.Route, error) {
+	nw, err := p.nets.For(dst)
+	if err != nil {
+		return nil, ip.Route{}, err
+	}
+	r, err := nw.Route(dst)
+	return nw, r, err
+}
+
+// New returns TCP over nets, registered with each as its protocol 6.
+func New(nets ip.Networks, cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
 		cfg:       cfg,
 		env:       e,
-		ip:        ip,
+		nets:      nets,
 		start:     e.Clock.Now(),
 		conns:     map[fourTuple]*Conn{},
 		listeners: map[uint16][]*Listener{},
@@ -345,7 +355,7 @@ func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
 	for i := 0; i < len(p.secret); i += 8 {
 		binary.LittleEndian.PutUint64(p.secret[i:], e.Rand.Uint64())
 	}
-	ip.Register(wire.ProtoTCP, p)
+	nets.Each(func(n ip.Network) { n.Register(wire.ProtoTCP, p) })
 	return p
 }
 
@@ -358,14 +368,10 @@ func (p *Protocol) Config() Config { return p.cfg }
 // that sequence numbers are neither predictable nor reused by an
 // incarnation of the same 4-tuple too soon.
 func (p *Protocol) isn(id fourTuple) seqnum.Value {
-	var buf [32 + 12]byte
+	var buf [32 + 36]byte
 	copy(buf[:32], p.secret[:])
-	l, r := id.local.Addr().As4(), id.remote.Addr().As4()
-	copy(buf[32:], l[:])
-	copy(buf[36:], r[:])
-	binary.BigEndian.PutUint16(buf[40:], id.local.Port())
-	binary.BigEndian.PutUint16(buf[42:], id.remote.Port())
-	sum := sha256.Sum256(buf[:])
+	b := appendTuple(buf[:32], id)
+	sum := sha256.Sum256(b)
 	m := uint32(p.env.Clock.Now().Sub(p.start) / (4 * time.Microsecond))
 	return seqnum.Value(m + binary.BigEndian.Uint32(sum[:4]))
 }

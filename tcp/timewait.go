@@ -43,7 +43,7 @@ func (c *Conn) timeWaitReopen(seg *segment) bool {
 	// 4-tuple (exit's unregister then finds it is not ours to remove).
 	p := c.p
 	p.mu.Lock()
-	l := p.listenerFor(c.id.local)
+	l := p.listenerFor(c.net, c.id.local)
 	// A connection the forwarder accepted reopens through it.
 	fwd := l == nil && c.forwarded && p.fwd.hooked()
 	if (l != nil || fwd) && p.conns[c.id] == c {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/internal/deadline"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -130,12 +131,34 @@ func (c *Conn) next() (*buffer.Packet, error) {
 	return pk, nil
 }
 
-// datagram returns a queued datagram's payload and source; the queue holds
-// datagrams from their IPv4 header on.
+// queueable readies a datagram for an endpoint's queue, which holds
+// datagrams from their network header on, so that a reader learns the
+// source from it (datagram): it moves IPv6's fixed header up against the
+// UDP header, over any extension headers between, so that the UDP header
+// is found from the version alone. A queued datagram carries nothing
+// else: a queue of packets is a pointer per datagram.
+func queueable(pk *buffer.Packet, h ip.Header) {
+	if !h.Dst.Is6() || h.Off == wire.IPv6HeaderLen {
+		return
+	}
+	b := pk.Bytes()
+	copy(b[h.Off-wire.IPv6HeaderLen:h.Off], b[:wire.IPv6HeaderLen])
+	pk.TrimFront(h.Off - wire.IPv6HeaderLen)
+}
+
+// datagram returns a queued datagram's payload and source (queueable).
 func datagram(pk *buffer.Packet) ([]byte, netip.AddrPort) {
-	h := wire.IPv4(pk.Bytes())
-	u := wire.UDP(h.Payload())
-	return u.Payload(), netip.AddrPortFrom(h.Src(), u.SrcPort())
+	b := pk.Bytes()
+	var u wire.UDP
+	var src netip.Addr
+	if b[0]>>4 == 6 {
+		h := wire.IPv6(b)
+		u, src = wire.UDP(b[wire.IPv6HeaderLen:]), h.Src()
+	} else {
+		h := wire.IPv4(b)
+		u, src = wire.UDP(h.Payload()), h.Src()
+	}
+	return u.Payload(), netip.AddrPortFrom(src, u.SrcPort())
 }
 
 // ReadFrom implements net.PacketConn.

@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -31,7 +32,9 @@ type ForwardRequest struct {
 	local   netip.AddrPort
 	remote  netip.AddrPort
 	pk      *buffer.Packet // the datagram, until Open queues it
-	ip      wire.IPv4
+	nw      ip.Network     // the network layer that delivered it
+	hdr     ip.Header
+	dgram   []byte // the datagram from its network header, for errors
 	udp     wire.UDP
 	payload []byte
 	decided bool
@@ -74,6 +77,7 @@ func (r *ForwardRequest) Open() (*Connected, error) {
 	p.Stats.ForwardOpened.Inc()
 	pk := r.pk
 	r.pk = nil
+	queueable(pk, r.hdr)
 	if c.enqueue(pk) {
 		p.Stats.InDatagrams.Inc()
 	} else {
@@ -83,10 +87,10 @@ func (r *ForwardRequest) Open() (*Connected, error) {
 	return &Connected{Conn: c, raddr: r.remote}, nil
 }
 
-// Unreachable answers the datagram with an ICMP destination unreachable of
-// the given code (wire.ICMPCodeHostUnrch, wire.ICMPCodePortUnrch, or
-// wire.ICMPCodeAdminProhibited), quoting it, from the host's own address.
-func (r *ForwardRequest) Unreachable(code uint8) {
+// Unreachable answers the datagram with the network layer's error for kind
+// (ip.HostUnreachable, ip.PortUnreachable or ip.AdminProhibited: an ICMP or
+// ICMPv6 destination unreachable), quoting it, from the host's own address.
+func (r *ForwardRequest) Unreachable(kind ip.ErrorKind) {
 	if r.decided {
 		return
 	}
@@ -95,7 +99,7 @@ func (r *ForwardRequest) Unreachable(code uint8) {
 	if r.pk.Offload.Flags&buffer.NeedsCsum != 0 {
 		wire.FinishChecksum(r.udp, 0, wire.UDPChecksumOffset) // as a wire would carry it
 	}
-	r.p.ip.ReportError(r.ip, wire.ICMPDestUnreach, code, 0)
+	r.nw.ReportError(r.dgram, kind)
 }
 
 // Drop answers nothing.
@@ -119,23 +123,26 @@ func (p *Protocol) SetForwarder(hook func(*ForwardRequest)) {
 	p.mu.Unlock()
 }
 
-// forward offers the datagram pk, whose views h and u the dealer checked,
+// forward offers the datagram pk (dgram as it came, from its network
+// header on), whose header h and UDP view u the dealer checked,
 // to the hook. It reports whether the hook decided, and then it has taken
 // pk; otherwise pk stays the caller's, to answer with port unreachable.
 // Broadcasts are never offered: they are for the host's own services.
-func (p *Protocol) forward(pk *buffer.Packet, h wire.IPv4, u wire.UDP) bool {
+func (p *Protocol) forward(pk *buffer.Packet, dgram []byte, nw ip.Network, h ip.Header, u wire.UDP) bool {
 	p.mu.RLock()
 	hook := p.hook
 	p.mu.RUnlock()
-	if hook == nil || p.ip.IsBroadcast(h.Dst()) {
+	if hook == nil || nw.IsBroadcast(h.Dst) {
 		return false
 	}
 	r := &ForwardRequest{
 		p:       p,
-		local:   netip.AddrPortFrom(h.Dst(), u.DstPort()),
-		remote:  netip.AddrPortFrom(h.Src(), u.SrcPort()),
+		local:   netip.AddrPortFrom(h.Dst, u.DstPort()),
+		remote:  netip.AddrPortFrom(h.Src, u.SrcPort()),
 		pk:      pk,
-		ip:      h,
+		nw:      nw,
+		hdr:     h,
+		dgram:   dgram,
 		udp:     u,
 		payload: u.Payload(),
 	}
@@ -156,20 +163,29 @@ func (c *Connected) RemoteAddrPort() netip.AddrPort { return c.raddr }
 var _ net.Conn = (*Connected)(nil)
 
 // Unreachable tells the flow's peer that its datagrams cannot be delivered
-// beyond: an ICMP destination unreachable of code (wire.ICMPCodePortUnrch
-// when the relayed datagram met no socket, say) from the host's address,
+// beyond: the network layer's error for kind (ip.PortUnreachable when the
+// relayed datagram met no socket, say) from the host's address,
 // as a router reports what lies past it. A gateway that relayed the
 // datagram no longer holds it, so the error quotes the headers it had
 // (RFC 792 asks for the IP header and the first 64 bits of data, which for
 // UDP is its header): the flow's addresses and ports, all a peer's stack
 // needs to find the socket to tell.
-func (c *Connected) Unreachable(code uint8) {
-	var b [wire.IPv4MinHeaderLen + wire.UDPHeaderLen]byte
-	wire.EncodeIPv4(b[:], &wire.IPv4Fields{
-		TotalLen: len(b), TTL: 64, Protocol: wire.ProtoUDP,
-		Src: c.raddr.Addr(), Dst: c.laddr.Addr(),
-	})
-	wire.EncodeUDP(b[wire.IPv4MinHeaderLen:], &wire.UDPFields{SrcPort: c.raddr.Port(), DstPort: c.laddr.Port()})
+func (c *Connected) Unreachable(kind ip.ErrorKind) {
+	nw, err := c.p.nets.For(c.raddr.Addr())
+	if err != nil {
+		return
+	}
+	var b [wire.IPv6HeaderLen + wire.UDPHeaderLen]byte
+	var quote []byte
+	src, dst := c.raddr.Addr(), c.laddr.Addr()
+	if src.Is4() {
+		quote = b[:wire.IPv4MinHeaderLen+wire.UDPHeaderLen]
+		wire.EncodeIPv4(quote, &wire.IPv4Fields{TotalLen: len(quote), TTL: 64, Protocol: wire.ProtoUDP, Src: src, Dst: dst})
+	} else {
+		quote = b[:]
+		wire.EncodeIPv6(quote, &wire.IPv6Fields{PayloadLen: wire.UDPHeaderLen, NextHeader: wire.ProtoUDP, HopLimit: 64, Src: src, Dst: dst})
+	}
+	wire.EncodeUDP(quote[len(quote)-wire.UDPHeaderLen:], &wire.UDPFields{SrcPort: c.raddr.Port(), DstPort: c.laddr.Port()})
 	c.p.Stats.ForwardUnreachable.Inc()
-	c.p.ip.ReportError(wire.IPv4(b[:]), wire.ICMPDestUnreach, code, 0)
+	nw.ReportError(quote, kind)
 }

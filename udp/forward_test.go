@@ -11,6 +11,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/udp"
 	"github.com/gonetstack/gonet/wire"
@@ -107,8 +108,8 @@ func TestForwarderDecisionsOtherThanOpen(t *testing.T) {
 		code   int // -1: nothing sent
 	}{
 		{"none: port unreachable as before", func(*udp.ForwardRequest) {}, wire.ICMPCodePortUnrch},
-		{"unreachable host", func(r *udp.ForwardRequest) { r.Unreachable(wire.ICMPCodeHostUnrch) }, wire.ICMPCodeHostUnrch},
-		{"administratively prohibited", func(r *udp.ForwardRequest) { r.Unreachable(wire.ICMPCodeAdminProhibited) }, wire.ICMPCodeAdminProhibited},
+		{"unreachable host", func(r *udp.ForwardRequest) { r.Unreachable(ip.HostUnreachable) }, wire.ICMPCodeHostUnrch},
+		{"administratively prohibited", func(r *udp.ForwardRequest) { r.Unreachable(ip.AdminProhibited) }, wire.ICMPCodeAdminProhibited},
 		{"drop", (*udp.ForwardRequest).Drop, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

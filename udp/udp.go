@@ -1,8 +1,9 @@
 // Package udp is GoNet's User Datagram Protocol (RFC 768), with the host
 // rules of RFC 1122 section 4.1.
 //
-// The Protocol demultiplexes datagrams from the IPv4 dealer to bound
-// endpoints by a function call in the dealer's goroutine; each endpoint (a
+// The Protocol demultiplexes datagrams from the network layer's dealer
+// (ip.Transport, whichever the family) to bound endpoints by a function
+// call in the dealer's goroutine; each endpoint (a
 // Conn, which is a net.PacketConn) has a bounded receive queue that its
 // readers drain. Datagrams for a port nobody bound are answered with ICMP
 // port unreachable.
@@ -17,7 +18,7 @@ import (
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
-	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -53,9 +54,9 @@ type Stats struct {
 
 // Protocol is UDP on one stack.
 type Protocol struct {
-	cfg Config
-	env *env.Env
-	ip  *ipv4.Protocol
+	cfg  Config
+	env  *env.Env
+	nets ip.Networks // the network layers it sends through, by family
 
 	mu    sync.RWMutex
 	ports map[uint16][]*Conn
@@ -65,16 +66,16 @@ type Protocol struct {
 	Stats Stats
 }
 
-// New returns UDP over ip, registered as its protocol 17.
-func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
+// New returns UDP over nets, registered with each as its protocol 17.
+func New(nets ip.Networks, cfg Config, e *env.Env) *Protocol {
 	if cfg.EphemeralLow == 0 {
 		cfg.EphemeralLow, cfg.EphemeralHigh = 32768, 60999
 	}
 	if cfg.ReadBuffer == 0 {
 		cfg.ReadBuffer = 212992
 	}
-	p := &Protocol{cfg: cfg, env: e, ip: ip, ports: map[uint16][]*Conn{}}
-	ip.Register(wire.ProtoUDP, p)
+	p := &Protocol{cfg: cfg, env: e, nets: nets, ports: map[uint16][]*Conn{}}
+	nets.Each(func(n ip.Network) { n.Register(wire.ProtoUDP, p) })
 	return p
 }
 
@@ -86,10 +87,11 @@ func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
 	}
-	if !a.Is4() {
-		return nil, opError("listen", laddr, fmt.Errorf("%v is not an IPv4 address: %w", a, syscall.EAFNOSUPPORT))
+	nw, err := p.nets.For(a)
+	if err != nil {
+		return nil, opError("listen", laddr, fmt.Errorf("%v: %w", a, err))
 	}
-	if !a.IsUnspecified() && !p.ip.IsLocal(a) {
+	if !a.IsUnspecified() && !nw.IsLocal(a) {
 		return nil, opError("listen", laddr, syscall.EADDRNOTAVAIL)
 	}
 	c := newConn(p, a)
@@ -153,11 +155,12 @@ func (p *Protocol) unbind(c *Conn) {
 	p.Stats.Sockets.Add(-1)
 }
 
-// lookup finds the endpoint for a datagram to dst:port from src: the
-// forwarded flow's (forward.go), else one bound to dst itself, else a
-// wildcard one, which takes only datagrams for the host's own addresses,
-// not the foreign ones a forwarding interface takes (ipv4/forward.go).
-func (p *Protocol) lookup(dst netip.Addr, port uint16, src netip.AddrPort) *Conn {
+// lookup finds the endpoint for a datagram to dst:port from src, which nw
+// delivered: the forwarded flow's (forward.go), else one bound to dst
+// itself, else a wildcard one, which takes only datagrams for the host's
+// own addresses, not the foreign ones a forwarding interface takes
+// (ipv4/forward.go).
+func (p *Protocol) lookup(nw ip.Network, dst netip.Addr, port uint16, src netip.AddrPort) *Conn {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if len(p.flows) > 0 {
@@ -174,30 +177,36 @@ func (p *Protocol) lookup(dst netip.Addr, port uint16, src netip.AddrPort) *Conn
 			wild = c
 		}
 	}
-	if wild != nil && !p.ip.IsHostDst(dst) {
+	if wild != nil && !nw.IsHostDst(dst) {
 		return nil
 	}
 	return wild
 }
 
-// HandleIPv4 takes one datagram from the IPv4 dealer.
-func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
-	h := wire.IPv4(pk.Bytes())
-	u, ok := wire.ParseUDP(h.Payload())
+// HandleIP takes one datagram from a network layer's dealer.
+func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
+	dgram := pk.Bytes()
+	u, ok := wire.ParseUDP(dgram[h.Off:])
 	if !ok {
 		p.Stats.InErrors.Inc()
 		pk.Release()
 		return
 	}
-	if !pk.Offload.ChecksumVerified() && !u.ChecksumValid(h.Src(), h.Dst()) {
+	if !pk.Offload.ChecksumVerified() && !u.ChecksumValid(h.Src, h.Dst) {
 		p.Stats.InCsumErrors.Inc()
 		pk.Release()
 		return
 	}
-	c := p.lookup(h.Dst(), u.DstPort(), netip.AddrPortFrom(h.Src(), u.SrcPort()))
+	nw, err := p.nets.For(h.Dst)
+	if err != nil { // a family that registered no UDP: cannot happen
+		p.Stats.InErrors.Inc()
+		pk.Release()
+		return
+	}
+	c := p.lookup(nw, h.Dst, u.DstPort(), netip.AddrPortFrom(h.Src, u.SrcPort()))
 	if c == nil {
-		pk.SetLen(h.HeaderLen() + len(u))
-		if p.forward(pk, h, u) {
+		pk.SetLen(h.Off + len(u))
+		if p.forward(pk, dgram, nw, h, u) {
 			return
 		}
 		// RFC 1122 section 4.1.3.1: port unreachable. SendError declines
@@ -208,13 +217,14 @@ func (p *Protocol) HandleIPv4(pk *buffer.Packet) {
 			// have had on a wire, not the link's partial one.
 			wire.FinishChecksum(u, 0, wire.UDPChecksumOffset)
 		}
-		p.ip.ReportError(h, wire.ICMPDestUnreach, wire.ICMPCodePortUnrch, 0)
+		nw.ReportError(dgram, ip.PortUnreachable)
 		pk.Release()
 		return
 	}
-	// Keep the datagram trimmed to the UDP length; the IPv4 header stays
-	// in front so the reader learns the source.
-	pk.SetLen(h.HeaderLen() + len(u))
+	// Keep the datagram trimmed to the UDP length; the network header
+	// stays in front so the reader learns the source (datagram).
+	pk.SetLen(h.Off + len(u))
+	queueable(pk, h)
 	if !c.enqueue(pk) {
 		p.Stats.RcvbufErrors.Inc()
 		pk.Release()
@@ -231,10 +241,17 @@ func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
 	if len(data) > MaxPayload {
 		return syscall.EMSGSIZE
 	}
-	if !raddr.Addr().Is4() || raddr.Port() == 0 {
+	// An endpoint bound to one family's address sends to that family's
+	// only, as the kernel's sockets of one family do.
+	if laddr.Addr().Is4() != raddr.Addr().Is4() || raddr.Port() == 0 {
 		return syscall.EINVAL
 	}
-	ri, err := p.ip.Route(raddr.Addr())
+	nw, err := p.nets.For(raddr.Addr())
+	if err != nil {
+		p.Stats.OutErrors.Inc()
+		return err
+	}
+	ri, err := nw.Route(raddr.Addr())
 	if err != nil {
 		p.Stats.OutErrors.Inc()
 		return fmt.Errorf("%w: %w", err, syscall.ENETUNREACH)
@@ -247,15 +264,15 @@ func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
 	b := pk.Bytes()
 	copy(b[wire.UDPHeaderLen:], data)
 	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: laddr.Port(), DstPort: raddr.Port()})
-	if ri.Offloads().TxChecksum {
-		// The link finishes the checksum (IPv4 does, should the datagram
-		// need fragmenting).
+	if ri.Offloads.TxChecksum {
+		// The link finishes the checksum (the network layer does, should
+		// the datagram need fragmenting).
 		wire.SetUDPPartialChecksum(b, src, raddr.Addr())
 		pk.Offload = buffer.Offload{Flags: buffer.NeedsCsum, CsumOffset: wire.UDPChecksumOffset}
 	} else {
 		wire.SetUDPChecksum(b, src, raddr.Addr())
 	}
-	if err := p.ip.SendRoute(pk, ipv4.SendParams{Src: src, Dst: raddr.Addr(), Proto: wire.ProtoUDP}, ri); err != nil {
+	if err := nw.SendRoute(pk, ip.SendParams{Src: src, Dst: raddr.Addr(), Proto: wire.ProtoUDP}, ri); err != nil {
 		p.Stats.OutErrors.Inc()
 		return err
 	}

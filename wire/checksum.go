@@ -72,9 +72,14 @@ func Fold(s uint32) uint16 {
 	return uint16(s)
 }
 
-// PseudoHeaderSum is the sum of the IPv4 pseudo-header of RFC 768 and
-// RFC 9293 section 3.1: addresses, protocol and the transport length.
+// PseudoHeaderSum is the sum of the pseudo-header that transport checksums
+// cover, of src's family: IPv4's of RFC 768 and RFC 9293 section 3.1
+// (addresses, protocol and the transport length), or IPv6's of RFC 8200
+// section 8.1 (PseudoHeaderSum6).
 func PseudoHeaderSum(src, dst netip.Addr, proto uint8, length int) uint32 {
+	if !src.Is4() {
+		return PseudoHeaderSum6(src, dst, proto, length)
+	}
 	s, d := src.As4(), dst.As4()
 	return uint32(be.Uint16(s[:])) + uint32(be.Uint16(s[2:])) +
 		uint32(be.Uint16(d[:])) + uint32(be.Uint16(d[2:])) +

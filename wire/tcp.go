@@ -126,8 +126,8 @@ func (t TCP) Options() []byte { return t[tcpOptions:t.DataOffset()] }
 // Payload returns the data after the header.
 func (t TCP) Payload() []byte { return t[t.DataOffset():] }
 
-// ChecksumValid reports whether the checksum over the IPv4 pseudo-header and
-// the whole segment is right. Unlike UDP's, a TCP checksum is never optional
+// ChecksumValid reports whether the checksum over the pseudo-header of
+// src's family (IPv4's or IPv6's) and the whole segment is right. Unlike UDP's, a TCP checksum is never optional
 // (RFC 9293 section 3.1).
 func (t TCP) ChecksumValid(src, dst netip.Addr) bool {
 	return Checksum(t, PseudoHeaderSum(src, dst, ProtoTCP, len(t))) == 0
@@ -328,7 +328,8 @@ func EncodeTCP(b []byte, f *TCPFields) {
 }
 
 // SetTCPChecksum computes the checksum of the segment b, header, options and
-// payload, over the IPv4 pseudo-header of src and dst, and stores it.
+// payload, over the pseudo-header of src and dst (IPv4's or IPv6's, by
+// their family), and stores it.
 func SetTCPChecksum(b []byte, src, dst netip.Addr) {
 	b[tcpChecksum], b[tcpChecksum+1] = 0, 0
 	be.PutUint16(b[tcpChecksum:tcpChecksum+2], Checksum(b, PseudoHeaderSum(src, dst, ProtoTCP, len(b))))

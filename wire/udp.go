@@ -45,12 +45,13 @@ func (u UDP) Checksum() uint16 { return be.Uint16(u[udpChecksum : udpChecksum+2]
 // Payload returns the data after the header.
 func (u UDP) Payload() []byte { return u[UDPHeaderLen:u.Length()] }
 
-// ChecksumValid reports whether the checksum is right or absent (RFC 768:
-// "an all zero transmitted checksum value means that the transmitter
-// generated no checksum").
+// ChecksumValid reports whether the checksum over the pseudo-header of
+// src's family is right, or absent over IPv4 (RFC 768: "an all zero
+// transmitted checksum value means that the transmitter generated no
+// checksum"); over IPv6 it is mandatory (RFC 8200 section 8.1).
 func (u UDP) ChecksumValid(src, dst netip.Addr) bool {
 	if u.Checksum() == 0 {
-		return true
+		return src.Is4()
 	}
 	return Checksum(u, PseudoHeaderSum(src, dst, ProtoUDP, len(u))) == 0
 }
@@ -71,7 +72,8 @@ func EncodeUDP(b []byte, f *UDPFields) {
 }
 
 // SetUDPChecksum computes the checksum of the datagram b, header and
-// payload, over the IPv4 pseudo-header of src and dst, and stores it.
+// payload, over the pseudo-header of src and dst (IPv4's or IPv6's, by
+// their family), and stores it.
 func SetUDPChecksum(b []byte, src, dst netip.Addr) {
 	b[udpChecksum], b[udpChecksum+1] = 0, 0
 	c := Checksum(b, PseudoHeaderSum(src, dst, ProtoUDP, len(b)))
