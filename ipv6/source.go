@@ -9,7 +9,9 @@ import (
 // host's addresses that are not tentative (RFC 4862 section 5.4), of any
 // interface (the weak host model, as IPv4's), except that an address
 // scoped to a link is a candidate only on its own interface (RFC 4007
-// section 9). Of the rules, these apply to a host with one address per
+// section 9), and a destination scoped to a link takes only the outgoing
+// interface's addresses (as Linux does, and section 4 recommends: another
+// link's address may not be reachable from there). Of the rules, these apply to a host with one address per
 // prefix and no policy table of its own:
 //
 //	rule 1, prefer the same address (the destination is the host's own:
@@ -29,9 +31,10 @@ import (
 // invalid Addr when there is no candidate.
 func (t *table) selectSource(dst netip.Addr, iface *Interface) netip.Addr {
 	var best *Address
+	onlyOut := linkScoped(dst)
 	for i := range t.addrs {
 		c := &t.addrs[i]
-		if c.State == Tentative || (linkScoped(c.Prefix.Addr()) && c.Iface != iface) {
+		if c.State == Tentative || ((onlyOut || linkScoped(c.Prefix.Addr())) && c.Iface != iface) {
 			continue
 		}
 		if best == nil || better(c, best, dst, iface) {
