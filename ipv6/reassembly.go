@@ -69,10 +69,15 @@ type reasmFamily struct{ p *Protocol }
 // header, names what the Fragment header named.
 func (reasmFamily) Rebuild(b []byte, head int, first []byte) {
 	at, off := ipv6NextHeaderField, wire.IPv6HeaderLen
-	for off < head {
-		// The first fragment's walk checked these headers.
-		x := wire.IPv6ExtHdr(b[off:])
-		at, off = off, off+x.Len()
+	for next := b[at]; off < head; next = b[at] {
+		// The first fragment's walk checked these headers; an atomic
+		// Fragment header (RFC 6946) may be among them, whose length is
+		// fixed rather than in its second byte.
+		n := wire.IPv6FragmentLen
+		if next != wire.ProtoFragment {
+			n = wire.IPv6ExtHdr(b[off:]).Len()
+		}
+		at, off = off, off+n
 	}
 	b[at] = wire.IPv6Fragment(first[head:]).NextHeader()
 	n := len(b) - wire.IPv6HeaderLen

@@ -235,3 +235,21 @@ func TestFragmentOfAFragmentIsDropped(t *testing.T) {
 		t.Errorf("delivered %d datagrams", len(got))
 	}
 }
+
+// An atomic fragment's header in the unfragmentable part is skipped by its
+// fixed length, whatever its reserved byte holds (RFC 6946 section 4).
+func TestReassemblyPastAnAtomicFragmentHeader(t *testing.T) {
+	h := newHarness(t, ipv6.Config{})
+	payload := data(2000)
+	atomic := func(next uint8) []byte {
+		b := fragment(next, 0, false, 1)
+		b[1] = 0xff // reserved
+		return b
+	}
+	dg := func(parts ...[]byte) []byte { return []byte(datagram(ourAddr, wire.ProtoFragment, parts...)) }
+	h.inject(t, h.eth0,
+		dg(atomic(wire.ProtoFragment), fragment(protoTest, 0, true, 8), payload[:1000]),
+		dg(atomic(wire.ProtoFragment), fragment(protoTest, 1000, false, 8), payload[1000:]))
+	h.waitCounter(t, "ReasmOKs", 1)
+	wantDelivered(t, h, dg(atomic(protoTest), payload), 48)
+}
