@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -163,13 +164,22 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, ri RouteInfo
 // (buffer.GSOTCPv6) when the route's interface does that; a datagram that
 // must be fragmented or looped back gets its checksum finished first.
 
+// Offloads returns what the route's link does for its datagrams: nothing
+// for local delivery.
+func (ri RouteInfo) Offloads() link.Capabilities {
+	if ri.Local || ri.Iface == nil {
+		return link.Capabilities{}
+	}
+	return ri.Iface.caps
+}
+
 // superSegment reports whether pkt, too long for ri's MTU, is a TCP
 // super-segment the link will cut up.
 func (p *Protocol) superSegment(pkt *buffer.Packet, ri RouteInfo) bool {
 	if pkt.Offload.GSOType == buffer.GSONone {
 		return false
 	}
-	if ri.Local || !ri.Iface.caps.TSO {
+	if !ri.Offloads().TSO {
 		p.Stats.OutGSOFallbacks.Inc()
 		pkt.Offload.GSOType, pkt.Offload.GSOSize, pkt.Offload.HdrLen = buffer.GSONone, 0, 0
 		return false

@@ -53,5 +53,8 @@ func (p *Protocol) UpdatePMTU(dst netip.Addr, mtu int) int {
 		p.Stats.PMTUEvictions.Inc()
 	}
 	p.Stats.PMTUUpdates.Inc()
+	if p.debug() {
+		p.logPMTU(dst.String(), cur, mtu)
+	}
 	return mtu
 }

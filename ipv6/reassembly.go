@@ -94,6 +94,7 @@ func (f reasmFamily) Reassembled(k fragKey, dg *buffer.Packet) {
 // Exceeded code 1 quoting the first fragment, when that came (RFC 8200
 // section 4.5, RFC 4443 section 3.3).
 func (f reasmFamily) TimedOut(k fragKey, first *buffer.Packet) {
+	f.p.logReasmTimeout(k)
 	if first == nil {
 		return
 	}
