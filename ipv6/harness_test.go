@@ -221,7 +221,7 @@ func checkCounters(t *testing.T, c map[string]int64, want map[string]int64) {
 	}
 	drops := []string{"InHdrErrors", "InShortHeader", "InBadVersion", "InMartians", "InExtTruncated", "InBadOptions",
 		"InExtHdrLimit", "InHopByHopNotFirst", "InUnknownRouting", "InUnknownOptions", "InIncompleteChain",
-		"InBadFragments", "InTruncatedPkts", "InAddrErrors", "InNoGroup", "InUnknownProtos", "InDiscards",
+		"InBadFragments", "InFragmentedND", "InTruncatedPkts", "InAddrErrors", "InNoGroup", "InUnknownProtos", "InDiscards",
 		"ReasmFails", "ReasmOverlaps", "ReasmMalformed", "ReasmLimit", "ReasmOversize", "ReasmNested", "ErrorsSuppressed"}
 	for _, d := range drops {
 		if _, ok := want[d]; !ok && c[d] != 0 {

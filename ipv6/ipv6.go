@@ -95,6 +95,7 @@ type Stats struct {
 	InUnknownProtos    stats.Counter
 	InNoNextHeader     stats.Counter // No Next Header (RFC 8200 section 4.7): nothing to deliver
 	InAtomicFragments  stats.Counter // delivered at once (RFC 6946)
+	InFragmentedND     stats.Counter // neighbour discovery in a fragment (RFC 6980)
 	InDiscards         stats.Counter // dealer queue full
 	InDelivers         stats.Counter
 	InMcastPkts        stats.Counter
@@ -316,6 +317,10 @@ func (p *Protocol) dispatch(pk *buffer.Packet, h wire.IPv6, in *Interface, whole
 		if c.Frag.Atomic() {
 			p.Stats.InAtomicFragments.Inc()
 		}
+		if (whole || c.Frag.Present()) && isND(h, c) {
+			p.Stats.InFragmentedND.Inc()
+			break
+		}
 		p.deliver(pk, h, c, in)
 		return
 	case Reassemble:
@@ -361,6 +366,19 @@ func (p *Protocol) countChainError(r DropReason) {
 	default:
 		panic(fmt.Sprintf("ipv6: unknown drop reason %v", r))
 	}
+}
+
+// isND reports whether the upper-layer packet c found is a neighbour
+// discovery message (RFC 4861 section 4). RFC 6980 section 5 has a node
+// ignore one that came in a fragment, atomic ones included, since only an
+// attacker fragments messages this small; the layer drops them because
+// neighbour discovery, above it, cannot tell how a message came.
+func isND(h wire.IPv6, c Chain) bool {
+	if c.Proto != wire.ProtoICMPv6 || c.Offset >= len(h) {
+		return false
+	}
+	t := h[c.Offset]
+	return t >= wire.ICMPv6RouterSolicitation && t <= wire.ICMPv6Redirect
 }
 
 // deliver hands a whole datagram to the transport of its upper-layer

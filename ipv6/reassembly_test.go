@@ -253,3 +253,22 @@ func TestReassemblyPastAnAtomicFragmentHeader(t *testing.T) {
 	h.waitCounter(t, "ReasmOKs", 1)
 	wantDelivered(t, h, dg(atomic(protoTest), payload), 48)
 }
+
+// RFC 6980 section 5: neighbour discovery that came in fragments, or in an
+// atomic fragment, is dropped; other ICMPv6 is not.
+func TestFragmentedNeighbourDiscoveryIsDropped(t *testing.T) {
+	ns := append([]byte{wire.ICMPv6NeighborSolicitation, 0, 0, 0, 0, 0, 0, 0}, data(1400)...)
+	echo := append([]byte{wire.ICMPv6EchoRequest, 0, 0, 0, 0, 0, 0, 0}, data(1400)...)
+	h := newHarness(t, ipv6.Config{})
+	h.p.Register(wire.ProtoICMPv6, h.tr)
+	h.inject(t, h.eth0, frags(t, peerLL, ourLL, wire.ProtoICMPv6, 1, nil, ns, 1232)...)
+	h.waitCounter(t, "InFragmentedND", 1)
+	h.inject(t, h.eth0, frag(t, peerLL, ourLL, wire.ProtoICMPv6, 2, 0, false, ns[:32]))
+	h.waitCounter(t, "InFragmentedND", 2)
+	h.inject(t, h.eth0, frags(t, peerLL, ourLL, wire.ProtoICMPv6, 3, nil, echo, 1232)...)
+	h.waitCounter(t, "ReasmOKs", 2)
+	h.inject(t, h.eth0, whole(t, peerLL, ourLL, wire.ProtoICMPv6, ns[:32]))
+	if got := h.tr.take(); len(got) != 2 || got[0].b[40] != wire.ICMPv6EchoRequest || got[1].b[40] != wire.ICMPv6NeighborSolicitation {
+		t.Errorf("delivered %d datagrams, want the echo request and the whole solicitation", len(got))
+	}
+}
