@@ -33,6 +33,11 @@ type SendParams struct {
 	// 3), where the layer would have to hash every datagram; zero says
 	// the datagram is unlabelled, which RFC 6437 allows.
 	FlowLabel uint32
+	// RouterAlert puts a Hop-by-Hop Options header with the Router Alert
+	// option (RFC 2711) of value 0 in front of the upper layer: MLD's
+	// messages carry it (RFC 3810 section 5), so that routers look at
+	// them.
+	RouterAlert bool
 	// DontFragment makes Send fail with EMSGSIZE rather than fragment
 	// (IPV6_DONTFRAG, RFC 3542 section 11.2): what a transport that does
 	// path MTU discovery itself asks for.
@@ -84,18 +89,26 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 			hop = 1
 		}
 	}
-	if pkt.Len() > wire.IPv6MaxPayloadLen {
-		pkt.Release()
-		return ErrMessageTooLong
-	}
 	f := wire.IPv6Fields{
 		TrafficClass: sp.TrafficClass,
 		FlowLabel:    sp.FlowLabel,
-		PayloadLen:   pkt.Len(),
 		NextHeader:   sp.NextHeader,
 		HopLimit:     hop,
 		Src:          src,
 		Dst:          dst,
+	}
+	unfrag := 0 // extension headers of the unfragmentable part
+	if sp.RouterAlert {
+		finishChecksum(pkt) // the partial checksum's start would move
+		b := pkt.Prepend(len(routerAlert))
+		copy(b, routerAlert[:])
+		b[0], f.NextHeader = f.NextHeader, wire.ProtoHopByHop
+		unfrag = len(routerAlert)
+	}
+	f.PayloadLen = pkt.Len()
+	if pkt.Len() > wire.IPv6MaxPayloadLen {
+		pkt.Release()
+		return ErrMessageTooLong
 	}
 	if dst.IsMulticast() {
 		p.Stats.OutMcastPkts.Inc()
@@ -111,9 +124,15 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 		pkt.Release()
 		return ErrMessageTooLong
 	}
-	p.fragment(pkt, &f, ri)
+	p.fragment(pkt, &f, unfrag, ri)
 	return nil
 }
+
+// routerAlert is a Hop-by-Hop Options header holding the Router Alert
+// option with value 0, "the datagram contains a Multicast Listener
+// Discovery message" (RFC 2711 section 2.1), and a PadN of two bytes to
+// the 8-byte boundary; the next header goes in its first byte.
+var routerAlert = [8]byte{0, 0, 5, 2, 0, 0, wire.IPv6OptPadN, 0}
 
 // output passes a whole datagram to the interface, or loops it back.
 func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
@@ -127,31 +146,40 @@ func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
 
 // fragment splits the datagram f describes, with pkt as its payload, into
 // fragments that fit ri's MTU (RFC 8200 section 4.5) and sends them in
-// order. The unfragmentable part is the fixed header alone, since the
-// layer adds no extension header of its own; every fragment but the last
-// carries a multiple of 8 bytes. The identification is random per
-// datagram (RFC 7739 section 5: a predictable one lets an off-path
-// attacker forge fragments that poison reassembly). The route's MTU is
-// at least 1280 (the least link MTU, and the floor of the path MTU cache),
-// so no datagram that fits unfragmented is ever sent as an atomic
-// fragment (RFC 8021).
-func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, ri RouteInfo) {
+// order. The unfragmentable part is the fixed header and the first unfrag
+// bytes of pkt (a Hop-by-Hop header, the only extension header the layer
+// adds); every fragment but the last carries a multiple of 8 bytes. The
+// identification is random per datagram (RFC 7739 section 5: a
+// predictable one lets an off-path attacker forge fragments that poison
+// reassembly). The route's MTU is at least 1280 (the least link MTU, and
+// the floor of the path MTU cache), so no datagram that fits unfragmented
+// is ever sent as an atomic fragment (RFC 8021).
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri RouteInfo) {
 	defer pkt.Release()
 	finishChecksum(pkt) // fragments cannot carry a partial checksum
-	payload := pkt.Bytes()
-	const hl = wire.IPv6HeaderLen + wire.IPv6FragmentLen
+	head, payload := pkt.Bytes()[:unfrag], pkt.Bytes()[unfrag:]
+	hl := wire.IPv6HeaderLen + unfrag + wire.IPv6FragmentLen
 	chunk := (ri.MTU() - hl) &^ 7
-	fh := wire.IPv6FragmentFields{NextHeader: f.NextHeader, ID: p.env.Rand.Uint32()}
 	ff := *f
-	ff.NextHeader = wire.ProtoFragment
+	fh := wire.IPv6FragmentFields{NextHeader: f.NextHeader, ID: p.env.Rand.Uint32()}
+	if unfrag > 0 {
+		// The Hop-by-Hop header names the Fragment header.
+		fh.NextHeader = head[0]
+	} else {
+		ff.NextHeader = wire.ProtoFragment
+	}
 	for off := 0; off < len(payload); off += chunk {
 		n := min(chunk, len(payload)-off)
 		frag := p.env.Pool.Get(hl + n)
 		b := frag.Bytes()
-		ff.PayloadLen = wire.IPv6FragmentLen + n
+		ff.PayloadLen = hl - wire.IPv6HeaderLen + n
 		wire.EncodeIPv6(b, &ff)
+		copy(b[wire.IPv6HeaderLen:], head)
+		if unfrag > 0 {
+			b[wire.IPv6HeaderLen] = wire.ProtoFragment
+		}
 		fh.Offset, fh.MoreFragments = off, off+n < len(payload)
-		wire.EncodeIPv6Fragment(b[wire.IPv6HeaderLen:], &fh)
+		wire.EncodeIPv6Fragment(b[wire.IPv6HeaderLen+unfrag:], &fh)
 		copy(b[hl:], payload[off:off+n])
 		p.Stats.FragCreates.Inc()
 		p.output(ri, frag)

@@ -266,3 +266,42 @@ func TestOwnFragmentsReassemble(t *testing.T) {
 		}
 	}
 }
+
+// MLD's Router Alert (RFC 2711) goes in a Hop-by-Hop header, which stays
+// in the unfragmentable part of every fragment.
+func TestRouterAlertHopByHop(t *testing.T) {
+	for _, size := range []int{24, 3000} {
+		tx, rx := newHarness(t, ipv6.Config{}), newHarness(t, ipv6.Config{})
+		must(t, rx.p.AddAddress(rx.eth0, netip.PrefixFrom(farAddr, 64), ipv6.Preferred))
+		payload := data(size)
+		must(t, tx.send(t, payload, ipv6.SendParams{Dst: farAddr, RouterAlert: true}))
+		out := tx.takeSent()
+		var fs [][]byte
+		for i, s := range out {
+			p := gopacket.NewPacket(s.b, layers.LayerTypeIPv6, gopacket.Default)
+			hbh, ok := p.Layer(layers.LayerTypeIPv6HopByHop).(*layers.IPv6HopByHop)
+			if !ok {
+				t.Fatalf("size %d, datagram %d: no Hop-by-Hop header", size, i)
+			}
+			alert := false
+			for _, o := range hbh.Options {
+				alert = alert || (o.OptionType == 5 && bytes.Equal(o.OptionData, []byte{0, 0}))
+			}
+			if !alert {
+				t.Errorf("size %d, datagram %d: no Router Alert of value 0 in %+v", size, i, hbh.Options)
+			}
+			if _, frag := p.Layer(layers.LayerTypeIPv6Fragment).(*layers.IPv6Fragment); frag != (size > mtu) {
+				t.Errorf("size %d, datagram %d: fragment %v", size, i, frag)
+			}
+			fs = append(fs, s.b)
+		}
+		rx.inject(t, rx.eth0, fs...)
+		if size > mtu {
+			rx.waitCounter(t, "ReasmOKs", 1)
+		}
+		got := rx.tr.take()
+		if len(got) != 1 || !bytes.Equal(got[0].b[got[0].h.Off:], payload) || got[0].h.Off != 48 {
+			t.Errorf("size %d: delivered %d datagrams, not the payload after the Hop-by-Hop header", size, len(got))
+		}
+	}
+}
