@@ -21,6 +21,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -70,8 +71,7 @@ type Stats struct {
 	InReceives  stats.Counter
 	InHdrErrors stats.Counter // every header error below, counted once more by its reason
 	// Header errors by reason: shorter than the fixed header, a version
-	// other than 6, a source no node may send from (multicast, RFC 4291
-	// section 2.7; or loopback from a link, section 2.5.3).
+	// other than 6, addresses no node sends with (martian).
 	InShortHeader stats.Counter
 	InBadVersion  stats.Counter
 	InMartians    stats.Counter
@@ -255,17 +255,10 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface) {
 	t := p.tables.load()
 	src, dst := h.Src(), h.Dst()
 	fromWire := in != nil
-	switch CheckSource(src) {
-	case SourceMulticast:
+	if martian(src, dst, fromWire) {
 		p.headerError(&p.Stats.InMartians)
 		pk.Release()
 		return
-	case SourceLoopback:
-		if fromWire {
-			p.headerError(&p.Stats.InMartians)
-			pk.Release()
-			return
-		}
 	}
 	if !fromWire {
 		// What the host sent itself came in on the interface of the
@@ -286,6 +279,21 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface) {
 		p.Stats.InMcastPkts.Inc()
 	}
 	p.dispatch(pk, h, in, false)
+}
+
+// martian reports a datagram no node sends: from a multicast address (RFC
+// 4291 section 2.7), from the loopback address over a link (section
+// 2.5.3), or with an IPv4-mapped address on either side, which only
+// stands for an IPv4 node inside a host's API (section 2.5.5.2), as Linux
+// drops them.
+func martian(src, dst netip.Addr, fromWire bool) bool {
+	switch CheckSource(src) {
+	case SourceMulticast:
+		return true
+	case SourceLoopback:
+		return fromWire
+	}
+	return src.Is4In6() || dst.Is4In6()
 }
 
 // headerError counts a header error under its reason.
