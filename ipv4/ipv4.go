@@ -22,6 +22,7 @@ import (
 	"github.com/gonetstack/gonet/dealer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ip"
+	"github.com/gonetstack/gonet/reassembly"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -137,14 +138,7 @@ type Protocol struct {
 	wg   sync.WaitGroup // the dealer and every assembler
 	once sync.Once
 
-	// Reassembly state, owned by the dealer goroutine.
-	reasm      map[fragKey]*assembler
-	reasmBytes int
-	reasmDone  chan reasmResult
-	// reasmBorn numbers assemblers in creation order; reasmEvicting counts
-	// evicted ones that have not reported yet.
-	reasmBorn     uint64
-	reasmEvicting int
+	reasm *reassembly.Reassembler[fragKey] // owned by the dealer goroutine
 
 	Stats Stats
 }
@@ -153,13 +147,11 @@ type Protocol struct {
 func New(cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
-		cfg:   cfg,
-		env:   e,
-		done:  make(chan struct{}),
-		reasm: map[fragKey]*assembler{},
-		// Room for every assembler in the map and every evicted one.
-		reasmDone: make(chan reasmResult, 2*cfg.MaxReassemblies),
+		cfg:  cfg,
+		env:  e,
+		done: make(chan struct{}),
 	}
+	p.reasm = p.newReassembler()
 	// A dealer that far behind drops and counts, as a NIC drops when its
 	// ring is full: blocking would stall ARP on the same NIC, or the sender.
 	p.in = dealer.New[*buffer.Batch](256, &p.Stats.InDiscards)
@@ -221,7 +213,7 @@ func (p *Protocol) Sync(ctx context.Context) error {
 // results of assemblers.
 func (p *Protocol) deal() {
 	defer p.wg.Done()
-	defer p.stopAssemblers()
+	defer p.reasm.Stop()
 	for {
 		select {
 		case e := <-p.in.C():
@@ -237,8 +229,8 @@ func (p *Protocol) deal() {
 				p.Stats.InLoopback.Inc()
 				p.receive(pk, false, false)
 			}
-		case r := <-p.reasmDone:
-			p.reassembled(r)
+		case r := <-p.reasm.Done():
+			p.reasm.Settle(r)
 		case <-p.done:
 			return
 		}

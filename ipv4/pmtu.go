@@ -1,13 +1,10 @@
 package ipv4
 
 import (
-	"maps"
 	"net/netip"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/pathmtu"
 )
 
 // Path MTU discovery (RFC 1191), the host's part: a cache of path MTUs per
@@ -16,17 +13,11 @@ import (
 // RFC 5927 section 4.1), and consulted by every route lookup, so that new
 // connections and UDP datagrams to the destination see it too.
 //
-// The cache is copied on write: updates come with ICMP messages, rarely,
-// while Route reads it for every datagram sent, without a lock.
+// The cache itself (pathmtu) is shared with IPv6.
 
-// maxPMTUEntries bounds the cache: reports are forged easily, and each
-// costs an entry until it expires.
-const maxPMTUEntries = 1024
-
-// pmtuEntry is a destination's learnt path MTU.
+// pmtuEntry is what a route lookup takes of a destination's entry.
 type pmtuEntry struct {
-	mtu     int
-	expires time.Time
+	mtu int
 	// locked: the report was below the floor (Config.MinPMTU), so the
 	// path MTU is the floor and datagrams to the destination go without
 	// DF, to be fragmented on the way, as Linux does for a "locked" MTU:
@@ -35,22 +26,12 @@ type pmtuEntry struct {
 }
 
 // pmtuCache maps destinations to their path MTU.
-type pmtuCache struct {
-	mu  sync.Mutex // serialises writers
-	cur atomic.Pointer[map[netip.Addr]pmtuEntry]
-}
+type pmtuCache struct{ c pathmtu.Cache }
 
 // lookup returns dst's live entry; the clock is read only if there is one.
 func (c *pmtuCache) lookup(dst netip.Addr, clk clock.Clock) (pmtuEntry, bool) {
-	m := c.cur.Load()
-	if m == nil || len(*m) == 0 {
-		return pmtuEntry{}, false
-	}
-	e, ok := (*m)[dst]
-	if !ok || !clk.Now().Before(e.expires) {
-		return pmtuEntry{}, false
-	}
-	return e, true
+	e, ok := c.c.Lookup(dst, clk)
+	return pmtuEntry{e.MTU, e.Locked}, ok
 }
 
 // plateaus is RFC 1191 section 7's table of MTU plateaus, highest first.
@@ -109,27 +90,9 @@ func (p *Protocol) UpdatePMTU(dst netip.Addr, nextHopMTU, quotedLen int) int {
 		}
 	}
 	now := p.env.Clock.Now()
-	p.pmtu.mu.Lock()
-	defer p.pmtu.mu.Unlock()
-	m := map[netip.Addr]pmtuEntry{}
-	if old := p.pmtu.cur.Load(); old != nil {
-		m = maps.Clone(*old)
-	}
-	maps.DeleteFunc(m, func(_ netip.Addr, e pmtuEntry) bool { return !now.Before(e.expires) })
-	if _, ok := m[dst]; !ok && len(m) >= maxPMTUEntries {
-		// Evict the entry closest to its end: it was learnt longest ago.
-		var victim netip.Addr
-		var first time.Time
-		for a, e := range m {
-			if first.IsZero() || e.expires.Before(first) {
-				victim, first = a, e.expires
-			}
-		}
-		delete(m, victim)
+	if p.pmtu.c.Store(dst, pathmtu.Entry{MTU: mtu, Expires: now.Add(p.cfg.PMTUExpiry), Locked: locked}, now) {
 		p.Stats.PMTUEvictions.Inc()
 	}
-	m[dst] = pmtuEntry{mtu: mtu, expires: now.Add(p.cfg.PMTUExpiry), locked: locked}
-	p.pmtu.cur.Store(&m)
 	p.Stats.PMTUUpdates.Inc()
 	p.logPMTU(dst, cur, mtu)
 	return mtu

@@ -1,5 +1,5 @@
-// Package ipv6 is GoNet's Internet Protocol, version 6 (RFC 8200).
-//
+package ipv6
+
 // This file holds the address arithmetic the layer and neighbour discovery
 // build on, as pure functions: interface identifiers from a MAC (RFC 4291
 // section 2.5.1 and appendix A) or stable and opaque (RFC 7217), the
@@ -7,7 +7,6 @@
 // 5.5.3), the multicast groups a node joins and their Ethernet addresses
 // (RFC 4291 section 2.7, RFC 2464 section 7), and the scope and source
 // checks of RFC 4291.
-package ipv6
 
 import (
 	"crypto/sha256"

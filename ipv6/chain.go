@@ -136,6 +136,10 @@ type Chain struct {
 	Verdict Verdict
 	Proto   uint8 // the upper-layer protocol (Deliver) or the fragmentable part's first header (Reassemble)
 	Offset  int   // where that starts in the datagram
+	// NextAt is the offset of the Next Header field that names Proto
+	// (Deliver): a Parameter Problem for a protocol no one handles
+	// points there (RFC 8200 section 4, RFC 4443 section 3.4 code 1).
+	NextAt  int
 	Frag    Fragment
 	Problem ParamProblem // for SendParamProblem
 	Reason  DropReason   // for Discard and SendParamProblem
@@ -203,7 +207,7 @@ func WalkChain(d wire.IPv6) Chain {
 		switch next {
 		case wire.ProtoHopByHop, wire.ProtoRouting, wire.ProtoDestOpts, wire.ProtoFragment:
 		default:
-			return c.end(d, next, off, inspect)
+			return c.end(d, next, nameAt, off, inspect)
 		}
 		if n == MaxExtHeaders {
 			return c.discard(ReasonTooManyHeaders)
@@ -268,8 +272,8 @@ func WalkChain(d wire.IPv6) Chain {
 }
 
 // end is the verdict on a chain that reached a header that is not an
-// extension header, next, at off.
-func (c Chain) end(d wire.IPv6, next uint8, off int, inspect bool) Chain {
+// extension header, next, at off, named by the field at nameAt.
+func (c Chain) end(d wire.IPv6, next uint8, nameAt, off int, inspect bool) Chain {
 	if !inspect {
 		// RFC 7112 section 5: the first fragment must hold the whole
 		// chain, through the upper-layer header.
@@ -282,7 +286,7 @@ func (c Chain) end(d wire.IPv6, next uint8, off int, inspect bool) Chain {
 		c.Verdict = NoNext
 		return c
 	}
-	c.Verdict, c.Proto, c.Offset = Deliver, next, off
+	c.Verdict, c.Proto, c.Offset, c.NextAt = Deliver, next, off, nameAt
 	return c
 }
 

@@ -1,0 +1,88 @@
+package ipv6
+
+import (
+	"net/netip"
+
+	"github.com/gonetstack/gonet/wire"
+)
+
+// ICMPv6 errors about datagrams the layer drops (RFC 4443 section 3): the
+// layer says which and why; the ICMPv6 package builds, rate-limits and
+// sends them, through the ErrorSender interface, so that ipv6 does not
+// import it.
+
+// ICMPError describes an ICMPv6 error message to send about a datagram.
+type ICMPError struct {
+	Type, Code uint8
+	// Param is the message's 32-bit field: the Pointer of a Parameter
+	// Problem (RFC 4443 section 3.4), the MTU of a Packet Too Big
+	// (section 3.2), zero for the others.
+	Param uint32
+	// Orig is the offending datagram from its IPv6 header on; the sender
+	// copies what it quotes (section 2.4 (c)) before SendError returns.
+	Orig wire.IPv6
+	// In is the interface the datagram came in on, nil when the host sent
+	// it to itself: an error to a link-local source goes back out of it.
+	In *Interface
+}
+
+// ErrorSender sends ICMPv6 errors; the ICMPv6 package implements it. The
+// IPv6 layer has applied RFC 4443 section 2.4 (e)'s rules on addresses
+// before it calls SendError (see sendError); the sender applies the rest:
+// no error about an ICMPv6 error message (e.1), and the rate limit (f).
+type ErrorSender interface {
+	SendError(e ICMPError)
+}
+
+// ReportError sends an ICMPv6 error through the error sender, for
+// transports that drop a datagram (UDP's port unreachable), under the same
+// rules as the layer's own errors.
+func (p *Protocol) ReportError(e ICMPError) { p.sendError(e) }
+
+// sendError asks for an error unless RFC 4443 section 2.4 (e) forbids it:
+// none about a datagram to a multicast address, except Packet Too Big and
+// Parameter Problem code 2 (e.3, e.4: the exceptions that let path MTU
+// discovery and option negotiation work for multicast); none about one
+// from an address that does not name a single node, the unspecified or a
+// multicast address (e.6). A datagram sent to a link-layer multicast or
+// broadcast address (e.2) is not told apart from unicast here: the NIC
+// does not mark it, and the addresses the layer accepts with a unicast
+// destination are its own.
+func (p *Protocol) sendError(e ICMPError) {
+	if p.errors == nil {
+		return
+	}
+	if !mayAnswer(e) {
+		p.Stats.ErrorsSuppressed.Inc()
+		return
+	}
+	p.errors.SendError(e)
+}
+
+func mayAnswer(e ICMPError) bool {
+	src := e.Orig.Src()
+	if src.IsUnspecified() || src.IsMulticast() {
+		return false
+	}
+	if e.Orig.Dst().IsMulticast() {
+		return e.Type == wire.ICMPv6PacketTooBig ||
+			(e.Type == wire.ICMPv6ParamProblem && ParamProblem{Code: e.Code}.ToMulticast())
+	}
+	return true
+}
+
+// zoned returns a with the name of the interface in as its zone when a is
+// scoped to a link (RFC 4007 section 6): a link-local address, or a
+// multicast group of interface- or link-local scope. The loopback address,
+// which has a single interface, stays without.
+func zoned(a netip.Addr, in *Interface) netip.Addr {
+	if in == nil || a == loopbackAddr {
+		return a
+	}
+	if s := AddrScope(a); s == ScopeInterfaceLocal || s == ScopeLinkLocal {
+		return a.WithZone(in.name)
+	}
+	return a
+}
+
+var loopbackAddr = netip.IPv6Loopback()

@@ -1,0 +1,227 @@
+package ipv6
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// SendParams describes a datagram to send.
+type SendParams struct {
+	// Src is the source address: the zero Addr to have the route choose
+	// (source.go), or one of the host's addresses; :: is sent as it
+	// stands, for the messages that go before the host has an address
+	// (DAD's neighbour solicitations, RFC 4862 section 5.4.2; MLD
+	// reports, RFC 3810 section 5.2.13).
+	Src netip.Addr
+	// Dst is the destination, with the zone of an interface when it is
+	// link-scoped (Route).
+	Dst        netip.Addr
+	NextHeader uint8 // the upper-layer protocol
+	// HopLimit is zero for the default: Config.DefaultHopLimit to a
+	// unicast destination, 1 to a multicast group.
+	HopLimit     uint8
+	TrafficClass uint8
+	// FlowLabel is sent as given (RFC 6437): the layer sets none of its
+	// own, since the transport knows its flows and can label one once
+	// (a hash of its addresses and ports with a secret, RFC 6437 section
+	// 3), where the layer would have to hash every datagram; zero says
+	// the datagram is unlabelled, which RFC 6437 allows.
+	FlowLabel uint32
+	// RouterAlert puts a Hop-by-Hop Options header with the Router Alert
+	// option (RFC 2711) of value 0 in front of the upper layer: MLD's
+	// messages carry it (RFC 3810 section 5), so that routers look at
+	// them.
+	RouterAlert bool
+	// DontFragment makes Send fail with EMSGSIZE rather than fragment
+	// (IPV6_DONTFRAG, RFC 3542 section 11.2): what a transport that does
+	// path MTU discovery itself asks for.
+	DontFragment bool
+}
+
+// ErrMessageTooLong is returned for a datagram whose payload exceeds 65535
+// bytes, or which exceeds the path MTU with DontFragment set. It wraps
+// syscall.EMSGSIZE.
+var ErrMessageTooLong = fmt.Errorf("ipv6: %w", syscall.EMSGSIZE)
+
+// IsMessageTooLong reports whether err says a datagram was too big.
+func IsMessageTooLong(err error) bool { return errors.Is(err, syscall.EMSGSIZE) }
+
+// Send sends pkt, whose data is the upper-layer header and payload, as an
+// IPv6 datagram. It takes ownership of pkt in every case. The route is
+// looked up here; callers that already did so may pass it to SendRoute.
+func (p *Protocol) Send(pkt *buffer.Packet, sp SendParams) error {
+	ri, err := p.Route(sp.Dst)
+	if err != nil {
+		p.Stats.OutNoRoutes.Inc()
+		pkt.Release()
+		return err
+	}
+	return p.SendRoute(pkt, sp, ri)
+}
+
+// SendRoute is Send on a route found by Route.
+func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) error {
+	p.Stats.OutRequests.Inc()
+	dst := sp.Dst.WithZone("")
+	src := sp.Src.WithZone("")
+	switch {
+	case !src.IsValid():
+		src = ri.Src
+	case src.IsUnspecified() || src == ri.Src || p.IsLocal(src):
+	default:
+		src = netip.Addr{}
+	}
+	if !src.IsValid() {
+		p.Stats.OutNoSource.Inc()
+		pkt.Release()
+		return ErrNoSource
+	}
+	hop := sp.HopLimit
+	if hop == 0 {
+		hop = p.cfg.DefaultHopLimit
+		if dst.IsMulticast() {
+			hop = 1
+		}
+	}
+	f := wire.IPv6Fields{
+		TrafficClass: sp.TrafficClass,
+		FlowLabel:    sp.FlowLabel,
+		NextHeader:   sp.NextHeader,
+		HopLimit:     hop,
+		Src:          src,
+		Dst:          dst,
+	}
+	unfrag := 0 // extension headers of the unfragmentable part
+	if sp.RouterAlert {
+		finishChecksum(pkt) // the partial checksum's start would move
+		b := pkt.Prepend(len(routerAlert))
+		copy(b, routerAlert[:])
+		b[0], f.NextHeader = f.NextHeader, wire.ProtoHopByHop
+		unfrag = len(routerAlert)
+	}
+	f.PayloadLen = pkt.Len()
+	if pkt.Len() > wire.IPv6MaxPayloadLen {
+		pkt.Release()
+		return ErrMessageTooLong
+	}
+	if dst.IsMulticast() {
+		p.Stats.OutMcastPkts.Inc()
+	}
+	if wire.IPv6HeaderLen+pkt.Len() <= ri.MTU() || p.superSegment(pkt, ri) {
+		wire.EncodeIPv6(pkt.Prepend(wire.IPv6HeaderLen), &f)
+		pkt.Offload.Prepended(wire.IPv6HeaderLen)
+		p.output(ri, pkt)
+		return nil
+	}
+	if sp.DontFragment {
+		p.Stats.FragFails.Inc()
+		pkt.Release()
+		return ErrMessageTooLong
+	}
+	p.fragment(pkt, &f, unfrag, ri)
+	return nil
+}
+
+// routerAlert is a Hop-by-Hop Options header holding the Router Alert
+// option with value 0, "the datagram contains a Multicast Listener
+// Discovery message" (RFC 2711 section 2.1), and a PadN of two bytes to
+// the 8-byte boundary; the next header goes in its first byte.
+var routerAlert = [8]byte{0, 0, 5, 2, 0, 0, wire.IPv6OptPadN, 0}
+
+// output passes a whole datagram to the interface, or loops it back.
+func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
+	if ri.Local {
+		finishChecksum(pkt) // our own input checks it
+		p.loop.Deliver(pkt)
+		return
+	}
+	ri.Iface.out.Output(ri.NextHop, pkt)
+}
+
+// fragment splits the datagram f describes, with pkt as its payload, into
+// fragments that fit ri's MTU (RFC 8200 section 4.5) and sends them in
+// order. The unfragmentable part is the fixed header and the first unfrag
+// bytes of pkt (a Hop-by-Hop header, the only extension header the layer
+// adds); every fragment but the last carries a multiple of 8 bytes. The
+// identification is random per datagram (RFC 7739 section 5: a
+// predictable one lets an off-path attacker forge fragments that poison
+// reassembly). The route's MTU is at least 1280 (the least link MTU, and
+// the floor of the path MTU cache), so no datagram that fits unfragmented
+// is ever sent as an atomic fragment (RFC 8021).
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri RouteInfo) {
+	defer pkt.Release()
+	finishChecksum(pkt) // fragments cannot carry a partial checksum
+	head, payload := pkt.Bytes()[:unfrag], pkt.Bytes()[unfrag:]
+	hl := wire.IPv6HeaderLen + unfrag + wire.IPv6FragmentLen
+	chunk := (ri.MTU() - hl) &^ 7
+	ff := *f
+	fh := wire.IPv6FragmentFields{NextHeader: f.NextHeader, ID: p.env.Rand.Uint32()}
+	if unfrag > 0 {
+		// The Hop-by-Hop header names the Fragment header.
+		fh.NextHeader = head[0]
+	} else {
+		ff.NextHeader = wire.ProtoFragment
+	}
+	for off := 0; off < len(payload); off += chunk {
+		n := min(chunk, len(payload)-off)
+		frag := p.env.Pool.Get(hl + n)
+		b := frag.Bytes()
+		ff.PayloadLen = hl - wire.IPv6HeaderLen + n
+		wire.EncodeIPv6(b, &ff)
+		copy(b[wire.IPv6HeaderLen:], head)
+		if unfrag > 0 {
+			b[wire.IPv6HeaderLen] = wire.ProtoFragment
+		}
+		fh.Offset, fh.MoreFragments = off, off+n < len(payload)
+		wire.EncodeIPv6Fragment(b[wire.IPv6HeaderLen+unfrag:], &fh)
+		copy(b[hl:], payload[off:off+n])
+		p.Stats.FragCreates.Inc()
+		p.output(ri, frag)
+	}
+	p.Stats.FragOKs.Inc()
+}
+
+// Offloads on the way out, as IPv4's (ipv4/offload.go): a transport may
+// leave its checksum to the link and TCP may hand over a super-segment
+// (buffer.GSOTCPv6) when the route's interface does that; a datagram that
+// must be fragmented or looped back gets its checksum finished first.
+
+// Offloads returns what the route's link does for its datagrams: nothing
+// for local delivery.
+func (ri RouteInfo) Offloads() link.Capabilities {
+	if ri.Local || ri.Iface == nil {
+		return link.Capabilities{}
+	}
+	return ri.Iface.caps
+}
+
+// superSegment reports whether pkt, too long for ri's MTU, is a TCP
+// super-segment the link will cut up.
+func (p *Protocol) superSegment(pkt *buffer.Packet, ri RouteInfo) bool {
+	if pkt.Offload.GSOType == buffer.GSONone {
+		return false
+	}
+	if !ri.Offloads().TSO {
+		p.Stats.OutGSOFallbacks.Inc()
+		pkt.Offload.GSOType, pkt.Offload.GSOSize, pkt.Offload.HdrLen = buffer.GSONone, 0, 0
+		return false
+	}
+	p.Stats.OutGSO.Inc()
+	return true
+}
+
+// finishChecksum completes a partial checksum in software, where no link
+// will: pkt's data starts at the upper-layer header.
+func finishChecksum(pkt *buffer.Packet) {
+	if pkt.Offload.Flags&buffer.NeedsCsum == 0 {
+		return
+	}
+	wire.FinishChecksum(pkt.Bytes(), int(pkt.Offload.CsumStart), int(pkt.Offload.CsumOffset))
+	pkt.Offload = buffer.Offload{}
+}

@@ -1,0 +1,597 @@
+package ipv6
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// Interfaces, addresses, multicast groups and routes: an immutable table
+// behind an atomic pointer, as IPv4's, which the data path reads without a
+// lock and every change copies. Neighbour discovery, DAD and SLAAC drive it
+// through AddAddress, SetAddressState, AddRoute and their removals.
+
+// LinkOutput is how IPv6 reaches an interface's link: neighbour discovery
+// over Ethernet.
+type LinkOutput interface {
+	// Output sends a datagram to nextHop on the link: a unicast
+	// neighbour, whose link-layer address neighbour discovery resolves
+	// (RFC 4861 section 7.2), or a multicast group, whose link-layer
+	// address is mapped from it (RFC 2464 section 7). It takes ownership
+	// of pkt and must not block.
+	Output(nextHop netip.Addr, pkt *buffer.Packet)
+}
+
+// Interface is an IPv6 interface: a link with addresses and groups.
+type Interface struct {
+	p    *Protocol
+	name string
+	mtu  int
+	out  LinkOutput
+	caps link.Capabilities
+}
+
+// Name returns the interface's name, which is the zone of its scoped
+// addresses (RFC 4007 section 11).
+func (i *Interface) Name() string { return i.name }
+
+// MTU returns the interface's link MTU.
+func (i *Interface) MTU() int { return i.mtu }
+
+// Deliver hands a batch the interface's link received to the IPv6 dealer,
+// marked as the interface's: link-local addresses and multicast groups are
+// an interface's own, so the dealer must know where a datagram came in. It
+// is the NIC's handler for EtherType 0x86DD, runs in the NIC's receive
+// goroutine, never blocks, and takes ownership of b.
+func (i *Interface) Deliver(b *buffer.Batch) {
+	b.From = i
+	i.p.in.Deliver(b)
+}
+
+// AddrState is where an address is in its life (RFC 4862 section 5.5.4).
+type AddrState uint8
+
+// The states.
+const (
+	// Tentative: duplicate address detection has not finished; the
+	// address is neither a source nor a destination, though its
+	// solicited-node group is joined so that DAD hears the others (RFC
+	// 4862 sections 5.4 and 5.4.2).
+	Tentative AddrState = iota
+	// Preferred: in use.
+	Preferred
+	// Deprecated: valid, but its preferred lifetime has ended: still a
+	// destination, and a source only where no preferred address fits
+	// (RFC 4862 section 5.5.4, RFC 6724 rule 3).
+	Deprecated
+)
+
+var addrStateText = [...]string{"tentative", "preferred", "deprecated"}
+
+// String names the state.
+func (s AddrState) String() string {
+	if int(s) < len(addrStateText) {
+		return addrStateText[s]
+	}
+	return fmt.Sprintf("AddrState(%d)", uint8(s))
+}
+
+// Address is an address assigned to an interface.
+type Address struct {
+	Prefix netip.Prefix // the address and the length of its on-link prefix
+	Iface  *Interface
+	State  AddrState
+}
+
+// Preference is a default router's preference (RFC 4191 section 2.1),
+// ordered: a higher one is chosen first.
+type Preference int8
+
+// The preferences.
+const (
+	PreferenceLow    Preference = -1
+	PreferenceMedium Preference = 0
+	PreferenceHigh   Preference = 1
+)
+
+// PreferenceFromBits decodes the two-bit Prf field of a router
+// advertisement or route information option (RFC 4191 section 2.1): 01
+// high, 00 medium, 11 low; the reserved 10 counts as medium (section 2.2).
+func PreferenceFromBits(prf uint8) Preference {
+	switch prf & 3 {
+	case 1:
+		return PreferenceHigh
+	case 3:
+		return PreferenceLow
+	}
+	return PreferenceMedium
+}
+
+// Route is an entry of the routing table: an on-link prefix (no gateway)
+// or a route through a router, ::/0 for a default router.
+type Route struct {
+	Dst        netip.Prefix
+	Gateway    netip.Addr // invalid on-link; usually the router's link-local address
+	Iface      *Interface
+	Preference Preference // among routes to the same prefix, higher first (RFC 4191)
+}
+
+func (r Route) String() string {
+	if r.Gateway.IsValid() {
+		return fmt.Sprintf("%v via %v dev %s pref %d", r.Dst, r.Gateway, r.Iface.name, r.Preference)
+	}
+	return fmt.Sprintf("%v dev %s", r.Dst, r.Iface.name)
+}
+
+// group is a multicast group joined on an interface.
+type group struct {
+	addr  netip.Addr
+	iface *Interface
+}
+
+// table is an immutable snapshot of interfaces, addresses, groups and
+// routes: the data path reads it without locks; changes copy it.
+type table struct {
+	ifaces []*Interface
+	addrs  []Address
+	groups []group
+	routes []Route // longest prefix first, then highest preference
+}
+
+type tables struct {
+	mu  sync.Mutex // serialises writers
+	cur atomic.Pointer[table]
+}
+
+func (t *tables) init()        { t.cur.Store(&table{}) }
+func (t *tables) load() *table { return t.cur.Load() }
+func (t *tables) update(f func(*table) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.cur.Load()
+	n := &table{
+		ifaces: slices.Clone(old.ifaces),
+		addrs:  slices.Clone(old.addrs),
+		groups: slices.Clone(old.groups),
+		routes: slices.Clone(old.routes),
+	}
+	if err := f(n); err != nil {
+		return err
+	}
+	// Longest prefix first; among equals, the preferred router first
+	// (RFC 4191 section 3), then the older route.
+	slices.SortStableFunc(n.routes, func(a, b Route) int {
+		if d := b.Dst.Bits() - a.Dst.Bits(); d != 0 {
+			return d
+		}
+		return int(b.Preference) - int(a.Preference)
+	})
+	t.cur.Store(n)
+	return nil
+}
+
+// AddInterface adds an interface of the given link MTU whose datagrams
+// leave through out, on a link that performs the offloads in caps (the
+// zero Capabilities for none).
+func (p *Protocol) AddInterface(name string, mtu int, caps link.Capabilities, out LinkOutput) (*Interface, error) {
+	if mtu < wire.IPv6MinMTU {
+		return nil, fmt.Errorf("ipv6: interface %s: MTU %d below the minimum of %d (RFC 8200 section 5)", name, mtu, wire.IPv6MinMTU)
+	}
+	i := &Interface{p: p, name: name, mtu: mtu, out: out, caps: caps}
+	err := p.tables.update(func(t *table) error {
+		if t.iface(name) != nil {
+			return fmt.Errorf("ipv6: interface %s already exists", name)
+		}
+		t.ifaces = append(t.ifaces, i)
+		return nil
+	})
+	return i, err
+}
+
+// Interface returns the named interface: the zone of a scoped address.
+func (p *Protocol) Interface(name string) (*Interface, bool) {
+	i := p.tables.load().iface(name)
+	return i, i != nil
+}
+
+func (t *table) iface(name string) *Interface {
+	for _, i := range t.ifaces {
+		if i.name == name {
+			return i
+		}
+	}
+	return nil
+}
+
+// AddAddress assigns prefix's address to iface in the given state and, for
+// a prefix shorter than /128 outside fe80::/10 (link-local destinations go
+// by their zone), adds the on-link route for it. An address that DAD must
+// check is added Tentative and made Preferred by SetAddressState.
+func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix, state AddrState) error {
+	a := prefix.Addr()
+	if !prefix.IsValid() || !a.Is6() || a.Is4In6() || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
+		return fmt.Errorf("ipv6: %v is not a unicast IPv6 address with a prefix", prefix)
+	}
+	return p.tables.update(func(t *table) error {
+		if _, ok := t.local(a); ok {
+			return fmt.Errorf("ipv6: address %v already assigned", a)
+		}
+		t.addrs = append(t.addrs, Address{prefix, iface, state})
+		if on := prefix.Masked(); prefix.Bits() < 128 && !a.IsLinkLocalUnicast() && !t.hasRoute(Route{Dst: on, Iface: iface}) {
+			t.routes = append(t.routes, Route{Dst: on, Iface: iface})
+		}
+		return nil
+	})
+}
+
+// SetAddressState moves address a to state: Preferred when DAD succeeds,
+// Deprecated when its preferred lifetime ends.
+func (p *Protocol) SetAddressState(a netip.Addr, state AddrState) error {
+	return p.tables.update(func(t *table) error {
+		for i := range t.addrs {
+			if t.addrs[i].Prefix.Addr() == a {
+				t.addrs[i].State = state
+				return nil
+			}
+		}
+		return fmt.Errorf("ipv6: address %v not assigned", a)
+	})
+}
+
+// RemoveAddress unassigns a (a duplicate found by DAD, a lifetime ended),
+// with the on-link route added with it unless another address of the
+// interface is on the same prefix.
+func (p *Protocol) RemoveAddress(a netip.Addr) error {
+	return p.tables.update(func(t *table) error {
+		i := slices.IndexFunc(t.addrs, func(ad Address) bool { return ad.Prefix.Addr() == a })
+		if i < 0 {
+			return fmt.Errorf("ipv6: address %v not assigned", a)
+		}
+		gone := t.addrs[i]
+		t.addrs = slices.Delete(t.addrs, i, i+1)
+		on := gone.Prefix.Masked()
+		for _, ad := range t.addrs {
+			if ad.Iface == gone.Iface && ad.Prefix.Masked() == on {
+				return nil
+			}
+		}
+		t.routes = slices.DeleteFunc(t.routes, func(r Route) bool { return r == Route{Dst: on, Iface: gone.Iface} })
+		return nil
+	})
+}
+
+// Addresses returns a copy of the assigned addresses.
+func (p *Protocol) Addresses() []Address { return slices.Clone(p.tables.load().addrs) }
+
+// AddressState returns a's state, and false when a is not assigned.
+func (p *Protocol) AddressState(a netip.Addr) (AddrState, bool) {
+	ad, ok := p.tables.load().local(a.WithZone(""))
+	return ad.State, ok
+}
+
+// JoinGroup joins a multicast group on iface, so that datagrams to it are
+// taken. The all-nodes group and the solicited-node groups of the
+// interface's addresses are joined without asking (RFC 4291 section 2.8).
+func (p *Protocol) JoinGroup(iface *Interface, g netip.Addr) error {
+	if !g.Is6() || !g.IsMulticast() {
+		return fmt.Errorf("ipv6: %v is not an IPv6 multicast group", g)
+	}
+	g = g.WithZone("")
+	return p.tables.update(func(t *table) error {
+		if !slices.Contains(t.groups, group{g, iface}) {
+			t.groups = append(t.groups, group{g, iface})
+		}
+		return nil
+	})
+}
+
+// LeaveGroup leaves a group joined by JoinGroup.
+func (p *Protocol) LeaveGroup(iface *Interface, g netip.Addr) {
+	g = g.WithZone("")
+	_ = p.tables.update(func(t *table) error {
+		t.groups = slices.DeleteFunc(t.groups, func(m group) bool { return m == group{g, iface} })
+		return nil
+	})
+}
+
+// Groups returns the groups iface is a member of, those joined without
+// asking first: what MLD reports (RFC 3810), except all-nodes, which it
+// never reports (section 6).
+func (p *Protocol) Groups(iface *Interface) []netip.Addr {
+	t := p.tables.load()
+	gs := []netip.Addr{AllNodes}
+	add := func(g netip.Addr) {
+		if !slices.Contains(gs, g) {
+			gs = append(gs, g)
+		}
+	}
+	for _, ad := range t.addrs {
+		if ad.Iface == iface {
+			add(SolicitedNode(ad.Prefix.Addr()))
+		}
+	}
+	for _, m := range t.groups {
+		if m.iface == iface {
+			add(m.addr)
+		}
+	}
+	return gs
+}
+
+// AddRoute adds r to the routing table: an on-link prefix, or a route
+// through a gateway that is link-local (as routers advertise themselves,
+// RFC 4861 section 4.2) or on an on-link prefix of r's interface.
+func (p *Protocol) AddRoute(r Route) error {
+	if !r.Dst.IsValid() || !r.Dst.Addr().Is6() || r.Iface == nil {
+		return fmt.Errorf("ipv6: route to %v: not an IPv6 prefix with an interface", r.Dst)
+	}
+	r.Dst = r.Dst.Masked()
+	r.Gateway = r.Gateway.WithZone("")
+	return p.tables.update(func(t *table) error {
+		if g := r.Gateway; g.IsValid() && !g.IsLinkLocalUnicast() && !t.onLink(g, r.Iface) {
+			return fmt.Errorf("ipv6: route %v: gateway %v is neither link-local nor on a prefix of %s", r.Dst, g, r.Iface.name)
+		}
+		if t.hasRoute(r) {
+			return nil
+		}
+		// A route to the same prefix through the same gateway is the
+		// same route, whose preference may have changed.
+		t.routes = slices.DeleteFunc(t.routes, func(o Route) bool {
+			return o.Dst == r.Dst && o.Gateway == r.Gateway && o.Iface == r.Iface
+		})
+		t.routes = append(t.routes, r)
+		return nil
+	})
+}
+
+// RemoveRoute removes the route to r.Dst through r.Gateway on r.Iface,
+// whatever its preference (a router lifetime ended, RFC 4861 section
+// 6.3.5), and reports whether there was one.
+func (p *Protocol) RemoveRoute(r Route) bool {
+	r.Dst, r.Gateway = r.Dst.Masked(), r.Gateway.WithZone("")
+	removed := false
+	_ = p.tables.update(func(t *table) error {
+		n := len(t.routes)
+		t.routes = slices.DeleteFunc(t.routes, func(o Route) bool {
+			return o.Dst == r.Dst && o.Gateway == r.Gateway && o.Iface == r.Iface
+		})
+		removed = len(t.routes) < n
+		return nil
+	})
+	return removed
+}
+
+// Routes returns a copy of the routing table, in the order it is searched.
+func (p *Protocol) Routes() []Route { return slices.Clone(p.tables.load().routes) }
+
+func (t *table) hasRoute(r Route) bool { return slices.Contains(t.routes, r) }
+
+// onLink reports whether an on-link prefix of iface covers a.
+func (t *table) onLink(a netip.Addr, iface *Interface) bool {
+	for _, r := range t.routes {
+		if r.Iface == iface && !r.Gateway.IsValid() && r.Dst.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors of a route lookup, both wrapping the kernel's errno for them.
+var (
+	// ErrNoRoute is returned for a destination no route covers.
+	ErrNoRoute = fmt.Errorf("ipv6: no route to destination: %w", syscall.ENETUNREACH)
+	// ErrZoneNeeded is returned for a link-local or link-scoped
+	// multicast destination without a zone, on a host with more than
+	// one interface (RFC 4007 section 6: the address alone does not say
+	// which link), or with a zone that names no interface.
+	ErrZoneNeeded = fmt.Errorf("ipv6: link-scoped destination needs the zone of an interface: %w", syscall.EINVAL)
+)
+
+// RouteInfo is the result of a route lookup.
+type RouteInfo struct {
+	// Src is the source address to use (source.go), invalid when the
+	// host has no address to send from there: Send then fails unless
+	// the sender names one, as DAD names :: (RFC 4862 section 5.4.2).
+	Src     netip.Addr
+	NextHop netip.Addr // the router, or the destination itself on-link
+	Iface   *Interface // nil for a local destination
+	Local   bool       // the destination is this host
+	// PMTU is the path MTU learnt for the destination (pmtu.go), zero
+	// when none is known.
+	PMTU int
+}
+
+// MTU returns the route's MTU: the interface's, or the path MTU learnt for
+// the destination if less; local delivery has no link limit.
+func (ri RouteInfo) MTU() int {
+	if ri.Local {
+		return wire.IPv6HeaderLen + wire.IPv6MaxPayloadLen
+	}
+	if ri.PMTU > 0 && ri.PMTU < ri.Iface.mtu {
+		return ri.PMTU
+	}
+	return ri.Iface.mtu
+}
+
+// Route finds how to reach dst. A link-local destination, or a multicast
+// group of link or interface scope, goes out of the interface its zone
+// names (dst.Zone(), RFC 4007 section 11), or the only interface when
+// there is one; other multicast out of the zone's interface or the first;
+// the rest by longest prefix match, among equal prefixes the router of
+// highest preference (RFC 4191), restricted to the zone's interface when
+// dst has one. The source is chosen by RFC 6724's rules (source.go).
+func (p *Protocol) Route(dst netip.Addr) (RouteInfo, error) {
+	t := p.tables.load()
+	a := dst.WithZone("")
+	if !a.Is6() || a.Is4In6() {
+		return RouteInfo{}, ErrNoRoute
+	}
+	var zi *Interface
+	if z := dst.Zone(); z != "" {
+		if zi = t.iface(z); zi == nil {
+			return RouteInfo{}, ErrZoneNeeded
+		}
+	}
+	if a == loopbackAddr {
+		return RouteInfo{Src: a, NextHop: a, Local: true}, nil
+	}
+	if ad, ok := t.local(a); ok && ad.State != Tentative && (zi == nil || ad.Iface == zi || !linkScoped(a)) {
+		return RouteInfo{Src: a, NextHop: a, Local: true}, nil
+	}
+	ri := RouteInfo{NextHop: a}
+	switch {
+	case linkScoped(a):
+		if zi == nil {
+			if len(t.ifaces) != 1 {
+				return RouteInfo{}, ErrZoneNeeded
+			}
+			zi = t.ifaces[0]
+		}
+		ri.Iface = zi
+	case a.IsMulticast():
+		if zi == nil && len(t.ifaces) > 0 {
+			zi = t.ifaces[0]
+		}
+		if zi == nil {
+			return RouteInfo{}, ErrNoRoute
+		}
+		ri.Iface = zi
+	default:
+		r, ok := t.lookup(a, zi)
+		if !ok {
+			return RouteInfo{}, ErrNoRoute
+		}
+		ri.Iface = r.Iface
+		if r.Gateway.IsValid() {
+			ri.NextHop = r.Gateway
+		}
+	}
+	ri.Src = t.selectSource(a, ri.Iface)
+	if e, ok := p.pmtu.lookup(a, p.env.Clock); ok {
+		ri.PMTU = e.mtu
+	}
+	return ri, nil
+}
+
+// lookup is the longest prefix match, restricted to iface when not nil.
+func (t *table) lookup(a netip.Addr, iface *Interface) (Route, bool) {
+	for _, r := range t.routes {
+		if r.Dst.Contains(a) && (iface == nil || r.Iface == iface) {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
+// linkScoped reports whether a means something only on one link: a
+// link-local unicast address or a multicast group of interface- or
+// link-local scope (RFC 4007 section 6).
+func linkScoped(a netip.Addr) bool {
+	s := AddrScope(a)
+	return a != loopbackAddr && (s == ScopeLinkLocal || s == ScopeInterfaceLocal)
+}
+
+// local returns the assigned address a, in any state.
+func (t *table) local(a netip.Addr) (Address, bool) {
+	for _, ad := range t.addrs {
+		if ad.Prefix.Addr() == a {
+			return ad, true
+		}
+	}
+	return Address{}, false
+}
+
+// ifaceOf returns the interface a is assigned to, nil when it is not.
+func (t *table) ifaceOf(a netip.Addr) *Interface {
+	ad, _ := t.local(a)
+	return ad.Iface
+}
+
+// acceptance is whether a host takes a datagram to an address.
+type acceptance uint8
+
+const (
+	acceptOK acceptance = iota
+	acceptNotOurs
+	acceptNoGroup
+)
+
+// accepts says whether the host takes a datagram to dst that came in on in
+// (nil: sent by the host to itself, fromWire false): one of its addresses
+// that is not tentative (RFC 4862 section 5.4), a link-local one only on
+// its own interface; ::1 only from the host (RFC 4291 section 2.5.3); or
+// a group the interface is a member of: all-nodes, the solicited-node
+// group of any of its addresses, tentative ones included (RFC 4862
+// section 5.4.2, so that DAD hears the others), or one joined.
+func (t *table) accepts(dst netip.Addr, in *Interface, fromWire bool) acceptance {
+	if dst.IsMulticast() {
+		if t.member(dst, in, fromWire) {
+			return acceptOK
+		}
+		return acceptNoGroup
+	}
+	if dst == loopbackAddr {
+		if fromWire {
+			return acceptNotOurs
+		}
+		return acceptOK
+	}
+	ad, ok := t.local(dst)
+	if !ok || ad.State == Tentative || (fromWire && dst.IsLinkLocalUnicast() && ad.Iface != in) {
+		return acceptNotOurs
+	}
+	return acceptOK
+}
+
+// member reports whether in (any interface, for the host's own datagrams)
+// is a member of group g. Interface-local groups never come from a link
+// (RFC 4291 section 2.7).
+func (t *table) member(g netip.Addr, in *Interface, fromWire bool) bool {
+	if AddrScope(g) == ScopeInterfaceLocal && fromWire {
+		return false
+	}
+	on := func(i *Interface) bool { return !fromWire || i == in }
+	if g == AllNodes || g == interfaceLocalAllNodes {
+		return true
+	}
+	if IsSolicitedNode(g) {
+		for _, ad := range t.addrs {
+			if on(ad.Iface) && SolicitedNode(ad.Prefix.Addr()) == g {
+				return true
+			}
+		}
+	}
+	for _, m := range t.groups {
+		if on(m.iface) && m.addr == g {
+			return true
+		}
+	}
+	return false
+}
+
+// interfaceLocalAllNodes is ff01::1 (RFC 4291 section 2.7.1).
+var interfaceLocalAllNodes = netip.AddrFrom16([16]byte{0xff, 0x01, 15: 0x01})
+
+// IsLocal reports whether a is one of the host's addresses, tentative
+// ones excepted.
+func (p *Protocol) IsLocal(a netip.Addr) bool {
+	a = a.WithZone("")
+	ad, ok := p.tables.load().local(a)
+	return a == loopbackAddr || (ok && ad.State != Tentative)
+}
+
+// ErrNoSource is returned by Send when there is no source address: the
+// host has none fit for the destination, or the sender named one that is
+// not the host's. It wraps syscall.EADDRNOTAVAIL, as the kernel's bind does.
+var ErrNoSource = fmt.Errorf("ipv6: no source address: %w", syscall.EADDRNOTAVAIL)
+
+// IsNoRoute reports whether err says a destination has no route.
+func IsNoRoute(err error) bool { return errors.Is(err, syscall.ENETUNREACH) }

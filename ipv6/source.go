@@ -1,0 +1,92 @@
+package ipv6
+
+import (
+	"math/bits"
+	"net/netip"
+)
+
+// Source address selection (RFC 6724 section 5). The candidates are the
+// host's addresses that are not tentative (RFC 4862 section 5.4), of any
+// interface (the weak host model, as IPv4's), except that an address
+// scoped to a link is a candidate only on its own interface (RFC 4007
+// section 9), and a destination scoped to a link takes only the outgoing
+// interface's addresses (as Linux does, and section 4 recommends: another
+// link's address may not be reachable from there). Of the rules, these apply to a host with one address per
+// prefix and no policy table of its own:
+//
+//	rule 1, prefer the same address (the destination is the host's own:
+//	        Route has answered Local before it gets here);
+//	rule 2, prefer the appropriate scope;
+//	rule 3, avoid deprecated addresses;
+//	rule 5, prefer the outgoing interface;
+//	rule 8, use the longest matching prefix.
+//
+// Rule 4 (home addresses, Mobile IPv6) and rule 7 (temporary addresses,
+// RFC 8981) have nothing to choose between until the stack has those
+// addresses; rule 6 (matching label) needs RFC 6724's policy table, whose
+// default labels matter for IPv4-mapped, 6to4 and Teredo destinations the
+// stack does not route.
+
+// selectSource returns the best source for dst out of iface, or the
+// invalid Addr when there is no candidate.
+func (t *table) selectSource(dst netip.Addr, iface *Interface) netip.Addr {
+	var best *Address
+	onlyOut := linkScoped(dst)
+	for i := range t.addrs {
+		c := &t.addrs[i]
+		if c.State == Tentative || ((onlyOut || linkScoped(c.Prefix.Addr())) && c.Iface != iface) {
+			continue
+		}
+		if best == nil || better(c, best, dst, iface) {
+			best = c
+		}
+	}
+	if best == nil {
+		return netip.Addr{}
+	}
+	return best.Prefix.Addr()
+}
+
+// better reports whether a is a better source than b for dst out of iface,
+// by the rules above in order; on a tie the earlier address, b, stays.
+func better(a, b *Address, dst netip.Addr, iface *Interface) bool {
+	sa, sb := a.Prefix.Addr(), b.Prefix.Addr()
+	// Rule 1.
+	if sa == dst || sb == dst {
+		return sa == dst
+	}
+	// Rule 2: the smallest scope that reaches the destination.
+	scA, scB, scD := AddrScope(sa), AddrScope(sb), AddrScope(dst)
+	if scA < scB {
+		return scA >= scD
+	}
+	if scB < scA {
+		return scB < scD
+	}
+	// Rule 3.
+	if (a.State == Deprecated) != (b.State == Deprecated) {
+		return b.State == Deprecated
+	}
+	// Rule 5.
+	if (a.Iface == iface) != (b.Iface == iface) {
+		return a.Iface == iface
+	}
+	// Rule 8.
+	return commonPrefixLen(a, dst) > commonPrefixLen(b, dst)
+}
+
+// commonPrefixLen is RFC 6724 section 2.2's CommonPrefixLen(S, D): the
+// bits S and D share, counted no further than S's prefix, since the
+// interface identifier says nothing about where D is.
+func commonPrefixLen(s *Address, d netip.Addr) int {
+	x, y := s.Prefix.Addr().As16(), d.As16()
+	n := 0
+	for i := range x {
+		if x[i] != y[i] {
+			n += bits.LeadingZeros8(x[i] ^ y[i])
+			break
+		}
+		n += 8
+	}
+	return min(n, s.Prefix.Bits())
+}
