@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/stack"
 )
 
 // buildGonet compiles the daemon once per test binary.
@@ -93,6 +95,18 @@ func TestDaemonServesUntilSignalled(t *testing.T) {
 			nic = l.GetValue()
 		}
 		return m.GetCounter().GetValue(), nic
+	}
+	// The collector as the daemon sets it (stack.TuneGC), unless this
+	// test's environment sets it.
+	if _, set := os.LookupEnv("GOGC"); !set {
+		if v := fams["go_gc_gogc_percent"].GetMetric()[0].GetGauge().GetValue(); v != -1 {
+			t.Errorf("scrape: go_gc_gogc_percent %v, want -1 (GOGC off)", v)
+		}
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		if v := fams["go_gc_gomemlimit_bytes"].GetMetric()[0].GetGauge().GetValue(); v != stack.DefaultMemoryLimit+stack.GCHeadroom {
+			t.Errorf("scrape: go_gc_gomemlimit_bytes %v, want the budget plus headroom, %d", v, stack.DefaultMemoryLimit+stack.GCHeadroom)
+		}
 	}
 	if v, _ := value("gonet_icmp_out_echo_reps_total"); v != 2 {
 		t.Errorf("scrape: gonet_icmp_out_echo_reps_total %v, want 2", v)

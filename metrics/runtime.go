@@ -19,7 +19,7 @@ var runtimeValues = []struct {
 	typ             dto.MetricType
 }{
 	{"/gc/cycles/total:gc-cycles", "go_gc_cycles_total_gc_cycles_total", "collections completed (runtime/metrics /gc/cycles/total)", dto.MetricType_COUNTER},
-	{"/gc/gogc:percent", "go_gc_gogc_percent", "GOGC in force; 0 when off (runtime/metrics /gc/gogc)", dto.MetricType_GAUGE},
+	{"/gc/gogc:percent", "go_gc_gogc_percent", "GOGC in force; -1 when off, as debug.SetGCPercent says (runtime/metrics /gc/gogc)", dto.MetricType_GAUGE},
 	{"/gc/gomemlimit:bytes", "go_gc_gomemlimit_bytes", "GOMEMLIMIT in force (runtime/metrics /gc/gomemlimit)", dto.MetricType_GAUGE},
 	{"/memory/classes/total:bytes", "go_memory_classes_total_bytes", "memory the runtime has mapped (runtime/metrics /memory/classes/total)", dto.MetricType_GAUGE},
 	{"/sched/goroutines:goroutines", "go_sched_goroutines_goroutines", "live goroutines (runtime/metrics /sched/goroutines)", dto.MetricType_GAUGE},
@@ -50,6 +50,9 @@ func Runtime() []*dto.MetricFamily {
 		switch s := samples[i].Value; s.Kind() {
 		case metrics.KindUint64:
 			x = float64(s.Uint64())
+			if s.Uint64() == math.MaxUint64 {
+				x = -1 // GOGC=off, which the runtime keeps as -1
+			}
 		case metrics.KindFloat64:
 			x = s.Float64()
 		default:

@@ -35,6 +35,11 @@ func TestHandlerServesTheCollectorsPausesAndSettings(t *testing.T) {
 	if v := fams["go_gc_gogc_percent"].GetMetric()[0].GetGauge().GetValue(); v != 300 {
 		t.Errorf("go_gc_gogc_percent = %v, want 300", v)
 	}
+	debug.SetGCPercent(-1)
+	if v := runtimeGauge(t, "go_gc_gogc_percent"); v != -1 {
+		t.Errorf("go_gc_gogc_percent with GOGC off = %v, want -1", v)
+	}
+	debug.SetGCPercent(300)
 	if v := fams["go_gc_gomemlimit_bytes"].GetMetric()[0].GetGauge().GetValue(); v != 1<<30 {
 		t.Errorf("go_gc_gomemlimit_bytes = %v, want %v", v, 1<<30)
 	}
@@ -67,4 +72,16 @@ func hasBound(bs []*dto.Bucket, b float64) bool {
 		}
 	}
 	return false
+}
+
+// runtimeGauge reads the runtime's figures for one gauge.
+func runtimeGauge(t *testing.T, name string) float64 {
+	t.Helper()
+	for _, f := range metrics.Runtime() {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s in metrics.Runtime", name)
+	return 0
 }
