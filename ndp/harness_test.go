@@ -41,7 +41,7 @@ var (
 const timeout = 5 * time.Second
 
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	clk    *clock.Virtual
 	pool   *buffer.Pool
 	nic    *ethernet.NIC
@@ -51,7 +51,7 @@ type harness struct {
 	frames chan []byte
 }
 
-func newHarness(t *testing.T, cfg ndp.Config) *harness {
+func newHarness(t testing.TB, cfg ndp.Config) *harness {
 	t.Helper()
 	a, b := pipe.New(1500, net.HardwareAddr(stackMAC[:]), net.HardwareAddr(peerMAC[:]))
 	pool := buffer.NewPool()
