@@ -141,6 +141,7 @@ func TestStaticAddressGoesThroughDAD(t *testing.T) {
 	if err := h.p.AddStatic(addr); err == nil {
 		t.Error("the same address added twice")
 	}
+	h.sync()
 	if s, _ := h.host.addr(addr.Addr()); s != ndp.Tentative {
 		t.Fatalf("host told %v, want tentative", s)
 	}

@@ -1,6 +1,7 @@
 package ndp_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -68,6 +69,7 @@ func newHarness(t testing.TB, cfg ndp.Config) *harness {
 	if err := h.p.Start(h.host); err != nil {
 		t.Fatal(err)
 	}
+	h.sync()
 	t.Cleanup(func() {
 		nic.StopReceive()
 		h.p.Close()
@@ -260,6 +262,14 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// sync waits for ndp to have carried out what it decided so far.
+func (h *harness) sync() {
+	h.t.Helper()
+	if err := h.p.Sync(context.Background()); err != nil {
+		h.t.Fatal(err)
 	}
 }
 

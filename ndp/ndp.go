@@ -13,6 +13,9 @@
 // stack's clock: one goroutine per address under duplicate address
 // detection, one soliciting routers at start, clock timers for the
 // neighbour cache's DELAY and PROBE states, for lifetimes and for MLD.
+// What those decide to send, and to tell the IPv6 layer, is carried out in
+// order by one more goroutine, the announcer (announce.go), so that no
+// lock of ndp's is held while it is done.
 //
 // What ndp learns (addresses and their states, on-link prefixes, default
 // routers, the link MTU, the hop limit) it tells the IPv6 layer through the
@@ -21,7 +24,6 @@ package ndp
 
 import (
 	"cmp"
-	"context"
 	"net/netip"
 	"sync"
 	"time"
@@ -149,9 +151,10 @@ const Infinite time.Duration = 1<<63 - 1
 // cannot answer itself. ndp keeps every timer: a lifetime passed to Host
 // is for display, and ndp calls again with zero when it ends.
 //
-// ndp calls Host from its own goroutines, never with its lock held, one
-// call at a time and in the order of the events behind them; a Host may
-// call back into ndp (Output, Confirm).
+// ndp calls Host from one goroutine of its own, the announcer (Redirect's
+// NextHop excepted, which the IPv6 dealer's call to Handle asks), never
+// with a lock of ndp's held, one call at a time and in the order of the
+// events behind them; a Host may call back into ndp (Output, Confirm).
 type Host interface {
 	// AddAddress assigns addr (with its prefix length) in state.
 	AddAddress(addr netip.Prefix, state AddrState)
@@ -249,10 +252,12 @@ type Protocol struct {
 	raOnce  sync.Once
 
 	// mu guards everything below. Work that must not run under it
-	// (calls into Host, sends) is queued with later and run by unlock.
+	// (calls into Host, sends) is queued with later, and handed by
+	// unlock to the announcer.
 	mu        sync.Mutex
 	closed    bool
 	pending   []func()
+	out       announcer
 	cache     map[netip.Addr]*neighbor
 	resolving int
 	params    params
@@ -260,10 +265,6 @@ type Protocol struct {
 	routers   map[netip.Addr]*router
 	onLink    map[netip.Prefix]*onLinkPrefix
 	mld       mld
-	// hostMu orders the queued work of successive critical sections:
-	// unlock takes it before releasing mu, so work queued first runs
-	// first.
-	hostMu sync.Mutex
 
 	log ndpLog // log.go
 
@@ -287,6 +288,7 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 		onLink:  map[netip.Prefix]*onLinkPrefix{},
 	}
 	p.mld.groups = map[netip.Addr]*group{}
+	p.out.wake = make(chan struct{}, 1)
 	p.params.init(cfg, e)
 	p.log = newNDPLog(p)
 	return p
@@ -297,6 +299,8 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 // are solicited (RFC 4861 section 6.3.7). The NIC should be started.
 func (p *Protocol) Start(host Host) error {
 	p.host = host
+	p.wg.Add(1)
+	go p.announce()
 	p.mu.Lock()
 	err := p.addLinkLocalLocked(0)
 	p.unlock()
@@ -335,41 +339,6 @@ func (p *Protocol) Close() {
 		close(p.done)
 		p.wg.Wait()
 	})
-}
-
-// Sync returns once ndp has sent what the messages handled and timers
-// fired before the call asked it to send, as far as that work runs under
-// its lock; it does not wait for resolutions or DAD goroutines.
-func (p *Protocol) Sync(ctx context.Context) error {
-	p.mu.Lock()
-	p.unlock()
-	p.hostMu.Lock()
-	defer p.hostMu.Unlock()
-	return ctx.Err()
-}
-
-// later queues f to run once mu is released, in order with the work of
-// other critical sections; p.mu is held.
-func (p *Protocol) later(f func()) {
-	if !p.closed {
-		p.pending = append(p.pending, f)
-	}
-}
-
-// unlock releases mu and runs the work queued under it.
-func (p *Protocol) unlock() {
-	if len(p.pending) == 0 {
-		p.mu.Unlock()
-		return
-	}
-	work := p.pending
-	p.pending = nil
-	p.hostMu.Lock()
-	p.mu.Unlock()
-	defer p.hostMu.Unlock()
-	for _, f := range work {
-		f()
-	}
 }
 
 // params are the variables of RFC 4861 section 6.3.2 a host keeps per

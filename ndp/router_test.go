@@ -109,7 +109,7 @@ func TestMTUOptionOutsideTheLinksRangeIsIgnored(t *testing.T) {
 	for _, mtu := range []uint32{1279, 1501, 9000} {
 		h := newHarness(t, quiet)
 		h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{Options: layers.ICMPv6Options{mtuOpt(mtu)}})
-		h.p.Sync(t.Context())
+		h.sync()
 		h.host.with(func(f *fakeHost) {
 			if f.mtu != 0 {
 				t.Errorf("MTU option %d set the link MTU to %d", mtu, f.mtu)
@@ -133,7 +133,7 @@ func TestPrefixOptionsSLAACIgnores(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, quiet)
 			h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{Options: layers.ICMPv6Options{tt.pi.opt()}})
-			h.p.Sync(t.Context())
+			h.sync()
 			for _, a := range h.p.Addresses() {
 				if a.Prefix.Addr() != stackLL {
 					t.Errorf("formed %v", a.Prefix)
@@ -184,6 +184,7 @@ func TestValidLifetimeFollowsTheTwoHourRule(t *testing.T) {
 func TestSLAACAddressGoesThroughDAD(t *testing.T) {
 	h := newHarness(t, withDAD)
 	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{Options: layers.ICMPv6Options{prefixInfo{prefix1, true, true, 100, 100}.opt()}})
+	h.sync()
 	if s, _ := h.host.addr(slaac1); s != ndp.Tentative {
 		t.Fatalf("host told %v, want tentative", s)
 	}
@@ -205,14 +206,14 @@ func TestSLAACAddressGoesThroughDAD(t *testing.T) {
 func TestRouterLifetimeZeroRemovesTheRouterAndReservedPreferenceIsMedium(t *testing.T) {
 	h := newHarness(t, quiet)
 	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 600, Flags: 0x10 /* reserved */})
-	h.p.Sync(t.Context())
+	h.sync()
 	h.host.with(func(f *fakeHost) {
 		if p, ok := f.routers[routerLL]; !ok || p != ndp.PrefMedium {
 			t.Errorf("routers %v, want %v medium", f.routers, routerLL)
 		}
 	})
 	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 0})
-	h.p.Sync(t.Context())
+	h.sync()
 	h.host.with(func(f *fakeHost) {
 		if len(f.routers) != 0 {
 			t.Errorf("routers %v after lifetime 0", f.routers)
@@ -295,7 +296,7 @@ func TestRedirect(t *testing.T) {
 				TargetAddress: ipOf(tt.target), DestinationAddress: ipOf(tt.dst),
 				Options: layers.ICMPv6Options{llOpt(layers.ICMPv6OptTargetAddress, betterMAC)},
 			})
-			h.p.Sync(t.Context())
+			h.sync()
 			var got netip.Addr
 			h.host.with(func(f *fakeHost) { got = f.redirects[tt.dst] })
 			if !tt.accepted {
