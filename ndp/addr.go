@@ -232,7 +232,9 @@ func (p *Protocol) dadDoneLocked(a *address) {
 func (p *Protocol) duplicateLocked(a *address) {
 	p.Stats.DADFailed.Inc()
 	a.state = Duplicate
-	a.stopTimer()
+	// Kept, unused, to the end of its valid lifetime, so that the same
+	// prefix advertised again does not form it again.
+	p.armLifetimeLocked(a)
 	select {
 	case a.dup <- struct{}{}:
 	default:
@@ -340,6 +342,16 @@ func (p *Protocol) slaacLocked(prefix netip.Prefix, valid, preferred time.Durati
 	// means the two prefix lengths are the same and the first
 	// prefix-length bits of the prefixes are identical), and if the Valid
 	// Lifetime is not 0, form an address".
+	formed := 0
+	for _, a := range p.addrs {
+		if a.origin == fromSLAAC {
+			formed++
+		}
+	}
+	if formed >= p.cfg.MaxAddresses {
+		p.Stats.ListsFull.Inc()
+		return
+	}
 	iid, c, err := p.iid(prefix, 0)
 	if err != nil {
 		p.Stats.PrefixesIgnored.Inc()

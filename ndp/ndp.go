@@ -95,6 +95,12 @@ type Config struct {
 	// MaxEntries the neighbour cache (512); MaxPending the resolutions
 	// under way (256).
 	QueueLen, MaxEntries, MaxPending int
+	// MaxAddresses bounds the addresses SLAAC forms (16, as Linux's
+	// max_addresses), MaxRouters the default router list (16) and
+	// MaxPrefixes the prefix list (64): a node on the link could
+	// otherwise grow them with advertisements without end (RFC 4861
+	// section 11.1, RFC 6583 section 4).
+	MaxAddresses, MaxRouters, MaxPrefixes int
 }
 
 func (c *Config) setDefaults() {
@@ -104,6 +110,9 @@ func (c *Config) setDefaults() {
 	c.QueueLen = cmp.Or(c.QueueLen, 16)
 	c.MaxEntries = cmp.Or(c.MaxEntries, 512)
 	c.MaxPending = cmp.Or(c.MaxPending, 256)
+	c.MaxAddresses = cmp.Or(c.MaxAddresses, 16)
+	c.MaxRouters = cmp.Or(c.MaxRouters, 16)
+	c.MaxPrefixes = cmp.Or(c.MaxPrefixes, 64)
 }
 
 // AddrState is the state of one of our addresses (RFC 4862 section 2).
@@ -236,6 +245,7 @@ type Stats struct {
 	SLAACAddrs      stats.Counter // addresses formed from prefixes
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime
 	PrefixesIgnored stats.Counter // prefix options RFC 4862 section 5.5.3 or RFC 4861 section 6.3.4 ignores
+	ListsFull       stats.Counter // an address, router or prefix not added: its list at its bound
 }
 
 // Protocol is neighbour discovery on one NIC.

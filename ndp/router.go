@@ -185,6 +185,10 @@ func (p *Protocol) setOnLinkLocked(prefix netip.Prefix, valid time.Duration) {
 		return
 	}
 	if o == nil {
+		if len(p.onLink) >= p.cfg.MaxPrefixes {
+			p.Stats.ListsFull.Inc()
+			return
+		}
 		o = &onLinkPrefix{}
 		p.onLink[prefix] = o
 	}
@@ -208,6 +212,10 @@ func (p *Protocol) setRouterLocked(addr netip.Addr, pref Preference, life time.D
 		return
 	}
 	if r == nil {
+		if len(p.routers) >= p.cfg.MaxRouters {
+			p.Stats.ListsFull.Inc()
+			return
+		}
 		r = &router{addr: addr}
 		p.routers[addr] = r
 	} else {

@@ -314,3 +314,26 @@ func TestRedirect(t *testing.T) {
 		})
 	}
 }
+
+func TestAdvertisementsCannotGrowTheListsWithoutBound(t *testing.T) {
+	h := newHarness(t, quiet)
+	var opts layers.ICMPv6Options
+	for i := range 20 {
+		p := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64)
+		opts = append(opts, prefixInfo{p, true, true, 100, 100}.opt())
+	}
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{Options: opts})
+	h.sync()
+	formed := 0
+	for _, a := range h.p.Addresses() {
+		if !a.Prefix.Addr().IsLinkLocalUnicast() {
+			formed++
+		}
+	}
+	if formed != 16 {
+		t.Errorf("%d addresses formed, want MaxAddresses = 16", formed)
+	}
+	if n := h.p.Stats.ListsFull.Load(); n != 4 {
+		t.Errorf("ListsFull = %d, want 4", n)
+	}
+}
