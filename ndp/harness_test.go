@@ -11,6 +11,7 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
+	"go.uber.org/goleak"
 
 	"github.com/gonetstack/gonet/budget"
 	"github.com/gonetstack/gonet/buffer"
@@ -395,3 +396,5 @@ func (f *fakeHost) with(fn func(f *fakeHost)) {
 	defer f.mu.Unlock()
 	fn(f)
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

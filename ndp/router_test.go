@@ -337,3 +337,20 @@ func TestAdvertisementsCannotGrowTheListsWithoutBound(t *testing.T) {
 		t.Errorf("ListsFull = %d, want 4", n)
 	}
 }
+
+func TestAdvertisedReachableTimeIsRandomisedBetweenHalfAndOneAndAHalfTimes(t *testing.T) {
+	h := newHarness(t, quiet)
+	h.clk.Advance(time.Second)
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{ReachableTime: 10000})
+	h.resolve(peerLL)
+	// RFC 4861 section 6.3.2: ReachableTime is BaseReachableTime times
+	// a factor drawn from [0.5, 1.5).
+	h.clk.Advance(5*time.Second - time.Millisecond)
+	if s := h.state(peerLL); s != ndp.Reachable {
+		t.Errorf("at 0.5 × BaseReachableTime: %v, want REACHABLE", s)
+	}
+	h.clk.Advance(10*time.Second + 2*time.Millisecond)
+	if s := h.state(peerLL); s != ndp.Stale {
+		t.Errorf("at 1.5 × BaseReachableTime: %v, want STALE", s)
+	}
+}
