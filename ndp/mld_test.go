@@ -146,3 +146,27 @@ func TestDropsQueriesThatWereForwardedOrNotFromALinkLocalSource(t *testing.T) {
 		})
 	}
 }
+
+func TestRemovingAnAddressLeavesItsGroup(t *testing.T) {
+	h := newHarness(t, quiet)
+	static := netip.MustParsePrefix("2001:db8::1234:5678/64")
+	if err := h.p.AddStatic(static); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(ndp.MLDUnsolicitedReportInterval)
+	h.drain()
+	if err := h.p.RemoveStatic(static.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	group := ipv6.SolicitedNode(static.Addr())
+	checkRecords(t, report(t, h.next(layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2)), layers.MLDv2MulticastAddressRecordTypeChangeToIncludeMode, group)
+	h.sync()
+	for _, g := range h.p.Groups() {
+		if g == group {
+			t.Errorf("still in %v", g)
+		}
+	}
+	if _, ok := h.host.addr(static.Addr()); ok {
+		t.Error("host still has the address")
+	}
+}

@@ -29,7 +29,10 @@ func (p *Protocol) Output(nextHop netip.Addr, pkt *buffer.Packet) {
 	}
 	now := p.env.Clock.Now()
 	n := p.cache[nextHop]
-	if n != nil && n.state != Incomplete {
+	// An entry still owned by its resolution, even one answered whose
+	// queue is being sent, takes the datagram into the queue, behind
+	// those that waited: datagrams leave in the order they came.
+	if n != nil && n.res == nil {
 		// REACHABLE, STALE, DELAY and PROBE all send to the cached
 		// address (section 7.3.3); sending on a STALE entry starts the
 		// wait for a confirmation.
