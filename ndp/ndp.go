@@ -261,9 +261,9 @@ type Protocol struct {
 	raSeen  chan struct{} // closed at the first valid Router Advertisement
 	raOnce  sync.Once
 
-	// mu guards everything below. Work that must not run under it
-	// (calls into Host, sends) is queued with later, and handed by
-	// unlock to the announcer.
+	// mu guards everything below but out, which has its own lock. Work
+	// that must not run under mu (calls into Host, sends) is queued with
+	// later, and handed by unlock to the announcer.
 	mu        sync.Mutex
 	closed    bool
 	pending   []func()

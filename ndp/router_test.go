@@ -354,3 +354,24 @@ func TestAdvertisedReachableTimeIsRandomisedBetweenHalfAndOneAndAHalfTimes(t *te
 		t.Errorf("at 1.5 × BaseReachableTime: %v, want STALE", s)
 	}
 }
+
+func TestAdvertisementWithTheRouterFlagClearedRemovesTheDefaultRouter(t *testing.T) {
+	// RFC 4861 section 7.2.5: "In those cases where the IsRouter flag
+	// changes from TRUE to FALSE as a result of this update, the node
+	// MUST remove that router from the Default Router List".
+	h := newHarness(t, quiet)
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 600, Options: layers.ICMPv6Options{llOpt(layers.ICMPv6OptSourceAddress, routerMAC)}})
+	h.injectNA(msg{src: routerLL, dst: ipv6.AllNodes}, routerLL, naOverride, llOpt(layers.ICMPv6OptTargetAddress, routerMAC))
+	h.sync()
+	if r := h.p.Routers(); len(r) != 0 {
+		t.Errorf("default routers %v, want none", r)
+	}
+	h.host.with(func(f *fakeHost) {
+		if len(f.routers) != 0 {
+			t.Errorf("host's routers %v, want none", f.routers)
+		}
+	})
+	if n, _ := h.p.Neighbor(routerLL); n.Router {
+		t.Error("IsRouter still set")
+	}
+}
