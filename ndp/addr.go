@@ -215,6 +215,9 @@ func (p *Protocol) wait(a *address, d time.Duration) bool {
 // preferred lifetime ended during DAD, and arms its lifetime timer.
 func (p *Protocol) dadDoneLocked(a *address) {
 	p.Stats.DADSucceeded.Inc()
+	if a.origin == fromLinkLocal {
+		p.llOnce.Do(func() { close(p.llDone) })
+	}
 	a.state = Preferred
 	if !a.preferredUntil.IsZero() && !p.env.Clock.Now().Before(a.preferredUntil) {
 		a.state = Deprecated
@@ -232,6 +235,10 @@ func (p *Protocol) dadDoneLocked(a *address) {
 func (p *Protocol) duplicateLocked(a *address) {
 	p.Stats.DADFailed.Inc()
 	a.state = Duplicate
+	if a.origin == fromLinkLocal && !retryStable(p, a) {
+		// No link-local address to come: solicit routers from ::.
+		p.llOnce.Do(func() { close(p.llDone) })
+	}
 	// Kept, unused, to the end of its valid lifetime, so that the same
 	// prefix advertised again does not form it again.
 	p.armLifetimeLocked(a)
@@ -242,7 +249,7 @@ func (p *Protocol) duplicateLocked(a *address) {
 	host, addr := p.host, a.addr()
 	p.later(func() { host.SetAddressState(addr, Duplicate) })
 	p.leaveLocked(ipv6.SolicitedNode(addr))
-	retry := len(p.cfg.SecretKey) > 0 && a.origin != fromStatic && a.dadCounter < IDGenRetries
+	retry := retryStable(p, a)
 	p.later(func() { p.logDuplicate(addr, retry) })
 	if !retry {
 		return
@@ -425,4 +432,11 @@ func (p *Protocol) Addresses() []Address {
 		out = append(out, Address{a.prefix, a.state, a.preferredUntil, a.validUntil})
 	}
 	return out
+}
+
+// retryStable reports whether a duplicate a is followed by a new address
+// with the next DAD counter (RFC 7217 section 6): for stable identifiers
+// ndp formed itself, IDGEN_RETRIES times.
+func retryStable(p *Protocol, a *address) bool {
+	return len(p.cfg.SecretKey) > 0 && a.origin != fromStatic && a.dadCounter < IDGenRetries
 }

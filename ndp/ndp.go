@@ -260,6 +260,8 @@ type Protocol struct {
 	closing sync.Once
 	raSeen  chan struct{} // closed at the first valid Router Advertisement
 	raOnce  sync.Once
+	llDone  chan struct{} // closed when the first link-local address leaves DAD
+	llOnce  sync.Once
 
 	// mu guards everything below but out, which has its own lock. Work
 	// that must not run under mu (calls into Host, sends) is queued with
@@ -292,6 +294,7 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 		env:     e,
 		done:    make(chan struct{}),
 		raSeen:  make(chan struct{}),
+		llDone:  make(chan struct{}),
 		cache:   map[netip.Addr]*neighbor{},
 		addrs:   map[netip.Addr]*address{},
 		routers: map[netip.Addr]*router{},

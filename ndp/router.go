@@ -15,9 +15,19 @@ import (
 // solicitRouters sends up to MAX_RTR_SOLICITATIONS router solicitations,
 // RTR_SOLICITATION_INTERVAL apart, the first after a random delay of up to
 // MAX_RTR_SOLICITATION_DELAY, and stops at the first valid advertisement
-// (RFC 4861 section 6.3.7).
+// (RFC 4861 section 6.3.7). It first waits for the link-local address to
+// leave DAD, so that the solicitations carry it and our link-layer
+// address, and the routers' answers can be unicast to us; a tentative
+// address must not be their source (RFC 4862 section 5.4).
 func (p *Protocol) solicitRouters() {
 	defer p.wg.Done()
+	select {
+	case <-p.llDone:
+	case <-p.raSeen:
+		return
+	case <-p.done:
+		return
+	}
 	delay := time.Duration(p.env.Rand.IntN(int(MaxRtrSolicitationDelay)))
 	for i := 0; i < MaxRtrSolicitations; i++ {
 		t := p.env.Clock.NewTimer(delay)

@@ -375,3 +375,16 @@ func TestAdvertisementWithTheRouterFlagClearedRemovesTheDefaultRouter(t *testing
 		t.Error("IsRouter still set")
 	}
 }
+
+func TestFirstRouterSolicitationWaitsForTheLinkLocalAddress(t *testing.T) {
+	h := newHarness(t, ndp.Config{})
+	h.clk.WaitPending(2) // DAD's delay, MLD's retransmission
+	h.clk.Advance(ndp.MaxRtrSolicitationDelay)
+	h.next(layers.ICMPv6TypeNeighborSolicitation)
+	h.none(layers.ICMPv6TypeRouterSolicitation)
+	h.clk.WaitPending(1) // DAD's RetransTimer
+	h.clk.Advance(ndp.RetransTimer)
+	h.clk.WaitPending(1) // the solicitation's delay
+	h.clk.Advance(ndp.MaxRtrSolicitationDelay)
+	checkRS(t, h.next(layers.ICMPv6TypeRouterSolicitation))
+}
