@@ -65,11 +65,11 @@ func newHarness(t testing.TB, cfg ndp.Config) *harness {
 	e := &env.Env{Clock: clk, Rand: env.NewRand(rand.NewPCG(1, 2)), Pool: pool, Budget: budget.New(1 << 20)}
 	h := &harness{t: t, clk: clk, pool: pool, nic: nic, peer: b, host: newFakeHost(), frames: make(chan []byte, 256)}
 	h.p = ndp.New(nic, cfg, e)
-	nic.Start()
-	go h.read()
 	if err := h.p.Start(h.host); err != nil {
 		t.Fatal(err)
 	}
+	nic.Start()
+	go h.read()
 	h.sync()
 	t.Cleanup(func() {
 		nic.StopReceive()

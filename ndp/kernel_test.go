@@ -73,10 +73,10 @@ func newKernelHost(t *testing.T) *kernelHost {
 	e := &env.Env{Clock: clock.Real{}, Rand: env.NewRand(nil), Pool: k.pool, Budget: budget.New(1 << 20)}
 	k.p = ndp.New(nic, ndp.Config{NoRouterSolicitation: true}, e)
 	nic.Bind(wire.EtherTypeIPv6, icmpv6Only{k.p})
-	nic.Start()
 	if err := k.p.Start(k.host); err != nil {
 		t.Fatal(err)
 	}
+	nic.Start()
 	t.Cleanup(func() {
 		nic.StopReceive()
 		k.p.Close()

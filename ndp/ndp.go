@@ -309,7 +309,9 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 
 // Start gives ndp the IPv6 layer it reports to and begins: the link-local
 // address is formed and put through DAD (RFC 4862 section 5.3), and routers
-// are solicited (RFC 4861 section 6.3.7). The NIC should be started.
+// are solicited (RFC 4861 section 6.3.7). It is called once, before the
+// IPv6 layer can hand ndp anything (before the NIC starts): what it sends
+// meanwhile waits on the NIC's transmit queue.
 func (p *Protocol) Start(host Host) error {
 	p.host = host
 	p.wg.Add(1)
