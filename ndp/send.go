@@ -1,0 +1,147 @@
+package ndp
+
+import (
+	"net/netip"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/wire"
+)
+
+// The messages ndp sends. Each is a whole IPv6 datagram built here: ND
+// messages with hop limit 255, so that a receiver knows they were not
+// forwarded (RFC 4861 sections 4.1-4.4), MLD reports with hop limit 1 and
+// the Router Alert option (RFC 3810 section 5). They go straight to the
+// NIC when the destination is multicast, through Output otherwise.
+
+// ndHopLimit is the hop limit of every ND message sent and received.
+const ndHopLimit = 255
+
+// message is a datagram being built: the packet, and the ICMPv6 message
+// within it for the encoders to fill.
+type message struct {
+	pkt      *buffer.Packet
+	icmp     []byte
+	src, dst netip.Addr
+}
+
+// newMessage returns a datagram from src to dst with room for an ICMPv6
+// message of n bytes; with mld, a Hop-by-Hop header with the Router Alert
+// option comes first and the hop limit is 1.
+func (p *Protocol) newMessage(src, dst netip.Addr, n int, mld bool) message {
+	ext := 0
+	next, hops := uint8(wire.ProtoICMPv6), uint8(ndHopLimit)
+	if mld {
+		ext, next, hops = wire.MLDHopByHopLen, wire.ProtoHopByHop, 1
+	}
+	pkt := p.env.Pool.Get(wire.IPv6HeaderLen + ext + n)
+	b := pkt.Bytes()
+	wire.EncodeIPv6(b, &wire.IPv6Fields{PayloadLen: ext + n, NextHeader: next, HopLimit: hops, Src: src, Dst: dst})
+	if mld {
+		wire.EncodeMLDHopByHop(b[wire.IPv6HeaderLen:])
+	}
+	return message{pkt: pkt, icmp: b[wire.IPv6HeaderLen+ext:], src: src, dst: dst}
+}
+
+// send completes the checksum and sends m: to a multicast group's MAC
+// without resolution, to a unicast address through Output. p.mu must not
+// be held (Output takes it).
+func (p *Protocol) send(m message) {
+	wire.SetICMPv6Checksum(m.icmp, m.src, m.dst)
+	p.Output(m.dst, m.pkt)
+}
+
+// sendLater queues m to be sent once p.mu is released; p.mu is held.
+func (p *Protocol) sendLater(m message) {
+	if p.closed {
+		m.pkt.Release()
+		return
+	}
+	p.later(func() { p.send(m) })
+}
+
+// neighborSolicitation builds an NS for target from src to dst, with our
+// link-layer address unless src is unspecified (RFC 4861 section 4.3: a DAD
+// probe must not carry it).
+func (p *Protocol) neighborSolicitation(src, dst, target netip.Addr) message {
+	n := wire.NeighborSolicitationLen
+	if !src.IsUnspecified() {
+		n += wire.NDLinkLayerAddrLen
+	}
+	m := p.newMessage(src, dst, n, false)
+	wire.EncodeNeighborSolicitation(m.icmp, target)
+	if !src.IsUnspecified() {
+		wire.EncodeNDLinkLayerAddr(m.icmp[wire.NeighborSolicitationLen:], wire.NDOptSourceLinkAddr, p.nic.MAC())
+	}
+	p.Stats.OutNeighborSolicits.Inc()
+	return m
+}
+
+// neighborAdvertisement builds an NA for target to dst, always with our
+// link-layer address as the target's (RFC 4861 section 7.2.4: it MUST be
+// there in answer to a multicast solicitation, and costs nothing
+// otherwise).
+func (p *Protocol) neighborAdvertisement(src, dst, target netip.Addr, solicited bool) message {
+	m := p.newMessage(src, dst, wire.NeighborAdvertisementLen+wire.NDLinkLayerAddrLen, false)
+	// Override is set: our addresses are not anycast ones. Router is
+	// clear: GoNet is a host.
+	wire.EncodeNeighborAdvertisement(m.icmp, &wire.NeighborAdvertisementFields{Solicited: solicited, Override: true, Target: target})
+	wire.EncodeNDLinkLayerAddr(m.icmp[wire.NeighborAdvertisementLen:], wire.NDOptTargetLinkAddr, p.nic.MAC())
+	p.Stats.OutNeighborAdvertisements.Inc()
+	return m
+}
+
+// routerSolicitation builds an RS from src to all-routers, with our
+// link-layer address unless src is unspecified (RFC 4861 section 4.1).
+func (p *Protocol) routerSolicitation(src netip.Addr) message {
+	n := wire.RouterSolicitationLen
+	if !src.IsUnspecified() {
+		n += wire.NDLinkLayerAddrLen
+	}
+	m := p.newMessage(src, ipv6.AllRouters, n, false)
+	wire.EncodeRouterSolicitation(m.icmp)
+	if !src.IsUnspecified() {
+		wire.EncodeNDLinkLayerAddr(m.icmp[wire.RouterSolicitationLen:], wire.NDOptSourceLinkAddr, p.nic.MAC())
+	}
+	p.Stats.OutRouterSolicits.Inc()
+	return m
+}
+
+// mldReport builds an MLDv2 report of recs from src to all MLDv2-capable
+// routers (RFC 3810 section 5.2.14).
+func (p *Protocol) mldReport(src netip.Addr, recs []wire.MLDv2Record) message {
+	m := p.newMessage(src, ipv6.AllMLDv2Routers, wire.MLDv2ReportLenOf(recs), true)
+	wire.EncodeMLDv2Report(m.icmp, recs)
+	p.Stats.OutMLDv2Reports.Inc()
+	return m
+}
+
+// linkLocalLocked returns a preferred link-local address of ours, the
+// source of router solicitations and MLD reports, or :: when there is none
+// yet (RFC 4861 section 6.3.7, RFC 3810 section 5.2.13); p.mu is held.
+func (p *Protocol) linkLocalLocked() netip.Addr {
+	for a, st := range p.addrs {
+		if st.state == Preferred && a.IsLinkLocalUnicast() {
+			return a
+		}
+	}
+	return netip.IPv6Unspecified()
+}
+
+// sourceForLocked picks the source of a solicitation for a datagram from
+// src: src itself if it is ours, else any usable address of ours (RFC 4861
+// section 7.2.2), link-local first; p.mu is held.
+func (p *Protocol) sourceForLocked(src netip.Addr) (netip.Addr, bool) {
+	if a, ok := p.addrs[src]; ok && a.usable() {
+		return src, true
+	}
+	if ll := p.linkLocalLocked(); !ll.IsUnspecified() {
+		return ll, true
+	}
+	for a, st := range p.addrs {
+		if st.usable() {
+			return a, true
+		}
+	}
+	return netip.Addr{}, false
+}

@@ -1,0 +1,163 @@
+package wire_test
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/gonetstack/gonet/wire"
+)
+
+func TestEncodeMLDv2ReportDecodesWithGopacket(t *testing.T) {
+	recs := []wire.MLDv2Record{
+		{Type: wire.MLDv2ChangeToExclude, Group: addr("ff02::1:ff00:1234")},
+		{Type: wire.MLDv2ModeIsInclude, Group: addr("ff05::fb"), Sources: []netip.Addr{addr("2001:db8::1"), addr("2001:db8::2")}},
+		{Type: wire.MLDv2ModeIsExclude, Group: addr("ff02::1:ff99:8877")},
+	}
+	src, dst := addr("fe80::1"), addr("ff02::16")
+	b := make([]byte, wire.MLDv2ReportLenOf(recs))
+	wire.EncodeMLDv2Report(b, recs)
+	wire.SetICMPv6Checksum(b, src, dst)
+	if want := 8 + 20 + 52 + 20; len(b) != want {
+		t.Fatalf("report of %d bytes, want %d", len(b), want)
+	}
+	g, valid := gopacketICMPv6Valid(t, b, src, dst)
+	if !valid {
+		t.Error("gopacket finds the checksum wrong")
+	}
+	if g.TypeCode.Type() != layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2 {
+		t.Fatalf("type %v", g.TypeCode)
+	}
+	var r layers.MLDv2MulticastListenerReportMessage
+	decodeLayer(t, &r, g.Payload)
+	if int(r.NumberOfMulticastAddressRecords) != len(recs) || len(r.MulticastAddressRecords) != len(recs) {
+		t.Fatalf("gopacket decodes %d records (%d), want %d", r.NumberOfMulticastAddressRecords, len(r.MulticastAddressRecords), len(recs))
+	}
+	for i, want := range recs {
+		got := r.MulticastAddressRecords[i]
+		if uint8(got.RecordType) != uint8(want.Type) || got.AuxDataLen != 0 || !got.MulticastAddress.Equal(ip(want.Group)) || len(got.SourceAddresses) != len(want.Sources) {
+			t.Errorf("record %d: gopacket %v, want %+v", i, got.String(), want)
+			continue
+		}
+		for j, s := range want.Sources {
+			if !got.SourceAddresses[j].Equal(ip(s)) {
+				t.Errorf("record %d source %d: %v, want %v", i, j, got.SourceAddresses[j], s)
+			}
+		}
+	}
+}
+
+func TestParseMLDQueryReadsWhatGopacketBuilds(t *testing.T) {
+	tests := []struct {
+		name    string
+		delay   time.Duration
+		group   netip.Addr
+		sources []netip.Addr
+	}{
+		{"general, short delay", 1000 * time.Millisecond, netip.IPv6Unspecified(), nil},
+		{"general, exponential delay", 40 * time.Second, netip.IPv6Unspecified(), nil},
+		{"group-specific", 10 * time.Second, addr("ff02::1:ff00:1234"), nil},
+		{"group-and-source", 10 * time.Second, addr("ff05::fb"), []netip.Addr{addr("2001:db8::1")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := &layers.MLDv2MulticastListenerQueryMessage{MulticastAddress: ip(tt.group), QueriersRobustnessVariable: 2}
+			for _, s := range tt.sources {
+				q.SourceAddresses = append(q.SourceAddresses, ip(s))
+			}
+			if err := q.SetMLDv2MaximumResponseDelay(tt.delay); err != nil {
+				t.Fatal(err)
+			}
+			b := gopacketICMPv6(t, srcIP6, dstIP6, wire.ICMPv6MLDQuery, 0, q)
+			m, ok := wire.ParseMLDQuery(b)
+			if !ok {
+				t.Fatalf("ParseMLDQuery rejected %x", b)
+			}
+			if m.IsV1() || m.Group() != tt.group || m.NumSources() != len(tt.sources) || m.QRV() != 2 {
+				t.Errorf("v1 %v group %v sources %d qrv %d", m.IsV1(), m.Group(), m.NumSources(), m.QRV())
+			}
+			if got := time.Duration(m.MaxRespDelay()) * time.Millisecond; got != q.MaximumResponseDelay() {
+				t.Errorf("MaxRespDelay %v, gopacket %v", got, q.MaximumResponseDelay())
+			}
+			for i, s := range tt.sources {
+				if m.Source(i) != s {
+					t.Errorf("source %d = %v, want %v", i, m.Source(i), s)
+				}
+			}
+		})
+	}
+}
+
+func TestEncodeMLDv2QueryDecodesWithGopacket(t *testing.T) {
+	f := wire.MLDv2QueryFields{MaxRespCode: 10000, Group: addr("ff02::1:ff00:1"), QRV: 2, QQIC: 125, Sources: []netip.Addr{addr("fe80::9")}}
+	b := make([]byte, wire.MLDv2QueryLenOf(len(f.Sources)))
+	wire.EncodeMLDv2Query(b, &f)
+	wire.SetICMPv6Checksum(b, srcIP6, dstIP6)
+	g, valid := gopacketICMPv6Valid(t, b, srcIP6, dstIP6)
+	if !valid {
+		t.Error("gopacket finds the checksum wrong")
+	}
+	var q layers.MLDv2MulticastListenerQueryMessage
+	decodeLayer(t, &q, g.Payload)
+	if q.MaximumResponseCode != f.MaxRespCode || !q.MulticastAddress.Equal(ip(f.Group)) || q.QueriersRobustnessVariable != 2 ||
+		q.QueriersQueryIntervalCode != 125 || len(q.SourceAddresses) != 1 || !q.SourceAddresses[0].Equal(ip(f.Sources[0])) {
+		t.Errorf("gopacket decodes %s", q.String())
+	}
+}
+
+func TestParseMLDQueryRefusesTruncated(t *testing.T) {
+	f := wire.MLDv2QueryFields{Sources: []netip.Addr{addr("fe80::9")}}
+	b := make([]byte, wire.MLDv2QueryLenOf(1))
+	wire.EncodeMLDv2Query(b, &f)
+	for _, n := range []int{0, 8, 23, 25, 27, len(b) - 1} {
+		if _, ok := wire.ParseMLDQuery(b[:n]); ok {
+			t.Errorf("accepted %d of %d bytes", n, len(b))
+		}
+	}
+	if q, ok := wire.ParseMLDQuery(b[:wire.MLDv1QueryLen]); !ok || !q.IsV1() {
+		t.Error("refused the 24 bytes of an MLDv1 query")
+	}
+}
+
+func TestEncodeMLDHopByHopIsARouterAlert(t *testing.T) {
+	b := make([]byte, wire.MLDHopByHopLen)
+	wire.EncodeMLDHopByHop(b)
+	var h layers.IPv6HopByHop
+	var df feedback
+	if err := h.DecodeFromBytes(b, &df); err != nil || df.truncated {
+		t.Fatalf("gopacket decode: %v (truncated %v)", err, df.truncated)
+	}
+	if h.NextHeader != layers.IPProtocolICMPv6 || h.ActualLength != wire.MLDHopByHopLen {
+		t.Fatalf("next header %v length %d", h.NextHeader, h.ActualLength)
+	}
+	var alert bool
+	for _, o := range h.Options {
+		if o.OptionType == wire.IPv6OptRouterAlert && len(o.OptionData) == 2 && o.OptionData[0] == 0 && o.OptionData[1] == 0 {
+			alert = true
+		}
+	}
+	if !alert {
+		t.Errorf("no Router Alert option with value 0 in %+v", h.Options)
+	}
+}
+
+func FuzzParseMLDQuery(f *testing.F) {
+	b := make([]byte, wire.MLDv2QueryLenOf(2))
+	wire.EncodeMLDv2Query(b, &wire.MLDv2QueryFields{Sources: []netip.Addr{addr("fe80::1"), addr("fe80::2")}})
+	f.Add(b)
+	f.Add(b[:wire.MLDv1QueryLen])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		q, ok := wire.ParseMLDQuery(data)
+		if !ok {
+			return
+		}
+		_ = q.MaxRespDelay()
+		_ = q.Group()
+		_ = q.QRV()
+		for i := range q.NumSources() {
+			_ = q.Source(i)
+		}
+	})
+}
