@@ -57,7 +57,7 @@ func TestSuperSegmentLen(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := superSegmentLen(tt.mss, tt.unsent, tt.usable, tt.nagle); got != tt.want {
+			if got := superSegmentLen(tt.mss, tt.unsent, tt.usable, gsoMaxPayload, tt.nagle); got != tt.want {
 				t.Errorf("superSegmentLen(%d, %d, %d, %v) = %d, want %d", tt.mss, tt.unsent, tt.usable, tt.nagle, got, tt.want)
 			}
 		})
