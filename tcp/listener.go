@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/internal/deadline"
-	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/internal/logs"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 

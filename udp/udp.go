@@ -45,10 +45,10 @@ type Stats struct {
 	// section 8.1: "IPv6 receivers must discard UDP packets containing a
 	// zero checksum").
 	InNoChecksum6 stats.Counter
-	RcvbufErrors stats.Counter // receive queue or memory budget full
-	OutDatagrams stats.Counter
-	OutErrors    stats.Counter
-	Sockets      stats.Gauge
+	RcvbufErrors  stats.Counter // receive queue or memory budget full
+	OutDatagrams  stats.Counter
+	OutErrors     stats.Counter
+	Sockets       stats.Gauge
 	// The forwarder (forward.go): datagrams offered to the hook, and its
 	// decisions (none: port unreachable, counted in NoPorts).
 	ForwardRequests    stats.Counter
