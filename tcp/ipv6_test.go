@@ -352,3 +352,70 @@ func transfer1(t *testing.T, x, y net.Conn) {
 		}
 	}
 }
+
+// RFC 3168 section 5 over IPv6: the ECN field is the traffic class's two
+// low bits; a connection that negotiated ECN marks its data ECT(0), and a
+// CE mark the link sets reaches the sender as ECE.
+func TestECNInTheTrafficClass(t *testing.T) {
+	var tp tapTCP
+	a, b := v6test.Pair(t, v6test.Options{
+		TCP: tcp.Config{ECN: tcp.ECNOn},
+		Tap: tp.tap,
+		Drop: func(n int, d []byte) bool {
+			// Mark every 20th datagram CE, as a congested router
+			// would (the traffic class straddles bytes 0 and 1).
+			if n%20 == 0 && d[1]>>4&3 != 0 {
+				d[1] |= 3 << 4
+			}
+			return false
+		},
+	})
+	echo6(t, listen6(t, b, "[::]:7"))
+	c := dial6(t, a, "[2001:db8:1::2]:7")
+	transfer(t, c, 1<<20)
+	c.Close()
+	if a.TCP.Stats.ECNNegotiated.Load() == 0 {
+		t.Fatal("ECN not negotiated")
+	}
+	ect := 0
+	for _, s := range tp.seen() {
+		if s.fromA && len(s.tcp.Payload) > 0 && s.tclass&3 == 2 {
+			ect++
+		}
+	}
+	if ect == 0 {
+		t.Error("no data segment from A marked ECT(0) in its traffic class")
+	}
+	if b.TCP.Stats.ECNCEReceived.Load() == 0 || a.TCP.Stats.ECNEchoReceived.Load() == 0 {
+		t.Errorf("CE received by B %d, ECE received by A %d; want both", b.TCP.Stats.ECNCEReceived.Load(), a.TCP.Stats.ECNEchoReceived.Load())
+	}
+}
+
+// RFC 4987 section 3.6 over IPv6: the cookie hashes the 4-tuple's 128-bit
+// addresses, and a connection made from one carries data both ways.
+func TestSYNCookiesOverIPv6(t *testing.T) {
+	a, b := v6test.Pair(t, v6test.Options{TCP: tcp.Config{SynCookies: tcp.SynCookiesAlways}})
+	echo6(t, listen6(t, b, "[::]:7"))
+	for range 3 {
+		c := dial6(t, a, "[2001:db8:1::2]:7")
+		transfer(t, c, 256<<10)
+		c.Close()
+	}
+	if got := b.TCP.Stats.SynCookiesValidated.Load(); got != 3 {
+		t.Errorf("%d cookies validated, want 3", got)
+	}
+}
+
+// RFC 9293 section 3.10.7.1 over IPv6: a SYN to a closed port draws a
+// RST/ACK addressed back by the v6 4-tuple, which ends the dial.
+func TestResetFromAClosedIPv6Port(t *testing.T) {
+	a, b := v6test.Pair(t, v6test.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.TCP.Dial(ctx, netip.AddrPort{}, netip.MustParseAddrPort("[2001:db8:1::2]:9")); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial a closed port: %v, want ECONNREFUSED", err)
+	}
+	if got := b.TCP.Stats.OutRsts.Load(); got != 1 {
+		t.Errorf("B sent %d resets, want 1", got)
+	}
+}
