@@ -13,7 +13,10 @@ import (
 // Transports keep one per connection and hand it back to SendRoute, so
 // that a segment sent costs no lookup.
 type Route struct {
-	Src     netip.Addr // the source address to use
+	// Src is the source address to use, with the zone of the outgoing
+	// interface when it is link-local (IPv6), as datagrams to it are
+	// delivered (Header).
+	Src     netip.Addr
 	NextHop netip.Addr // the gateway, or the destination itself on-link
 	Local   bool       // the destination is this host
 	Bcast   bool       // a directed or limited broadcast (never for IPv6)
@@ -27,8 +30,8 @@ type Route struct {
 	// Offloads are what the route's link does for its datagrams
 	// (checksums, TSO): none for local delivery.
 	Offloads link.Capabilities
-	// Iface is the family's own outgoing interface (ipv4's *Interface),
-	// opaque to transports; nil for local delivery.
+	// Iface is the family's own outgoing interface (ipv4's or ipv6's
+	// *Interface), opaque to transports; nil for local delivery.
 	Iface any
 }
 

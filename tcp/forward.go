@@ -21,7 +21,7 @@ import (
 // back as RST or ICMP, as a router on the path would. With ipv4's
 // forwarding interfaces (ipv4/forward.go) the SYN may be for any address.
 //
-// Goroutines. The TCP dealer (in the IPv4 dealer's goroutine), or a
+// Goroutines. The TCP dealer (in the network layer's dealer goroutine), or a
 // connection in TIME-WAIT that a newer SYN ends (timewait.go), makes a
 // ForwardRequest for the SYN and starts the hook in a goroutine of its own,
 // so that neither ever waits for a decision; the hook calls one of the

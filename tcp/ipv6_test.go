@@ -419,3 +419,18 @@ func TestResetFromAClosedIPv6Port(t *testing.T) {
 		t.Errorf("B sent %d resets, want 1", got)
 	}
 }
+
+// A host's connections to its own IPv6 addresses, ::1 included, go through
+// the layer's loopback with segments as large as its MTU allows.
+func TestEchoToOwnIPv6Address(t *testing.T) {
+	a, _ := v6test.Pair(t, v6test.Options{})
+	echo6(t, listen6(t, a, "[::]:7"))
+	for _, to := range []string{"[2001:db8:1::1]:7", "[::1]:7"} {
+		c := dial6(t, a, to)
+		transfer(t, c, 1<<20)
+		if got := c.Info().MSS; got < 60000 {
+			t.Errorf("to %s: MSS %d, want the loopback's", to, got)
+		}
+		c.Close()
+	}
+}
