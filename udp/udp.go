@@ -6,7 +6,9 @@
 // call in the dealer's goroutine; each endpoint (a
 // Conn, which is a net.PacketConn) has a bounded receive queue that its
 // readers drain. Datagrams for a port nobody bound are answered with ICMP
-// port unreachable.
+// or ICMPv6 port unreachable. Over IPv6 the checksum is mandatory both
+// ways (RFC 8200 section 8.1); endpoints bind as Go's net binds sockets of
+// both families (ip.Binding).
 package udp
 
 import (
@@ -226,9 +228,10 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 		pk.Release()
 		return
 	}
-	if u.Checksum() == 0 && h.Dst.Is6() {
+	if u.Checksum() == 0 && h.Dst.Is6() && pk.Offload.Flags&buffer.NeedsCsum == 0 {
 		// Before the link's word: a device that vouches for a zero
-		// checksum vouches for nothing IPv6 accepts.
+		// checksum vouches for nothing IPv6 accepts. (A partial
+		// checksum, left for the link to finish, is no zero one.)
 		p.Stats.InNoChecksum6.Inc()
 		p.Stats.InCsumErrors.Inc()
 		pk.Release()
