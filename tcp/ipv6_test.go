@@ -14,8 +14,10 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/internal/testkit/v6test"
 	"github.com/gonetstack/gonet/ip"
+	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/tcp"
 )
 
@@ -77,6 +79,7 @@ type tcpSeen struct {
 	ipLen  int // the datagram's length
 	tcp    *layers.TCP
 	tclass uint8
+	o      buffer.Offload
 }
 
 // tapTCP collects the TCP segments the link carries.
@@ -85,7 +88,7 @@ type tapTCP struct {
 	segs []tcpSeen
 }
 
-func (tp *tapTCP) tap(fromA bool, b []byte) {
+func (tp *tapTCP) tap(fromA bool, b []byte, o buffer.Offload) {
 	p := gopacket.NewPacket(b, layers.LayerTypeIPv6, gopacket.Default)
 	ip6, _ := p.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
 	th, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP)
@@ -93,7 +96,7 @@ func (tp *tapTCP) tap(fromA bool, b []byte) {
 		return
 	}
 	tp.mu.Lock()
-	tp.segs = append(tp.segs, tcpSeen{fromA, len(b), th, ip6.TrafficClass})
+	tp.segs = append(tp.segs, tcpSeen{fromA, len(b), th, ip6.TrafficClass, o})
 	tp.mu.Unlock()
 }
 
@@ -432,5 +435,43 @@ func TestEchoToOwnIPv6Address(t *testing.T) {
 			t.Errorf("to %s: MSS %d, want the loopback's", to, got)
 		}
 		c.Close()
+	}
+}
+
+// Over a link with TSO, TCP hands IPv6 super-segments marked for IPv6
+// segmentation (GSOTCPv6, the virtio-net header's), of whole segments of
+// SND.MSS, whose payload with the TCP header fits IPv6's 65535 bytes; the
+// link hands them on whole, as a TAP device does.
+func TestSuperSegmentsOverIPv6(t *testing.T) {
+	var tp tapTCP
+	a, b := v6test.Pair(t, v6test.Options{Caps: link.Capabilities{TxChecksum: true, TSO: true}, Tap: tp.tap})
+	echo6(t, listen6(t, b, "[::]:7"))
+	c := dial6(t, a, "[2001:db8:1::2]:7")
+	transfer(t, c, 4<<20)
+	c.Close()
+	supers := 0
+	for _, s := range tp.seen() {
+		if s.o.GSOType == buffer.GSONone {
+			if s.ipLen > 1500 {
+				t.Errorf("a datagram of %d bytes not marked for segmentation", s.ipLen)
+			}
+			continue
+		}
+		supers++
+		if s.o.GSOType != buffer.GSOTCPv6 {
+			t.Errorf("super-segment of GSO type %d, want GSOTCPv6", s.o.GSOType)
+		}
+		if payload := s.ipLen - 40; payload > 65535 {
+			t.Errorf("super-segment with an IPv6 payload of %d bytes", payload)
+		}
+		if mss := int(s.o.GSOSize); mss > 1500-40-20 || len(s.tcp.Payload) <= mss {
+			t.Errorf("super-segment of %d bytes cut at %d", len(s.tcp.Payload), mss)
+		}
+	}
+	if supers == 0 {
+		t.Error("no super-segment sent")
+	}
+	if a.IPv6.Stats.OutGSO.Load() == 0 || a.IPv6.Stats.OutGSOFallbacks.Load() != 0 {
+		t.Errorf("IPv6 OutGSO %d, fallbacks %d", a.IPv6.Stats.OutGSO.Load(), a.IPv6.Stats.OutGSOFallbacks.Load())
 	}
 }

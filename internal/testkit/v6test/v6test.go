@@ -58,12 +58,22 @@ type Options struct {
 	UDP         udp.Config
 	IPv6        ipv6.Config
 	MemoryLimit int64 // 64 MiB when zero
+	// Caps are the offloads the IPv6 link claims: with TxChecksum and
+	// TSO, transports leave checksums partial and TCP sends
+	// super-segments, which the link hands the other side whole with
+	// their offload metadata, as a TAP device hands the kernel's to
+	// GoNet (tcp/gso.go).
+	Caps link.Capabilities
 	// Drop, when set, is asked about every IPv6 datagram A sends to B,
 	// numbered from 1, and drops those it returns true for.
 	Drop func(n int, datagram []byte) bool
 	// Tap, when set, sees every IPv6 datagram either side sends (from A
-	// when fromA), before Drop; the bytes are valid during the call.
-	Tap func(fromA bool, datagram []byte)
+	// when fromA), with its offload metadata, before Drop; the bytes are
+	// valid during the call.
+	Tap func(fromA bool, datagram []byte, o buffer.Offload)
+	// ErrorSender, when set, gives each host's IPv6 layer the sender of
+	// its ICMPv6 errors, standing in for package icmpv6.
+	ErrorSender func(h *Host) ipv6.ErrorSender
 }
 
 // Host is one side of a pair.
@@ -103,7 +113,7 @@ func Pair(t testing.TB, o Options) (a, b *Host) {
 		h   *Host
 		out *link6
 	}{{a, l6ab}, {b, l6ba}} {
-		if x.h.If6, err = x.h.IPv6.AddInterface(IfName, o.MTU, link.Capabilities{}, x.out); err != nil {
+		if x.h.If6, err = x.h.IPv6.AddInterface(IfName, o.MTU, o.Caps, x.out); err != nil {
 			t.Fatal(err)
 		}
 		must(t, x.h.IPv6.AddAddress(x.h.If6, netip.PrefixFrom(x.h.Addr, 64), ipv6.Preferred))
@@ -128,6 +138,9 @@ func Pair(t testing.TB, o Options) (a, b *Host) {
 		l4ab.to, l4ba.to = b, a
 	}
 	for _, h := range []*Host{a, b} {
+		if o.ErrorSender != nil {
+			h.IPv6.SetErrorSender(o.ErrorSender(h))
+		}
 		h.IPv6.Start()
 		if h.IPv4 != nil {
 			h.IPv4.Start()
@@ -203,7 +216,7 @@ func (l *link6) Output(_ netip.Addr, pk *buffer.Packet) {
 	if l.o.Tap != nil || (l.fromA && l.o.Drop != nil) {
 		l.mu.Lock()
 		if l.o.Tap != nil {
-			l.o.Tap(l.fromA, b)
+			l.o.Tap(l.fromA, b, pk.Offload)
 		}
 		drop := l.fromA && l.o.Drop != nil && l.o.Drop(int(l.n.Add(1)), b)
 		l.mu.Unlock()
@@ -211,7 +224,7 @@ func (l *link6) Output(_ netip.Addr, pk *buffer.Packet) {
 			return
 		}
 	}
-	deliver(l.to.Env.Pool, b, l.to.If6.Deliver)
+	deliver(l.to.Env.Pool, b, pk.Offload, l.to.If6.Deliver)
 }
 
 // link4 is one direction of the IPv4 link.
@@ -228,14 +241,15 @@ func (l *link4) OutputBroadcast(pk *buffer.Packet) {
 	if l.closed.Load() {
 		return
 	}
-	deliver(l.to.Env.Pool, pk.Bytes(), l.to.IPv4.Deliver)
+	deliver(l.to.Env.Pool, pk.Bytes(), buffer.Offload{}, l.to.IPv4.Deliver)
 }
 
-// deliver copies a datagram into a packet of pool and hands it to the
-// receiving dealer in a batch of its own.
-func deliver(pool *buffer.Pool, b []byte, to func(*buffer.Batch)) {
+// deliver copies a datagram into a packet of pool, with its offload
+// metadata, and hands it to the receiving dealer in a batch of its own.
+func deliver(pool *buffer.Pool, b []byte, o buffer.Offload, to func(*buffer.Batch)) {
 	pk := pool.Get(len(b))
 	copy(pk.Bytes(), b)
+	pk.Offload = o
 	batch := buffer.GetBatch()
 	batch.Pkts = append(batch.Pkts, pk)
 	to(batch)
