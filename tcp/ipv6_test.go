@@ -17,6 +17,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/internal/testkit/v6test"
 	"github.com/gonetstack/gonet/ip"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/tcp"
 )
@@ -473,5 +474,41 @@ func TestSuperSegmentsOverIPv6(t *testing.T) {
 	}
 	if a.IPv6.Stats.OutGSO.Load() == 0 || a.IPv6.Stats.OutGSOFallbacks.Load() != 0 {
 		t.Errorf("IPv6 OutGSO %d, fallbacks %d", a.IPv6.Stats.OutGSO.Load(), a.IPv6.Stats.OutGSOFallbacks.Load())
+	}
+}
+
+// RFC 6528 over IPv6: F hashes the whole 128-bit addresses, so 4-tuples
+// that differ only in an address's upper bits get unrelated ISNs.
+func TestISNsHashWholeIPv6Addresses(t *testing.T) {
+	var tp tapTCP
+	a, b := v6test.Pair(t, v6test.Options{Tap: tp.tap, Seed: 1})
+	other := netip.MustParseAddr("2002:db8:1::1") // AddrA but for its first bytes
+	if err := a.IPv6.AddAddress(a.If6, netip.PrefixFrom(other, 64), ipv6.Preferred); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.IPv6.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("2002:db8:1::/64"), Iface: b.If6}); err != nil {
+		t.Fatal(err)
+	}
+	echo6(t, listen6(t, b, "[::]:7"))
+	for _, from := range []netip.Addr{v6test.AddrA, other} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := a.TCP.Dial(ctx, netip.AddrPortFrom(from, 40000), netip.MustParseAddrPort("[2001:db8:1::2]:7"))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	var isns []uint32
+	for _, s := range tp.seen() {
+		if s.fromA && s.tcp.SYN {
+			isns = append(isns, s.tcp.Seq)
+		}
+	}
+	if len(isns) != 2 {
+		t.Fatalf("%d SYNs", len(isns))
+	}
+	if d := dist(isns[0], isns[1]); d < 1<<20 {
+		t.Errorf("ISNs %d and %d are %d apart: the upper address bits do not count", isns[0], isns[1], d)
 	}
 }

@@ -8,6 +8,7 @@
 package v6test
 
 import (
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,11 @@ type Options struct {
 	// that the transports run over both families.
 	IPv4 bool
 	// Clock drives every timer; clock.Real{} when nil.
-	Clock       clock.Clock
+	Clock clock.Clock
+	// Seed, when not zero, seeds each host's random source (A's with
+	// Seed, B's with Seed+1) for tests that need the same secrets, ports
+	// and sequence numbers on every run; crypto/rand seeds them otherwise.
+	Seed        uint64
 	TCP         tcp.Config
 	UDP         udp.Config
 	IPv6        ipv6.Config
@@ -104,8 +109,8 @@ func Pair(t testing.TB, o Options) (a, b *Host) {
 	if o.MemoryLimit == 0 {
 		o.MemoryLimit = 64 << 20
 	}
-	a = newHost(o, AddrA, LLA, Addr4A)
-	b = newHost(o, AddrB, LLB, Addr4B)
+	a = newHost(o, 0, AddrA, LLA, Addr4A)
+	b = newHost(o, 1, AddrB, LLB, Addr4B)
 	l6ab := &link6{o: &o, fromA: true}
 	l6ba := &link6{o: &o}
 	var err error
@@ -159,10 +164,14 @@ func Pair(t testing.TB, o Options) (a, b *Host) {
 	return a, b
 }
 
-func newHost(o Options, addr, ll, addr4 netip.Addr) *Host {
+func newHost(o Options, n uint64, addr, ll, addr4 netip.Addr) *Host {
+	var src rand.Source
+	if o.Seed != 0 {
+		src = rand.NewPCG(o.Seed+n, 0)
+	}
 	e := &env.Env{
 		Clock:  o.Clock,
-		Rand:   env.NewRand(nil),
+		Rand:   env.NewRand(src),
 		Pool:   buffer.NewPool(),
 		Budget: budget.New(o.MemoryLimit),
 		Log:    logs.OrDiscard(nil),
