@@ -57,8 +57,8 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	src := sp.Src.WithZone("")
 	switch {
 	case !src.IsValid():
-		src = ri.Src
-	case src.IsUnspecified() || src == ri.Src || p.IsLocal(src):
+		src = ri.Src.WithZone("")
+	case src.IsUnspecified() || src == ri.Src.WithZone("") || p.IsLocal(src):
 	default:
 		src = netip.Addr{}
 	}
