@@ -13,7 +13,10 @@ import (
 // Transports keep one per connection and hand it back to SendRoute, so
 // that a segment sent costs no lookup.
 type Route struct {
-	Src     netip.Addr // the source address to use
+	// Src is the source address to use, with the zone of the outgoing
+	// interface when it is link-local (IPv6), as datagrams to it are
+	// delivered (Header).
+	Src     netip.Addr
 	NextHop netip.Addr // the gateway, or the destination itself on-link
 	Local   bool       // the destination is this host
 	Bcast   bool       // a directed or limited broadcast (never for IPv6)
@@ -27,8 +30,8 @@ type Route struct {
 	// Offloads are what the route's link does for its datagrams
 	// (checksums, TSO): none for local delivery.
 	Offloads link.Capabilities
-	// Iface is the family's own outgoing interface (ipv4's *Interface),
-	// opaque to transports; nil for local delivery.
+	// Iface is the family's own outgoing interface (ipv4's or ipv6's
+	// *Interface), opaque to transports; nil for local delivery.
 	Iface any
 }
 
@@ -41,8 +44,19 @@ type SendParams struct {
 	TOS   uint8 // IPv4's type of service or IPv6's traffic class
 	// DF forbids fragmenting the datagram here: a datagram longer than
 	// the route's MTU fails with EMSGSIZE instead. For IPv4 it also sets
-	// the header's DF bit (RFC 1191); IPv6 routers never fragment.
+	// the header's DF bit (RFC 1191); IPv6 routers never fragment, and
+	// for IPv6 it is RFC 3542 section 11.2's IPV6_DONTFRAG.
 	DF bool
+	// FlowLabel is IPv6's flow label, sent as given (RFC 6437): the
+	// sender knows its flows and can label one once, where the network
+	// layer would hash every datagram; zero leaves the datagram
+	// unlabelled. IPv4 has no such field and ignores it.
+	FlowLabel uint32
+	// RouterAlert asks routers on the path to look at the datagram: IPv6
+	// puts RFC 2711's Router Alert option, value 0 (MLD), in a Hop-by-Hop
+	// Options header, as MLD's messages need (RFC 3810 section 5). IPv4
+	// ignores it: nothing the stack sends over IPv4 needs RFC 2113's.
+	RouterAlert bool
 }
 
 // Network is a network layer (ipv4, ipv6) as the transports use it: to

@@ -1,8 +1,10 @@
 package ipv6
 
 import (
+	"fmt"
 	"net/netip"
 
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -34,10 +36,62 @@ type ErrorSender interface {
 	SendError(e ICMPError)
 }
 
-// ReportError sends an ICMPv6 error through the error sender, for
-// transports that drop a datagram (UDP's port unreachable), under the same
-// rules as the layer's own errors.
-func (p *Protocol) ReportError(e ICMPError) { p.sendError(e) }
+// ReportError sends the ICMPv6 error for kind about orig, a datagram from
+// its IPv6 header on, for transports that drop one (UDP's port
+// unreachable, a forwarder's refusal), under the rules of the layer's own
+// errors (sendError). The error goes back out of the interface of the
+// address orig was sent to: a transport knows no more of where it came
+// in, and for a link-local destination that is the link it came on.
+func (p *Protocol) ReportError(orig []byte, kind ip.ErrorKind) {
+	h, verr := wire.ParseIPv6(orig)
+	if verr != wire.IPv6OK {
+		return
+	}
+	var m errorMessage
+	if int(kind) < len(errorMessages) {
+		m = errorMessages[kind]
+	}
+	if m.typ == 0 {
+		panic(fmt.Sprintf("ipv6: no ICMPv6 message for %v", kind))
+	}
+	e := ICMPError{Type: m.typ, Code: m.code, Orig: h, In: p.tables.load().ifaceOf(h.Dst())}
+	switch kind {
+	case ip.ProtoUnreachable:
+		// The pointer names the Next Header field that named the
+		// protocol (RFC 8200 section 4, as deliver's own errors).
+		e.Param = uint32(WalkChain(h).NextAt)
+	case ip.PacketTooBig:
+		// A transport has no next-hop MTU to tell; the least every link
+		// carries is a safe one (RFC 8200 section 5).
+		e.Param = wire.IPv6MinMTU
+	}
+	p.sendError(e)
+}
+
+type errorMessage struct{ typ, code uint8 }
+
+// errorMessages maps the neutral error kinds to the ICMPv6 messages that
+// report them (RFC 4443 section 3). Kept small and unexported: the ICMPv6
+// package, which maps received messages back to kinds, may own the table
+// once both are merged.
+var errorMessages = [...]errorMessage{
+	// Section 3.1: Destination Unreachable, code 0 no route, 1
+	// administratively prohibited, 3 address unreachable, 4 port
+	// unreachable.
+	ip.NetUnreachable:  {wire.ICMPv6DestUnreach, wire.ICMPv6CodeNoRoute},
+	ip.HostUnreachable: {wire.ICMPv6DestUnreach, wire.ICMPv6CodeAddrUnreach},
+	ip.PortUnreachable: {wire.ICMPv6DestUnreach, wire.ICMPv6CodePortUnreach},
+	ip.AdminProhibited: {wire.ICMPv6DestUnreach, wire.ICMPv6CodeAdminProhibited},
+	// Section 3.2: Packet Too Big.
+	ip.PacketTooBig: {wire.ICMPv6PacketTooBig, 0},
+	// Section 3.3: Time Exceeded, code 0 hop limit, 1 reassembly.
+	ip.TimeExceeded:      {wire.ICMPv6TimeExceeded, wire.ICMPv6CodeHopLimitExceeded},
+	ip.ReassemblyTimeout: {wire.ICMPv6TimeExceeded, wire.ICMPv6CodeReassemblyTime},
+	// Section 3.4: Parameter Problem, code 1 for an unrecognised Next
+	// Header (IPv6 has no "protocol unreachable"), code 0 for the rest.
+	ip.ProtoUnreachable: {wire.ICMPv6ParamProblem, wire.ICMPv6CodeUnrecognizedNext},
+	ip.ParameterProblem: {wire.ICMPv6ParamProblem, wire.ICMPv6CodeErroneousHeader},
+}
 
 // sendError asks for an error unless RFC 4443 section 2.4 (e) forbids it:
 // none about a datagram to a multicast address, except Packet Too Big and

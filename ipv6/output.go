@@ -7,42 +7,27 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
-// SendParams describes a datagram to send.
-type SendParams struct {
-	// Src is the source address: the zero Addr to have the route choose
-	// (source.go), or one of the host's addresses; :: is sent as it
-	// stands, for the messages that go before the host has an address
-	// (DAD's neighbour solicitations, RFC 4862 section 5.4.2; MLD
-	// reports, RFC 3810 section 5.2.13).
-	Src netip.Addr
-	// Dst is the destination, with the zone of an interface when it is
-	// link-scoped (Route).
-	Dst        netip.Addr
-	NextHeader uint8 // the upper-layer protocol
-	// HopLimit is zero for the default: Config.DefaultHopLimit to a
-	// unicast destination, 1 to a multicast group.
-	HopLimit     uint8
-	TrafficClass uint8
-	// FlowLabel is sent as given (RFC 6437): the layer sets none of its
-	// own, since the transport knows its flows and can label one once
-	// (a hash of its addresses and ports with a secret, RFC 6437 section
-	// 3), where the layer would have to hash every datagram; zero says
-	// the datagram is unlabelled, which RFC 6437 allows.
-	FlowLabel uint32
-	// RouterAlert puts a Hop-by-Hop Options header with the Router Alert
-	// option (RFC 2711) of value 0 in front of the upper layer: MLD's
-	// messages carry it (RFC 3810 section 5), so that routers look at
-	// them.
-	RouterAlert bool
-	// DontFragment makes Send fail with EMSGSIZE rather than fragment
-	// (IPV6_DONTFRAG, RFC 3542 section 11.2): what a transport that does
-	// path MTU discovery itself asks for.
-	DontFragment bool
-}
+// Datagrams are described by ip.SendParams, as IPv4's are, so that a
+// transport sends either family's with one value. IPv6 reads its fields
+// so:
+//   - Src: the zero Addr to have the route choose (source.go), or one of
+//     the host's addresses; unlike IPv4, :: is sent as it stands, for the
+//     messages that go before the host has an address (DAD's neighbour
+//     solicitations, RFC 4862 section 5.4.2; MLD reports, RFC 3810
+//     section 5.2.13).
+//   - Dst: with the zone of an interface when it is link-scoped (Route).
+//   - Proto: the upper-layer protocol, the last Next Header.
+//   - TTL: the hop limit; zero for the default, Config.DefaultHopLimit to
+//     a unicast destination, 1 to a multicast group.
+//   - TOS: the traffic class.
+//   - DF: fail with EMSGSIZE rather than fragment (IPV6_DONTFRAG, RFC
+//     3542 section 11.2), what a transport that does path MTU discovery
+//     itself asks for.
+//   - FlowLabel and RouterAlert: fields IPv4 ignores (ip.SendParams).
 
 // ErrMessageTooLong is returned for a datagram whose payload exceeds 65535
 // bytes, or which exceeds the path MTU with DontFragment set. It wraps
@@ -55,7 +40,7 @@ func IsMessageTooLong(err error) bool { return errors.Is(err, syscall.EMSGSIZE) 
 // Send sends pkt, whose data is the upper-layer header and payload, as an
 // IPv6 datagram. It takes ownership of pkt in every case. The route is
 // looked up here; callers that already did so may pass it to SendRoute.
-func (p *Protocol) Send(pkt *buffer.Packet, sp SendParams) error {
+func (p *Protocol) Send(pkt *buffer.Packet, sp ip.SendParams) error {
 	ri, err := p.Route(sp.Dst)
 	if err != nil {
 		p.Stats.OutNoRoutes.Inc()
@@ -66,14 +51,14 @@ func (p *Protocol) Send(pkt *buffer.Packet, sp SendParams) error {
 }
 
 // SendRoute is Send on a route found by Route.
-func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) error {
+func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) error {
 	p.Stats.OutRequests.Inc()
 	dst := sp.Dst.WithZone("")
 	src := sp.Src.WithZone("")
 	switch {
 	case !src.IsValid():
-		src = ri.Src
-	case src.IsUnspecified() || src == ri.Src || p.IsLocal(src):
+		src = ri.Src.WithZone("")
+	case src.IsUnspecified() || src == ri.Src.WithZone("") || p.IsLocal(src):
 	default:
 		src = netip.Addr{}
 	}
@@ -82,7 +67,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 		pkt.Release()
 		return ErrNoSource
 	}
-	hop := sp.HopLimit
+	hop := sp.TTL
 	if hop == 0 {
 		hop = p.cfg.DefaultHopLimit
 		if dst.IsMulticast() {
@@ -90,9 +75,9 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 		}
 	}
 	f := wire.IPv6Fields{
-		TrafficClass: sp.TrafficClass,
+		TrafficClass: sp.TOS,
 		FlowLabel:    sp.FlowLabel,
-		NextHeader:   sp.NextHeader,
+		NextHeader:   sp.Proto,
 		HopLimit:     hop,
 		Src:          src,
 		Dst:          dst,
@@ -113,13 +98,13 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 	if dst.IsMulticast() {
 		p.Stats.OutMcastPkts.Inc()
 	}
-	if wire.IPv6HeaderLen+pkt.Len() <= ri.MTU() || p.superSegment(pkt, ri) {
+	if wire.IPv6HeaderLen+pkt.Len() <= ri.MTU || p.superSegment(pkt, ri) {
 		wire.EncodeIPv6(pkt.Prepend(wire.IPv6HeaderLen), &f)
 		pkt.Offload.Prepended(wire.IPv6HeaderLen)
 		p.output(ri, pkt)
 		return nil
 	}
-	if sp.DontFragment {
+	if sp.DF {
 		p.Stats.FragFails.Inc()
 		pkt.Release()
 		return ErrMessageTooLong
@@ -135,13 +120,13 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 var routerAlert = [8]byte{0, 0, 5, 2, 0, 0, wire.IPv6OptPadN, 0}
 
 // output passes a whole datagram to the interface, or loops it back.
-func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
+func (p *Protocol) output(ri ip.Route, pkt *buffer.Packet) {
 	if ri.Local {
 		finishChecksum(pkt) // our own input checks it
 		p.loop.Deliver(pkt)
 		return
 	}
-	ri.Iface.out.Output(ri.NextHop, pkt)
+	routeIface(ri).out.Output(ri.NextHop, pkt)
 }
 
 // fragment splits the datagram f describes, with pkt as its payload, into
@@ -154,12 +139,12 @@ func (p *Protocol) output(ri RouteInfo, pkt *buffer.Packet) {
 // reassembly). The route's MTU is at least 1280 (the least link MTU, and
 // the floor of the path MTU cache), so no datagram that fits unfragmented
 // is ever sent as an atomic fragment (RFC 8021).
-func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri RouteInfo) {
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri ip.Route) {
 	defer pkt.Release()
 	finishChecksum(pkt) // fragments cannot carry a partial checksum
 	head, payload := pkt.Bytes()[:unfrag], pkt.Bytes()[unfrag:]
 	hl := wire.IPv6HeaderLen + unfrag + wire.IPv6FragmentLen
-	chunk := (ri.MTU() - hl) &^ 7
+	chunk := (ri.MTU - hl) &^ 7
 	ff := *f
 	fh := wire.IPv6FragmentFields{NextHeader: f.NextHeader, ID: p.env.Rand.Uint32()}
 	if unfrag > 0 {
@@ -192,22 +177,13 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, 
 // (buffer.GSOTCPv6) when the route's interface does that; a datagram that
 // must be fragmented or looped back gets its checksum finished first.
 
-// Offloads returns what the route's link does for its datagrams: nothing
-// for local delivery.
-func (ri RouteInfo) Offloads() link.Capabilities {
-	if ri.Local || ri.Iface == nil {
-		return link.Capabilities{}
-	}
-	return ri.Iface.caps
-}
-
 // superSegment reports whether pkt, too long for ri's MTU, is a TCP
 // super-segment the link will cut up.
-func (p *Protocol) superSegment(pkt *buffer.Packet, ri RouteInfo) bool {
+func (p *Protocol) superSegment(pkt *buffer.Packet, ri ip.Route) bool {
 	if pkt.Offload.GSOType == buffer.GSONone {
 		return false
 	}
-	if !ri.Offloads().TSO {
+	if !ri.Offloads.TSO {
 		p.Stats.OutGSOFallbacks.Inc()
 		pkt.Offload.GSOType, pkt.Offload.GSOSize, pkt.Offload.HdrLen = buffer.GSONone, 0, 0
 		return false

@@ -12,17 +12,18 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/wire"
 )
 
 // send sends payload to dst under protoTest with sp's other fields.
-func (h *harness) send(t testing.TB, payload []byte, sp ipv6.SendParams) error {
+func (h *harness) send(t testing.TB, payload []byte, sp ip.SendParams) error {
 	t.Helper()
 	pk := h.env.Pool.Get(len(payload))
 	copy(pk.Bytes(), payload)
-	if sp.NextHeader == 0 {
-		sp.NextHeader = protoTest
+	if sp.Proto == 0 {
+		sp.Proto = protoTest
 	}
 	return h.p.Send(pk, sp)
 }
@@ -68,10 +69,10 @@ func TestSendFragmentsToTheRouteMTU(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, ipv6.Config{})
 			if tt.pmtu > 0 {
-				h.p.UpdatePMTU(farAddr, tt.pmtu)
+				h.p.UpdatePMTU(farAddr, tt.pmtu, 0)
 			}
 			payload := data(tt.size)
-			must(t, h.send(t, payload, ipv6.SendParams{Dst: farAddr, TrafficClass: 0x10, FlowLabel: 0x12345}))
+			must(t, h.send(t, payload, ip.SendParams{Dst: farAddr, TOS: 0x10, FlowLabel: 0x12345}))
 			out := h.takeSent()
 			want := max(tt.wantFrags, 1)
 			if len(out) != want {
@@ -133,11 +134,11 @@ func TestSendFragmentsToTheRouteMTU(t *testing.T) {
 
 func TestSendTooLongIsEMSGSIZE(t *testing.T) {
 	h := newHarness(t, ipv6.Config{})
-	err := h.send(t, data(2000), ipv6.SendParams{Dst: farAddr, DontFragment: true})
+	err := h.send(t, data(2000), ip.SendParams{Dst: farAddr, DF: true})
 	if !errors.Is(err, syscall.EMSGSIZE) || !ipv6.IsMessageTooLong(err) {
 		t.Errorf("DontFragment over the MTU: %v, want EMSGSIZE", err)
 	}
-	if err := h.send(t, data(65536), ipv6.SendParams{Dst: farAddr}); !ipv6.IsMessageTooLong(err) {
+	if err := h.send(t, data(65536), ip.SendParams{Dst: farAddr}); !ipv6.IsMessageTooLong(err) {
 		t.Errorf("payload of 65536 bytes: %v, want EMSGSIZE", err)
 	}
 	if len(h.takeSent()) != 0 {
@@ -151,34 +152,34 @@ func TestSendTooLongIsEMSGSIZE(t *testing.T) {
 func TestSendChoosesHopLimitSourceAndLink(t *testing.T) {
 	tests := []struct {
 		name    string
-		sp      ipv6.SendParams
+		sp      ip.SendParams
 		err     error
 		iface   string
 		nextHop netip.Addr
 		src     netip.Addr
 		hop     uint8
 	}{
-		{name: "to a neighbour on-link", sp: ipv6.SendParams{Dst: peerAddr},
+		{name: "to a neighbour on-link", sp: ip.SendParams{Dst: peerAddr},
 			iface: "eth0", nextHop: peerAddr, src: ourAddr, hop: 64},
-		{name: "to a link-local neighbour with its zone", sp: ipv6.SendParams{Dst: peerLL.WithZone("eth0")},
+		{name: "to a link-local neighbour with its zone", sp: ip.SendParams{Dst: peerLL.WithZone("eth0")},
 			iface: "eth0", nextHop: peerLL, src: ourLL, hop: 64},
-		{name: "to a link-local neighbour without a zone, two interfaces", sp: ipv6.SendParams{Dst: peerLL},
+		{name: "to a link-local neighbour without a zone, two interfaces", sp: ip.SendParams{Dst: peerLL},
 			err: ipv6.ErrZoneNeeded},
-		{name: "to a zone that is no interface", sp: ipv6.SendParams{Dst: peerLL.WithZone("eth9")},
+		{name: "to a zone that is no interface", sp: ip.SendParams{Dst: peerLL.WithZone("eth9")},
 			err: ipv6.ErrZoneNeeded},
-		{name: "to all-nodes: hop limit 1", sp: ipv6.SendParams{Dst: ipv6.AllNodes.WithZone("eth0")},
+		{name: "to all-nodes: hop limit 1", sp: ip.SendParams{Dst: ipv6.AllNodes.WithZone("eth0")},
 			iface: "eth0", nextHop: ipv6.AllNodes, src: ourLL, hop: 1},
-		{name: "neighbour discovery's hop limit 255", sp: ipv6.SendParams{Dst: ipv6.AllNodes.WithZone("eth0"), HopLimit: 255},
+		{name: "neighbour discovery's hop limit 255", sp: ip.SendParams{Dst: ipv6.AllNodes.WithZone("eth0"), TTL: 255},
 			iface: "eth0", nextHop: ipv6.AllNodes, src: ourLL, hop: 255},
-		{name: "DAD from the unspecified address", sp: ipv6.SendParams{Src: netip.IPv6Unspecified(), Dst: ipv6.SolicitedNode(tentative).WithZone("eth0"), HopLimit: 255},
+		{name: "DAD from the unspecified address", sp: ip.SendParams{Src: netip.IPv6Unspecified(), Dst: ipv6.SolicitedNode(tentative).WithZone("eth0"), TTL: 255},
 			iface: "eth0", nextHop: ipv6.SolicitedNode(tentative), src: netip.IPv6Unspecified(), hop: 255},
-		{name: "from an address not the host's", sp: ipv6.SendParams{Src: netip.MustParseAddr("2001:db8:1::99"), Dst: peerAddr},
+		{name: "from an address not the host's", sp: ip.SendParams{Src: netip.MustParseAddr("2001:db8:1::99"), Dst: peerAddr},
 			err: ipv6.ErrNoSource},
-		{name: "from a tentative address", sp: ipv6.SendParams{Src: tentative, Dst: peerAddr},
+		{name: "from a tentative address", sp: ip.SendParams{Src: tentative, Dst: peerAddr},
 			err: ipv6.ErrNoSource},
-		{name: "out of an interface with no address", sp: ipv6.SendParams{Dst: peerLL.WithZone("eth1")},
+		{name: "out of an interface with no address", sp: ip.SendParams{Dst: peerLL.WithZone("eth1")},
 			err: ipv6.ErrNoSource},
-		{name: "an IPv4 destination", sp: ipv6.SendParams{Dst: netip.MustParseAddr("10.0.0.1")},
+		{name: "an IPv4 destination", sp: ip.SendParams{Dst: netip.MustParseAddr("10.0.0.1")},
 			err: ipv6.ErrNoRoute},
 	}
 	for _, tt := range tests {
@@ -215,7 +216,7 @@ func TestDatagramsToOurselvesLoopBack(t *testing.T) {
 			pk := h.env.Pool.Get(8)
 			copy(pk.Bytes(), []byte{1, 2, 3, 4, 0, 0, 0, 0})
 			pk.Offload = buffer.Offload{Flags: buffer.NeedsCsum, CsumStart: 0, CsumOffset: 6}
-			must(t, h.p.Send(pk, ipv6.SendParams{Dst: dst, NextHeader: protoUDP}))
+			must(t, h.p.Send(pk, ip.SendParams{Dst: dst, Proto: protoUDP}))
 			h.sync(t)
 			got := h.tr.take()
 			if len(got) != 1 {
@@ -248,7 +249,7 @@ func TestOwnFragmentsReassemble(t *testing.T) {
 		tx, rx := newHarness(t, ipv6.Config{}), newHarness(t, ipv6.Config{})
 		must(t, rx.p.AddAddress(rx.eth0, netip.PrefixFrom(farAddr, 64), ipv6.Preferred))
 		payload := data(tt.size)
-		must(t, tx.send(t, payload, ipv6.SendParams{Dst: farAddr}))
+		must(t, tx.send(t, payload, ip.SendParams{Dst: farAddr}))
 		var fs [][]byte
 		for _, s := range tx.takeSent() {
 			fs = append(fs, s.b)
@@ -274,7 +275,7 @@ func TestRouterAlertHopByHop(t *testing.T) {
 		tx, rx := newHarness(t, ipv6.Config{}), newHarness(t, ipv6.Config{})
 		must(t, rx.p.AddAddress(rx.eth0, netip.PrefixFrom(farAddr, 64), ipv6.Preferred))
 		payload := data(size)
-		must(t, tx.send(t, payload, ipv6.SendParams{Dst: farAddr, RouterAlert: true}))
+		must(t, tx.send(t, payload, ip.SendParams{Dst: farAddr, RouterAlert: true}))
 		out := tx.takeSent()
 		var fs [][]byte
 		for i, s := range out {

@@ -31,15 +31,18 @@ func (c *pmtuCache) lookup(dst netip.Addr, clk clock.Clock) (pmtuEntry, bool) {
 // UpdatePMTU takes a validated Packet Too Big report (RFC 4443 section
 // 3.2): a datagram to dst met a link of the given MTU. A report that would
 // not lower the path MTU is ignored (RFC 8201 section 4: the estimate only
-// falls until it expires); one below 1280 is raised to it. It returns the
-// path MTU in force afterwards, zero for a destination with no route.
-func (p *Protocol) UpdatePMTU(dst netip.Addr, mtu int) int {
+// falls until it expires); one below 1280 is raised to it. quotedLen, the
+// length of the datagram quoted, is unused: a Packet Too Big always
+// carries the MTU, so IPv4's guess from RFC 1191's plateaus has no IPv6
+// counterpart. It returns the path MTU in force afterwards, zero for a
+// destination with no route.
+func (p *Protocol) UpdatePMTU(dst netip.Addr, mtu, quotedLen int) int {
 	ri, err := p.Route(dst)
 	if err != nil || ri.Local {
 		p.Stats.PMTUIgnored.Inc()
 		return 0
 	}
-	cur := ri.MTU()
+	cur := ri.MTU
 	if mtu < wire.IPv6MinMTU {
 		p.Stats.PMTUClamped.Inc()
 		mtu = wire.IPv6MinMTU

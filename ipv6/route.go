@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -395,30 +396,36 @@ var (
 	ErrZoneNeeded = fmt.Errorf("ipv6: link-scoped destination needs the zone of an interface: %w", syscall.EINVAL)
 )
 
-// RouteInfo is the result of a route lookup.
-type RouteInfo struct {
-	// Src is the source address to use (source.go), invalid when the
-	// host has no address to send from there: Send then fails unless
-	// the sender names one, as DAD names :: (RFC 4862 section 5.4.2).
-	Src     netip.Addr
-	NextHop netip.Addr // the router, or the destination itself on-link
-	Iface   *Interface // nil for a local destination
-	Local   bool       // the destination is this host
-	// PMTU is the path MTU learnt for the destination (pmtu.go), zero
-	// when none is known.
-	PMTU int
+// A route lookup's result is an ip.Route, as IPv4's: Src is the source
+// address to use (source.go), with the zone of the outgoing interface when
+// it is link-scoped, so that a transport's 4-tuple names it as the dealer
+// names the datagrams that come back (ip.Header); it is invalid when the
+// host has no address to send from there, and Send then fails unless the
+// sender names one, as DAD names :: (RFC 4862 section 5.4.2). NextHop is
+// the router, or the destination itself on-link, without a zone; MTU is
+// the interface's, or the path MTU learnt for the destination if less
+// (pmtu.go), and local delivery has no link limit; Iface is the outgoing
+// *Interface, nil for a local destination; Bcast and PMTULocked are never
+// set: IPv6 has no broadcast, and its routers never fragment.
+
+// localMTU is a local route's MTU: the largest datagram without a jumbo
+// payload (RFC 2675), since no link limits it.
+const localMTU = wire.IPv6HeaderLen + wire.IPv6MaxPayloadLen
+
+// routeIface is the interface a route leaves through, nil for local
+// delivery.
+func routeIface(ri ip.Route) *Interface {
+	i, _ := ri.Iface.(*Interface)
+	return i
 }
 
-// MTU returns the route's MTU: the interface's, or the path MTU learnt for
-// the destination if less; local delivery has no link limit.
-func (ri RouteInfo) MTU() int {
-	if ri.Local {
-		return wire.IPv6HeaderLen + wire.IPv6MaxPayloadLen
+// route is a route out of i to nextHop from src.
+func (i *Interface) route(src, nextHop netip.Addr, pmtu int) ip.Route {
+	mtu := i.mtu
+	if pmtu > 0 && pmtu < mtu {
+		mtu = pmtu
 	}
-	if ri.PMTU > 0 && ri.PMTU < ri.Iface.mtu {
-		return ri.PMTU
-	}
-	return ri.Iface.mtu
+	return ip.Route{Src: zoned(src, i), NextHop: nextHop, MTU: mtu, Offloads: i.caps, Iface: i}
 }
 
 // Route finds how to reach dst. A link-local destination, or a multicast
@@ -428,57 +435,58 @@ func (ri RouteInfo) MTU() int {
 // the rest by longest prefix match, among equal prefixes the router of
 // highest preference (RFC 4191), restricted to the zone's interface when
 // dst has one. The source is chosen by RFC 6724's rules (source.go).
-func (p *Protocol) Route(dst netip.Addr) (RouteInfo, error) {
+func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 	t := p.tables.load()
 	a := dst.WithZone("")
 	if !a.Is6() || a.Is4In6() {
-		return RouteInfo{}, ErrNoRoute
+		return ip.Route{}, ErrNoRoute
 	}
 	var zi *Interface
 	if z := dst.Zone(); z != "" {
 		if zi = t.iface(z); zi == nil {
-			return RouteInfo{}, ErrZoneNeeded
+			return ip.Route{}, ErrZoneNeeded
 		}
 	}
 	if a == loopbackAddr {
-		return RouteInfo{Src: a, NextHop: a, Local: true}, nil
+		return ip.Route{Src: a, NextHop: a, Local: true, MTU: localMTU}, nil
 	}
 	if ad, ok := t.local(a); ok && ad.State != Tentative && (zi == nil || ad.Iface == zi || !linkScoped(a)) {
-		return RouteInfo{Src: a, NextHop: a, Local: true}, nil
+		return ip.Route{Src: zoned(a, ad.Iface), NextHop: a, Local: true, MTU: localMTU}, nil
 	}
-	ri := RouteInfo{NextHop: a}
+	var out *Interface
+	nextHop := a
 	switch {
 	case linkScoped(a):
 		if zi == nil {
 			if len(t.ifaces) != 1 {
-				return RouteInfo{}, ErrZoneNeeded
+				return ip.Route{}, ErrZoneNeeded
 			}
 			zi = t.ifaces[0]
 		}
-		ri.Iface = zi
+		out = zi
 	case a.IsMulticast():
 		if zi == nil && len(t.ifaces) > 0 {
 			zi = t.ifaces[0]
 		}
 		if zi == nil {
-			return RouteInfo{}, ErrNoRoute
+			return ip.Route{}, ErrNoRoute
 		}
-		ri.Iface = zi
+		out = zi
 	default:
 		r, ok := t.lookup(a, zi)
 		if !ok {
-			return RouteInfo{}, ErrNoRoute
+			return ip.Route{}, ErrNoRoute
 		}
-		ri.Iface = r.Iface
+		out = r.Iface
 		if r.Gateway.IsValid() {
-			ri.NextHop = r.Gateway
+			nextHop = r.Gateway
 		}
 	}
-	ri.Src = t.selectSource(a, ri.Iface)
+	pmtu := 0
 	if e, ok := p.pmtu.lookup(a, p.env.Clock); ok {
-		ri.PMTU = e.mtu
+		pmtu = e.mtu
 	}
-	return ri, nil
+	return out.route(t.selectSource(a, out), nextHop, pmtu), nil
 }
 
 // lookup is the longest prefix match, restricted to iface when not nil.
@@ -595,3 +603,18 @@ var ErrNoSource = fmt.Errorf("ipv6: no source address: %w", syscall.EADDRNOTAVAI
 
 // IsNoRoute reports whether err says a destination has no route.
 func IsNoRoute(err error) bool { return errors.Is(err, syscall.ENETUNREACH) }
+
+// IsHostDst reports whether a datagram to a is for the host itself: every
+// address the dealer takes is (IPv6 has no forwarding interfaces yet).
+func (p *Protocol) IsHostDst(a netip.Addr) bool { return p.IsLocal(a) || a.IsMulticast() }
+
+// IsBroadcast is always false: IPv6 has no broadcast (RFC 4291 section
+// 2), and multicast stands in for it.
+func (p *Protocol) IsBroadcast(netip.Addr) bool { return false }
+
+// HeaderLen is the length of the fixed IPv6 header (RFC 8200 section 3):
+// what a route's MTU loses before a transport's segment, when no
+// extension header goes in front of it.
+func (p *Protocol) HeaderLen() int { return wire.IPv6HeaderLen }
+
+var _ ip.Network = (*Protocol)(nil)

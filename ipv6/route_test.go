@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv6"
 )
 
@@ -74,7 +75,7 @@ func TestRouteSelection(t *testing.T) {
 				}
 				return
 			}
-			if ri.Local || ri.Iface.Name() != tt.iface || ri.NextHop != netip.MustParseAddr(tt.nextHop) {
+			if ri.Local || ri.Iface.(*ipv6.Interface).Name() != tt.iface || ri.NextHop != netip.MustParseAddr(tt.nextHop) {
 				t.Errorf("via %v dev %v (local %v), want via %s dev %s", ri.NextHop, ri.Iface, ri.Local, tt.nextHop, tt.iface)
 			}
 		})
@@ -88,7 +89,7 @@ func TestRouteWithoutAMatchIsENETUNREACH(t *testing.T) {
 	if !ipv6.IsNoRoute(err) {
 		t.Errorf("error %v, want ENETUNREACH", err)
 	}
-	if err := h.send(t, data(8), ipv6.SendParams{Dst: farAddr}); !ipv6.IsNoRoute(err) {
+	if err := h.send(t, data(8), ip.SendParams{Dst: farAddr}); !ipv6.IsNoRoute(err) {
 		t.Errorf("Send: %v", err)
 	}
 	if c := h.counters(); c["OutNoRoutes"] != 1 {
@@ -133,9 +134,9 @@ func TestSourceSelection(t *testing.T) {
 		dst  string
 		src  string
 	}{
-		{"rule 2: link-local destination, link-local source of its interface", "fe80::1%eth0", "fe80::2"},
-		{"rule 2: on the other interface", "fe80::1%eth1", "fe80::3"},
-		{"rule 2: link-scoped multicast", "ff02::1%eth0", "fe80::2"},
+		{"rule 2: link-local destination, link-local source of its interface, zoned", "fe80::1%eth0", "fe80::2%eth0"},
+		{"rule 2: on the other interface", "fe80::1%eth1", "fe80::3%eth1"},
+		{"rule 2: link-scoped multicast", "ff02::1%eth0", "fe80::2%eth0"},
 		{"rule 2: a global destination never gets a link-local source", "2001:db8:9::9%eth0", "2001:db8:1::2"},
 		{"rule 3: avoid the deprecated address on its own prefix", "2001:db8:2::9", "2001:db8:1::2"},
 		{"rule 5: the outgoing interface's address", "2001:db8:9::9", "fd00::2"},
@@ -189,7 +190,7 @@ func TestPathMTU(t *testing.T) {
 	mtuOf := func() int {
 		ri, err := h.p.Route(farAddr)
 		must(t, err)
-		return ri.MTU()
+		return ri.MTU
 	}
 	steps := []struct {
 		report, want int
@@ -202,7 +203,7 @@ func TestPathMTU(t *testing.T) {
 	}
 	for _, s := range steps {
 		before := h.counters()[s.counter]
-		if got := h.p.UpdatePMTU(farAddr, s.report); got != s.want || mtuOf() != s.want {
+		if got := h.p.UpdatePMTU(farAddr, s.report, 0); got != s.want || mtuOf() != s.want {
 			t.Errorf("report %d: path MTU %d (route %d), want %d", s.report, got, mtuOf(), s.want)
 		}
 		if h.counters()[s.counter] != before+1 {

@@ -70,6 +70,7 @@ type Stack struct {
 	cfg  Config
 	env  *env.Env
 	ip   *ipv4.Protocol
+	nets ip.Networks // the network layers the transports run over
 	icmp *icmp.Protocol
 	udp  *udp.Protocol
 	tcp  *tcp.Protocol
@@ -104,9 +105,9 @@ func New(cfg Config) *Stack {
 	s := &Stack{cfg: cfg, env: e}
 	s.ip = ipv4.New(cfg.IPv4, e)
 	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
-	nets := ip.Networks{V4: s.ip}
-	s.udp = udp.New(nets, cfg.UDP, e)
-	s.tcp = tcp.New(nets, cfg.TCP, e)
+	s.nets = ip.Networks{V4: s.ip}
+	s.udp = udp.New(s.nets, cfg.UDP, e)
+	s.tcp = tcp.New(s.nets, cfg.TCP, e)
 	s.ip.Start()
 	return s
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/gonetstack/gonet/ip"
 )
 
 // The socket API: a *Conn is a net.Conn with the methods of *net.TCPConn
@@ -29,7 +31,8 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 		}
 		return oe
 	}
-	if raddr.Port() == 0 || (laddr.Addr().IsValid() && laddr.Addr().Is4() != raddr.Addr().Is4()) {
+	local := laddr.Addr()
+	if raddr.Port() == 0 || (local.IsValid() && !local.IsUnspecified() && local.Is4() != raddr.Addr().Is4()) {
 		return nil, fail(syscall.EINVAL)
 	}
 	nw, err := p.nets.For(raddr.Addr())
@@ -40,9 +43,14 @@ func (p *Protocol) Dial(ctx context.Context, laddr, raddr netip.AddrPort) (*Conn
 	if err != nil {
 		return nil, fail(fmt.Errorf("%w: %w", err, syscall.ENETUNREACH))
 	}
-	local := laddr.Addr()
-	if !local.IsValid() || local.IsUnspecified() {
+	// The 4-tuple names link-local addresses with their zone, as the
+	// network layer delivers them (ip.Header).
+	raddr = netip.AddrPortFrom(ip.Scoped(raddr.Addr(), route), raddr.Port())
+	if !local.IsValid() || local.IsUnspecified() || local == route.Src.WithZone("") {
 		local = route.Src
+	}
+	if !local.IsValid() {
+		return nil, fail(syscall.EADDRNOTAVAIL)
 	}
 	p.mu.Lock()
 	if p.closed {

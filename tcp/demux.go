@@ -159,16 +159,19 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 }
 
 // listenerFor finds the listener for a local address: one bound to it
-// before a wildcard one, which takes only the host's own addresses, not
-// the foreign ones a forwarding interface takes (ipv4/forward.go); nw is
-// the network layer of local's family. p.mu is held.
+// before a wildcard one of its family (ip.Binding), which takes only the
+// host's own addresses, not the foreign ones a forwarding interface takes
+// (ipv4/forward.go); nw is the network layer of local's family. p.mu is
+// held.
 func (p *Protocol) listenerFor(nw ip.Network, local netip.AddrPort) *Listener {
 	var wild *Listener
 	for _, l := range p.listeners[local.Port()] {
-		switch l.laddr.Addr() {
-		case local.Addr():
-			return l
-		case netip.IPv4Unspecified():
+		switch b := l.binding(); {
+		case !b.Wildcard():
+			if b.Addr == local.Addr() {
+				return l
+			}
+		case b.Takes(local.Addr()):
 			wild = l
 		}
 	}

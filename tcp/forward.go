@@ -21,7 +21,7 @@ import (
 // back as RST or ICMP, as a router on the path would. With ipv4's
 // forwarding interfaces (ipv4/forward.go) the SYN may be for any address.
 //
-// Goroutines. The TCP dealer (in the IPv4 dealer's goroutine), or a
+// Goroutines. The TCP dealer (in the network layer's dealer goroutine), or a
 // connection in TIME-WAIT that a newer SYN ends (timewait.go), makes a
 // ForwardRequest for the SYN and starts the hook in a goroutine of its own,
 // so that neither ever waits for a decision; the hook calls one of the
@@ -245,12 +245,22 @@ func (f *forwarder) done(id fourTuple) {
 }
 
 // maxQuote is as much of a datagram as an ICMP error quotes (icmp's
-// maxErrorLen of 576 bytes, less its own IP and ICMP headers).
-const maxQuote = 576 - wire.IPv4MinHeaderLen - wire.ICMPHeaderLen
+// maxErrorLen of 576 bytes, less its own IP and ICMP headers); maxQuote6
+// as much as an ICMPv6 one does: as much as fits the minimum MTU of 1280
+// (RFC 4443 section 2.4 (c)), 1232 bytes.
+const (
+	maxQuote  = 576 - wire.IPv4MinHeaderLen - wire.ICMPHeaderLen
+	maxQuote6 = wire.ICMPv6MaxErrorQuote
+)
 
-// quoteSYN copies the SYN's datagram for an ICMP error, with the checksum a
-// wire would have carried if the link left it partial (checksum offload).
+// quoteSYN copies the SYN's datagram for an ICMP or ICMPv6 error, with the
+// checksum a wire would have carried if the link left it partial (checksum
+// offload).
 func quoteSYN(seg *segment) []byte {
+	maxQuote := maxQuote
+	if len(seg.dgram) > 0 && seg.dgram[0]>>4 == 6 {
+		maxQuote = maxQuote6
+	}
 	q := append([]byte(nil), seg.dgram[:min(len(seg.dgram), maxQuote)]...)
 	if seg.pk.Offload.Flags&buffer.NeedsCsum != 0 && len(seg.dgram) <= maxQuote {
 		wire.FinishChecksum(q[seg.tcpOff:], 0, wire.TCPChecksumOffset)

@@ -10,7 +10,7 @@ import (
 // offers TSO (a TAP device with the virtio-net header), the sender builds
 // one super-segment of up to 64 KiB where it would send several full-sized
 // segments, and the link cuts it into segments of SND.MSS, copying the
-// headers onto each: one buffer, one trip through IPv4, the NIC queue and
+// headers onto each: one buffer, one trip through IP, the NIC queue and
 // the write(2) for up to 45 segments. Everything that is per segment on
 // the wire stays per segment here: the retransmission queue gets one
 // record per MSS-sized piece (noteSentSegments), retransmissions are
@@ -24,8 +24,23 @@ import (
 // the segments it stands for towards its ACKs (segmentsIn).
 
 // gsoMaxPayload bounds a super-segment's data so that its datagram, with
-// the longest TCP header, fits IPv4's 65535 bytes.
-const gsoMaxPayload = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.TCPMaxHeaderLen
+// the longest TCP header, fits IPv4's 65535 bytes; gsoMaxPayload6 so that
+// its payload, TCP header and all, fits IPv6's Payload Length of 65535
+// bytes (RFC 8200 section 3; jumbograms, RFC 2675, are not sent), which
+// excludes IPv6's fixed header of 40 bytes.
+const (
+	gsoMaxPayload  = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.TCPMaxHeaderLen
+	gsoMaxPayload6 = wire.IPv6MaxPayloadLen - wire.TCPMaxHeaderLen
+)
+
+// gsoLimit is the bound on a super-segment's data over the connection's
+// family.
+func (c *Conn) gsoLimit() int {
+	if c.id.local.Addr().Is6() {
+		return gsoMaxPayload6
+	}
+	return gsoMaxPayload
+}
 
 // superSegment grows a full-sized segment (n == SND.MSS) into a
 // super-segment of whole segments when the route's link offers TSO, within
@@ -39,20 +54,20 @@ func (c *Conn) superSegment(n, unsent, usable, inflight int, finDue bool) int {
 	if n != c.snd.mss || !c.route.Offloads.TSO {
 		return n
 	}
-	return superSegmentLen(c.snd.mss, unsent, usable, !c.sock.noDelay && inflight > 0 && !finDue)
+	return superSegmentLen(c.snd.mss, unsent, usable, c.gsoLimit(), !c.sock.noDelay && inflight > 0 && !finDue)
 }
 
 // superSegmentLen is superSegment's arithmetic for a full-sized segment
 // (mss bytes, no more than unsent and usable): as many whole segments as
-// fit gsoMaxPayload, the window and the data, with a partial last one only
+// fit limit (gsoLimit), the window and the data, with a partial last one only
 // when it ends the data and Nagle (nagle) does not hold it. An MSS so
 // large that two segments do not fit (a link MTU near 64 KiB) leaves the
 // one segment as it is.
-func superSegmentLen(mss, unsent, usable int, nagle bool) int {
-	if 2*mss > gsoMaxPayload {
+func superSegmentLen(mss, unsent, usable, limit int, nagle bool) int {
+	if 2*mss > limit {
 		return mss
 	}
-	m := min(unsent, usable, gsoMaxPayload/mss*mss)
+	m := min(unsent, usable, limit/mss*mss)
 	if m < unsent || nagle {
 		m -= m % mss
 	}
@@ -91,6 +106,9 @@ func (c *Conn) finishSegment(pk *buffer.Packet, hl, n int) {
 		return
 	}
 	pk.Offload.GSOType = buffer.GSOTCPv4
+	if c.id.local.Addr().Is6() {
+		pk.Offload.GSOType = buffer.GSOTCPv6
+	}
 	pk.Offload.GSOSize = uint16(c.snd.mss)
 	pk.Offload.HdrLen = uint16(hl)
 	c.p.Stats.OutSegs.Add(uint64((n + c.snd.mss - 1) / c.snd.mss))

@@ -46,18 +46,27 @@ func TestSuperSegmentLen(t *testing.T) {
 		mss, unsent, usable int
 		nagle               bool
 		want                int
+		limit               int // gsoMaxPayload when zero
 	}{
-		{"as many segments as fit a datagram", 1448, 1 << 20, 1 << 20, false, gsoMaxPayload / 1448 * 1448},
-		{"the window's whole segments", 1448, 1 << 20, 3*1448 + 100, false, 3 * 1448},
-		{"the data's end, partial last segment", 1448, 2*1448 + 10, 1 << 20, false, 2*1448 + 10},
-		{"Nagle holds the partial last segment", 1448, 2*1448 + 10, 1 << 20, true, 2 * 1448},
-		{"an MSS of 65456 (MTU 65508) stays one segment", 65456, 1 << 20, 1 << 20, false, 65456},
-		{"an MSS just over half a datagram stays one segment", gsoMaxPayload/2 + 1, 1 << 20, 1 << 20, false, gsoMaxPayload/2 + 1},
-		{"an MSS of exactly half a datagram makes two", gsoMaxPayload / 2, 1 << 20, 1 << 20, false, gsoMaxPayload / 2 * 2},
+		{"as many segments as fit a datagram", 1448, 1 << 20, 1 << 20, false, gsoMaxPayload / 1448 * 1448, 0},
+		{"the window's whole segments", 1448, 1 << 20, 3*1448 + 100, false, 3 * 1448, 0},
+		{"the data's end, partial last segment", 1448, 2*1448 + 10, 1 << 20, false, 2*1448 + 10, 0},
+		{"Nagle holds the partial last segment", 1448, 2*1448 + 10, 1 << 20, true, 2 * 1448, 0},
+		{"an MSS of 65456 (MTU 65508) stays one segment", 65456, 1 << 20, 1 << 20, false, 65456, 0},
+		{"an MSS just over half a datagram stays one segment", gsoMaxPayload/2 + 1, 1 << 20, 1 << 20, false, gsoMaxPayload/2 + 1, 0},
+		{"an MSS of exactly half a datagram makes two", gsoMaxPayload / 2, 1 << 20, 1 << 20, false, gsoMaxPayload / 2 * 2, 0},
+		// IPv6's Payload Length leaves out the 40-byte fixed header: its
+		// super-segments carry 20 bytes more than IPv4's, 65475 at most.
+		{"IPv6: as many segments as fit its payload", 1428, 1 << 20, 1 << 20, false, 45 * 1428, gsoMaxPayload6},
+		{"IPv6: 65475 bytes of data at most", 65475 / 3, 1 << 20, 1 << 20, false, 65475, gsoMaxPayload6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := superSegmentLen(tt.mss, tt.unsent, tt.usable, tt.nagle); got != tt.want {
+			limit := tt.limit
+			if limit == 0 {
+				limit = gsoMaxPayload
+			}
+			if got := superSegmentLen(tt.mss, tt.unsent, tt.usable, limit, tt.nagle); got != tt.want {
 				t.Errorf("superSegmentLen(%d, %d, %d, %v) = %d, want %d", tt.mss, tt.unsent, tt.usable, tt.nagle, got, tt.want)
 			}
 		})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gonetstack/gonet/internal/deadline"
 	"github.com/gonetstack/gonet/internal/logs"
+	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -19,6 +20,7 @@ import (
 type Listener struct {
 	p       *Protocol
 	laddr   netip.AddrPort
+	v6only  bool // on ::, IPv6 only (ListenV6Only)
 	backlog int
 
 	accepted chan *Conn // established, waiting for Accept
@@ -35,20 +37,36 @@ type Listener struct {
 
 var _ net.Listener = (*Listener)(nil)
 
-// Listen opens a listener on laddr (unspecified address: all of ours) with
-// the given backlog (0: the configured default).
+// Listen opens a listener on laddr with the given backlog (0: the
+// configured default). An unspecified address listens on all of the
+// host's: 0.0.0.0 (or the zero Addr) on its IPv4 addresses, :: on those
+// of both families, as a Linux socket on :: does by default (ip.Binding);
+// a specific address must be the host's (EADDRNOTAVAIL otherwise), and a
+// link-local one takes the zone of its interface when given without.
 func (p *Protocol) Listen(laddr netip.AddrPort, backlog int) (*Listener, error) {
+	return p.listen(laddr, backlog, false)
+}
+
+// ListenV6Only is Listen for a listener on :: that takes IPv6 only
+// (IPV6_V6ONLY, RFC 3493 section 5.3), what Go's "tcp6" asks for: the
+// same port can then carry a separate IPv4 listener.
+func (p *Protocol) ListenV6Only(laddr netip.AddrPort, backlog int) (*Listener, error) {
+	return p.listen(laddr, backlog, true)
+}
+
+func (p *Protocol) listen(laddr netip.AddrPort, backlog int, v6only bool) (*Listener, error) {
 	a := laddr.Addr()
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
 	}
-	nw, err := p.nets.For(a)
+	if v6only && !a.Is6() {
+		return nil, listenError(laddr, syscall.EINVAL)
+	}
+	a, err := p.localAddr(a)
 	if err != nil {
 		return nil, listenError(laddr, err)
 	}
-	if !a.IsUnspecified() && !nw.IsLocal(a) {
-		return nil, listenError(laddr, syscall.EADDRNOTAVAIL)
-	}
+	b := ip.Binding{Addr: a, V6Only: v6only}
 	if backlog <= 0 {
 		backlog = p.cfg.Backlog
 	}
@@ -73,13 +91,14 @@ func (p *Protocol) Listen(laddr netip.AddrPort, backlog int) (*Listener, error) 
 		}
 	}
 	for _, o := range p.listeners[port] {
-		if a.IsUnspecified() || o.laddr.Addr().IsUnspecified() || o.laddr.Addr() == a {
+		if b.Conflicts(o.binding()) {
 			return nil, listenError(laddr, syscall.EADDRINUSE)
 		}
 	}
 	l := &Listener{
 		p:         p,
 		laddr:     netip.AddrPortFrom(a, port),
+		v6only:    v6only,
 		backlog:   backlog,
 		accepted:  make(chan *Conn, backlog),
 		done:      make(chan struct{}),
@@ -89,6 +108,27 @@ func (p *Protocol) Listen(laddr netip.AddrPort, backlog int) (*Listener, error) 
 	p.listeners[port] = append(p.listeners[port], l)
 	return l, nil
 }
+
+// localAddr checks that a, to bind to, is unspecified or one of the host's
+// addresses, and returns it as the network layer names it in what it
+// delivers: a link-local address with its interface's zone.
+func (p *Protocol) localAddr(a netip.Addr) (netip.Addr, error) {
+	nw, err := p.nets.For(a)
+	if err != nil {
+		return a, err
+	}
+	if a.IsUnspecified() {
+		return a, nil
+	}
+	r, err := nw.Route(a)
+	if err != nil || !r.Local {
+		return a, syscall.EADDRNOTAVAIL
+	}
+	return r.Src, nil
+}
+
+// binding is the listener's address and the families it takes.
+func (l *Listener) binding() ip.Binding { return ip.Binding{Addr: l.laddr.Addr(), V6Only: l.v6only} }
 
 // portInUse reports whether a connection uses port locally; p.mu is held.
 func (p *Protocol) portInUse(port uint16) bool {

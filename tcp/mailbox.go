@@ -7,7 +7,7 @@ import (
 )
 
 // A connection's mailbox: the queue between the TCP dealer, which runs in
-// the IPv4 dealer's goroutine, and the connection's goroutine. It is a
+// the network layer's dealer goroutine, and the connection's goroutine. It is a
 // process's buffered input, as a CSP channel would be, made of a slice
 // under a mutex of its own: a buffered channel would cost its whole
 // capacity in memory on every connection, idle or not, and a channel

@@ -20,14 +20,21 @@ const queueLen = 1024
 // Conn is a bound UDP endpoint. It implements net.PacketConn; it is safe for
 // concurrent use.
 type Conn struct {
-	p     *Protocol
-	laddr netip.AddrPort
-	raddr netip.AddrPort // a forwarded flow's peer (forward.go); zero otherwise
+	p      *Protocol
+	laddr  netip.AddrPort
+	v6only bool           // on ::, IPv6 only (ListenV6Only)
+	raddr  netip.AddrPort // a forwarded flow's peer (forward.go); zero otherwise
 
 	queue chan *buffer.Packet
 	// queued counts bytes in queue against the read buffer; mu guards it.
-	mu      sync.Mutex
-	queued  int
+	mu     sync.Mutex
+	queued int
+	// zones are the zones of the queued datagrams that came from a
+	// link-local address (the interface they came in on, RFC 4007
+	// section 11), which the queued bytes cannot say. Such datagrams are
+	// few (a link's own services), so they ride beside the queue rather
+	// than making every entry of it wider; mu guards it.
+	zones   map[*buffer.Packet]string
 	rcvbuf  int
 	closed  bool
 	done    chan struct{}
@@ -49,43 +56,63 @@ func newConn(p *Protocol, a netip.Addr) *Conn {
 	}
 }
 
+// binding is the endpoint's address and the families it takes.
+func (c *Conn) binding() ip.Binding { return ip.Binding{Addr: c.laddr.Addr(), V6Only: c.v6only} }
+
 // enqueue queues a datagram for readers, reserving its bytes from the
 // socket's buffer and the stack's budget; it reports false when either is
-// full or the conn is closed. Runs in the IPv4 dealer.
-func (c *Conn) enqueue(pk *buffer.Packet) bool {
+// full or the conn is closed. zone is its source's, "" for most. Runs in
+// the network layer's dealer.
+func (c *Conn) enqueue(pk *buffer.Packet, zone string) bool {
 	n := pk.Len()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.queued+n > c.rcvbuf || !c.p.env.Budget.Reserve(n) {
 		return false
 	}
+	if zone != "" {
+		// Before the send: the reader may take pk at once, and looks
+		// its zone up under mu, which is held here until then.
+		if c.zones == nil {
+			c.zones = map[*buffer.Packet]string{}
+		}
+		c.zones[pk] = zone
+	}
 	select {
 	case c.queue <- pk:
 		c.queued += n
 		return true
 	default:
+		delete(c.zones, pk)
 		c.p.env.Budget.Release(n)
 		return false
 	}
 }
 
-func (c *Conn) dequeued(pk *buffer.Packet) {
+// dequeued accounts for a datagram taken off the queue and returns its
+// source's zone.
+func (c *Conn) dequeued(pk *buffer.Packet) string {
 	n := pk.Len()
 	c.mu.Lock()
 	c.queued -= n
+	zone, ok := c.zones[pk]
+	if ok {
+		delete(c.zones, pk)
+	}
 	c.mu.Unlock()
 	c.p.env.Budget.Release(n)
+	return zone
 }
 
 // ReadFromUDPAddrPort reads one datagram into b, returning its size (a
 // datagram larger than b is truncated, as with the kernel's UDP) and its
 // source.
 func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
-	pk, err := c.next()
+	pk, zone, err := c.next()
 	if err != nil {
 		return 0, netip.AddrPort{}, err
 	}
-	payload, from := datagram(pk)
+	payload, from := datagram(pk, zone)
 	n := copy(b, payload)
 	pk.Release()
 	return n, from, nil
@@ -97,38 +124,37 @@ func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 // that relays datagrams (package gateway) so holds no buffer of its own
 // while it waits.
 func (c *Conn) ReadDatagram(handle func(payload []byte, from netip.AddrPort)) error {
-	pk, err := c.next()
+	pk, zone, err := c.next()
 	if err != nil {
 		return err
 	}
-	payload, from := datagram(pk)
+	payload, from := datagram(pk, zone)
 	handle(payload, from)
 	pk.Release()
 	return nil
 }
 
-// next takes the next queued datagram, waiting for one until the deadline
-// or Close.
-func (c *Conn) next() (*buffer.Packet, error) {
+// next takes the next queued datagram, with its source's zone, waiting for
+// one until the deadline or Close.
+func (c *Conn) next() (*buffer.Packet, string, error) {
 	// A passed deadline fails the read even with a datagram queued, as
 	// net.Conn requires; the select below would pick at random.
 	select {
 	case <-c.done:
-		return nil, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+		return nil, "", c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	case <-c.readDL.Done():
-		return nil, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+		return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	default:
 	}
 	var pk *buffer.Packet
 	select {
 	case pk = <-c.queue:
 	case <-c.done:
-		return nil, c.opError("read", netip.AddrPort{}, net.ErrClosed)
+		return nil, "", c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	case <-c.readDL.Done():
-		return nil, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+		return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	}
-	c.dequeued(pk)
-	return pk, nil
+	return pk, c.dequeued(pk), nil
 }
 
 // queueable readies a datagram for an endpoint's queue, which holds
@@ -146,14 +172,18 @@ func queueable(pk *buffer.Packet, h ip.Header) {
 	pk.TrimFront(h.Off - wire.IPv6HeaderLen)
 }
 
-// datagram returns a queued datagram's payload and source (queueable).
-func datagram(pk *buffer.Packet) ([]byte, netip.AddrPort) {
+// datagram returns a queued datagram's payload and source (queueable),
+// with zone as the source's zone (enqueue).
+func datagram(pk *buffer.Packet, zone string) ([]byte, netip.AddrPort) {
 	b := pk.Bytes()
 	var u wire.UDP
 	var src netip.Addr
 	if b[0]>>4 == 6 {
 		h := wire.IPv6(b)
 		u, src = wire.UDP(b[wire.IPv6HeaderLen:]), h.Src()
+		if zone != "" {
+			src = src.WithZone(zone)
+		}
 	} else {
 		h := wire.IPv4(b)
 		u, src = wire.UDP(h.Payload()), h.Src()
@@ -179,7 +209,7 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 		return 0, c.opError("write", addr, os.ErrDeadlineExceeded)
 	default:
 	}
-	if err := c.p.send(c.laddr, addr, b); err != nil {
+	if err := c.p.send(c.binding(), c.laddr, addr, b); err != nil {
 		return 0, c.opError("write", addr, err)
 	}
 	return len(b), nil

@@ -1,9 +1,12 @@
 package udp
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
+
+	"github.com/gonetstack/gonet/ip"
 )
 
 // Connected is a UDP endpoint connected to one peer, as a net.Conn (what
@@ -18,10 +21,24 @@ var _ net.Conn = (*Connected)(nil)
 
 // Connect fixes c's peer to raddr.
 func (c *Conn) Connect(raddr netip.AddrPort) (*Connected, error) {
-	if !raddr.Addr().Is4() || raddr.Port() == 0 {
+	fail := func(err error) (*Connected, error) {
 		c.Close()
-		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: syscall.EINVAL}
+		return nil, &net.OpError{Op: "dial", Net: "udp", Addr: net.UDPAddrFromAddrPort(raddr), Err: err}
 	}
+	if !c.binding().Reaches(raddr.Addr()) || raddr.Port() == 0 {
+		return fail(syscall.EINVAL)
+	}
+	nw, err := c.p.nets.For(raddr.Addr())
+	if err != nil {
+		return fail(err)
+	}
+	r, err := nw.Route(raddr.Addr())
+	if err != nil {
+		return fail(fmt.Errorf("%w: %w", err, syscall.ENETUNREACH))
+	}
+	// The peer as the network layer names its datagrams: a link-local
+	// one with its zone, which Read compares.
+	raddr = netip.AddrPortFrom(ip.Scoped(raddr.Addr(), r), raddr.Port())
 	return &Connected{Conn: c, raddr: raddr}, nil
 }
 

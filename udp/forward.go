@@ -19,7 +19,7 @@ import (
 // or when the hook decides nothing, the datagram is answered with ICMP
 // port unreachable, as before (RFC 1122 section 4.1.3.1).
 //
-// Goroutines. The hook runs in the IPv4 dealer's goroutine, synchronously,
+// Goroutines. The hook runs in the network layer's dealer goroutine, synchronously,
 // so that the flow's endpoint exists before the dealer takes the flow's
 // next datagram (a hook running on its own would be offered every datagram
 // that came before it opened one); so it must not block: it decides, opens
@@ -78,7 +78,7 @@ func (r *ForwardRequest) Open() (*Connected, error) {
 	pk := r.pk
 	r.pk = nil
 	queueable(pk, r.hdr)
-	if c.enqueue(pk) {
+	if c.enqueue(pk, r.hdr.Src.Zone()) {
 		p.Stats.InDatagrams.Inc()
 	} else {
 		p.Stats.RcvbufErrors.Inc()
@@ -115,7 +115,7 @@ func (r *ForwardRequest) Drop() {
 type flowKey struct{ local, remote netip.AddrPort }
 
 // SetForwarder sets the hook offered datagrams no endpoint takes (nil:
-// none). It runs in the IPv4 dealer's goroutine and must not block; the
+// none). It runs in the network layer's dealer goroutine and must not block; the
 // request and its payload are the hook's only until it returns.
 func (p *Protocol) SetForwarder(hook func(*ForwardRequest)) {
 	p.mu.Lock()

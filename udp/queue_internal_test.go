@@ -47,7 +47,7 @@ func TestQueuedDatagramGivesPayloadAndSourceForBothFamilies(t *testing.T) {
 			copy(b[hl+wire.UDPHeaderLen:], payload)
 			wire.EncodeUDP(b[hl:], &wire.UDPFields{SrcPort: 4000, DstPort: 7})
 			queueable(pk, ip.Header{Src: tt.src, Dst: dst, Off: hl})
-			got, from := datagram(pk)
+			got, from := datagram(pk, "")
 			if !bytes.Equal(got, payload) || from != netip.AddrPortFrom(tt.src, 4000) {
 				t.Errorf("datagram = %q from %v, want %q from %v", got, from, payload, netip.AddrPortFrom(tt.src, 4000))
 			}

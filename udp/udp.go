@@ -6,7 +6,9 @@
 // call in the dealer's goroutine; each endpoint (a
 // Conn, which is a net.PacketConn) has a bounded receive queue that its
 // readers drain. Datagrams for a port nobody bound are answered with ICMP
-// port unreachable.
+// or ICMPv6 port unreachable. Over IPv6 the checksum is mandatory both
+// ways (RFC 8200 section 8.1); endpoints bind as Go's net binds sockets of
+// both families (ip.Binding).
 package udp
 
 import (
@@ -40,10 +42,15 @@ type Stats struct {
 	NoPorts      stats.Counter
 	InErrors     stats.Counter // malformed: bad length
 	InCsumErrors stats.Counter
-	RcvbufErrors stats.Counter // receive queue or memory budget full
-	OutDatagrams stats.Counter
-	OutErrors    stats.Counter
-	Sockets      stats.Gauge
+	// InNoChecksum6 counts, beside InCsumErrors, the IPv6 datagrams that
+	// came without a checksum, which IPv6 makes mandatory (RFC 8200
+	// section 8.1: "IPv6 receivers must discard UDP packets containing a
+	// zero checksum").
+	InNoChecksum6 stats.Counter
+	RcvbufErrors  stats.Counter // receive queue or memory budget full
+	OutDatagrams  stats.Counter
+	OutErrors     stats.Counter
+	Sockets       stats.Gauge
 	// The forwarder (forward.go): datagrams offered to the hook, and its
 	// decisions (none: port unreachable, counted in NoPorts).
 	ForwardRequests    stats.Counter
@@ -80,21 +87,47 @@ func New(nets ip.Networks, cfg Config, e *env.Env) *Protocol {
 }
 
 // Listen binds an endpoint to laddr: an unspecified address takes datagrams
-// to any of ours, port 0 picks an ephemeral port (RFC 6056 section 3.3.1,
-// algorithm 1: a random port, then the next free one).
+// to any of the host's addresses of its family, :: to those of both, as a
+// Linux socket on :: does by default (ip.Binding); a specific address must
+// be the host's (EADDRNOTAVAIL otherwise), and a link-local one takes the
+// zone of its interface when given without. Port 0 picks an ephemeral
+// port (RFC 6056 section 3.3.1, algorithm 1: a random port, then the next
+// free one).
 func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
+	return p.listen(laddr, false)
+}
+
+// ListenV6Only is Listen for an endpoint on :: that takes IPv6 only
+// (IPV6_V6ONLY, RFC 3493 section 5.3), what Go's "udp6" asks for: the
+// same port can then carry a separate IPv4 endpoint.
+func (p *Protocol) ListenV6Only(laddr netip.AddrPort) (*Conn, error) {
+	return p.listen(laddr, true)
+}
+
+func (p *Protocol) listen(laddr netip.AddrPort, v6only bool) (*Conn, error) {
 	a := laddr.Addr()
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
+	}
+	if v6only && !a.Is6() {
+		return nil, opError("listen", laddr, syscall.EINVAL)
 	}
 	nw, err := p.nets.For(a)
 	if err != nil {
 		return nil, opError("listen", laddr, fmt.Errorf("%v: %w", a, err))
 	}
-	if !a.IsUnspecified() && !nw.IsLocal(a) {
-		return nil, opError("listen", laddr, syscall.EADDRNOTAVAIL)
+	if !a.IsUnspecified() {
+		// The address as the network layer delivers datagrams to it:
+		// with its zone when it is link-local.
+		r, err := nw.Route(a)
+		if err != nil || !r.Local {
+			return nil, opError("listen", laddr, syscall.EADDRNOTAVAIL)
+		}
+		a = r.Src
 	}
 	c := newConn(p, a)
+	c.v6only = v6only
+	b := c.binding()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	port := laddr.Port()
@@ -103,7 +136,7 @@ func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
 		start := p.env.Rand.IntN(n)
 		for i := range n {
 			cand := p.cfg.EphemeralLow + uint16((start+i)%n)
-			if p.free(a, cand) {
+			if p.free(b, cand) {
 				port = cand
 				break
 			}
@@ -111,7 +144,7 @@ func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
 		if port == 0 {
 			return nil, opError("listen", laddr, syscall.EADDRINUSE)
 		}
-	} else if !p.free(a, port) {
+	} else if !p.free(b, port) {
 		return nil, opError("listen", laddr, syscall.EADDRINUSE)
 	}
 	c.laddr = netip.AddrPortFrom(a, port)
@@ -120,11 +153,12 @@ func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
 	return c, nil
 }
 
-// free reports whether a:port can be bound: a wildcard binding excludes any
-// other on the port, as the kernel does without SO_REUSEADDR. p.mu is held.
-func (p *Protocol) free(a netip.Addr, port uint16) bool {
+// free reports whether b can be bound on port: no binding there takes an
+// address b takes, as the kernel has it without SO_REUSEADDR
+// (ip.Binding.Conflicts). p.mu is held.
+func (p *Protocol) free(b ip.Binding, port uint16) bool {
 	for _, o := range p.ports[port] {
-		if a.IsUnspecified() || o.laddr.Addr().IsUnspecified() || o.laddr.Addr() == a {
+		if b.Conflicts(o.binding()) {
 			return false
 		}
 	}
@@ -157,9 +191,9 @@ func (p *Protocol) unbind(c *Conn) {
 
 // lookup finds the endpoint for a datagram to dst:port from src, which nw
 // delivered: the forwarded flow's (forward.go), else one bound to dst
-// itself, else a wildcard one, which takes only datagrams for the host's
-// own addresses, not the foreign ones a forwarding interface takes
-// (ipv4/forward.go).
+// itself, else a wildcard one of dst's family (ip.Binding), which takes
+// only datagrams for the host's own addresses, not the foreign ones a
+// forwarding interface takes (ipv4/forward.go).
 func (p *Protocol) lookup(nw ip.Network, dst netip.Addr, port uint16, src netip.AddrPort) *Conn {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
@@ -170,10 +204,12 @@ func (p *Protocol) lookup(nw ip.Network, dst netip.Addr, port uint16, src netip.
 	}
 	var wild *Conn
 	for _, c := range p.ports[port] {
-		switch c.laddr.Addr() {
-		case dst:
-			return c
-		case netip.IPv4Unspecified():
+		switch b := c.binding(); {
+		case !b.Wildcard():
+			if b.Addr == dst {
+				return c
+			}
+		case b.Takes(dst):
 			wild = c
 		}
 	}
@@ -189,6 +225,15 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	u, ok := wire.ParseUDP(dgram[h.Off:])
 	if !ok {
 		p.Stats.InErrors.Inc()
+		pk.Release()
+		return
+	}
+	if u.Checksum() == 0 && h.Dst.Is6() && pk.Offload.Flags&buffer.NeedsCsum == 0 {
+		// Before the link's word: a device that vouches for a zero
+		// checksum vouches for nothing IPv6 accepts. (A partial
+		// checksum, left for the link to finish, is no zero one.)
+		p.Stats.InNoChecksum6.Inc()
+		p.Stats.InCsumErrors.Inc()
 		pk.Release()
 		return
 	}
@@ -225,7 +270,7 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	// stays in front so the reader learns the source (datagram).
 	pk.SetLen(h.Off + len(u))
 	queueable(pk, h)
-	if !c.enqueue(pk) {
+	if !c.enqueue(pk, h.Src.Zone()) {
 		p.Stats.RcvbufErrors.Inc()
 		pk.Release()
 		return
@@ -233,18 +278,33 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	p.Stats.InDatagrams.Inc()
 }
 
-// MaxPayload is the largest UDP payload in one IPv4 datagram.
-const MaxPayload = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.UDPHeaderLen
+// MaxPayload is the largest UDP payload in one IPv4 datagram (65507
+// bytes); MaxPayload6 in one IPv6 datagram without a jumbo payload (65527
+// bytes: IPv6's Payload Length excludes its fixed header, RFC 8200
+// section 3).
+const (
+	MaxPayload  = wire.IPv4MaxTotalLen - wire.IPv4MinHeaderLen - wire.UDPHeaderLen
+	MaxPayload6 = wire.IPv6MaxPayloadLen - wire.UDPHeaderLen
+)
 
-// send builds and sends one datagram from laddr to raddr.
-func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
-	if len(data) > MaxPayload {
-		return syscall.EMSGSIZE
+// maxPayload is the largest payload to dst's family.
+func maxPayload(dst netip.Addr) int {
+	if dst.Is6() {
+		return MaxPayload6
 	}
-	// An endpoint bound to one family's address sends to that family's
-	// only, as the kernel's sockets of one family do.
-	if laddr.Addr().Is4() != raddr.Addr().Is4() || raddr.Port() == 0 {
+	return MaxPayload
+}
+
+// send builds and sends one datagram from b's address and port laddr to
+// raddr.
+func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte) error {
+	// An endpoint sends within the families its binding takes, as the
+	// kernel's sockets of one family do.
+	if !b.Reaches(raddr.Addr()) || raddr.Port() == 0 {
 		return syscall.EINVAL
+	}
+	if len(data) > maxPayload(raddr.Addr()) {
+		return syscall.EMSGSIZE
 	}
 	nw, err := p.nets.For(raddr.Addr())
 	if err != nil {
@@ -260,19 +320,22 @@ func (p *Protocol) send(laddr, raddr netip.AddrPort, data []byte) error {
 	if src.IsUnspecified() {
 		src = ri.Src
 	}
+	dst := ip.Scoped(raddr.Addr(), ri)
 	pk := p.env.Pool.Get(wire.UDPHeaderLen + len(data))
-	b := pk.Bytes()
-	copy(b[wire.UDPHeaderLen:], data)
-	wire.EncodeUDP(b, &wire.UDPFields{SrcPort: laddr.Port(), DstPort: raddr.Port()})
+	buf := pk.Bytes()
+	copy(buf[wire.UDPHeaderLen:], data)
+	wire.EncodeUDP(buf, &wire.UDPFields{SrcPort: laddr.Port(), DstPort: raddr.Port()})
 	if ri.Offloads.TxChecksum {
 		// The link finishes the checksum (the network layer does, should
 		// the datagram need fragmenting).
-		wire.SetUDPPartialChecksum(b, src, raddr.Addr())
+		wire.SetUDPPartialChecksum(buf, src, dst)
 		pk.Offload = buffer.Offload{Flags: buffer.NeedsCsum, CsumOffset: wire.UDPChecksumOffset}
 	} else {
-		wire.SetUDPChecksum(b, src, raddr.Addr())
+		// Always computed, so that IPv6, which requires it (RFC 8200
+		// section 8.1), gets it too.
+		wire.SetUDPChecksum(buf, src, dst)
 	}
-	if err := nw.SendRoute(pk, ip.SendParams{Src: src, Dst: raddr.Addr(), Proto: wire.ProtoUDP}, ri); err != nil {
+	if err := nw.SendRoute(pk, ip.SendParams{Src: src, Dst: dst, Proto: wire.ProtoUDP}, ri); err != nil {
 		p.Stats.OutErrors.Inc()
 		return err
 	}
