@@ -7,12 +7,12 @@ package icmp
 
 import (
 	"sync"
-	"time"
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ratelimit"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -24,6 +24,10 @@ type Config struct {
 	// depth (50, as icmp_msgs_burst).
 	ErrorRate  float64
 	ErrorBurst float64
+	// Limiter, when set, is the bucket errors are taken from instead of
+	// one of ErrorRate and ErrorBurst: a stack may give ICMP and ICMPv6
+	// one, as Linux bounds both families' errors together.
+	Limiter *ratelimit.Bucket
 	// EchoBroadcast answers echo requests sent to a broadcast address;
 	// off by default, as Linux's icmp_echo_ignore_broadcasts.
 	EchoBroadcast bool
@@ -63,9 +67,7 @@ type Protocol struct {
 	ip    *ipv4.Protocol
 	ident uint16 // echo identifier of this stack's ping client
 
-	limMu  sync.Mutex
-	tokens float64
-	last   time.Time
+	limit *ratelimit.Bucket // errors sent (RFC 1812 section 4.3.2.8)
 
 	pingMu  sync.Mutex
 	pings   map[uint16]*ping
@@ -88,14 +90,16 @@ func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
 		cfg.ErrorBurst = 50
 	}
 	p := &Protocol{
-		cfg:    cfg,
-		env:    e,
-		ip:     ip,
-		ident:  uint16(e.Rand.Uint32()),
-		tokens: cfg.ErrorBurst,
-		last:   e.Clock.Now(),
-		pings:  map[uint16]*ping{},
-		done:   make(chan struct{}),
+		cfg:   cfg,
+		env:   e,
+		ip:    ip,
+		ident: uint16(e.Rand.Uint32()),
+		limit: cfg.Limiter,
+		pings: map[uint16]*ping{},
+		done:  make(chan struct{}),
+	}
+	if p.limit == nil {
+		p.limit = ratelimit.New(cfg.ErrorRate, cfg.ErrorBurst, e.Clock)
 	}
 	ip.Register(wire.ProtoICMP, p)
 	ip.SetErrorSender(p)
