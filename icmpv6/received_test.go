@@ -90,6 +90,9 @@ func TestReceivedErrorsWalkTheQuotedExtensionHeaders(t *testing.T) {
 		{"a later fragment has no transport header", serialize(t, ipHeader(ourAddr, farAddr, layers.IPProtocolIPv6Fragment),
 			&layers.IPv6Fragment{NextHeader: layers.IPProtocolUDP, FragmentOffset: 150, Identification: 1},
 			gopacket.Payload(data(1000))), false},
+		{"authentication header", raw(t, 51, append([]byte{wire.ProtoUDP, 4}, make([]byte, 22)...)), true},
+		{"eight destination options headers", raw(t, wire.ProtoDestOpts, destOpts(8)), true},
+		{"nine destination options headers, past the walk's bound", raw(t, wire.ProtoDestOpts, destOpts(9)), false},
 		{"cut inside the transport header", udpDatagram(t, ourAddr, farAddr, 7000, 443, 0)[:wire.IPv6HeaderLen+4], false},
 		{"cut inside the IPv6 header", udpDatagram(t, ourAddr, farAddr, 7000, 443, 0)[:39], false},
 	}
@@ -113,6 +116,28 @@ func TestReceivedErrorsWalkTheQuotedExtensionHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// raw is a UDP datagram from ourAddr:7000 to farAddr:443 behind the
+// extension headers ext, the first of type next.
+func raw(t *testing.T, next uint8, ext []byte) []byte {
+	udp := []byte{7000 >> 8, 7000 & 0xff, 443 >> 8, 443 & 0xff, 0, 8, 0, 0}
+	d := make([]byte, wire.IPv6HeaderLen, wire.IPv6HeaderLen+len(ext)+len(udp))
+	wire.EncodeIPv6(d, &wire.IPv6Fields{PayloadLen: len(ext) + len(udp), NextHeader: next, HopLimit: 64, Src: ourAddr, Dst: farAddr})
+	return append(append(d, ext...), udp...)
+}
+
+// destOpts is n empty Destination Options headers, the last naming UDP.
+func destOpts(n int) []byte {
+	var b []byte
+	for i := range n {
+		next := byte(wire.ProtoDestOpts)
+		if i == n-1 {
+			next = wire.ProtoUDP
+		}
+		b = append(b, next, 0, wire.IPv6OptPadN, 4, 0, 0, 0, 0)
+	}
+	return b
 }
 
 func TestReceivedErrorsGoByTheQuotedProtocol(t *testing.T) {
