@@ -186,12 +186,12 @@ func TestOnIPv6PacketTooBigLowersThePathMTUAndNeverRaisesIt(t *testing.T) {
 	}
 	for _, st := range steps {
 		s.inject(t, errorAbout(t, peerLL, ourAddr, wire.ICMPv6PacketTooBig, 0, st.mtu, st.orig))
-		ri, err := s.ip.Route(farAddr)
+		r, err := icmpv6.NetworkOf(s.ip).Route(farAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ri.MTU() != st.want {
-			t.Errorf("%s: path MTU %d, want %d", st.name, ri.MTU(), st.want)
+		if r.MTU != st.want {
+			t.Errorf("%s: path MTU %d, want %d", st.name, r.MTU, st.want)
 		}
 	}
 }
