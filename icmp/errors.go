@@ -17,7 +17,7 @@ func (p *Protocol) SendError(orig wire.IPv4, typ, code uint8, rest uint32) {
 		p.Stats.OutSuppressed.Inc()
 		return
 	}
-	if !p.allow() {
+	if !p.limit.Allow() {
 		p.Stats.OutRateLimited.Inc()
 		return
 	}
@@ -73,19 +73,4 @@ func isError(typ uint8) bool {
 		return true
 	}
 	return false
-}
-
-// allow takes a token from the error rate limiter, a token bucket on the
-// stack's clock (RFC 1812 section 4.3.2.8).
-func (p *Protocol) allow() bool {
-	p.limMu.Lock()
-	defer p.limMu.Unlock()
-	now := p.env.Clock.Now()
-	p.tokens = min(p.cfg.ErrorBurst, p.tokens+now.Sub(p.last).Seconds()*p.cfg.ErrorRate)
-	p.last = now
-	if p.tokens < 1 {
-		return false
-	}
-	p.tokens--
-	return true
 }

@@ -6,13 +6,12 @@
 package icmp
 
 import (
-	"sync"
-	"time"
-
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ping"
+	"github.com/gonetstack/gonet/ratelimit"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -24,6 +23,10 @@ type Config struct {
 	// depth (50, as icmp_msgs_burst).
 	ErrorRate  float64
 	ErrorBurst float64
+	// Limiter, when set, is the bucket errors are taken from instead of
+	// one of ErrorRate and ErrorBurst: a stack may give ICMP and ICMPv6
+	// one, as Linux bounds both families' errors together.
+	Limiter *ratelimit.Bucket
 	// EchoBroadcast answers echo requests sent to a broadcast address;
 	// off by default, as Linux's icmp_echo_ignore_broadcasts.
 	EchoBroadcast bool
@@ -58,20 +61,13 @@ type Stats struct {
 
 // Protocol is ICMP on one stack.
 type Protocol struct {
-	cfg   Config
-	env   *env.Env
-	ip    *ipv4.Protocol
-	ident uint16 // echo identifier of this stack's ping client
+	cfg Config
+	env *env.Env
+	ip  *ipv4.Protocol
 
-	limMu  sync.Mutex
-	tokens float64
-	last   time.Time
+	limit *ratelimit.Bucket // errors sent (RFC 1812 section 4.3.2.8)
 
-	pingMu  sync.Mutex
-	pings   map[uint16]*ping
-	nextSeq uint16
-	done    chan struct{}
-	wg      sync.WaitGroup
+	pings *ping.Client // this stack's ping client (ping.go)
 
 	echoForwarder // the hook for echo requests to foreign addresses (forward.go)
 
@@ -88,14 +84,18 @@ func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
 		cfg.ErrorBurst = 50
 	}
 	p := &Protocol{
-		cfg:    cfg,
-		env:    e,
-		ip:     ip,
-		ident:  uint16(e.Rand.Uint32()),
-		tokens: cfg.ErrorBurst,
-		last:   e.Clock.Now(),
-		pings:  map[uint16]*ping{},
-		done:   make(chan struct{}),
+		cfg:   cfg,
+		env:   e,
+		ip:    ip,
+		limit: cfg.Limiter,
+	}
+	p.pings = ping.New("icmp", uint16(e.Rand.Uint32()), e.Clock, p.sendEcho, ping.Counters{
+		Outstanding: &p.Stats.PingsOutstanding,
+		Unknown:     &p.Stats.InEchoRepUnknown,
+		Corrupt:     &p.Stats.InEchoRepCorrupt,
+	})
+	if p.limit == nil {
+		p.limit = ratelimit.New(cfg.ErrorRate, cfg.ErrorBurst, e.Clock)
 	}
 	ip.Register(wire.ProtoICMP, p)
 	ip.SetErrorSender(p)
@@ -103,16 +103,7 @@ func New(ip *ipv4.Protocol, cfg Config, e *env.Env) *Protocol {
 }
 
 // Close fails outstanding pings and waits for their goroutines.
-func (p *Protocol) Close() {
-	p.pingMu.Lock()
-	select {
-	case <-p.done:
-	default:
-		close(p.done)
-	}
-	p.pingMu.Unlock()
-	p.wg.Wait()
-}
+func (p *Protocol) Close() { p.pings.Close() }
 
 // HandleIP takes one ICMP message from the IPv4 dealer.
 func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
@@ -140,7 +131,7 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 		return
 	case wire.ICMPEchoReply:
 		p.Stats.InEchoReps.Inc()
-		p.echoReplied(m, h.Src)
+		p.pings.Reply(m.Ident(), m.Seq(), h.Src, m.Payload())
 	case wire.ICMPDestUnreach:
 		p.Stats.InDestUnreachs.Inc()
 		p.deliverError(m)
