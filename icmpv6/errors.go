@@ -110,31 +110,3 @@ func aboutError(orig wire.IPv6) bool {
 	}
 	return wire.ICMPv6(orig[u.off:]).IsError()
 }
-
-// TypeCode is the ICMPv6 type and code (RFC 4443 section 3) that report
-// kind: the mapping the IPv6 layer's ip.Network ReportError needs. A
-// protocol no transport takes is Parameter Problem code 1, whose pointer
-// (the Next Header field that named it) the caller supplies.
-func TypeCode(kind ip.ErrorKind) (typ, code uint8) {
-	switch kind {
-	case ip.NetUnreachable:
-		return wire.ICMPv6DestUnreach, wire.ICMPv6CodeNoRoute
-	case ip.HostUnreachable:
-		return wire.ICMPv6DestUnreach, wire.ICMPv6CodeAddrUnreach
-	case ip.ProtoUnreachable:
-		return wire.ICMPv6ParamProblem, wire.ICMPv6CodeUnrecognizedNext
-	case ip.PortUnreachable:
-		return wire.ICMPv6DestUnreach, wire.ICMPv6CodePortUnreach
-	case ip.AdminProhibited:
-		return wire.ICMPv6DestUnreach, wire.ICMPv6CodeAdminProhibited
-	case ip.PacketTooBig:
-		return wire.ICMPv6PacketTooBig, 0
-	case ip.TimeExceeded:
-		return wire.ICMPv6TimeExceeded, wire.ICMPv6CodeHopLimitExceeded
-	case ip.ReassemblyTimeout:
-		return wire.ICMPv6TimeExceeded, wire.ICMPv6CodeReassemblyTime
-	case ip.ParameterProblem:
-		return wire.ICMPv6ParamProblem, wire.ICMPv6CodeErroneousHeader
-	}
-	panic(fmt.Sprintf("icmpv6: no ICMPv6 message for %v", kind))
-}

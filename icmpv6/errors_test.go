@@ -252,7 +252,7 @@ func TestTypeCodeAndErrorKindOfAreInverses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind.String(), func(t *testing.T) {
-			typ, code := icmpv6.TypeCode(tt.kind)
+			typ, code := ipv6.ICMPTypeCode(tt.kind)
 			if typ != tt.typ || code != tt.code {
 				t.Errorf("TypeCode = %d/%d, want %d/%d", typ, code, tt.typ, tt.code)
 			}

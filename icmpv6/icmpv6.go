@@ -112,7 +112,7 @@ type Stats struct {
 
 // Network is what ICMPv6 needs of the IPv6 layer: the part of ip.Network
 // it uses, with the lookup of a transport by next header and the
-// registration of the error sender. NetworkOf adapts an *ipv6.Protocol.
+// registration of the error sender; *ipv6.Protocol is one.
 type Network interface {
 	// Register binds a transport to its next header.
 	Register(proto uint8, t ip.Transport)

@@ -22,7 +22,7 @@ import (
 	"github.com/gonetstack/gonet/wire"
 )
 
-// These tests run ICMPv6 on the real IPv6 layer, through NetworkOf: what
+// These tests run ICMPv6 on the real IPv6 layer, directly: what
 // the layer's link output gets is what would go on the wire.
 
 type linkOut struct {
@@ -83,7 +83,7 @@ func newStack6(t *testing.T) *stack6 {
 	if err := s.ip.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("::/0"), Gateway: peerLL, Iface: s.eth0}); err != nil {
 		t.Fatal(err)
 	}
-	s.p = icmpv6.New(icmpv6.NetworkOf(s.ip), icmpv6.Config{}, s.env)
+	s.p = icmpv6.New(s.ip, icmpv6.Config{}, s.env)
 	s.ip.Start()
 	t.Cleanup(func() {
 		s.p.Close()
@@ -186,7 +186,7 @@ func TestOnIPv6PacketTooBigLowersThePathMTUAndNeverRaisesIt(t *testing.T) {
 	}
 	for _, st := range steps {
 		s.inject(t, errorAbout(t, peerLL, ourAddr, wire.ICMPv6PacketTooBig, 0, st.mtu, st.orig))
-		r, err := icmpv6.NetworkOf(s.ip).Route(farAddr)
+		r, err := s.ip.Route(farAddr)
 		if err != nil {
 			t.Fatal(err)
 		}

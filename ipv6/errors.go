@@ -47,14 +47,8 @@ func (p *Protocol) ReportError(orig []byte, kind ip.ErrorKind) {
 	if verr != wire.IPv6OK {
 		return
 	}
-	var m errorMessage
-	if int(kind) < len(errorMessages) {
-		m = errorMessages[kind]
-	}
-	if m.typ == 0 {
-		panic(fmt.Sprintf("ipv6: no ICMPv6 message for %v", kind))
-	}
-	e := ICMPError{Type: m.typ, Code: m.code, Orig: h, In: p.tables.load().ifaceOf(h.Dst())}
+	typ, code := ICMPTypeCode(kind)
+	e := ICMPError{Type: typ, Code: code, Orig: h, In: p.tables.load().ifaceOf(h.Dst())}
 	switch kind {
 	case ip.ProtoUnreachable:
 		// The pointer names the Next Header field that named the
@@ -68,29 +62,31 @@ func (p *Protocol) ReportError(orig []byte, kind ip.ErrorKind) {
 	p.sendError(e)
 }
 
-type errorMessage struct{ typ, code uint8 }
-
-// errorMessages maps the neutral error kinds to the ICMPv6 messages that
-// report them (RFC 4443 section 3). Kept small and unexported: the ICMPv6
-// package, which maps received messages back to kinds, may own the table
-// once both are merged.
-var errorMessages = [...]errorMessage{
-	// Section 3.1: Destination Unreachable, code 0 no route, 1
-	// administratively prohibited, 3 address unreachable, 4 port
-	// unreachable.
-	ip.NetUnreachable:  {wire.ICMPv6DestUnreach, wire.ICMPv6CodeNoRoute},
-	ip.HostUnreachable: {wire.ICMPv6DestUnreach, wire.ICMPv6CodeAddrUnreach},
-	ip.PortUnreachable: {wire.ICMPv6DestUnreach, wire.ICMPv6CodePortUnreach},
-	ip.AdminProhibited: {wire.ICMPv6DestUnreach, wire.ICMPv6CodeAdminProhibited},
-	// Section 3.2: Packet Too Big.
-	ip.PacketTooBig: {wire.ICMPv6PacketTooBig, 0},
-	// Section 3.3: Time Exceeded, code 0 hop limit, 1 reassembly.
-	ip.TimeExceeded:      {wire.ICMPv6TimeExceeded, wire.ICMPv6CodeHopLimitExceeded},
-	ip.ReassemblyTimeout: {wire.ICMPv6TimeExceeded, wire.ICMPv6CodeReassemblyTime},
-	// Section 3.4: Parameter Problem, code 1 for an unrecognised Next
-	// Header (IPv6 has no "protocol unreachable"), code 0 for the rest.
-	ip.ProtoUnreachable: {wire.ICMPv6ParamProblem, wire.ICMPv6CodeUnrecognizedNext},
-	ip.ParameterProblem: {wire.ICMPv6ParamProblem, wire.ICMPv6CodeErroneousHeader},
+// ICMPTypeCode is the ICMPv6 type and code (RFC 4443 section 3) that
+// report kind. A protocol no transport takes is Parameter Problem code 1,
+// whose pointer (the Next Header field that named it) the caller supplies.
+func ICMPTypeCode(kind ip.ErrorKind) (typ, code uint8) {
+	switch kind {
+	case ip.NetUnreachable:
+		return wire.ICMPv6DestUnreach, wire.ICMPv6CodeNoRoute
+	case ip.HostUnreachable:
+		return wire.ICMPv6DestUnreach, wire.ICMPv6CodeAddrUnreach
+	case ip.ProtoUnreachable:
+		return wire.ICMPv6ParamProblem, wire.ICMPv6CodeUnrecognizedNext
+	case ip.PortUnreachable:
+		return wire.ICMPv6DestUnreach, wire.ICMPv6CodePortUnreach
+	case ip.AdminProhibited:
+		return wire.ICMPv6DestUnreach, wire.ICMPv6CodeAdminProhibited
+	case ip.PacketTooBig:
+		return wire.ICMPv6PacketTooBig, 0
+	case ip.TimeExceeded:
+		return wire.ICMPv6TimeExceeded, wire.ICMPv6CodeHopLimitExceeded
+	case ip.ReassemblyTimeout:
+		return wire.ICMPv6TimeExceeded, wire.ICMPv6CodeReassemblyTime
+	case ip.ParameterProblem:
+		return wire.ICMPv6ParamProblem, wire.ICMPv6CodeErroneousHeader
+	}
+	panic(fmt.Sprintf("ipv6: no ICMPv6 message for %v", kind))
 }
 
 // sendError asks for an error unless RFC 4443 section 2.4 (e) forbids it:
