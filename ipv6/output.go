@@ -84,7 +84,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp SendParams, ri RouteInfo) er
 	}
 	hop := sp.HopLimit
 	if hop == 0 {
-		hop = p.cfg.DefaultHopLimit
+		hop = uint8(p.hopLimit.Load())
 		if dst.IsMulticast() {
 			hop = 1
 		}

@@ -24,7 +24,9 @@ import (
 	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/udp"
@@ -53,6 +55,8 @@ type Config struct {
 
 	ARP  arp.Config
 	IPv4 ipv4.Config
+	IPv6 ipv6.Config
+	NDP  ndp.Config
 	ICMP icmp.Config
 	UDP  udp.Config
 	TCP  tcp.Config
@@ -70,6 +74,7 @@ type Stack struct {
 	cfg  Config
 	env  *env.Env
 	ip   *ipv4.Protocol
+	ip6  *ipv6.Protocol
 	icmp *icmp.Protocol
 	udp  *udp.Protocol
 	tcp  *tcp.Protocol
@@ -79,11 +84,14 @@ type Stack struct {
 	closed bool
 }
 
-// nic is a NIC with its ARP and IPv4 interface.
+// nic is a NIC with its ARP and IPv4 interface, and its neighbour
+// discovery and IPv6 interface.
 type nic struct {
-	eth   *ethernet.NIC
-	arp   *arp.Protocol
-	iface *ipv4.Interface
+	eth    *ethernet.NIC
+	arp    *arp.Protocol
+	iface  *ipv4.Interface
+	nd     *ndp.Protocol
+	iface6 *ipv6.Interface
 }
 
 // New returns a running stack with no NICs.
@@ -103,11 +111,13 @@ func New(cfg Config) *Stack {
 	}
 	s := &Stack{cfg: cfg, env: e}
 	s.ip = ipv4.New(cfg.IPv4, e)
+	s.ip6 = ipv6.New(cfg.IPv6, e)
 	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
 	nets := ip.Networks{V4: s.ip}
 	s.udp = udp.New(nets, cfg.UDP, e)
 	s.tcp = tcp.New(nets, cfg.TCP, e)
 	s.ip.Start()
+	s.ip6.Start()
 	return s
 }
 
@@ -130,8 +140,21 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
 	eth.Bind(wire.EtherTypeIPv4, n.iface)
+	// Neighbour discovery is the IPv6 interface's output, and takes the
+	// ND and MLD messages the interface receives; it tells the IPv6 layer
+	// the addresses it forms and the routers it learns (linkHost).
+	n.nd = ndp.New(eth, s.cfg.NDP, s.env)
+	n.iface6, err = s.ip6.AddInterface(name, eth.MTU(), ep.Capabilities(), n.nd)
+	if err != nil {
+		return fmt.Errorf("stack: add NIC: %w", err)
+	}
+	n.iface6.SetNeighborDiscovery(n.nd)
+	eth.Bind(wire.EtherTypeIPv6, n.iface6)
 	eth.SetLogger(s.env.Log, s.env.Clock)
 	n.arp.Start(n.iface)
+	if err := n.nd.Start(linkHost{s: s, iface: n.iface6}); err != nil {
+		return fmt.Errorf("stack: add NIC: IPv6 link-local address: %w", err)
+	}
 	eth.Start()
 	s.nics = append(s.nics, n)
 	s.env.Log.Info("NIC up", "nic", name, "mac", eth.HardwareAddr().String(), "mtu", eth.MTU())
@@ -275,9 +298,11 @@ func (s *Stack) Metrics() stats.Snapshot {
 	for _, n := range s.nics {
 		m.Add("NIC."+n.eth.Name(), &n.eth.Stats)
 		m.Add("ARP."+n.eth.Name(), &n.arp.Stats)
+		m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
 	}
 	s.mu.Unlock()
 	m.Add("IPv4", &s.ip.Stats)
+	m.Add("IPv6", &s.ip6.Stats)
 	m.Add("ICMP", &s.icmp.Stats)
 	m.Add("UDP", &s.udp.Stats)
 	m.Add("TCP", &s.tcp.Stats)
@@ -321,6 +346,14 @@ func (s *Stack) Sync(ctx context.Context) error {
 	if err := s.ip.Sync(ctx); err != nil {
 		return fmt.Errorf("stack: sync IPv4: %w", err)
 	}
+	if err := s.ip6.Sync(ctx); err != nil {
+		return fmt.Errorf("stack: sync IPv6: %w", err)
+	}
+	for _, n := range nics {
+		if err := n.nd.Sync(ctx); err != nil {
+			return fmt.Errorf("stack: sync neighbour discovery on %s: %w", n.eth.Name(), err)
+		}
+	}
 	if err := s.tcp.Sync(ctx); err != nil {
 		return fmt.Errorf("stack: sync TCP: %w", err)
 	}
@@ -353,8 +386,10 @@ func (s *Stack) Close() error {
 	s.tcp.Close()
 	s.icmp.Close()
 	s.ip.Close()
+	s.ip6.Close()
 	for _, n := range nics {
 		n.arp.Close()
+		n.nd.Close()
 	}
 	for _, n := range nics {
 		n.eth.Close()
