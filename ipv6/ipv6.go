@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -155,7 +156,8 @@ type Protocol struct {
 
 	reasm *reassembly.Reassembler[fragKey] // owned by the dealer goroutine
 
-	Stats Stats
+	Stats    Stats
+	hopLimit atomic.Uint32 // CurHopLimit: Config.DefaultHopLimit, or a router's (SetHopLimit)
 }
 
 // New returns an IPv6 layer with no interfaces.
@@ -168,7 +170,17 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p.in = dealer.New[*buffer.Batch](256, &p.Stats.InDiscards)
 	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.tables.init()
+	p.hopLimit.Store(uint32(cfg.DefaultHopLimit))
 	return p
+}
+
+// SetHopLimit sets the hop limit of the unicast datagrams the host
+// originates, as a router advertises it (RFC 4861 section 6.3.4's
+// CurHopLimit); zero keeps the current one.
+func (p *Protocol) SetHopLimit(n uint8) {
+	if n != 0 {
+		p.hopLimit.Store(uint32(n))
+	}
 }
 
 // Register binds a transport to an upper-layer protocol number (TCP 6,
@@ -329,6 +341,13 @@ func (p *Protocol) dispatch(pk *buffer.Packet, h wire.IPv6, in *Interface, whole
 			p.Stats.InFragmentedND.Inc()
 			break
 		}
+		if in != nil && in.nd != nil && isLinkMessage(h, c) {
+			// Neighbour discovery and MLD belong to the link they came
+			// in on, which only this layer knows.
+			p.Stats.InDelivers.Inc()
+			in.nd.Handle(pk, p.header(h, c, in), whole || c.Frag.Present())
+			return
+		}
 		p.deliver(pk, h, c, in)
 		return
 	case Reassemble:
@@ -401,11 +420,33 @@ func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv6, c Chain, in *Interfac
 		return
 	}
 	p.Stats.InDelivers.Inc()
-	t.HandleIP(pk, ip.Header{
+	t.HandleIP(pk, p.header(h, c, in))
+}
+
+// header is what an upper layer is told of datagram h, whose chain c
+// walked to its upper-layer header.
+func (p *Protocol) header(h wire.IPv6, c Chain, in *Interface) ip.Header {
+	return ip.Header{
 		Src: zoned(h.Src(), in),
 		Dst: zoned(h.Dst(), in),
 		TOS: h.TrafficClass(),
 		TTL: h.HopLimit(),
 		Off: c.Offset,
-	})
+	}
+}
+
+// isLinkMessage reports whether the upper-layer packet c found is one of
+// the ICMPv6 messages that neighbour discovery (RFC 4861 section 4) and
+// MLD (RFC 3810 section 5) exchange on a link.
+func isLinkMessage(h wire.IPv6, c Chain) bool {
+	if c.Proto != wire.ProtoICMPv6 || c.Offset >= len(h) {
+		return false
+	}
+	switch h[c.Offset] {
+	case wire.ICMPv6RouterSolicitation, wire.ICMPv6RouterAdvertisement,
+		wire.ICMPv6NeighborSolicitation, wire.ICMPv6NeighborAdvertisement, wire.ICMPv6Redirect,
+		wire.ICMPv6MLDQuery, wire.ICMPv6MLDv1Report, wire.ICMPv6MLDv2Report, wire.ICMPv6MLDv1Done:
+		return true
+	}
+	return false
 }

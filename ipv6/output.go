@@ -69,7 +69,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	}
 	hop := sp.TTL
 	if hop == 0 {
-		hop = p.cfg.DefaultHopLimit
+		hop = uint8(p.hopLimit.Load())
 		if dst.IsMulticast() {
 			hop = 1
 		}

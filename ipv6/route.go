@@ -35,17 +35,34 @@ type LinkOutput interface {
 type Interface struct {
 	p    *Protocol
 	name string
-	mtu  int
+	mtu  atomic.Int32 // the link's, or lower from a router advertisement
 	out  LinkOutput
 	caps link.Capabilities
+	nd   NeighborDiscovery // set before the link delivers; read by the dealer
 }
+
+// NeighborDiscovery takes the neighbour discovery and MLD messages that
+// arrive on an interface (package ndp). Handle runs in the IPv6 dealer's
+// goroutine and owns pkt; reassembled says the datagram came in fragments.
+type NeighborDiscovery interface {
+	Handle(pkt *buffer.Packet, h ip.Header, reassembled bool)
+}
+
+// SetNeighborDiscovery gives the interface the neighbour discovery of its
+// link. It is set before the link delivers its first datagram.
+func (i *Interface) SetNeighborDiscovery(nd NeighborDiscovery) { i.nd = nd }
 
 // Name returns the interface's name, which is the zone of its scoped
 // addresses (RFC 4007 section 11).
 func (i *Interface) Name() string { return i.name }
 
 // MTU returns the interface's link MTU.
-func (i *Interface) MTU() int { return i.mtu }
+func (i *Interface) MTU() int { return int(i.mtu.Load()) }
+
+// SetLinkMTU sets the interface's MTU to an advertised one (RFC 4861
+// section 6.3.4: a Router Advertisement's MTU option, which ndp checks
+// against the link's own MTU and IPv6's minimum).
+func (i *Interface) SetLinkMTU(mtu int) { i.mtu.Store(int32(mtu)) }
 
 // Deliver hands a batch the interface's link received to the IPv6 dealer,
 // marked as the interface's: link-local addresses and multicast groups are
@@ -186,7 +203,8 @@ func (p *Protocol) AddInterface(name string, mtu int, caps link.Capabilities, ou
 	if mtu < wire.IPv6MinMTU {
 		return nil, fmt.Errorf("ipv6: interface %s: MTU %d below the minimum of %d (RFC 8200 section 5)", name, mtu, wire.IPv6MinMTU)
 	}
-	i := &Interface{p: p, name: name, mtu: mtu, out: out, caps: caps}
+	i := &Interface{p: p, name: name, out: out, caps: caps}
+	i.mtu.Store(int32(mtu))
 	err := p.tables.update(func(t *table) error {
 		if t.iface(name) != nil {
 			return fmt.Errorf("ipv6: interface %s already exists", name)
@@ -421,7 +439,7 @@ func routeIface(ri ip.Route) *Interface {
 
 // route is a route out of i to nextHop from src.
 func (i *Interface) route(src, nextHop netip.Addr, pmtu int) ip.Route {
-	mtu := i.mtu
+	mtu := i.MTU()
 	if pmtu > 0 && pmtu < mtu {
 		mtu = pmtu
 	}

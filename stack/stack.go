@@ -5,6 +5,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,10 +22,14 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/icmpv6"
 	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/ratelimit"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/udp"
@@ -51,11 +56,14 @@ type Config struct {
 	// stderr unasked.
 	Logger *slog.Logger
 
-	ARP  arp.Config
-	IPv4 ipv4.Config
-	ICMP icmp.Config
-	UDP  udp.Config
-	TCP  tcp.Config
+	ARP    arp.Config
+	IPv4   ipv4.Config
+	IPv6   ipv6.Config
+	NDP    ndp.Config
+	ICMP   icmp.Config
+	ICMPv6 icmpv6.Config
+	UDP    udp.Config
+	TCP    tcp.Config
 }
 
 // DefaultMemoryLimit is the memory budget of a stack configured without one:
@@ -67,24 +75,29 @@ const DefaultMemoryLimit = 512 << 20
 
 // Stack is a GoNet host.
 type Stack struct {
-	cfg  Config
-	env  *env.Env
-	ip   *ipv4.Protocol
-	nets ip.Networks // the network layers the transports run over
-	icmp *icmp.Protocol
-	udp  *udp.Protocol
-	tcp  *tcp.Protocol
+	cfg   Config
+	env   *env.Env
+	ip    *ipv4.Protocol
+	ip6   *ipv6.Protocol
+	nets  ip.Networks // the network layers the transports run over
+	icmp  *icmp.Protocol
+	icmp6 *icmpv6.Protocol
+	udp   *udp.Protocol
+	tcp   *tcp.Protocol
 
 	mu     sync.Mutex
 	nics   []*nic
 	closed bool
 }
 
-// nic is a NIC with its ARP and IPv4 interface.
+// nic is a NIC with its ARP and IPv4 interface, and its neighbour
+// discovery and IPv6 interface.
 type nic struct {
-	eth   *ethernet.NIC
-	arp   *arp.Protocol
-	iface *ipv4.Interface
+	eth    *ethernet.NIC
+	arp    *arp.Protocol
+	iface  *ipv4.Interface
+	nd     *ndp.Protocol
+	iface6 *ipv6.Interface
 }
 
 // New returns a running stack with no NICs.
@@ -104,11 +117,20 @@ func New(cfg Config) *Stack {
 	}
 	s := &Stack{cfg: cfg, env: e}
 	s.ip = ipv4.New(cfg.IPv4, e)
+	s.ip6 = ipv6.New(cfg.IPv6, e)
+	if cfg.ICMP.Limiter == nil && cfg.ICMPv6.Limiter == nil {
+		// One bucket for both families' errors, as Linux's
+		// icmp_msgs_per_sec bounds them together.
+		l := ratelimit.New(cmp.Or(cfg.ICMP.ErrorRate, 1000), cmp.Or(cfg.ICMP.ErrorBurst, 50), e.Clock)
+		cfg.ICMP.Limiter, cfg.ICMPv6.Limiter = l, l
+	}
 	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
-	s.nets = ip.Networks{V4: s.ip}
+	s.icmp6 = icmpv6.New(s.ip6, cfg.ICMPv6, e)
+	s.nets = ip.Networks{V4: s.ip, V6: s.ip6}
 	s.udp = udp.New(s.nets, cfg.UDP, e)
 	s.tcp = tcp.New(s.nets, cfg.TCP, e)
 	s.ip.Start()
+	s.ip6.Start()
 	return s
 }
 
@@ -131,8 +153,21 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
 	eth.Bind(wire.EtherTypeIPv4, n.iface)
+	// Neighbour discovery is the IPv6 interface's output, and takes the
+	// ND and MLD messages the interface receives; it tells the IPv6 layer
+	// the addresses it forms and the routers it learns (linkHost).
+	n.nd = ndp.New(eth, s.cfg.NDP, s.env)
+	n.iface6, err = s.ip6.AddInterface(name, eth.MTU(), ep.Capabilities(), n.nd)
+	if err != nil {
+		return fmt.Errorf("stack: add NIC: %w", err)
+	}
+	n.iface6.SetNeighborDiscovery(n.nd)
+	eth.Bind(wire.EtherTypeIPv6, n.iface6)
 	eth.SetLogger(s.env.Log, s.env.Clock)
 	n.arp.Start(n.iface)
+	if err := n.nd.Start(linkHost{s: s, iface: n.iface6}); err != nil {
+		return fmt.Errorf("stack: add NIC: IPv6 link-local address: %w", err)
+	}
 	eth.Start()
 	s.nics = append(s.nics, n)
 	s.env.Log.Info("NIC up", "nic", name, "mac", eth.HardwareAddr().String(), "mtu", eth.MTU())
@@ -150,12 +185,22 @@ func (s *Stack) nic(name string) (*nic, error) {
 	return nil, fmt.Errorf("stack: no NIC named %q", name)
 }
 
-// AddAddress assigns addr (with its prefix) to the named NIC, adds the
-// on-link route, and announces it with a gratuitous ARP.
+// AddAddress assigns addr (with its prefix) to the named NIC. An IPv4
+// address is added with its on-link route and announced with a gratuitous
+// ARP; an IPv6 one goes through duplicate address detection first (RFC
+// 4862 section 5.4): it is tentative, neither a source nor a destination,
+// until DAD ends, and is never used if another node holds it (logged, and
+// counted in NDP.<nic>.DADFailed).
 func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
 	n, err := s.nic(nicName)
 	if err != nil {
 		return err
+	}
+	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		if err := n.nd.AddStatic(addr); err != nil {
+			return fmt.Errorf("stack: %w", err)
+		}
+		return nil
 	}
 	if err := s.ip.AddAddress(n.iface, addr); err != nil {
 		return fmt.Errorf("stack: %w", err)
@@ -171,14 +216,23 @@ func (s *Stack) AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error 
 	if err != nil {
 		return err
 	}
-	if err := s.ip.AddRoute(ipv4.Route{Dst: dst, Gateway: gw, Iface: n.iface}); err != nil {
+	if dst.Addr().Is6() {
+		err = s.ip6.AddRoute(ipv6.Route{Dst: dst, Gateway: gw, Iface: n.iface6})
+	} else {
+		err = s.ip.AddRoute(ipv4.Route{Dst: dst, Gateway: gw, Iface: n.iface})
+	}
+	if err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
 	return nil
 }
 
-// SetDefaultGateway routes 0.0.0.0/0 through gw on nic.
+// SetDefaultGateway routes 0.0.0.0/0 (::/0 for an IPv6 gw) through gw on
+// nic.
 func (s *Stack) SetDefaultGateway(gw netip.Addr, nicName string) error {
+	if gw.Is6() {
+		return s.AddRoute(netip.PrefixFrom(netip.IPv6Unspecified(), 0), gw, nicName)
+	}
 	return s.AddRoute(netip.PrefixFrom(netip.IPv4Unspecified(), 0), gw, nicName)
 }
 
@@ -224,6 +278,9 @@ func (s *Stack) ListenUDP(laddr netip.AddrPort) (*udp.Conn, error) { return s.ud
 // Ping sends one ICMP echo request with size bytes of payload to dst and
 // waits for the reply, returning the round-trip time.
 func (s *Stack) Ping(ctx context.Context, dst netip.Addr, size int) (time.Duration, error) {
+	if dst.Is6() && !dst.Is4In6() {
+		return s.icmp6.Ping(ctx, dst, size)
+	}
 	return s.icmp.Ping(ctx, dst, size)
 }
 
@@ -276,10 +333,13 @@ func (s *Stack) Metrics() stats.Snapshot {
 	for _, n := range s.nics {
 		m.Add("NIC."+n.eth.Name(), &n.eth.Stats)
 		m.Add("ARP."+n.eth.Name(), &n.arp.Stats)
+		m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
 	}
 	s.mu.Unlock()
 	m.Add("IPv4", &s.ip.Stats)
+	m.Add("IPv6", &s.ip6.Stats)
 	m.Add("ICMP", &s.icmp.Stats)
+	m.Add("ICMPv6", &s.icmp6.Stats)
 	m.Add("UDP", &s.udp.Stats)
 	m.Add("TCP", &s.tcp.Stats)
 	b := s.env.Budget
@@ -322,6 +382,14 @@ func (s *Stack) Sync(ctx context.Context) error {
 	if err := s.ip.Sync(ctx); err != nil {
 		return fmt.Errorf("stack: sync IPv4: %w", err)
 	}
+	if err := s.ip6.Sync(ctx); err != nil {
+		return fmt.Errorf("stack: sync IPv6: %w", err)
+	}
+	for _, n := range nics {
+		if err := n.nd.Sync(ctx); err != nil {
+			return fmt.Errorf("stack: sync neighbour discovery on %s: %w", n.eth.Name(), err)
+		}
+	}
 	if err := s.tcp.Sync(ctx); err != nil {
 		return fmt.Errorf("stack: sync TCP: %w", err)
 	}
@@ -353,9 +421,12 @@ func (s *Stack) Close() error {
 	}
 	s.tcp.Close()
 	s.icmp.Close()
+	s.icmp6.Close()
 	s.ip.Close()
+	s.ip6.Close()
 	for _, n := range nics {
 		n.arp.Close()
+		n.nd.Close()
 	}
 	for _, n := range nics {
 		n.eth.Close()

@@ -1,0 +1,132 @@
+package stack
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/ndp"
+)
+
+// linkHost is what a NIC's neighbour discovery tells the IPv6 layer
+// (ndp.Host): the addresses it forms and their states, the on-link
+// prefixes and default routers it learns, and what routers advertise of
+// the link. It is the glue, and only the glue: ndp keeps every timer, and
+// ipv6 the tables.
+type linkHost struct {
+	s     *Stack
+	iface *ipv6.Interface
+}
+
+var _ ndp.Host = linkHost{}
+
+// addrState maps ndp's address states onto the IPv6 layer's. A Duplicate
+// address is removed rather than kept in a state of its own: the layer
+// neither receives for it nor sends from it (RFC 4862 section 5.4.5).
+func addrState(st ndp.AddrState) (ipv6.AddrState, bool) {
+	switch st {
+	case ndp.Tentative:
+		return ipv6.Tentative, true
+	case ndp.Preferred:
+		return ipv6.Preferred, true
+	case ndp.Deprecated:
+		return ipv6.Deprecated, true
+	}
+	return 0, false
+}
+
+func (h linkHost) AddAddress(addr netip.Prefix, st ndp.AddrState) {
+	state, ok := addrState(st)
+	if !ok {
+		return
+	}
+	if err := h.s.ip6.AddAddress(h.iface, addr, state); err != nil {
+		h.s.env.Log.Warn("IPv6 address not added", "nic", h.iface.Name(), "addr", addr.String(), "err", err)
+		return
+	}
+	h.logState(addr, state)
+}
+
+func (h linkHost) SetAddressState(addr netip.Addr, st ndp.AddrState) {
+	state, ok := addrState(st)
+	if !ok {
+		h.RemoveAddress(addr)
+		return
+	}
+	was, _ := h.s.ip6.AddressState(addr)
+	if err := h.s.ip6.SetAddressState(addr.WithZone(""), state); err == nil && was != state {
+		h.logState(netip.PrefixFrom(addr, 128), state)
+	}
+}
+
+// logState logs an address entering state: at info once it is usable, as
+// IPv4's are when added; the steps before and after at debug.
+func (h linkHost) logState(addr netip.Prefix, state ipv6.AddrState) {
+	if state == ipv6.Preferred {
+		h.s.env.Log.Info("address added", "nic", h.iface.Name(), "addr", addr.Addr().String())
+		return
+	}
+	h.s.env.Log.Debug("address "+state.String(), "nic", h.iface.Name(), "addr", addr.String())
+}
+
+func (h linkHost) RemoveAddress(addr netip.Addr) {
+	if err := h.s.ip6.RemoveAddress(addr); err == nil {
+		h.s.env.Log.Info("address removed", "nic", h.iface.Name(), "addr", addr.String())
+	}
+}
+
+func (h linkHost) SetOnLink(prefix netip.Prefix, lifetime time.Duration) {
+	r := ipv6.Route{Dst: prefix, Iface: h.iface}
+	if lifetime == 0 {
+		h.s.ip6.RemoveRoute(r)
+		return
+	}
+	h.s.ip6.AddRoute(r) // already there: a lifetime renewed
+}
+
+func (h linkHost) SetDefaultRouter(router netip.Addr, pref ndp.Preference, lifetime time.Duration) {
+	// The route's preference is the router's; one route a router, so a
+	// new preference replaces the old.
+	for _, r := range h.s.ip6.Routes() {
+		if r.Iface == h.iface && r.Gateway == router && r.Dst.Bits() == 0 {
+			h.s.ip6.RemoveRoute(r)
+		}
+	}
+	if lifetime == 0 {
+		h.s.env.Log.Info("default router gone", "nic", h.iface.Name(), "router", router.String())
+		return
+	}
+	r := ipv6.Route{Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gateway: router, Iface: h.iface, Preference: ipv6.Preference(pref)}
+	if err := h.s.ip6.AddRoute(r); err == nil {
+		h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", int(pref))
+	}
+}
+
+func (h linkHost) SetLinkMTU(mtu int) { h.iface.SetLinkMTU(mtu) }
+
+func (h linkHost) SetHopLimit(n uint8) { h.s.ip6.SetHopLimit(n) }
+
+func (h linkHost) NextHop(dst netip.Addr) (netip.Addr, bool) {
+	ri, err := h.s.ip6.Route(dst)
+	if err != nil || ri.Local {
+		return netip.Addr{}, false
+	}
+	return ri.NextHop, true
+}
+
+// Redirect records a first hop for dst as a host route: the routing table
+// is the destination cache (RFC 4861 section 8.3).
+func (h linkHost) Redirect(dst, target netip.Addr) {
+	r := ipv6.Route{Dst: netip.PrefixFrom(dst.WithZone(""), 128), Iface: h.iface}
+	if target != dst {
+		r.Gateway = target
+	}
+	h.s.ip6.AddRoute(r)
+}
+
+// Unreachable takes a datagram whose next hop did not answer neighbour
+// solicitation. RFC 4861 section 7.2.2 answers each with ICMPv6 address
+// unreachable; GoNet originated them itself, and for now drops them as
+// its ARP does (ndp counts them): its sockets see a loss, not an error.
+func (h linkHost) Unreachable(nextHop netip.Addr, pkt *buffer.Packet) { pkt.Release() }
