@@ -81,7 +81,7 @@ func TestResolveAsGoNet(t *testing.T) {
 // On a stack with IPv4 alone, Listen and ListenPacket keep IPv4's
 // behaviour, and refuse IPv6 as Go's net refuses a family the host lacks.
 func TestListenOnAnIPv4Stack(t *testing.T) {
-	s := New(Config{})
+	s := New(Config{NoIPv6: true})
 	defer s.Close()
 	l, err := s.Listen("tcp", ":80")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gonetstack/gonet/arp"
@@ -56,7 +57,13 @@ type Config struct {
 	// stderr unasked.
 	Logger *slog.Logger
 
-	ARP    arp.Config
+	ARP arp.Config
+	// NoIPv6 leaves the stack IPv4-only, as Linux's disable_ipv6: its
+	// NICs form no link-local address, run no neighbour discovery and
+	// drop IPv6 frames (NIC.<nic>.RxUnknownType), and sockets take IPv4
+	// addresses only.
+	NoIPv6 bool
+
 	IPv4   ipv4.Config
 	IPv6   ipv6.Config
 	NDP    ndp.Config
@@ -65,6 +72,9 @@ type Config struct {
 	UDP    udp.Config
 	TCP    tcp.Config
 }
+
+// errNoIPv6 is the error for IPv6 asked of a stack with Config.NoIPv6.
+var errNoIPv6 = fmt.Errorf("IPv6 disabled (stack.Config.NoIPv6): %w", syscall.EAFNOSUPPORT)
 
 // DefaultMemoryLimit is the memory budget of a stack configured without one:
 // a bound, not an allocation. New TCP connections stop at half of it (each
@@ -126,7 +136,10 @@ func New(cfg Config) *Stack {
 	}
 	s.icmp = icmp.New(s.ip, cfg.ICMP, e)
 	s.icmp6 = icmpv6.New(s.ip6, cfg.ICMPv6, e)
-	s.nets = ip.Networks{V4: s.ip, V6: s.ip6}
+	s.nets = ip.Networks{V4: s.ip}
+	if !cfg.NoIPv6 {
+		s.nets.V6 = s.ip6
+	}
 	s.udp = udp.New(s.nets, cfg.UDP, e)
 	s.tcp = tcp.New(s.nets, cfg.TCP, e)
 	s.ip.Start()
@@ -153,20 +166,25 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
 	eth.Bind(wire.EtherTypeIPv4, n.iface)
-	// Neighbour discovery is the IPv6 interface's output, and takes the
-	// ND and MLD messages the interface receives; it tells the IPv6 layer
-	// the addresses it forms and the routers it learns (linkHost).
-	n.nd = ndp.New(eth, s.cfg.NDP, s.env)
-	n.iface6, err = s.ip6.AddInterface(name, eth.MTU(), ep.Capabilities(), n.nd)
-	if err != nil {
-		return fmt.Errorf("stack: add NIC: %w", err)
+	if !s.cfg.NoIPv6 {
+		// Neighbour discovery is the IPv6 interface's output, and takes
+		// the ND and MLD messages the interface receives; it tells the
+		// IPv6 layer the addresses it forms and the routers it learns
+		// (linkHost).
+		n.nd = ndp.New(eth, s.cfg.NDP, s.env)
+		n.iface6, err = s.ip6.AddInterface(name, eth.MTU(), ep.Capabilities(), n.nd)
+		if err != nil {
+			return fmt.Errorf("stack: add NIC: %w", err)
+		}
+		n.iface6.SetNeighborDiscovery(n.nd)
+		eth.Bind(wire.EtherTypeIPv6, n.iface6)
 	}
-	n.iface6.SetNeighborDiscovery(n.nd)
-	eth.Bind(wire.EtherTypeIPv6, n.iface6)
 	eth.SetLogger(s.env.Log, s.env.Clock)
 	n.arp.Start(n.iface)
-	if err := n.nd.Start(linkHost{s: s, iface: n.iface6}); err != nil {
-		return fmt.Errorf("stack: add NIC: IPv6 link-local address: %w", err)
+	if n.nd != nil {
+		if err := n.nd.Start(linkHost{s: s, iface: n.iface6}); err != nil {
+			return fmt.Errorf("stack: add NIC: IPv6 link-local address: %w", err)
+		}
 	}
 	eth.Start()
 	s.nics = append(s.nics, n)
@@ -197,6 +215,9 @@ func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
 		return err
 	}
 	if addr.Addr().Is6() && !addr.Addr().Is4In6() {
+		if n.nd == nil {
+			return fmt.Errorf("stack: add %v to %s: %w", addr, nicName, errNoIPv6)
+		}
 		if err := n.nd.AddStatic(addr); err != nil {
 			return fmt.Errorf("stack: %w", err)
 		}
@@ -217,6 +238,9 @@ func (s *Stack) AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error 
 		return err
 	}
 	if dst.Addr().Is6() {
+		if n.iface6 == nil {
+			return fmt.Errorf("stack: route %v on %s: %w", dst, nicName, errNoIPv6)
+		}
 		err = s.ip6.AddRoute(ipv6.Route{Dst: dst, Gateway: gw, Iface: n.iface6})
 	} else {
 		err = s.ip.AddRoute(ipv4.Route{Dst: dst, Gateway: gw, Iface: n.iface})
@@ -333,7 +357,9 @@ func (s *Stack) Metrics() stats.Snapshot {
 	for _, n := range s.nics {
 		m.Add("NIC."+n.eth.Name(), &n.eth.Stats)
 		m.Add("ARP."+n.eth.Name(), &n.arp.Stats)
-		m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
+		if n.nd != nil {
+			m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
+		}
 	}
 	s.mu.Unlock()
 	m.Add("IPv4", &s.ip.Stats)
@@ -386,6 +412,9 @@ func (s *Stack) Sync(ctx context.Context) error {
 		return fmt.Errorf("stack: sync IPv6: %w", err)
 	}
 	for _, n := range nics {
+		if n.nd == nil {
+			continue
+		}
 		if err := n.nd.Sync(ctx); err != nil {
 			return fmt.Errorf("stack: sync neighbour discovery on %s: %w", n.eth.Name(), err)
 		}
@@ -426,7 +455,9 @@ func (s *Stack) Close() error {
 	s.ip6.Close()
 	for _, n := range nics {
 		n.arp.Close()
-		n.nd.Close()
+		if n.nd != nil {
+			n.nd.Close()
+		}
 	}
 	for _, n := range nics {
 		n.eth.Close()

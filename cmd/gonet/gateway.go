@@ -314,6 +314,7 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	if err != nil {
 		return nil, err
 	}
+	c.link.noIPv6 = true // the guest gets IPv4 only, for now
 	h, err := bringUpOn(&c.link, ep, nic, log)
 	if err != nil {
 		kernel.Close()

@@ -54,6 +54,10 @@ type linkConfig struct {
 	fault      fault.Config
 	memory     int64 // stack's memory limit; 0: the stack's default
 	ecn        tcp.ECNMode
+	// noIPv6 leaves the stack IPv4-only: the gateway's, until it
+	// relays IPv6 (issue 12), so that it does not solicit routers from
+	// its guest.
+	noIPv6 bool
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -280,7 +284,7 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 	gc := stack.TuneGC(c.memory)
 	log.Info("collector set", "gogc", gcPercent(gc.Percent), "gogc_from_env", gc.PercentFromEnv,
 		"gomemlimit", gc.Limit, "gomemlimit_from_env", gc.LimitFromEnv)
-	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log})
+	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log, NoIPv6: c.noIPv6})
 	h := &host{stack: s, nic: nic, mac: ep.MAC(), capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
 		s.Close()

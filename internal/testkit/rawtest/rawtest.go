@@ -69,10 +69,16 @@ type options struct {
 	mtu     int
 	manual  bool
 	offload bool
+	ipv6    bool
 }
 
 // MTU sets the pipe's MTU (1500 by default).
 func MTU(n int) Option { return func(o *options) { o.mtu = n } }
+
+// IPv6 runs the stack's IPv6 too. Without it the stack is IPv4-only
+// (stack.Config.NoIPv6): the harness's frames and expectations are IPv4's,
+// and an IPv6 host sends neighbour discovery and MLD of its own accord.
+func IPv6() Option { return func(o *options) { o.ipv6 = true } }
 
 // Manual leaves the wire to the test: no goroutine reads it, and the test
 // reads frames with ReadBatch on Wire. Benchmarks use it so that the harness
@@ -126,6 +132,7 @@ func New(tb testing.TB, cfg stack.Config, opts ...Option) *Host {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.NewPCG(1, 2)
 	}
+	cfg.NoIPv6 = !o.ipv6
 	vc, _ := cfg.Clock.(*clock.Virtual)
 	nicEnd, wireEnd := pipe.New(o.mtu, StackMAC, PeerMAC)
 	h := &Host{
