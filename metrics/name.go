@@ -23,7 +23,7 @@ const NICLabel = "nic"
 // nicScoped are the layers whose dotted names carry a NIC's name after the
 // layer ("NIC.tap0.RxFrames"): the NIC becomes a label, so that one metric
 // sums or compares across NICs, as node_exporter's device label does.
-var nicScoped = map[string]bool{"NIC": true, "ARP": true, "TAP": true}
+var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "TAP": true}
 
 // unitWords are the units Prometheus wants at the end of a name (before
 // _total), wherever the field's name puts them ("BytesToHost").
@@ -81,7 +81,8 @@ func containsUnit(units []string, u string) bool {
 // last upper-case letter of a run that a lower-case letter follows
 // ("PMTUReductions" → pmtu, reductions). An acronym's plural stays whole
 // ("ChallengeACKs" → challenge, acks; "ReasmOKs" → reasm, oks), as the
-// kernel's MIB names have many.
+// kernel's MIB names have many, and so does a versioned one ("MLDv2Reports"
+// → mldv2, reports), as /proc/net/snmp6's Icmp6InMLDv2Reports.
 func snakeWords(s string) []string {
 	r := []rune(s)
 	var words []string
@@ -93,7 +94,7 @@ func snakeWords(s string) []string {
 		}
 		switch {
 		case unicode.IsLower(prev) || unicode.IsDigit(prev):
-		case unicode.IsUpper(prev) && i+1 < len(r) && unicode.IsLower(r[i+1]) && !acronymPlural(r, i+1):
+		case unicode.IsUpper(prev) && i+1 < len(r) && unicode.IsLower(r[i+1]) && !acronymPlural(r, i+1) && !acronymVersion(r, i+1):
 		default:
 			continue
 		}
@@ -108,6 +109,13 @@ func snakeWords(s string) []string {
 // letter follows.
 func acronymPlural(r []rune, i int) bool {
 	return r[i] == 's' && (i+1 == len(r) || unicode.IsUpper(r[i+1]))
+}
+
+// acronymVersion reports whether the lower-case letter at i is the v of a
+// version that the acronym before it carries: a "v" followed by a digit
+// (MLDv2, ICMPv6).
+func acronymVersion(r []rune, i int) bool {
+	return r[i] == 'v' && i+1 < len(r) && unicode.IsDigit(r[i+1])
 }
 
 // sanitize turns what Prometheus' names do not take (anything but ASCII
