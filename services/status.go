@@ -154,14 +154,21 @@ func ssState(state string) string {
 	return state
 }
 
-// ssEndpoint formats an endpoint as ss -n does: "10.0.0.2:80", with "*" for
-// an unspecified port and "*:*" for no endpoint at all.
-func ssEndpoint(ap netip.AddrPort, listener bool) string {
+// ssEndpoint formats an endpoint as ss -n does: "10.0.0.2:80",
+// "[fd00::2]:80", with "*" for an unspecified port and "*:*" for no
+// endpoint at all. A listener's missing peer is the wildcard of the
+// listener's family ("0.0.0.0:*", "[::]:*"): listenerOn is the listener's
+// local address, or invalid for a connection.
+func ssEndpoint(ap netip.AddrPort, listenerOn netip.Addr) string {
 	switch {
-	case !ap.Addr().IsValid() && listener:
+	case !ap.Addr().IsValid() && listenerOn.Is6():
+		return "[::]:*"
+	case !ap.Addr().IsValid() && listenerOn.IsValid():
 		return "0.0.0.0:*"
 	case !ap.Addr().IsValid():
 		return "*:*"
+	case ap.Port() == 0 && ap.Addr().Is6():
+		return "[" + ap.Addr().String() + "]:*"
 	case ap.Port() == 0:
 		return ap.Addr().String() + ":*"
 	}
@@ -212,8 +219,12 @@ var connHeader = []string{"State", "Recv-Q", "Send-Q", "Local Address:Port", "Pe
 func connCells(r ConnRow) []string {
 	state := ssState(r.State)
 	listener := state == "LISTEN"
+	var listenerOn netip.Addr
+	if listener {
+		listenerOn = r.Local.Addr()
+	}
 	cells := []string{state, strconv.Itoa(r.RecvQueue), strconv.Itoa(r.SendQueue),
-		ssEndpoint(r.Local, false), ssEndpoint(r.Remote, listener)}
+		ssEndpoint(r.Local, netip.Addr{}), ssEndpoint(r.Remote, listenerOn)}
 	if listener {
 		return append(cells, "-", "-", "-", "-", "-", "-", "-")
 	}

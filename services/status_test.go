@@ -113,20 +113,25 @@ func TestSSStateAcceptsEverySpellingOfTheRFCStates(t *testing.T) {
 }
 
 func TestSSEndpoint(t *testing.T) {
+	v4, v6, none := netip.IPv4Unspecified(), netip.IPv6Unspecified(), netip.Addr{}
 	tests := []struct {
-		ap       netip.AddrPort
-		listener bool
-		want     string
+		ap         netip.AddrPort
+		listenerOn netip.Addr
+		want       string
 	}{
-		{netip.MustParseAddrPort("10.0.0.2:80"), false, "10.0.0.2:80"},
-		{netip.MustParseAddrPort("0.0.0.0:80"), false, "0.0.0.0:80"},
-		{netip.AddrPort{}, true, "0.0.0.0:*"},
-		{netip.MustParseAddrPort("0.0.0.0:0"), true, "0.0.0.0:*"},
-		{netip.AddrPort{}, false, "*:*"},
+		{netip.MustParseAddrPort("10.0.0.2:80"), none, "10.0.0.2:80"},
+		{netip.MustParseAddrPort("0.0.0.0:80"), none, "0.0.0.0:80"},
+		{netip.MustParseAddrPort("[fd00::2]:80"), none, "[fd00::2]:80"},
+		{netip.MustParseAddrPort("[fe80::1%tap0]:22"), none, "[fe80::1%tap0]:22"},
+		{netip.MustParseAddrPort("[fd00::2]:0"), none, "[fd00::2]:*"},
+		{netip.AddrPort{}, v4, "0.0.0.0:*"},
+		{netip.AddrPort{}, v6, "[::]:*"},
+		{netip.MustParseAddrPort("0.0.0.0:0"), v4, "0.0.0.0:*"},
+		{netip.AddrPort{}, none, "*:*"},
 	}
 	for _, tt := range tests {
-		if got := ssEndpoint(tt.ap, tt.listener); got != tt.want {
-			t.Errorf("ssEndpoint(%v, listener %v) = %q, want %q", tt.ap, tt.listener, got, tt.want)
+		if got := ssEndpoint(tt.ap, tt.listenerOn); got != tt.want {
+			t.Errorf("ssEndpoint(%v, listener on %v) = %q, want %q", tt.ap, tt.listenerOn, got, tt.want)
 		}
 	}
 }

@@ -16,80 +16,128 @@ import (
 // The flag.Value types below parse the values gonet's flags share. Their
 // errors are short: flag prefixes them with the flag and the value.
 
-// ipv4PrefixFlag is an IPv4 host address with its prefix length, as in
-// 10.0.0.2/24: the host bits are kept, since they are the address.
-type ipv4PrefixFlag netip.Prefix
+// addrsFlag is GoNet's addresses, each with its prefix length, IPv4 or
+// IPv6 (10.0.0.2/24, fd00::2/64): -addr repeats. The host bits are kept,
+// since they are the address.
+type addrsFlag []netip.Prefix
 
-func (f *ipv4PrefixFlag) String() string {
-	if p := netip.Prefix(*f); p.IsValid() {
-		return p.String()
+func (f *addrsFlag) String() string {
+	if f == nil {
+		return ""
 	}
-	return ""
+	s := make([]string, len(*f))
+	for i, p := range *f {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }
 
-func (f *ipv4PrefixFlag) Set(s string) error {
+func (f *addrsFlag) Set(s string) error {
+	p, err := parseHostPrefix(s)
+	if err != nil {
+		return err
+	}
+	for _, q := range *f {
+		if q.Addr() == p.Addr() {
+			return fmt.Errorf("%v is given twice", p.Addr())
+		}
+	}
+	*f = append(*f, p)
+	return nil
+}
+
+// parseHostPrefix parses a host address with its prefix length, of either
+// family.
+func parseHostPrefix(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		if _, aerr := netip.ParseAddr(s); aerr == nil {
-			return errors.New("needs a prefix length, as in 10.0.0.2/24")
+		switch _, aerr := netip.ParseAddr(s); {
+		case aerr == nil:
+			return netip.Prefix{}, errors.New("needs a prefix length, as in 10.0.0.2/24 or fd00::2/64")
+		case strings.EqualFold(s, "slaac"):
+			// SLAAC is not an address to give: it is on by
+			// default, as on a Linux host (RFC 4862).
+			return netip.Prefix{}, errors.New("SLAAC needs no -addr: GoNet forms its addresses from the prefixes routers advertise unless -slaac=false")
 		}
-		return errors.New("not an IPv4 address with prefix length, as in 10.0.0.2/24")
-	}
-	if !p.Addr().Is4() {
-		return errors.New("not IPv4: GoNet speaks IPv4 only")
+		return netip.Prefix{}, errors.New("not an address with prefix length, as in 10.0.0.2/24 or fd00::2/64")
 	}
 	if err := checkHostAddr(p.Addr()); err != nil {
-		return err
+		return netip.Prefix{}, err
 	}
 	if p.Bits() == 0 {
-		return errors.New("a /0 network leaves no room for a route to anything else")
+		return netip.Prefix{}, errors.New("a /0 network leaves no room for a route to anything else")
 	}
-	*f = ipv4PrefixFlag(p)
-	return nil
+	return p, nil
 }
 
-// ipv4AddrFlag is a unicast IPv4 address, as in 10.0.0.1.
-type ipv4AddrFlag netip.Addr
+// gatewaysFlag is the default gateways, at most one per family: -gw
+// repeats. An IPv6 router is usually known by its link-local address
+// (RFC 4861 section 4.2); a zone is accepted and dropped, since the
+// gateway is on the one link GoNet has.
+type gatewaysFlag []netip.Addr
 
-func (f *ipv4AddrFlag) String() string {
-	if a := netip.Addr(*f); a.IsValid() {
-		return a.String()
+func (f *gatewaysFlag) String() string {
+	if f == nil {
+		return ""
 	}
-	return ""
+	s := make([]string, len(*f))
+	for i, a := range *f {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
 }
 
-func (f *ipv4AddrFlag) Set(s string) error {
-	a, err := parseIPv4(s)
+func (f *gatewaysFlag) Set(s string) error {
+	a, err := parseHostAddr(s)
 	if err != nil {
 		return err
 	}
-	*f = ipv4AddrFlag(a)
+	a = a.WithZone("")
+	for _, g := range *f {
+		if g.Is4() == a.Is4() {
+			return fmt.Errorf("a second %s gateway (%v already): give one per family", family(a), g)
+		}
+	}
+	*f = append(*f, a)
 	return nil
 }
 
-// parseIPv4 parses a literal unicast IPv4 address. GoNet has no resolver, so
-// names are refused.
-func parseIPv4(s string) (netip.Addr, error) {
+// family names an address's family as messages do.
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// parseHostAddr parses a literal unicast address of either family, with a
+// zone for a link-local IPv6 one (fe80::1%tap0). GoNet has no resolver,
+// so names are refused.
+func parseHostAddr(s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Addr{}, errors.New("not an IPv4 address, as in 10.0.0.1 (GoNet has no name resolver)")
+		return netip.Addr{}, errors.New("not an IP address, as in 10.0.0.1 or fd00::1 (GoNet has no name resolver)")
 	}
-	if !a.Is4() {
-		return netip.Addr{}, errors.New("not IPv4: GoNet speaks IPv4 only")
+	if a.Zone() != "" && !a.IsLinkLocalUnicast() {
+		return netip.Addr{}, errors.New("a zone is for link-local addresses (fe80::/10) only")
 	}
 	return a, checkHostAddr(a)
 }
 
 // checkHostAddr refuses addresses no single host can have (RFC 1122 section
-// 3.2.1.3, RFC 1112 for multicast).
+// 3.2.1.3, RFC 1112 for multicast; RFC 4291 section 2.5 for IPv6).
 func checkHostAddr(a netip.Addr) error {
 	switch {
+	case a.Is4In6():
+		return fmt.Errorf("%v is IPv4-mapped: give the IPv4 address %v itself", a, a.Unmap())
 	case a.IsUnspecified():
-		return errors.New("0.0.0.0 is not a host address")
+		return fmt.Errorf("%v is not a host address", a)
 	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 		return errors.New("255.255.255.255 is the limited broadcast address, not a host address")
 	case a.IsMulticast():
 		return errors.New("a multicast address is not a host address")
+	case a.Is6() && a.IsLoopback():
+		return errors.New("::1 is the loopback address, which GoNet has no interface for")
 	}
 	return nil
 }

@@ -51,15 +51,19 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 	}{
 		{"the least: a TAP and an address", []string{"-tap", "tap0", "-addr", "10.0.0.2/24"},
 			func(t *testing.T, c *upConfig) {
-				if c.link.tap != "tap0" || c.link.addr != netip.MustParsePrefix("10.0.0.2/24") {
-					t.Errorf("tap %q addr %v, want tap0 10.0.0.2/24", c.link.tap, c.link.addr)
+				if c.link.tap != "tap0" || !slices.Equal(c.link.addrs, []netip.Prefix{netip.MustParsePrefix("10.0.0.2/24")}) {
+					t.Errorf("tap %q addr %v, want tap0 10.0.0.2/24", c.link.tap, c.link.addrs)
+				}
+				if c.link.noIPv6 || !c.link.slaac || c.link.stableKey != "" {
+					t.Errorf("IPv6 defaults: -no-ipv6 %v -slaac %v -stable-iid %q, want IPv6 on with SLAAC and EUI-64 identifiers",
+						c.link.noIPv6, c.link.slaac, c.link.stableKey)
 				}
 				if c.link.ecn != tcp.ECNPassive {
 					t.Errorf("default ecn %v, want ECNPassive, as Linux", c.link.ecn)
 				}
-				if c.link.mtu != 1500 || c.link.mac != nil || c.link.gw.IsValid() || c.link.memory != 0 {
+				if c.link.mtu != 1500 || c.link.mac != nil || len(c.link.gws) != 0 || c.link.memory != 0 {
 					t.Errorf("defaults: mtu %d mac %v gw %v memory %d, want 1500, none, none, 0",
-						c.link.mtu, c.link.mac, c.link.gw, c.link.memory)
+						c.link.mtu, c.link.mac, c.link.gws, c.link.memory)
 				}
 				if len(c.services) != 0 || c.http {
 					t.Errorf("services %v, want none by default", c.services)
@@ -69,8 +73,8 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 			"-mac", "02:00:5e:10:00:01", "-mtu", "9000", "-serve", "echo,daytime", "-memory", "16M",
 			"-pcap", filepath.Join(root, "x.pcap")},
 			func(t *testing.T, c *upConfig) {
-				if c.link.gw != netip.MustParseAddr("192.168.7.1") {
-					t.Errorf("gw %v, want 192.168.7.1", c.link.gw)
+				if !slices.Equal(c.link.gws, []netip.Addr{netip.MustParseAddr("192.168.7.1")}) {
+					t.Errorf("gw %v, want 192.168.7.1", c.link.gws)
 				}
 				if c.link.mac.String() != "02:00:5e:10:00:01" {
 					t.Errorf("mac %v, want 02:00:5e:10:00:01", c.link.mac)
@@ -111,8 +115,8 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 			}},
 		{"a /32 host address", []string{"-tap", "t", "-addr", "10.0.0.2/32"},
 			func(t *testing.T, c *upConfig) {
-				if c.link.addr.Bits() != 32 {
-					t.Errorf("addr %v, want /32", c.link.addr)
+				if c.link.addrs[0].Bits() != 32 {
+					t.Errorf("addr %v, want /32", c.link.addrs)
 				}
 			}},
 		{"http with a root directory", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-serve", "http,echo", "-http-root", root},
@@ -186,10 +190,9 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"no flags", nil, "-tap or -socket is required"},
 		{"a TAP and a socket", with("-socket", "/tmp/vm.sock"), "-tap and -socket are two links: give one"},
 		{"socket MTU over a buffer", []string{"-socket", "/tmp/vm.sock", "-addr", "10.0.0.2/24", "-mtu", "65535"}, "-mtu 65535 is over 65522"},
-		{"no address", []string{"-tap", "tap0"}, "-addr is required"},
+		{"no address, IPv4 only", []string{"-tap", "tap0", "-no-ipv6"}, "-addr is required with -no-ipv6"},
 		{"address without prefix", []string{"-tap", "t", "-addr", "10.0.0.2"}, "needs a prefix length"},
 		{"address that does not parse", []string{"-tap", "t", "-addr", "10.0.0.300/24"}, `invalid value "10.0.0.300/24" for flag -addr`},
-		{"IPv6 address", []string{"-tap", "t", "-addr", "fd00::2/64"}, "IPv4 only"},
 		{"unspecified address", []string{"-tap", "t", "-addr", "0.0.0.0/24"}, "not a host address"},
 		{"multicast address", []string{"-tap", "t", "-addr", "224.0.0.9/4"}, "multicast"},
 		{"a /0 prefix", []string{"-tap", "t", "-addr", "10.0.0.2/0"}, "/0"},
@@ -206,6 +209,7 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"gateway off the network", with("-gw", "10.0.1.1"), "not on -addr's network 10.0.0.0/24"},
 		{"gateway is our own address", with("-gw", "10.0.0.2"), "GoNet's own address"},
 		{"gateway by name", with("-gw", "router"), "no name resolver"},
+		{"gateway IPv6 with no IPv6 -addr", with("-gw", "fd00::1"), "not on the network of an IPv6 -addr"},
 		{"http root missing", with("-serve", "http", "-http-root", filepath.Join(t.TempDir(), "nope")), "-http-root"},
 		{"http root is a file", with("-http-root", file), "not a directory"},
 		{"impairment that is not a probability", with("-impair", "loss=2"), "not a probability"},
@@ -223,6 +227,107 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			checkUsageError(t, append([]string{"up"}, tt.args...), tt.want)
 		})
+	}
+}
+
+// TestParseUpTakesAddressesOfBothFamilies pins down -addr and -gw: each
+// repeats, of either family, a gateway per family on an -addr's network
+// (or an IPv6 router's link-local address), and IPv6 optional.
+func TestParseUpTakesAddressesOfBothFamilies(t *testing.T) {
+	p := netip.MustParsePrefix
+	a := netip.MustParseAddr
+	tests := []struct {
+		behaviour string
+		args      []string
+		addrs     []netip.Prefix
+		gws       []netip.Addr
+	}{
+		{"no -addr: link-local and SLAAC alone", nil, nil, nil},
+		{"one IPv6 address", []string{"-addr", "fd00::2/64"}, []netip.Prefix{p("fd00::2/64")}, nil},
+		{"both families, in the order given", []string{"-addr", "fd00::2/64", "-addr", "10.0.0.2/24"},
+			[]netip.Prefix{p("fd00::2/64"), p("10.0.0.2/24")}, nil},
+		{"two of one family", []string{"-addr", "10.0.0.2/24", "-addr", "10.9.0.2/16"},
+			[]netip.Prefix{p("10.0.0.2/24"), p("10.9.0.2/16")}, nil},
+		{"a gateway per family", []string{"-addr", "10.0.0.2/24", "-addr", "fd00::2/64", "-gw", "fd00::1", "-gw", "10.0.0.1"},
+			[]netip.Prefix{p("10.0.0.2/24"), p("fd00::2/64")}, []netip.Addr{a("fd00::1"), a("10.0.0.1")}},
+		{"an IPv6 router by its link-local address", []string{"-addr", "fd00::2/64", "-gw", "fe80::1"},
+			[]netip.Prefix{p("fd00::2/64")}, []netip.Addr{a("fe80::1")}},
+		{"a link-local router without any -addr", []string{"-gw", "fe80::1%tap0"}, nil, []netip.Addr{a("fe80::1")}},
+		{"an IPv6 /128", []string{"-addr", "fd00::2/128"}, []netip.Prefix{p("fd00::2/128")}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.behaviour, func(t *testing.T) {
+			c, err := parseUp(append([]string{"-tap", "tap0"}, tt.args...))
+			if err != nil {
+				t.Fatalf("parseUp(%q): %v", tt.args, err)
+			}
+			if !slices.Equal(c.link.addrs, tt.addrs) || !slices.Equal(c.link.gws, tt.gws) {
+				t.Errorf("parseUp(%q): addrs %v gws %v, want %v and %v", tt.args, c.link.addrs, c.link.gws, tt.addrs, tt.gws)
+			}
+		})
+	}
+}
+
+func TestUpRejectsBadAddressMixes(t *testing.T) {
+	tests := []struct {
+		behaviour string
+		args      []string
+		want      string
+	}{
+		{"an address twice", []string{"-addr", "fd00::2/64", "-addr", "fd00::2/48"}, "fd00::2 is given twice"},
+		{"IPv6 with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-addr", "fd00::2/64"}, "-addr fd00::2/64 is IPv6, and -no-ipv6 turns IPv6 off"},
+		{"an IPv6 gateway with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-gw", "fe80::1"}, "-no-ipv6 turns IPv6 off"},
+		{"a stable-iid key with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-stable-iid", "/tmp/k"}, "-no-ipv6"},
+		{"two IPv4 gateways", []string{"-addr", "10.0.0.2/24", "-gw", "10.0.0.1", "-gw", "10.0.0.3"}, "a second IPv4 gateway (10.0.0.1 already)"},
+		{"two IPv6 gateways", []string{"-gw", "fe80::1", "-gw", "fe80::2"}, "a second IPv6 gateway"},
+		{"an IPv6 gateway off every IPv6 network", []string{"-addr", "fd00::2/64", "-gw", "fd01::1"}, "not on -addr's network fd00::/64"},
+		{"an IPv4 gateway with only IPv6 addresses", []string{"-addr", "fd00::2/64", "-gw", "10.0.0.1"}, "not on the network of an IPv4 -addr"},
+		{"an IPv6 gateway that is our own address", []string{"-addr", "fd00::2/64", "-gw", "fd00::2"}, "GoNet's own address"},
+		{"an IPv6 address without prefix", []string{"-addr", "fd00::2"}, "needs a prefix length"},
+		{"the IPv6 unspecified address", []string{"-addr", "::/64"}, ":: is not a host address"},
+		{"an IPv6 multicast address", []string{"-addr", "ff02::1/64"}, "multicast"},
+		{"the IPv6 loopback", []string{"-addr", "::1/128"}, "loopback"},
+		{"an IPv4-mapped address", []string{"-addr", "::ffff:10.0.0.2/120"}, "give the IPv4 address 10.0.0.2 itself"},
+		{"an IPv6 /0", []string{"-addr", "fd00::2/0"}, "/0"},
+		{"slaac is no address", []string{"-addr", "slaac"}, "SLAAC needs no -addr"},
+		{"a zone on a global gateway", []string{"-addr", "fd00::2/64", "-gw", "fd00::1%tap0"}, "a zone is for link-local"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.behaviour, func(t *testing.T) {
+			checkUsageError(t, append([]string{"up", "-tap", "tap0"}, tt.args...), tt.want)
+		})
+	}
+}
+
+func TestLoadSecretKeyMakesAKeyOnceAndKeepsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "iid.key")
+	first, err := loadSecretKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600: it is a secret", fi.Mode().Perm())
+	}
+	if len(first) < 16 {
+		t.Errorf("key of %d bytes, want at least 16 (RFC 7217 section 5)", len(first))
+	}
+	again, err := loadSecretKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(first, again) {
+		t.Errorf("the key changed across loads: the addresses would not be stable")
+	}
+	short := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(short, []byte("tiny"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadSecretKey(short); err == nil || !strings.Contains(err.Error(), "at least 16") {
+		t.Errorf("a 4-byte key: error %v, want one saying a key has at least 16 bytes", err)
 	}
 }
 
@@ -247,6 +352,12 @@ func TestParsePingAcceptsGoodFlags(t *testing.T) {
 			pingConfig{dest: netip.MustParseAddr("10.0.0.1"), size: 0, interval: 0, timeout: 2 * time.Second}},
 		{"a destination through the gateway", append(slices.Clone(link), "-gw", "10.0.0.1", "192.0.2.7"),
 			pingConfig{dest: netip.MustParseAddr("192.0.2.7"), size: 56, interval: time.Second, timeout: 2 * time.Second}},
+		{"an IPv6 destination", append(slices.Clone(link), "-addr", "fd00::2/64", "fd00::1"),
+			pingConfig{dest: netip.MustParseAddr("fd00::1"), size: 56, interval: time.Second, timeout: 2 * time.Second}},
+		{"a link-local destination with its zone", append(slices.Clone(link), "fe80::1%tap0"),
+			pingConfig{dest: netip.MustParseAddr("fe80::1%tap0"), size: 56, interval: time.Second, timeout: 2 * time.Second}},
+		{"the largest IPv6 payload", append(slices.Clone(link), "-s", "65527", "fd00::1"),
+			pingConfig{dest: netip.MustParseAddr("fd00::1"), size: 65527, interval: time.Second, timeout: 2 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -260,7 +371,7 @@ func TestParsePingAcceptsGoodFlags(t *testing.T) {
 					tt.args, c.dest, c.count, c.size, c.interval, c.timeout,
 					tt.want.dest, tt.want.count, tt.want.size, tt.want.interval, tt.want.timeout)
 			}
-			if c.link.tap == "" || !c.link.addr.IsValid() {
+			if c.link.tap == "" || len(c.link.addrs) == 0 {
 				t.Errorf("parsePing(%q) lost the link flags: %+v", tt.args, c.link)
 			}
 		})
@@ -278,10 +389,13 @@ func TestPingRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"no DEST", link, "missing DEST"},
 		{"two DESTs", with("10.0.0.1", "10.0.0.3"), `unexpected argument "10.0.0.3"`},
 		{"DEST by name", with("example.com"), "no name resolver"},
-		{"DEST IPv6", with("::1"), "IPv4 only"},
+		{"DEST the IPv6 loopback", with("::1"), "loopback"},
+		{"DEST IPv6 without IPv6", with("-no-ipv6", "fd00::1"), "-no-ipv6 turns IPv6 off"},
+		{"DEST with a zone not link-local", with("fd00::1%tap0"), "a zone is for link-local"},
+		{"IPv6 size beyond one datagram", with("-s", "65528", "fd00::1"), "-s 65528 is outside 0..65527"},
 		{"DEST broadcast", with("255.255.255.255"), "limited broadcast"},
 		{"no TAP", []string{"-addr", "10.0.0.2/24", "10.0.0.1"}, "-tap is required"},
-		{"no address", []string{"-tap", "t", "10.0.0.1"}, "-addr is required"},
+		{"no address, IPv4 only", []string{"-tap", "t", "-no-ipv6", "10.0.0.1"}, "-addr is required"},
 		{"negative count", with("-c", "-1", "10.0.0.1"), "-c -1 is negative"},
 		{"negative size", with("-s", "-1", "10.0.0.1"), "-s -1 is outside 0..65507"},
 		{"size beyond one datagram", with("-s", "65508", "10.0.0.1"), "-s 65508 is outside 0..65507"},

@@ -5,20 +5,27 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"
 	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/stats"
@@ -45,32 +52,51 @@ type linkConfig struct {
 	socket string // -socket: the UNIX socket instead of a TAP; up only
 	// socketFlag is set when -socket is registered, for check's message.
 	socketFlag bool
-	addr       netip.Prefix
-	gw         netip.Addr       // invalid: no default route
-	mac        net.HardwareAddr // nil: a random locally administered one
-	mtu        int
-	pcap       string // capture file; empty: no capture
-	impair     string // fault.ParseSpec syntax; empty: a perfect link
-	fault      fault.Config
-	memory     int64 // stack's memory limit; 0: the stack's default
-	ecn        tcp.ECNMode
-	// noIPv6 leaves the stack IPv4-only: the gateway's, until it
-	// relays IPv6 (issue 12), so that it does not solicit routers from
-	// its guest.
+	// addrs are -addr's, IPv4 and IPv6, in the order given: the first
+	// is the ready line's.
+	addrs []netip.Prefix
+	// gws are -gw's, at most one per family; none: no default route
+	// but what routers advertise.
+	gws    []netip.Addr
+	mac    net.HardwareAddr // nil: a random locally administered one
+	mtu    int
+	pcap   string // capture file; empty: no capture
+	impair string // fault.ParseSpec syntax; empty: a perfect link
+	fault  fault.Config
+	memory int64 // stack's memory limit; 0: the stack's default
+	ecn    tcp.ECNMode
+	// noIPv6 leaves the stack IPv4-only (-no-ipv6): the gateway's
+	// always, until it relays IPv6 (issue 12), so that it does not
+	// solicit routers from its guest.
 	noIPv6 bool
+	// slaac forms addresses from advertised prefixes (RFC 4862 section
+	// 5.5.3); -slaac=false turns it off.
+	slaac bool
+	// stableKey is the -stable-iid file holding the RFC 7217 secret
+	// key; empty: interface identifiers from the MAC (EUI-64).
+	stableKey string
 }
 
 // register adds the TAP and host flags to fs, writing into c.
 func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.mtu = defaultMTU
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
-	fs.Var((*ipv4PrefixFlag)(&c.addr), "addr", "GoNet's IPv4 address and prefix `A.B.C.D/NN`, as in 10.0.0.2/24")
-	fs.Var((*ipv4AddrFlag)(&c.gw), "gw", "route everything off-link through the gateway at `A.B.C.D`, on -addr's network (default: no gateway)")
+	fs.Var((*addrsFlag)(&c.addrs), "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64 (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
+	fs.Var((*gatewaysFlag)(&c.gws), "gw", "route everything off-link through the gateway at `ADDR`, on an -addr's network, or for IPv6 a router's link-local address (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
+	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
 	c.registerCapture(fs)
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M); the process's GOMEMLIMIT is this plus 64M, with GOGC off, unless the environment sets them")
 	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
+}
+
+// registerIPv6 adds the flags of the host's IPv6 to fs.
+func (c *linkConfig) registerIPv6(fs *flag.FlagSet) {
+	c.slaac = true
+	fs.BoolVar(&c.noIPv6, "no-ipv6", false, "run IPv4 only, as Linux's disable_ipv6: no link-local address, no neighbour discovery, IPv6 frames dropped")
+	fs.BoolVar(&c.slaac, "slaac", true, "form addresses from the prefixes routers advertise (RFC 4862); -slaac=false takes only the routes they advertise")
+	fs.StringVar(&c.stableKey, "stable-iid", "", "form IPv6 interface identifiers as RFC 7217's stable opaque ones from the secret key in `FILE` (created, mode 0600, with a new key when absent) instead of from the MAC")
 }
 
 // registerCapture adds -pcap and -impair, what gonet does to a link's
@@ -116,23 +142,106 @@ func (c *linkConfig) check() error {
 			return err
 		}
 	}
-	switch {
-	case !c.addr.IsValid():
-		return usagef("-addr is required: GoNet's address and prefix, as in 10.0.0.2/24")
-	case c.mtu < minMTU || c.mtu > maxMTU:
+	if c.mtu < minMTU || c.mtu > maxMTU {
 		return usagef("-mtu %d is outside %d..%d", c.mtu, minMTU, maxMTU)
 	}
-	if c.gw.IsValid() {
-		// The stack reaches its gateway on-link, through the route
-		// AddAddress made for -addr's network.
-		if !c.addr.Contains(c.gw) {
-			return usagef("-gw %v is not on -addr's network %v", c.gw, c.addr.Masked())
-		}
-		if c.gw == c.addr.Addr() {
-			return usagef("-gw %v is GoNet's own address", c.gw)
-		}
+	if err := c.checkAddrs(); err != nil {
+		return err
 	}
 	return c.checkImpair()
+}
+
+// checkAddrs checks -addr and -gw against each other and -no-ipv6.
+func (c *linkConfig) checkAddrs() error {
+	if c.noIPv6 {
+		if len(c.addrs) == 0 {
+			return usagef("-addr is required with -no-ipv6: GoNet's address and prefix, as in 10.0.0.2/24")
+		}
+		for _, p := range c.addrs {
+			if p.Addr().Is6() {
+				return usagef("-addr %v is IPv6, and -no-ipv6 turns IPv6 off", p)
+			}
+		}
+		if c.stableKey != "" {
+			return usagef("-stable-iid forms IPv6 addresses, and -no-ipv6 turns IPv6 off")
+		}
+	}
+	for _, gw := range c.gws {
+		if err := c.checkGateway(gw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkGateway checks that the stack reaches gw on-link: through the
+// route AddAddress made for an -addr's network, or for IPv6 by a
+// link-local address, which is on-link by definition (RFC 4861 section
+// 4.2: routers advertise from theirs).
+func (c *linkConfig) checkGateway(gw netip.Addr) error {
+	if gw.Is6() && c.noIPv6 {
+		return usagef("-gw %v is IPv6, and -no-ipv6 turns IPv6 off", gw)
+	}
+	onLink := gw.Is6() && gw.IsLinkLocalUnicast()
+	var nets []string
+	for _, p := range c.addrs {
+		if p.Addr().Is4() != gw.Is4() {
+			continue
+		}
+		if p.Addr() == gw {
+			return usagef("-gw %v is GoNet's own address", gw)
+		}
+		onLink = onLink || p.Contains(gw)
+		nets = append(nets, p.Masked().String())
+	}
+	switch {
+	case onLink:
+		return nil
+	case len(nets) == 0:
+		return usagef("-gw %v is not on the network of an %s -addr: there is none", gw, family(gw))
+	}
+	return usagef("-gw %v is not on -addr's network %s", gw, strings.Join(nets, " or "))
+}
+
+// ndpConfig is the neighbour discovery the flags ask for.
+func (c *linkConfig) ndpConfig() (ndp.Config, error) {
+	cfg := ndp.Config{NoSLAAC: !c.slaac}
+	if c.stableKey != "" {
+		key, err := loadSecretKey(c.stableKey)
+		if err != nil {
+			return ndp.Config{}, err
+		}
+		cfg.SecretKey = key
+	}
+	return cfg, nil
+}
+
+// loadSecretKey reads the RFC 7217 secret key kept in path, first making
+// one there (mode 0600: it is a secret) when the file does not exist. The
+// key is made once and kept, so that the addresses stay the same across
+// restarts (RFC 7217 section 5).
+func loadSecretKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key = ipv6.NewSecretKey(env.NewRand(nil))
+		f, cerr := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if cerr != nil {
+			return nil, fmt.Errorf("-stable-iid: creating the secret key: %w", cerr)
+		}
+		_, werr := f.Write(key)
+		if cerr = errors.Join(werr, f.Close()); cerr != nil {
+			os.Remove(path)
+			return nil, fmt.Errorf("-stable-iid: writing the secret key: %w", cerr)
+		}
+		return key, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-stable-iid: reading the secret key: %w", err)
+	}
+	if len(key) < ipv6.MinSecretKeyLen {
+		return nil, fmt.Errorf("-stable-iid: %s holds %d bytes; a secret key has at least %d (RFC 7217 section 5)", path, len(key), ipv6.MinSecretKeyLen)
+	}
+	return key, nil
 }
 
 // checkImpair parses -impair, choosing the seed when the spec does not.
@@ -196,6 +305,9 @@ type host struct {
 	stack *stack.Stack
 	nic   string           // the NIC's name in the stack: the TAP device's, or socketNIC
 	mac   net.HardwareAddr // GoNet's address on the link
+	// addrs are the addresses the ready line shows: -addr's, or
+	// without any the link-local address.
+	addrs []netip.Prefix
 	// capture is the -pcap endpoint; nil without -pcap.
 	capture *pcap.Endpoint
 	// kernel reads the kernel's counters of the TAP device; nil on a
@@ -281,10 +393,18 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 		ep, capture = p, p
 	}
 
+	var nd ndp.Config
+	if !c.noIPv6 {
+		var err error
+		if nd, err = c.ndpConfig(); err != nil {
+			ep.Close()
+			return nil, err
+		}
+	}
 	gc := stack.TuneGC(c.memory)
 	log.Info("collector set", "gogc", gcPercent(gc.Percent), "gogc_from_env", gc.PercentFromEnv,
 		"gomemlimit", gc.Limit, "gomemlimit_from_env", gc.LimitFromEnv)
-	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log, NoIPv6: c.noIPv6})
+	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log, NoIPv6: c.noIPv6, NDP: nd})
 	h := &host{stack: s, nic: nic, mac: ep.MAC(), capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
 		s.Close()
@@ -293,19 +413,105 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 	}
 	// From here the stack owns the endpoint, and closes it (flushing the
 	// capture) when it closes.
-	if c.addr.IsValid() {
-		if err := s.AddAddress(h.nic, c.addr); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("assigning %v to %s: %w", c.addr, h.nic, err)
-		}
-	}
-	if c.gw.IsValid() {
-		if err := s.SetDefaultGateway(c.gw, h.nic); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("setting default gateway %v on %s: %w", c.gw, h.nic, err)
-		}
+	if err := h.configure(c); err != nil {
+		s.Close()
+		return nil, err
 	}
 	return h, nil
+}
+
+// dadTimeout bounds the wait for duplicate address detection: RFC 4862
+// section 5.4.2 delays the first solicitation by up to
+// MAX_RTR_SOLICITATION_DELAY, then waits RetransTimer after each of
+// DupAddrDetectTransmits (1 s, 1 s, 1 by default), with room to spare.
+const dadTimeout = 10 * time.Second
+
+// configure gives the host -addr's addresses and -gw's routes. It returns
+// once the IPv6 addresses are usable, duplicate address detection over
+// (or, with no -addr, the link-local address), so that the ready line
+// means the host answers on every address it shows; a duplicate is an
+// error, since the user asked for that address.
+func (h *host) configure(c *linkConfig) error {
+	var wait []netip.Addr
+	for _, p := range c.addrs {
+		if err := h.stack.AddAddress(h.nic, p); err != nil {
+			return fmt.Errorf("assigning %v to %s: %w", p, h.nic, err)
+		}
+		if p.Addr().Is6() {
+			wait = append(wait, p.Addr())
+		}
+	}
+	h.addrs = slices.Clone(c.addrs)
+	if !c.noIPv6 {
+		ready, err := h.awaitDAD(wait, len(c.addrs) == 0, dadTimeout)
+		if err != nil {
+			return err
+		}
+		if len(c.addrs) == 0 {
+			h.addrs = ready
+		}
+	}
+	// The gateways last: an IPv6 one on an -addr's network is on-link
+	// once that address is.
+	for _, gw := range c.gws {
+		if err := h.stack.SetDefaultGateway(gw, h.nic); err != nil {
+			return fmt.Errorf("setting default gateway %v on %s: %w", gw, h.nic, err)
+		}
+	}
+	return nil
+}
+
+// awaitDAD waits until each of addrs has passed duplicate address
+// detection and, with linkLocal, until a link-local address has, which it
+// returns. It fails on a duplicate (RFC 4862 section 5.4.5: the address is
+// not used) and after timeout. ndp announces no event for it, so it polls
+// the NIC's addresses: a start-up wait of a second or two.
+func (h *host) awaitDAD(addrs []netip.Addr, linkLocal bool, timeout time.Duration) ([]netip.Prefix, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		list, err := h.stack.Addresses6(h.nic)
+		if err != nil {
+			return nil, err
+		}
+		pending := 0
+		for _, want := range addrs {
+			st, ok := addrState(list, want)
+			switch {
+			case st == ndp.Duplicate:
+				return nil, fmt.Errorf("%v is already in use on %s's link: duplicate address detection found another node with it (RFC 4862 section 5.4)", want, h.nic)
+			case !ok || st == ndp.Tentative:
+				pending++
+			}
+		}
+		var ll []netip.Prefix
+		if linkLocal {
+			for _, a := range list {
+				if a.Prefix.Addr().IsLinkLocalUnicast() && (a.State == ndp.Preferred || a.State == ndp.Deprecated) {
+					ll = append(ll, a.Prefix)
+				}
+			}
+			if len(ll) == 0 {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return ll, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("IPv6 addresses on %s still tentative after %v: duplicate address detection did not end", h.nic, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// addrState returns the state of addr in list.
+func addrState(list []stack.Address6, addr netip.Addr) (ndp.AddrState, bool) {
+	for _, a := range list {
+		if a.Prefix.Addr() == addr {
+			return a.State, true
+		}
+	}
+	return 0, false
 }
 
 // Close stops the stack, which closes the link under it and the capture
@@ -355,7 +561,7 @@ func (g *serviceGroup) run(serve func(ctx context.Context) error) {
 }
 
 // startUDP binds each service with a UDP form to its well-known port on
-// every address of s, and runs it until Stop. Services without one (http)
+// every address of s, of both families, and runs it until Stop. Services without one (http)
 // are skipped. On error the services already started go on running: the
 // caller stops them.
 func (g *serviceGroup) startUDP(s *stack.Stack, list []services.Service) error {
@@ -363,8 +569,10 @@ func (g *serviceGroup) startUDP(s *stack.Stack, list []services.Service) error {
 		if svc.ServeUDP == nil {
 			continue
 		}
-		laddr := netip.AddrPortFrom(netip.IPv4Unspecified(), svc.Port)
-		conn, err := s.ListenUDP(laddr)
+		// ":port" with "udp" is both families' wildcard when the
+		// stack runs IPv6, IPv4's when not, as Go's net.
+		laddr := ":" + strconv.Itoa(int(svc.Port))
+		conn, err := s.ListenPacket("udp", laddr)
 		if err != nil {
 			return fmt.Errorf("%s: binding UDP %v: %w", svc.Name, laddr, err)
 		}
@@ -379,7 +587,7 @@ func (g *serviceGroup) startUDP(s *stack.Stack, list []services.Service) error {
 }
 
 // startTCP listens on each service's well-known TCP port on every address
-// of s, and runs the service there until Stop. Services without a TCP form
+// of s, of both families, and runs the service there until Stop. Services without a TCP form
 // are skipped. On error the services already started go on running: the
 // caller stops them.
 func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
@@ -387,8 +595,8 @@ func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
 		if svc.ServeTCP == nil {
 			continue
 		}
-		laddr := netip.AddrPortFrom(netip.IPv4Unspecified(), svc.Port)
-		ln, err := s.ListenTCP(laddr)
+		laddr := ":" + strconv.Itoa(int(svc.Port))
+		ln, err := s.Listen("tcp", laddr)
 		if err != nil {
 			return fmt.Errorf("%s: listening on TCP %v: %w", svc.Name, laddr, err)
 		}

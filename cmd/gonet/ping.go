@@ -22,13 +22,29 @@ const icmpEchoHeaderLen = 8
 // datagram: 65535 less the IPv4 header (20) and the ICMP header (8).
 const maxPingSize = 65535 - 20 - icmpEchoHeaderLen
 
+// maxPing6Size is the same for IPv6, whose payload length counts neither
+// the fixed header nor, unlike IPv4's total length, the 40 bytes before
+// it: 65535 less the ICMPv6 echo header (8).
+const maxPing6Size = 65535 - icmpEchoHeaderLen
+
+// ipHeaderLen is the header ping adds to the sizes it prints: IPv4's 20,
+// IPv6's 40, as the kernel's ping does.
+func ipHeaderLen(dst netip.Addr) int {
+	if dst.Is4() {
+		return 20
+	}
+	return 40
+}
+
 var pingCommand = &command{
 	name:    "ping",
 	summary: "ping an address from a GoNet host on a TAP device",
-	usage:   "gonet ping -tap NAME -addr A.B.C.D/NN [-gw A.B.C.D] [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
+	usage:   "gonet ping -tap NAME [-addr ADDR/NN]... [-gw ADDR]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
 	about: `Brings up a GoNet stack on the TAP device, as gonet up does, and sends ICMP
-echo requests to DEST (an IPv4 address) with the stack's own ping client,
-printing a line per reply and a summary as the kernel's ping does. Exits 0
+echo requests to DEST (an IPv4 or IPv6 address, a link-local one with its
+zone, as fe80::1%tap0) with the stack's own ping client, ICMP or ICMPv6 by
+DEST's family, printing a line per reply and a summary as the kernel's
+ping does. The IPv6 addresses pass duplicate address detection first. Exits 0
 if any reply came back, 1 if none did, 2 on a bad command line. Ctrl-C
 stops early and still prints the summary.`,
 	flags: func() *flag.FlagSet { fs, _ := pingFlags(); return fs },
@@ -50,7 +66,7 @@ func pingFlags() (*flag.FlagSet, *pingConfig) {
 	fs := newFlagSet("ping")
 	c.link.register(fs)
 	fs.IntVar(&c.count, "c", 0, "stop after `N` requests (default: until interrupted)")
-	fs.IntVar(&c.size, "s", c.size, "send `SIZE` bytes of payload, 0.."+strconv.Itoa(maxPingSize))
+	fs.IntVar(&c.size, "s", c.size, "send `SIZE` bytes of payload, 0.."+strconv.Itoa(maxPingSize)+" (IPv6: "+strconv.Itoa(maxPing6Size)+")")
 	fs.Var((*secondsFlag)(&c.interval), "i", "wait `INTERVAL` between requests, in seconds or as 200ms")
 	fs.Var((*secondsFlag)(&c.timeout), "W", "wait `TIMEOUT` for each reply, in seconds or as 500ms")
 	return fs, c
@@ -66,22 +82,29 @@ func parsePing(args []string) (*pingConfig, error) {
 	}
 	switch len(pos) {
 	case 0:
-		return nil, usagef("missing DEST, the IPv4 address to ping")
+		return nil, usagef("missing DEST, the address to ping")
 	case 1:
 	default:
 		return nil, usagef("unexpected argument %q after DEST %q", pos[1], pos[0])
 	}
-	if c.dest, err = parseIPv4(pos[0]); err != nil {
+	if c.dest, err = parseHostAddr(pos[0]); err != nil {
 		return nil, usagef("DEST %q: %v", pos[0], err)
 	}
 	if err := c.link.check(); err != nil {
 		return nil, err
 	}
+	maxSize := maxPingSize
+	switch {
+	case c.dest.Is6() && c.link.noIPv6:
+		return nil, usagef("DEST %v is IPv6, and -no-ipv6 turns IPv6 off", c.dest)
+	case c.dest.Is6():
+		maxSize = maxPing6Size
+	}
 	switch {
 	case c.count < 0:
 		return nil, usagef("-c %d is negative", c.count)
-	case c.size < 0 || c.size > maxPingSize:
-		return nil, usagef("-s %d is outside 0..%d", c.size, maxPingSize)
+	case c.size < 0 || c.size > maxSize:
+		return nil, usagef("-s %d is outside 0..%d", c.size, maxSize)
 	case c.timeout == 0:
 		return nil, usagef("-W 0 would wait for no reply")
 	}
@@ -103,7 +126,7 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 	}
 	defer h.Close()
 
-	fmt.Fprintf(out.stdout, "PING %v (%v) %d(%d) bytes of data.\n", c.dest, c.dest, c.size, c.size+20+icmpEchoHeaderLen)
+	fmt.Fprintf(out.stdout, "PING %v (%v) %d(%d) bytes of data.\n", c.dest, c.dest, c.size, c.size+ipHeaderLen(c.dest)+icmpEchoHeaderLen)
 	var st pingStats
 	start := time.Now()
 	// Requests go out every interval, counted from one start to the

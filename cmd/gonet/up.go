@@ -19,10 +19,10 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH} -addr A.B.C.D/NN [-gw A.B.C.D] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH} [-addr ADDR/NN]... [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
-with the given address, and runs the services named by -serve on their
-well-known ports, over UDP and TCP alike; http (TCP port 80) serves the
+with the given addresses, and runs the services named by -serve on their
+well-known ports, over UDP and TCP alike and on both families; http (TCP port 80) serves the
 files under -http-root, or without it a page of the stack's counters and
 connections. Whatever the root, the status is also at /.gonet/
 (/.gonet/status.json, /.gonet/status.txt, /.gonet/ss, and /.gonet/metrics
@@ -33,7 +33,18 @@ It also serves that status on a Unix socket, -control (by default
 and with -metrics serves /metrics alone on a TCP socket of the host's own
 network for Prometheus to scrape (on 127.0.0.1 unless HOST says otherwise).
 
-When ready it prints one line, "gonet: up TAP ADDR/PREFIX MAC", on stdout.
+The stack runs IPv4 and IPv6 (unless -no-ipv6): -addr takes addresses of
+either family and repeats (-addr 10.0.0.2/24 -addr fd00::2/64); the NIC
+always has its link-local address, and forms more from the prefixes
+routers advertise (SLAAC, unless -slaac=false), each used once duplicate
+address detection finds no other node with it; -gw repeats, once per
+family. With IPv6, -addr is optional: the link-local address and SLAAC
+need none.
+
+When ready, its IPv6 addresses through duplicate address detection, it
+prints one line, "gonet: up TAP ADDR/PREFIX MAC [ADDR/PREFIX]...", on
+stdout: the first -addr (or the link-local address), the MAC, then the
+other -addr. The addresses SLAAC forms later are in the log.
 On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
 0. It logs its events on stderr, one a line, as text or JSON
 (-log-format) at -log-level and above. The kernel's side of the TAP device is left for you to configure.
@@ -133,7 +144,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		return exitFail
 	}
 
-	fmt.Fprintf(out.stdout, "gonet: up %s %v %v\n", h.nic, c.link.addr, h.mac)
+	fmt.Fprintln(out.stdout, readyLine(h))
 
 	code := exitOK
 	select {
@@ -156,6 +167,22 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		code = exitFail
 	}
 	return code
+}
+
+// readyLine is what gonet up prints on stdout when it is up: "gonet: up
+// NIC ADDR/NN MAC", the first address (-addr's first, or without -addr
+// the link-local address), then any further addresses, so that a script
+// that reads the first four fields reads them as it did when GoNet had
+// one IPv4 address.
+func readyLine(h *host) string {
+	f := []string{"gonet: up", h.nic, "", h.mac.String()}
+	if len(h.addrs) > 0 {
+		f[2] = h.addrs[0].String()
+		for _, p := range h.addrs[1:] {
+			f = append(f, p.String())
+		}
+	}
+	return strings.Join(f, " ")
 }
 
 // startUpServices starts what gonet up serves on h: the -serve services on

@@ -185,8 +185,9 @@ func TestUpServesEveryServiceOverTCP(t *testing.T) {
 		}
 		for _, want := range []*regexp.Regexp{
 			regexp.MustCompile(`(?m)^State +Recv-Q +Send-Q +Local Address:Port +Peer Address:Port +rtt/ms +rto/ms +cwnd +ssthresh +retrans +rcvbuf +options$`),
-			regexp.MustCompile(`(?m)^LISTEN +0 +0 +0\.0\.0\.0:80 +0\.0\.0\.0:\*`),
-			regexp.MustCompile(`(?m)^LISTEN +0 +0 +0\.0\.0\.0:7 +0\.0\.0\.0:\*`),
+			// The services listen on both families' wildcard.
+			regexp.MustCompile(`(?m)^LISTEN +0 +0 +\[::\]:80 +\[::\]:\*`),
+			regexp.MustCompile(`(?m)^LISTEN +0 +0 +\[::\]:7 +\[::\]:\*`),
 			regexp.MustCompile(`(?m)^ESTAB +\d+ +\d+ +10\.99\.0\.2:80 +10\.99\.0\.1:\d+ +[\d.]+ +[\d.]+ +\d+ `),
 		} {
 			if !want.MatchString(stdout) {
