@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/link/pipe"
+	"github.com/gonetstack/gonet/link/stream"
+	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// awaitPreferred waits until addr on s's nic has passed duplicate address
+// detection.
+func awaitPreferred(t *testing.T, s *stack.Stack, nic string, addr netip.Addr) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		list, err := s.Addresses6(nic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := addrState(list, addr); ok && st == ndp.Preferred {
+			return
+		}
+	}
+	t.Fatalf("%v on %s still not preferred after 10s", addr, nic)
+}
+
+// TestUpServesBothFamilies runs gonet up with an address of each family on
+// a VM's socket: the ready line keeps IPv4's fields first and adds the IPv6
+// address after the MAC, and a VM reaches the echo service over IPv6 and
+// IPv4 alike, on one dual-stack listener.
+func TestUpServesBothFamilies(t *testing.T) {
+	dir := shortTempDir(t)
+	path := filepath.Join(dir, "vm.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr strings.Builder
+	exited := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"up", "-socket", path, "-addr", "10.0.2.2/24", "-addr", "fd00:2::2/64",
+			"-serve", "echo", "-control", noControl}, stdoutW, &stderr)
+		stdoutW.Close()
+		exited <- code
+	}()
+	lines := bufio.NewScanner(stdoutR)
+	if !lines.Scan() {
+		t.Fatalf("no ready line; stderr %q", stderr.String())
+	}
+	if line := lines.Text(); !regexp.MustCompile(`^gonet: up vm0 10\.0\.2\.2/24 ([0-9a-f]{2}:){5}[0-9a-f]{2} fd00:2::2/64$`).MatchString(line) {
+		t.Fatalf("ready line %q, want the IPv4 address, the MAC, then the IPv6 address", line)
+	}
+	go io.Copy(io.Discard, stdoutR)
+
+	ep, err := stream.Dial(path, stream.Options{MTU: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := stack.New(stack.Config{})
+	defer vm.Close()
+	if err := vm.AddNIC("eth0", ep); err != nil {
+		ep.Close()
+		t.Fatal(err)
+	}
+	for _, p := range []string{"10.0.2.100/24", "fd00:2::100/64"} {
+		if err := vm.AddAddress("eth0", netip.MustParsePrefix(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	awaitPreferred(t, vm, "eth0", netip.MustParseAddr("fd00:2::100"))
+	for _, dst := range []string{"[fd00:2::2]:7", "10.0.2.2:7"} {
+		t.Run(dst, func(t *testing.T) {
+			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer dcancel()
+			conn, err := vm.DialContext(dctx, "tcp", dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(20 * time.Second))
+			msg := strings.Repeat("both families, one listener. ", 2000)
+			go io.WriteString(conn, msg)
+			got := make([]byte, len(msg))
+			if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
+				t.Errorf("echo of %d bytes: %v", len(msg), err)
+			}
+		})
+	}
+	cancel()
+	select {
+	case code := <-exited:
+		if code != exitOK {
+			t.Errorf("exit code %d, stderr %q", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gonet up still running 10s after the signal")
+	}
+}
+
+// TestUpRefusesAnIPv6AddressAnotherNodeHolds pins down that an -addr that
+// duplicate address detection finds in use fails the start, saying so,
+// rather than leaving a daemon that does not answer on it.
+func TestUpRefusesAnIPv6AddressAnotherNodeHolds(t *testing.T) {
+	macA := net.HardwareAddr{0x02, 0x00, 0x00, 0x99, 0x06, 0x01}
+	macB := net.HardwareAddr{0x02, 0x00, 0x00, 0x99, 0x06, 0x02}
+	epA, epB := pipe.New(1500, macA, macB)
+	other := stack.New(stack.Config{})
+	defer other.Close()
+	if err := other.AddNIC("a0", epA); err != nil {
+		t.Fatal(err)
+	}
+	taken := netip.MustParsePrefix("fd00:6::2/64")
+	if err := other.AddAddress("a0", taken); err != nil {
+		t.Fatal(err)
+	}
+	awaitPreferred(t, other, "a0", taken.Addr())
+
+	c, err := parseUp([]string{"-tap", "b0", "-addr", taken.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bringUpOn(&c.link, epB, "b0", slog.New(slog.DiscardHandler))
+	if err == nil {
+		h.Close()
+		t.Fatalf("bringUpOn with %v, which another node holds: no error", taken)
+	}
+	if !strings.Contains(err.Error(), "already in use") {
+		t.Errorf("error %q, want one saying the address is already in use", err)
+	}
+}
+
+// TestUpWithoutAddressShowsItsLinkLocalAddress pins down gonet up with IPv6
+// and no -addr: it is up once its link-local address is, and shows that.
+func TestUpWithoutAddressShowsItsLinkLocalAddress(t *testing.T) {
+	epA, epB := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0x99, 7, 1}, net.HardwareAddr{0x02, 0, 0, 0x99, 7, 2})
+	defer epA.Close()
+	c, err := parseUp([]string{"-tap", "b0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bringUpOn(&c.link, epB, "b0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	// EUI-64 of 02:00:00:99:07:02 (RFC 4291 appendix A).
+	want := "gonet: up b0 fe80::ff:fe99:702/64 02:00:00:99:07:02"
+	if got := readyLine(h); got != want {
+		t.Errorf("ready line %q, want %q", got, want)
+	}
+}
