@@ -29,7 +29,8 @@ connections. Whatever the root, the status is also at /.gonet/
 for Prometheus).
 
 It also serves that status on a Unix socket, -control (by default
-/run/gonet/TAP.sock, removed on exit), which gonet ss and gonet stats read,
+/run/gonet/TAP.sock, removed on exit), which gonet ss, stats, addr and
+neigh read,
 and with -metrics serves /metrics alone on a TCP socket of the host's own
 network for Prometheus to scrape (on 127.0.0.1 unless HOST says otherwise).
 
@@ -214,7 +215,7 @@ func startUpServices(ctx context.Context, log *slog.Logger, c *upConfig, h *host
 		case lerr == nil:
 			g.run(func(ctx context.Context) error {
 				defer ln.Close()
-				return serveControl(ctx, ln, status)
+				return serveControlHandler(ctx, ln, linkHandler(h, services.HTTPHandler("", status)))
 			})
 		case c.control == "":
 			// The default place may not be writable (gonet up run

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/link/pipe"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// TestAddrAndNeighShowBothFamilies runs gonet up's host and control socket
+// on one end of an in-memory link, has a peer ping it over both families,
+// and reads gonet addr and gonet neigh: the addresses with their states and
+// lifetimes, and the peer in the ARP cache and in neighbour discovery's.
+func TestAddrAndNeighShowBothFamilies(t *testing.T) {
+	useControlDir(t)
+	macPeer := net.HardwareAddr{0x02, 0, 0, 0x99, 8, 1}
+	epPeer, epUp := pipe.New(1500, macPeer, net.HardwareAddr{0x02, 0, 0, 0x99, 8, 2})
+	peer := stack.New(stack.Config{})
+	defer peer.Close()
+	if err := peer.AddNIC("p0", epPeer); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"10.88.0.1/24", "fd00:88::1/64"} {
+		if err := peer.AddAddress("p0", netip.MustParsePrefix(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := parseUp([]string{"-tap", "b0", "-addr", "10.88.0.2/24", "-addr", "fd00:88::2/64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bringUpOn(&c.link, epUp, "b0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	svc, err := startUpServices(context.Background(), slog.New(slog.DiscardHandler), c, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	awaitPreferred(t, peer, "p0", netip.MustParseAddr("fd00:88::1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, dst := range []string{"10.88.0.2", "fd00:88::2"} {
+		if _, err := peer.Ping(ctx, netip.MustParseAddr(dst), 56); err != nil {
+			t.Fatalf("ping %s: %v", dst, err)
+		}
+	}
+
+	code, stdout, stderr := runArgs(t, "addr", "-tap", "b0")
+	if code != exitOK {
+		t.Fatalf("gonet addr: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		`(?m)^b0: link/ether 02:00:00:99:08:02$`,
+		`(?m)^    inet 10\.88\.0\.2/24 scope global preferred\n        valid_lft forever preferred_lft forever$`,
+		`(?m)^    inet6 fd00:88::2/64 scope global preferred\n        valid_lft forever preferred_lft forever$`,
+		// The link-local address's DAD may still run: gonet up
+		// waits for the -addr ones only.
+		`(?m)^    inet6 fe80::ff:fe99:802/64 scope link (tentative|preferred)$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("gonet addr does not match %s:\n%s", want, stdout)
+		}
+	}
+	code, stdout, stderr = runArgs(t, "neigh", "-tap", "b0")
+	if code != exitOK {
+		t.Fatalf("gonet neigh: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{
+		`(?m)^10\.88\.0\.1 dev b0 lladdr 02:00:00:99:08:01 REACHABLE$`,
+		// The peer's solicitation made it STALE (RFC 4861 section
+		// 7.2.3); the reply sent to it moves it on to DELAY.
+		`(?m)^fd00:88::1 dev b0 lladdr 02:00:00:99:08:01 (STALE|DELAY|REACHABLE)$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(stdout) {
+			t.Errorf("gonet neigh does not match %s:\n%s", want, stdout)
+		}
+	}
+}
