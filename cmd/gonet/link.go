@@ -156,7 +156,9 @@ its lifetimes in seconds or forever: the link-local address, the -addr
 ones and those formed from routers' advertisements (SLAAC). Exits 0 on
 success, 1 when no daemon answers.`,
 	flags: func() *flag.FlagSet { fs, _ := linkFlags("addr"); return fs },
-	run:   func(ctx context.Context, cmd *command, out *output, args []string) int { return runLink(ctx, cmd, out, args, writeAddrs) },
+	run: func(ctx context.Context, cmd *command, out *output, args []string) int {
+		return runLink(ctx, cmd, out, args, writeAddrs)
+	},
 }
 
 var neighCommand = &command{
@@ -170,7 +172,9 @@ for an IPv6 router, and its state (RFC 4861's REACHABLE, STALE, DELAY,
 PROBE or INCOMPLETE; an ARP entry is REACHABLE until it expires, STALE
 after). Exits 0 on success, 1 when no daemon answers.`,
 	flags: func() *flag.FlagSet { fs, _ := linkFlags("neigh"); return fs },
-	run:   func(ctx context.Context, cmd *command, out *output, args []string) int { return runLink(ctx, cmd, out, args, writeNeighbors) },
+	run: func(ctx context.Context, cmd *command, out *output, args []string) int {
+		return runLink(ctx, cmd, out, args, writeNeighbors)
+	},
 }
 
 func linkFlags(name string) (*flag.FlagSet, *controlFlags) {
