@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/netip"
 	"strconv"
@@ -116,7 +117,9 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 	if err != nil {
 		return reportParseError(out, cmd, err)
 	}
-	h, err := bringUp(&c.link, nil)
+	// ping's own lines are its output; the stack's events (the
+	// addresses, the NIC) would only be in their way.
+	h, err := bringUp(&c.link, slog.New(slog.DiscardHandler))
 	if err != nil {
 		fmt.Fprintf(out.stderr, "gonet ping: %v\n", err)
 		return exitFail
