@@ -18,10 +18,12 @@ import (
 	"sync"
 )
 
-// maxDatagram is the largest UDP payload an IPv4 datagram can carry:
-// 65535 - 20 (IPv4 header) - 8 (UDP header). A read buffer this size never
-// truncates a request, so echo returns exactly what it was sent.
-const maxDatagram = 65535 - 20 - 8
+// maxDatagram is the largest UDP payload a datagram of either family can
+// carry: an IPv6 one's, 65535 (the payload length, which counts no IPv6
+// header, RFC 8200 section 3) - 8 (UDP header); IPv4's total length counts
+// its header too, leaving 65507. A read buffer this size never truncates a
+// request, so echo returns exactly what it was sent.
+const maxDatagram = 65535 - 8
 
 // handler answers one request datagram: it returns the reply, or nil to send
 // none. The request is only valid during the call.
