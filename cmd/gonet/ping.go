@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/icmpv6"
 )
 
 // icmpEchoHeaderLen is the ICMP echo header (RFC 792): type, code,
@@ -23,10 +24,11 @@ const icmpEchoHeaderLen = 8
 // datagram: 65535 less the IPv4 header (20) and the ICMP header (8).
 const maxPingSize = 65535 - 20 - icmpEchoHeaderLen
 
-// maxPing6Size is the same for IPv6, whose payload length counts neither
-// the fixed header nor, unlike IPv4's total length, the 40 bytes before
-// it: 65535 less the ICMPv6 echo header (8).
-const maxPing6Size = 65535 - icmpEchoHeaderLen
+// maxPing6Size is the same for IPv6, whose payload length, unlike IPv4's
+// total length, does not count the fixed header: 65535 less the ICMPv6
+// echo header (8). The reply to more than 65488 bytes is longer than the
+// 65536-byte datagrams GoNet reassembles, and never arrives.
+const maxPing6Size = icmpv6.MaxPingSize
 
 // ipHeaderLen is the header ping adds to the sizes it prints: IPv4's 20,
 // IPv6's 40, as the kernel's ping does.
