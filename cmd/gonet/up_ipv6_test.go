@@ -159,3 +159,32 @@ func TestUpWithoutAddressShowsItsLinkLocalAddress(t *testing.T) {
 		t.Errorf("ready line %q, want %q", got, want)
 	}
 }
+
+// TestStableIIDKeepsTheLinkLocalAddressAcrossRestarts pins down
+// -stable-iid: the link-local address is RFC 7217's, not the MAC's
+// EUI-64, and the same on each start with the same key file.
+func TestStableIIDKeepsTheLinkLocalAddressAcrossRestarts(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "iid.key")
+	mac := net.HardwareAddr{0x02, 0, 0, 0x99, 9, 2}
+	var seen []string
+	for range 2 {
+		epA, epB := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0x99, 9, 1}, mac)
+		c, err := parseUp([]string{"-tap", "b0", "-stable-iid", key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := bringUpOn(&c.link, epB, "b0", slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, h.addrs[0].String())
+		h.Close()
+		epA.Close()
+	}
+	if seen[0] == "fe80::ff:fe99:902/64" || !strings.HasPrefix(seen[0], "fe80::") {
+		t.Errorf("link-local address %s, want a stable opaque one in fe80::/64, not the EUI-64", seen[0])
+	}
+	if seen[0] != seen[1] {
+		t.Errorf("link-local addresses %s then %s: not stable across restarts with one key", seen[0], seen[1])
+	}
+}
