@@ -110,12 +110,6 @@ func listenControl(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveControl serves src's status pages on ln until ctx is done. Closing
-// ln removes the socket.
-func serveControl(ctx context.Context, ln net.Listener, src services.StatusSource) error {
-	return serveControlHandler(ctx, ln, services.HTTPHandler("", src))
-}
-
 // serveControlHandler serves h on the control socket ln until ctx is done:
 // the status pages and what else a daemon answers there.
 func serveControlHandler(ctx context.Context, ln net.Listener, h http.Handler) error {

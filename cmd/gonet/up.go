@@ -22,17 +22,17 @@ var upCommand = &command{
 	usage:   "gonet up {-tap NAME | -socket PATH} [-addr ADDR/NN]... [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
-well-known ports, over UDP and TCP alike and on both families; http (TCP port 80) serves the
-files under -http-root, or without it a page of the stack's counters and
-connections. Whatever the root, the status is also at /.gonet/
+well-known ports, over UDP and TCP alike and on both families; http (TCP
+port 80) serves the files under -http-root, or without it a page of the
+stack's counters and connections. Whatever the root, the status is also at /.gonet/
 (/.gonet/status.json, /.gonet/status.txt, /.gonet/ss, and /.gonet/metrics
 for Prometheus).
 
 It also serves that status on a Unix socket, -control (by default
 /run/gonet/TAP.sock, removed on exit), which gonet ss, stats, addr and
-neigh read,
-and with -metrics serves /metrics alone on a TCP socket of the host's own
-network for Prometheus to scrape (on 127.0.0.1 unless HOST says otherwise).
+neigh read, and with -metrics serves /metrics alone on a TCP socket of
+the host's own network for Prometheus to scrape (on 127.0.0.1 unless HOST
+says otherwise).
 
 The stack runs IPv4 and IPv6 (unless -no-ipv6): -addr takes addresses of
 either family and repeats (-addr 10.0.0.2/24 -addr fd00::2/64); the NIC
@@ -45,10 +45,11 @@ need none.
 When ready, its IPv6 addresses through duplicate address detection, it
 prints one line, "gonet: up TAP ADDR/PREFIX MAC [ADDR/PREFIX]...", on
 stdout: the first -addr (or the link-local address), the MAC, then the
-other -addr. The addresses SLAAC forms later are in the log.
-On SIGINT or SIGTERM it shuts down, prints the stack's counters and exits
-0. It logs its events on stderr, one a line, as text or JSON
-(-log-format) at -log-level and above. The kernel's side of the TAP device is left for you to configure.
+other -addr. The addresses SLAAC forms later are in the log. On SIGINT or
+SIGTERM it shuts down, prints the stack's counters and exits 0. It logs
+its events on stderr, one a line, as text or JSON (-log-format) at
+-log-level and above. The kernel's side of the TAP device is left for you
+to configure.
 
 With -socket PATH instead of -tap, the link is a UNIX socket that GoNet
 listens on for a VM, each frame behind its length as 32 bits big-endian:
@@ -86,7 +87,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 			return nil
 		})
 	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
-	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss and stats on the Unix socket `PATH`, or on none with -control "+noControl+
+	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss, stats, addr and neigh on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
 	c.metrics.register(fs)
 	c.log.register(fs, slog.LevelInfo)

@@ -188,3 +188,34 @@ func TestStableIIDKeepsTheLinkLocalAddressAcrossRestarts(t *testing.T) {
 		t.Errorf("link-local addresses %s then %s: not stable across restarts with one key", seen[0], seen[1])
 	}
 }
+
+// TestUpRoutesThroughAGatewayPerFamily pins down -gw of each family: a
+// default route of each, ::/0 through an IPv6 router known by its
+// link-local address.
+func TestUpRoutesThroughAGatewayPerFamily(t *testing.T) {
+	epA, epB := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0x99, 10, 1}, net.HardwareAddr{0x02, 0, 0, 0x99, 10, 2})
+	defer epA.Close()
+	c, err := parseUp([]string{"-tap", "b0", "-addr", "10.0.10.2/24", "-addr", "fd00:10::2/64", "-gw", "fe80::1", "-gw", "10.0.10.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bringUpOn(&c.link, epB, "b0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var v4, v6 []string
+	for _, r := range h.stack.Routes() {
+		if r.Dst.Bits() == 0 {
+			v4 = append(v4, r.Gateway.String())
+		}
+	}
+	for _, r := range h.stack.Routes6() {
+		if r.Dst.Bits() == 0 {
+			v6 = append(v6, r.Gateway.String())
+		}
+	}
+	if len(v4) != 1 || v4[0] != "10.0.10.1" || len(v6) != 1 || v6[0] != "fe80::1" {
+		t.Errorf("default routes: IPv4 via %v, IPv6 via %v; want 10.0.10.1 and fe80::1", v4, v6)
+	}
+}
