@@ -396,6 +396,7 @@ func TestPingRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"DEST broadcast", with("255.255.255.255"), "limited broadcast"},
 		{"no TAP", []string{"-addr", "10.0.0.2/24", "10.0.0.1"}, "-tap is required"},
 		{"no address, IPv4 only", []string{"-tap", "t", "-no-ipv6", "10.0.0.1"}, "-addr is required"},
+		{"an IPv4 DEST with IPv6 addresses only", []string{"-tap", "t", "-addr", "fd00::2/64", "10.0.0.1"}, "-addr is required for an IPv4 DEST"},
 		{"negative count", with("-c", "-1", "10.0.0.1"), "-c -1 is negative"},
 		{"negative size", with("-s", "-1", "10.0.0.1"), "-s -1 is outside 0..65507"},
 		{"size beyond one datagram", with("-s", "65508", "10.0.0.1"), "-s 65508 is outside 0..65507"},

@@ -98,6 +98,9 @@ func parsePing(args []string) (*pingConfig, error) {
 	}
 	maxSize := maxPingSize
 	switch {
+	case c.dest.Is4() && !hasIPv4(c.link.addrs):
+		// IPv6 forms its own addresses; IPv4 has only -addr's.
+		return nil, usagef("-addr is required for an IPv4 DEST: GoNet's IPv4 address and prefix, as in 10.0.0.2/24")
 	case c.dest.Is6() && c.link.noIPv6:
 		return nil, usagef("DEST %v is IPv6, and -no-ipv6 turns IPv6 off", c.dest)
 	case c.dest.Is6():
@@ -170,6 +173,16 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 		return exitFail
 	}
 	return exitOK
+}
+
+// hasIPv4 reports whether addrs holds an IPv4 address.
+func hasIPv4(addrs []netip.Prefix) bool {
+	for _, p := range addrs {
+		if p.Addr().Is4() {
+			return true
+		}
+	}
+	return false
 }
 
 // pingStats are the figures of a run of pings.
