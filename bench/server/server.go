@@ -14,7 +14,6 @@
 package server
 
 import (
-	"runtime"
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
