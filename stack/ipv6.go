@@ -56,15 +56,25 @@ func (h linkHost) SetAddressState(addr netip.Addr, st ndp.AddrState) {
 	}
 	was, _ := h.s.ip6.AddressState(addr)
 	if err := h.s.ip6.SetAddressState(addr.WithZone(""), state); err == nil && was != state {
-		h.logState(netip.PrefixFrom(addr, 128), state)
+		h.logState(h.prefixOf(addr), state)
 	}
+}
+
+// prefixOf is addr with the prefix length it was assigned with.
+func (h linkHost) prefixOf(addr netip.Addr) netip.Prefix {
+	for _, a := range h.s.ip6.Addresses() {
+		if a.Prefix.Addr() == addr.WithZone("") {
+			return a.Prefix
+		}
+	}
+	return netip.PrefixFrom(addr, 128)
 }
 
 // logState logs an address entering state: at info once it is usable, as
 // IPv4's are when added; the steps before and after at debug.
 func (h linkHost) logState(addr netip.Prefix, state ipv6.AddrState) {
 	if state == ipv6.Preferred {
-		h.s.env.Log.Info("address added", "nic", h.iface.Name(), "addr", addr.Addr().String())
+		h.s.env.Log.Info("address added", "nic", h.iface.Name(), "addr", addr.String())
 		return
 	}
 	h.s.env.Log.Debug("address "+state.String(), "nic", h.iface.Name(), "addr", addr.String())
