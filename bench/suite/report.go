@@ -216,7 +216,11 @@ func Report(res Results, outDir, mdPath string) error {
 	r.p("- **GoNet**: a TAP device in the client namespace (MTU 1500), GoNet's default configuration, the TAP opened as its daemon opens it: `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4), so that TCP super-segments of up to 64 KiB and partial checksums cross it both ways.\n")
 	r.p("- **gVisor**: a fresh TAP device opened with `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), a read loop and a write loop feeding its channel endpoint (host GSO, 64 KiB segments; RX checksum offload), under its Ethernet wrapper; SACK, receive-buffer moderation, 1–4 MiB buffers, Nagle off; servers through its `gonet` adapter.\n")
 	r.p("- **kernel**: the server in a second namespace at the other end of a veth pair (MTU 1500, the kernel's default offloads).\n\n")
-	r.p("Addresses 10.77.0.1 (client) and 10.77.0.2 (server) exist only inside those namespaces. ")
+	r.p("Addresses 10.77.0.1 (client) and 10.77.0.2 (server) exist only inside those namespaces")
+	if r.hasIPv6() {
+		r.p(", and so do fd77::1 and fd77::2, which the IPv6 variants add (section 8)")
+	}
+	r.p(". ")
 	r.p("CPU per GB is the stack process's user+system time for GoNet and gVisor; for the kernel, the server process's time plus the machine's softirq time (approximate: part of the kernel's work runs in the client's system calls). \"Machine CPU per GB\" is every CPU's busy time, client included, the same measure for all three.\n\n")
 
 	r.p("## 1. Ping latency under load\n\n")
