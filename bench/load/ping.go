@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // PingResult is the ping workload's result.
@@ -18,17 +19,39 @@ type PingResult struct {
 	RTT     Latency `json:"rtt"`
 }
 
-// Ping runs n concurrent pingers against addr for dur, each sending a
-// 56-byte echo request every interval (as ping -i) and waiting up to a
-// second for its reply; the pingers start at random phases so the load is
-// spread. Each pinger has an ICMP datagram socket of its own (the kernel's
-// "ping socket", which demultiplexes replies by identifier as ping does),
-// so the kernel side never wakes a thousand readers for one reply.
+// echo is what a pinger needs of its family's ICMP: the datagram socket's
+// network and wildcard address, the echo message types, and the protocol
+// number that icmp.ParseMessage reads replies by.
+type echo struct {
+	network, wildcard string
+	request, reply    icmp.Type
+	proto             int
+}
+
+var (
+	// ICMP (RFC 792) on the kernel's "ping socket".
+	echo4 = echo{"udp4", "0.0.0.0", ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply, 1}
+	// ICMPv6 (RFC 4443 section 4) on its IPv6 counterpart: Linux lets
+	// the groups of net.ipv4.ping_group_range open both, and fills in
+	// the checksum over the IPv6 pseudo-header itself.
+	echo6 = echo{"udp6", "::", ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply, 58}
+)
+
+// Ping runs n concurrent pingers against addr (IPv4 or IPv6) for dur, each
+// sending a 56-byte echo request every interval (as ping -i) and waiting up
+// to a second for its reply; the pingers start at random phases so the load
+// is spread. Each pinger has an ICMP datagram socket of its own (the
+// kernel's "ping socket", which demultiplexes replies by identifier as ping
+// does), so the kernel side never wakes a thousand readers for one reply.
 func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	dst := &net.UDPAddr{IP: net.ParseIP(addr)}
+	proto := echo4
+	if family(addr) == 6 {
+		proto = echo6
+	}
 	conns := make([]*icmp.PacketConn, n)
 	for i := range conns {
-		c, err := icmp.ListenPacket("udp4", "0.0.0.0")
+		c, err := icmp.ListenPacket(proto.network, proto.wildcard)
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.Close()
@@ -46,7 +69,7 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	for _, c := range conns {
 		wg.Go(func() {
 			defer c.Close()
-			rtts, sent, lost := pinger(c, dst, start.Add(rand.N(interval)), end, interval)
+			rtts, sent, lost := pinger(c, proto, dst, start.Add(rand.N(interval)), end, interval)
 			mu.Lock()
 			all = append(all, rtts...)
 			res.Sent += sent
@@ -59,7 +82,7 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	return res, nil
 }
 
-func pinger(c *icmp.PacketConn, dst net.Addr, next, end time.Time, interval time.Duration) (rtts []float64, sent, lost int) {
+func pinger(c *icmp.PacketConn, proto echo, dst net.Addr, next, end time.Time, interval time.Duration) (rtts []float64, sent, lost int) {
 	payload := make([]byte, 56)
 	buf := make([]byte, 1500)
 	for seq := 1; ; seq++ {
@@ -69,7 +92,7 @@ func pinger(c *icmp.PacketConn, dst net.Addr, next, end time.Time, interval time
 		if !time.Now().Before(end) {
 			return
 		}
-		msg := icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{Seq: seq & 0xffff, Data: payload}}
+		msg := icmp.Message{Type: proto.request, Body: &icmp.Echo{Seq: seq & 0xffff, Data: payload}}
 		b, _ := msg.Marshal(nil)
 		t0 := time.Now()
 		if _, err := c.WriteTo(b, dst); err != nil {
@@ -87,8 +110,8 @@ func pinger(c *icmp.PacketConn, dst net.Addr, next, end time.Time, interval time
 				break
 			}
 			rtt := time.Since(t0)
-			r, err := icmp.ParseMessage(1, buf[:m])
-			if err != nil || r.Type != ipv4.ICMPTypeEchoReply {
+			r, err := icmp.ParseMessage(proto.proto, buf[:m])
+			if err != nil || r.Type != proto.reply {
 				continue
 			}
 			if e, ok := r.Body.(*icmp.Echo); !ok || e.Seq != seq&0xffff {

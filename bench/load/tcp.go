@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,20 @@ import (
 )
 
 func hostPort(addr string, port int) string { return net.JoinHostPort(addr, strconv.Itoa(port)) }
+
+// family is the IP version of the server's address: 6 for an IPv6
+// literal, 4 otherwise. The generators name the family in the network they
+// dial ("tcp4", "tcp6") so that each measures the one the suite asked for.
+func family(addr string) int {
+	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
+		return 6
+	}
+	return 4
+}
+
+// tcpNet and udpNet are the networks to dial addr with.
+func tcpNet(addr string) string { return fmt.Sprint("tcp", family(addr)) }
+func udpNet(addr string) string { return fmt.Sprint("udp", family(addr)) }
 
 // ShortResult is the short-transfers workload's result.
 type ShortResult struct {
@@ -49,7 +64,7 @@ func Short(addr string, n, size int, dur time.Duration) (ShortResult, error) {
 		wg.Go(func() {
 			d := net.Dialer{Timeout: 5 * time.Second}
 			for time.Now().Before(end) {
-				c, err := d.Dial("tcp4", target)
+				c, err := d.Dial(tcpNet(addr), target)
 				if err != nil {
 					fail(err)
 					time.Sleep(10 * time.Millisecond)
@@ -105,7 +120,7 @@ func Bulk(addr, dir string, n int, dur time.Duration) (BulkResult, error) {
 	}
 	conns := make([]net.Conn, n)
 	for i := range conns {
-		c, err := net.DialTimeout("tcp4", hostPort(addr, port), 5*time.Second)
+		c, err := net.DialTimeout(tcpNet(addr), hostPort(addr, port), 5*time.Second)
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.Close()
@@ -182,7 +197,7 @@ type RRResult struct {
 func RR(addr string, n int, dur time.Duration) (RRResult, error) {
 	conns := make([]net.Conn, n)
 	for i := range conns {
-		c, err := net.DialTimeout("tcp4", hostPort(addr, handlers.RRPort), 5*time.Second)
+		c, err := net.DialTimeout(tcpNet(addr), hostPort(addr, handlers.RRPort), 5*time.Second)
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.Close()
@@ -268,7 +283,7 @@ func CRR(addr string, n int, dur time.Duration) (CRRResult, error) {
 			var b [1]byte
 			for time.Now().Before(end) {
 				t0 := time.Now()
-				c, err := d.Dial("tcp4", target)
+				c, err := d.Dial(tcpNet(addr), target)
 				if err == nil {
 					c.SetDeadline(t0.Add(10 * time.Second))
 					if _, err = c.Write(b[:]); err == nil {
@@ -337,7 +352,7 @@ func Scale(addr string, n, concurrency int, in io.Reader, out io.Writer) (ScaleR
 	for range concurrency {
 		wg.Go(func() {
 			for i := range work {
-				c, err := net.DialTimeout("tcp4", target, 10*time.Second)
+				c, err := net.DialTimeout(tcpNet(addr), target, 10*time.Second)
 				if err != nil {
 					failed(err)
 					continue

@@ -26,7 +26,7 @@ type UDPResult struct {
 // and jitter; rate 0 sends as fast as the socket takes them.
 func UDP(addr string, size int, rate float64, dur time.Duration) (UDPResult, error) {
 	size = max(size, handlers.UDPHeaderLen)
-	c, err := net.Dial("udp4", hostPort(addr, handlers.UDPSinkPort))
+	c, err := net.Dial(udpNet(addr), hostPort(addr, handlers.UDPSinkPort))
 	if err != nil {
 		return UDPResult{}, err
 	}

@@ -31,6 +31,7 @@ type gvisorTAP struct {
 	name string
 
 	rxFrames, txFrames atomic.Int64
+	rxGSO              atomic.Int64 // frames read that were TCP super-segments
 	rxErrors, txErrors atomic.Int64
 	cancel             context.CancelFunc
 }
@@ -157,6 +158,9 @@ func (t *gvisorTAP) readLoop() {
 			continue
 		}
 		t.rxFrames.Add(1)
+		if buf[1] != 0 { // gso_type: not VIRTIO_NET_HDR_GSO_NONE
+			t.rxGSO.Add(1)
+		}
 		// The virtio-net header says whether the checksum is partial
 		// (NEEDS_CSUM) and whether this is a super-segment: the endpoint
 		// advertises RX checksum offload, so gVisor skips validation of

@@ -11,6 +11,11 @@
 //	quit (or EOF)       exit
 //
 // Before any command it prints "ready NAME" once its listeners are up.
+//
+// The stack always has the IPv4 address of -addr; with -addr6 it has that
+// IPv6 address too, and the handlers serve on IPv6: GoNet's wildcard
+// listeners take both families in either case, gVisor's endpoints and the
+// kernel's sockets are of the family the set-up measures.
 package server
 
 import (
@@ -41,7 +46,10 @@ var Stacks = []string{"gonet", "gvisor", "kernel"}
 type Config struct {
 	Stack string
 	TAP   string       // TAP device to create (gonet, gvisor)
-	Addr  netip.Prefix // the stack's address
+	Addr  netip.Prefix // the stack's IPv4 address
+	// Addr6 is the stack's IPv6 address, when the set-up measures IPv6
+	// (invalid otherwise): the handlers then serve on it.
+	Addr6 netip.Prefix
 	MTU   int
 }
 
@@ -63,10 +71,11 @@ type stackHost interface {
 func Main(args []string) error {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	var c Config
-	var addr string
+	var addr, addr6 string
 	fs.StringVar(&c.Stack, "stack", "", "gonet, gvisor or kernel")
 	fs.StringVar(&c.TAP, "tap", "", "TAP device to create (gonet, gvisor)")
 	fs.StringVar(&addr, "addr", "", "the stack's address A.B.C.D/NN")
+	fs.StringVar(&addr6, "addr6", "", "the stack's IPv6 address ADDR/NN besides -addr; the handlers serve on it")
 	fs.IntVar(&c.MTU, "mtu", 1500, "MTU")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -74,6 +83,17 @@ func Main(args []string) error {
 	var err error
 	if c.Addr, err = netip.ParsePrefix(addr); err != nil {
 		return fmt.Errorf("-addr: %w", err)
+	}
+	if !c.Addr.Addr().Is4() {
+		return fmt.Errorf("-addr %s: not an IPv4 address (the IPv6 one is -addr6)", addr)
+	}
+	if addr6 != "" {
+		if c.Addr6, err = netip.ParsePrefix(addr6); err != nil {
+			return fmt.Errorf("-addr6: %w", err)
+		}
+		if a := c.Addr6.Addr(); !a.Is6() || a.Is4In6() {
+			return fmt.Errorf("-addr6 %s: not an IPv6 address", addr6)
+		}
 	}
 	return Run(c, os.Stdin, os.Stdout)
 }

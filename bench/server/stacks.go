@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
@@ -10,6 +11,7 @@ import (
 	"gvisor.dev/gvisor/pkg/tcpip/link/ethernet"
 	"gvisor.dev/gvisor/pkg/tcpip/network/arp"
 	"gvisor.dev/gvisor/pkg/tcpip/network/ipv4"
+	"gvisor.dev/gvisor/pkg/tcpip/network/ipv6"
 	gvstack "gvisor.dev/gvisor/pkg/tcpip/stack"
 	"gvisor.dev/gvisor/pkg/tcpip/transport/icmp"
 	gvtcp "gvisor.dev/gvisor/pkg/tcpip/transport/tcp"
@@ -20,7 +22,11 @@ import (
 )
 
 // goNetHost is GoNet on a TAP device, set up as its daemon and its
-// integration tests set it up: the default configuration.
+// integration tests set it up: the default configuration, which runs IPv6
+// beside IPv4 on every NIC. Its IPv6 address, when the set-up has one,
+// goes through duplicate address detection as any would (RFC 4862 section
+// 5.4): the suite pings it from the client until it answers, which it does
+// once DAD is over.
 type goNetHost struct {
 	s   *stack.Stack
 	dev string
@@ -40,13 +46,21 @@ func newGoNet(c Config) (*goNetHost, error) {
 		ep.Close()
 		return nil, err
 	}
-	if err := s.AddAddress(ep.Name(), c.Addr); err != nil {
-		s.Close()
-		return nil, err
+	for _, a := range []netip.Prefix{c.Addr, c.Addr6} {
+		if !a.IsValid() {
+			continue
+		}
+		if err := s.AddAddress(ep.Name(), a); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return &goNetHost{s: s, dev: ep.Name()}, nil
 }
 
+// listen and listenPacket use the wildcard of both families (GoNet's
+// "tcp" and "udp" on an empty host, as Go's net): the same listener in an
+// IPv4 set-up and an IPv6 one.
 func (h *goNetHost) listen(port int) (net.Listener, error) {
 	return h.s.Listen("tcp", ":"+strconv.Itoa(port))
 }
@@ -75,10 +89,15 @@ func (h *goNetHost) close() { h.s.Close() }
 // gVisorHost is gVisor netstack on a TAP with offloads (gvisorTAP), its
 // servers on the gonet adapter, SACK and receive-buffer moderation on and
 // Nagle off (as Go's net package and GoNet): the set-up a careful user of
-// gVisor would choose.
+// gVisor would choose. In an IPv6 set-up it has its IPv6 protocol too, as
+// ipv6.NewProtocol makes it: gVisor's defaults, which do no duplicate
+// address detection (DADConfigurations' zero DupAddrDetectTransmits) and
+// form no link-local address, with neighbour discovery otherwise as its
+// defaults have it; the handlers then listen on IPv6 endpoints.
 type gVisorHost struct {
 	s    *gvstack.Stack
 	link *gvisorTAP
+	net  tcpip.NetworkProtocolNumber // the handlers' family
 }
 
 const gvisorNIC = 1
@@ -89,10 +108,13 @@ func newGVisor(c Config) (*gVisorHost, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := gvstack.New(gvstack.Options{
-		NetworkProtocols:   []gvstack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol},
-		TransportProtocols: []gvstack.TransportProtocolFactory{gvtcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4},
-	})
+	nets := []gvstack.NetworkProtocolFactory{ipv4.NewProtocol, arp.NewProtocol}
+	transports := []gvstack.TransportProtocolFactory{gvtcp.NewProtocol, udp.NewProtocol, icmp.NewProtocol4}
+	if c.Addr6.IsValid() {
+		nets = append(nets, ipv6.NewProtocol)
+		transports = append(transports, icmp.NewProtocol6)
+	}
+	s := gvstack.New(gvstack.Options{NetworkProtocols: nets, TransportProtocols: transports})
 	opts := []tcpip.SettableTransportProtocolOption{
 		ptr(tcpip.TCPSACKEnabled(true)),
 		ptr(tcpip.TCPModerateReceiveBufferOption(true)),
@@ -112,28 +134,37 @@ func newGVisor(c Config) (*gVisorHost, error) {
 		link.close()
 		return nil, fmt.Errorf("create NIC: %v", err)
 	}
-	addr := tcpip.AddrFrom4(c.Addr.Addr().As4())
-	if err := s.AddProtocolAddress(gvisorNIC, tcpip.ProtocolAddress{
-		Protocol:          ipv4.ProtocolNumber,
-		AddressWithPrefix: tcpip.AddressWithPrefix{Address: addr, PrefixLen: c.Addr.Bits()},
-	}, gvstack.AddressProperties{}); err != nil {
-		link.close()
-		return nil, fmt.Errorf("add address: %v", err)
+	h := &gVisorHost{s: s, link: link, net: ipv4.ProtocolNumber}
+	var routes []tcpip.Route
+	for _, a := range []netip.Prefix{c.Addr, c.Addr6} {
+		if !a.IsValid() {
+			continue
+		}
+		proto, addr := ipv4.ProtocolNumber, tcpip.AddrFromSlice(a.Addr().AsSlice())
+		if a.Addr().Is6() {
+			proto = ipv6.ProtocolNumber
+			h.net = proto
+		}
+		prefix := tcpip.AddressWithPrefix{Address: addr, PrefixLen: a.Bits()}
+		if err := s.AddProtocolAddress(gvisorNIC, tcpip.ProtocolAddress{Protocol: proto, AddressWithPrefix: prefix}, gvstack.AddressProperties{}); err != nil {
+			link.close()
+			return nil, fmt.Errorf("add address %v: %v", a, err)
+		}
+		routes = append(routes, tcpip.Route{Destination: prefix.Subnet(), NIC: gvisorNIC})
 	}
-	subnet := tcpip.AddressWithPrefix{Address: addr, PrefixLen: c.Addr.Bits()}.Subnet()
-	s.SetRouteTable([]tcpip.Route{{Destination: subnet, NIC: gvisorNIC}})
+	s.SetRouteTable(routes)
 	link.start()
-	return &gVisorHost{s: s, link: link}, nil
+	return h, nil
 }
 
 func ptr[T any](v T) *T { return &v }
 
 func (h *gVisorHost) listen(port int) (net.Listener, error) {
-	return gvgonet.ListenTCP(h.s, tcpip.FullAddress{NIC: gvisorNIC, Port: uint16(port)}, ipv4.ProtocolNumber)
+	return gvgonet.ListenTCP(h.s, tcpip.FullAddress{NIC: gvisorNIC, Port: uint16(port)}, h.net)
 }
 
 func (h *gVisorHost) listenPacket(port int) (net.PacketConn, error) {
-	return gvgonet.DialUDP(h.s, &tcpip.FullAddress{NIC: gvisorNIC, Port: uint16(port)}, nil, ipv4.ProtocolNumber)
+	return gvgonet.DialUDP(h.s, &tcpip.FullAddress{NIC: gvisorNIC, Port: uint16(port)}, nil, h.net)
 }
 
 func (h *gVisorHost) frames() (int64, int64) { return h.link.rxFrames.Load(), h.link.txFrames.Load() }
@@ -152,6 +183,7 @@ func (h *gVisorHost) counters() map[string]int64 {
 		"UDP.RcvBufErrors":    int64(st.UDP.ReceiveBufferErrors.Value()),
 		"IP.InDrops":          int64(st.IP.MalformedPacketsReceived.Value() + st.IP.InvalidDestinationAddressesReceived.Value()),
 		"NIC.RxDropped":       int64(st.NICs.MalformedL4RcvdPackets.Value()),
+		"Link.RxGSO":          h.link.rxGSO.Load(),
 		"Link.RxErrors":       h.link.rxErrors.Load(),
 		"Link.TxErrors":       h.link.txErrors.Load(),
 		"Link.TxQueueFull":    int64(st.NICs.TxPacketsDroppedNoBufferSpace.Value()),
@@ -170,17 +202,27 @@ func (h *gVisorHost) close() {
 }
 
 // kernelHost is the Linux kernel's stack through Go's net package, in a
-// namespace of its own on one end of a veth pair.
-type kernelHost struct{ addr string }
+// namespace of its own on one end of a veth pair (the suite gives the
+// veth its addresses). Its sockets are bound to the address of the family
+// the set-up measures.
+type kernelHost struct {
+	addr   string
+	family string // "4" or "6"
+}
 
-func newKernel(c Config) (*kernelHost, error) { return &kernelHost{addr: c.Addr.Addr().String()}, nil }
+func newKernel(c Config) (*kernelHost, error) {
+	if c.Addr6.IsValid() {
+		return &kernelHost{addr: c.Addr6.Addr().String(), family: "6"}, nil
+	}
+	return &kernelHost{addr: c.Addr.Addr().String(), family: "4"}, nil
+}
 
 func (h *kernelHost) listen(port int) (net.Listener, error) {
-	return net.Listen("tcp4", net.JoinHostPort(h.addr, strconv.Itoa(port)))
+	return net.Listen("tcp"+h.family, net.JoinHostPort(h.addr, strconv.Itoa(port)))
 }
 
 func (h *kernelHost) listenPacket(port int) (net.PacketConn, error) {
-	return net.ListenPacket("udp4", net.JoinHostPort(h.addr, strconv.Itoa(port)))
+	return net.ListenPacket("udp"+h.family, net.JoinHostPort(h.addr, strconv.Itoa(port)))
 }
 
 func (h *kernelHost) frames() (int64, int64) { return -1, -1 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,10 +24,13 @@ import (
 
 // The same addresses in every set-up: the kernel's side (client) and the
 // stack under test (server). They exist only inside the namespaces the
-// suite creates.
+// suite creates. An IPv6 set-up has a unique local prefix (RFC 4193)
+// besides IPv4's.
 var (
-	clientAddr = netip.MustParsePrefix("10.77.0.1/24")
-	serverAddr = netip.MustParsePrefix("10.77.0.2/24")
+	clientAddr  = netip.MustParsePrefix("10.77.0.1/24")
+	serverAddr  = netip.MustParsePrefix("10.77.0.2/24")
+	clientAddr6 = netip.MustParsePrefix("fd77::1/64")
+	serverAddr6 = netip.MustParsePrefix("fd77::2/64")
 )
 
 const (
@@ -42,7 +46,10 @@ const (
 type Env struct {
 	Stack string
 	C, S  *netns.NS // S is nil but for the kernel and the gateway family
-	Addr  string    // the server's address
+	Addr  string    // the server's address the workloads use
+	// IPv6 is set in a set-up that measures IPv6: Addr is then the
+	// server's IPv6 address (the stacks have their IPv4 ones too).
+	IPv6 bool
 
 	// The gateway family's: the host namespace between the guest (C)
 	// and the internet (S), and the gateway running in it.
@@ -118,9 +125,25 @@ var serverSysctls = [][2]string{
 }
 
 // Setup brings up stack's environment and waits until the client can
-// reach the server.
-func Setup(ctx context.Context, bin, stack string) (e *Env, err error) {
-	e = &Env{Stack: stack, Addr: serverAddr.Addr().String(), bin: bin, stderr: &limitedBuffer{max: 64 << 10}}
+// reach the server over IPv4.
+func Setup(ctx context.Context, bin, stack string) (*Env, error) {
+	return setup(ctx, bin, stack, false)
+}
+
+// Setup6 is Setup for the IPv6 workloads: both ends have IPv6 addresses
+// beside their IPv4 ones, the server's handlers serve on IPv6, and the
+// client reaches the server over IPv6 before it returns (GoNet's address
+// answers once its duplicate address detection is over). The kernel's
+// addresses skip DAD (nodad) so that it does not delay the run.
+func Setup6(ctx context.Context, bin, stack string) (*Env, error) {
+	return setup(ctx, bin, stack, true)
+}
+
+func setup(ctx context.Context, bin, stack string, v6 bool) (e *Env, err error) {
+	e = &Env{Stack: stack, Addr: serverAddr.Addr().String(), IPv6: v6, bin: bin, stderr: &limitedBuffer{max: 64 << 10}}
+	if v6 {
+		e.Addr = serverAddr6.Addr().String()
+	}
 	register(e, true)
 	defer func() {
 		if err != nil {
@@ -137,6 +160,9 @@ func Setup(ctx context.Context, bin, stack string) (e *Env, err error) {
 		}
 	}
 	args := []string{"server", "-stack", stack, "-addr", serverAddr.String(), "-mtu", fmt.Sprint(mtu)}
+	if v6 {
+		args = append(args, "-addr6", serverAddr6.String())
+	}
 	serverNS := e.C
 	dev := netns.DeviceName()
 	switch stack {
@@ -159,6 +185,14 @@ func Setup(ctx context.Context, bin, stack string) (e *Env, err error) {
 		if err := e.S.ConfigureLink(peer, serverAddr, mtu); err != nil {
 			return e, err
 		}
+		if v6 {
+			if err := addNoDAD(e.C, dev, clientAddr6); err != nil {
+				return e, err
+			}
+			if err := addNoDAD(e.S, peer, serverAddr6); err != nil {
+				return e, err
+			}
+		}
 		serverNS = e.S
 	default:
 		// The server creates the TAP device in the client namespace;
@@ -172,8 +206,21 @@ func Setup(ctx context.Context, bin, stack string) (e *Env, err error) {
 		if err := e.C.ConfigureLink(dev, clientAddr, mtu); err != nil {
 			return e, err
 		}
+		if v6 {
+			if err := addNoDAD(e.C, dev, clientAddr6); err != nil {
+				return e, err
+			}
+		}
 	}
 	return e, e.waitReachable(ctx)
+}
+
+// addNoDAD gives dev in ns an IPv6 address usable at once: the kernel's
+// duplicate address detection (a second or more) is off for it, nothing
+// else on the link holding it.
+func addNoDAD(ns *netns.NS, dev string, addr netip.Prefix) error {
+	_, err := ns.IP(context.Background(), "-6", "addr", "add", addr.String(), "dev", dev, "nodad")
+	return err
 }
 
 func (e *Env) startServer(ns *netns.NS, args []string) error {
@@ -211,12 +258,18 @@ func (e *Env) startServer(ns *netns.NS, args []string) error {
 }
 
 // waitReachable pings the server from the client namespace until it
-// answers, which also settles ARP on both sides.
+// answers, which also settles ARP (neighbour discovery) on both sides; in
+// an IPv6 set-up it pings over IPv6, which GoNet answers once its address
+// has passed duplicate address detection.
 func (e *Env) waitReachable(ctx context.Context) error {
 	var last error
+	family := "-4"
+	if e.IPv6 {
+		family = "-6"
+	}
 	for range 20 {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		_, err := e.C.Run(cctx, "ping", "-c", "1", "-W", "1", e.Addr)
+		_, err := e.C.Run(cctx, "ping", family, "-c", "1", "-W", "1", e.Addr)
 		cancel()
 		if err == nil {
 			return nil
@@ -227,7 +280,31 @@ func (e *Env) waitReachable(ctx context.Context) error {
 		last = err
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("server unreachable: %w", last)
+	return fmt.Errorf("server unreachable: %w%s", last, e.ndpState())
+}
+
+// ndpState is the server's neighbour discovery counters, for an IPv6
+// set-up whose server did not answer: whether GoNet's duplicate address
+// detection ended, found a duplicate, or resolution failed.
+func (e *Env) ndpState() string {
+	if !e.IPv6 {
+		return ""
+	}
+	snap, err := e.Stats()
+	if err != nil {
+		return ""
+	}
+	var kv []string
+	for k, v := range snap.Counters {
+		if strings.HasPrefix(k, "NDP.") || strings.HasPrefix(k, "ICMPv6.") {
+			kv = append(kv, fmt.Sprintf("%s=%d", k, v))
+		}
+	}
+	if len(kv) == 0 {
+		return ""
+	}
+	slices.Sort(kv)
+	return " (server: " + strings.Join(kv, " ") + ")"
 }
 
 func (e *Env) readLine(timeout time.Duration) (string, error) {

@@ -259,7 +259,11 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 		}
 		present = append(present, name)
 	}
-	r.p("## 8. Gateways: %s (issue 11)\n\n", strings.Join(present, ", "))
+	section := 8
+	if r.hasIPv6() {
+		section++ // the IPv6 section is 8
+	}
+	r.p("## %d. Gateways: %s (issue 11)\n\n", section, strings.Join(present, ", "))
 	if g := r.res.Gateway; g != nil {
 		r.p("Measured by `gonet-bench run -only gateway` (or `make bench`) on %s in %s of wall time, %d repetitions, GoNet %s; ",
 			g.Started.UTC().Format("2006-01-02 15:04 UTC"), (time.Duration(g.WallS) * time.Second).String(), g.Reps, g.GoNet)

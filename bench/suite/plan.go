@@ -27,6 +27,13 @@ type Plan struct {
 
 	ScaleConns int `json:"scale_conns"`
 
+	// The IPv6 variants (issue 12): ping, bulk and request-response at
+	// these points, with the IPv4 workloads' durations, each group next
+	// to its IPv4 counterpart so that both meet the same machine.
+	Pingers6     []int `json:"pingers6,omitempty"`
+	BulkStreams6 []int `json:"bulk_streams6,omitempty"`
+	RRConns6     []int `json:"rr_conns6,omitempty"`
+
 	ProfileDur time.Duration `json:"profile_dur"` // 0: no profiles
 
 	// The gateway family (issue 11): each gateway at each guest MTU.
@@ -64,7 +71,7 @@ type GatewayPlan struct {
 }
 
 // Full is make bench: every workload at every size, three repetitions,
-// within 20 minutes on two cores.
+// within about 21 minutes on two cores (the IPv6 variants 3 of them).
 var Full = Plan{
 	Name:         "full",
 	Reps:         3,
@@ -82,6 +89,11 @@ var Full = Plan{
 	UDPRates:     []float64{10, 100, 1000, 0},
 	UDPDur:       time.Second,
 	ScaleConns:   10000,
+	// Two points each for ping and request-response, one stream each way
+	// for bulk: about 3 minutes more on two cores.
+	Pingers6:     []int{1, 100},
+	BulkStreams6: []int{1},
+	RRConns6:     []int{1, 100},
 	ProfileDur:   3 * time.Second,
 	Gateway: GatewayPlan{
 		Reps:        2,
@@ -121,6 +133,9 @@ var Quick = Plan{
 	UDPRates:     []float64{10},
 	UDPDur:       500 * time.Millisecond,
 	ScaleConns:   100,
+	Pingers6:     []int{1},
+	BulkStreams6: []int{1},
+	RRConns6:     []int{1},
 	ProfileDur:   500 * time.Millisecond,
 	Gateway: GatewayPlan{
 		MTUs:        []int{1500},

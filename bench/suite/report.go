@@ -159,6 +159,14 @@ func (r *report) counts(workload, pointTitle, metric, unit string, pointName fun
 	r.p("\n*%s; median of the repetitions [min–max].*\n\n", unit)
 }
 
+// bulkPointName is a bulk point, "up/1", as the tables name it:
+// "kernel→stack, 1 stream(s)".
+func bulkPointName(pt string) string {
+	dir, n, _ := strings.Cut(pt, "/")
+	d := map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir]
+	return fmt.Sprintf("%s, %s stream(s)", d, n)
+}
+
 func pointN(prefix string) func(string) string {
 	return func(pt string) string { return prefix + strings.TrimPrefix(pt, "n=") }
 }
@@ -208,7 +216,11 @@ func Report(res Results, outDir, mdPath string) error {
 	r.p("- **GoNet**: a TAP device in the client namespace (MTU 1500), GoNet's default configuration, the TAP opened as its daemon opens it: `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4), so that TCP super-segments of up to 64 KiB and partial checksums cross it both ways.\n")
 	r.p("- **gVisor**: a fresh TAP device opened with `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), a read loop and a write loop feeding its channel endpoint (host GSO, 64 KiB segments; RX checksum offload), under its Ethernet wrapper; SACK, receive-buffer moderation, 1–4 MiB buffers, Nagle off; servers through its `gonet` adapter.\n")
 	r.p("- **kernel**: the server in a second namespace at the other end of a veth pair (MTU 1500, the kernel's default offloads).\n\n")
-	r.p("Addresses 10.77.0.1 (client) and 10.77.0.2 (server) exist only inside those namespaces. ")
+	r.p("Addresses 10.77.0.1 (client) and 10.77.0.2 (server) exist only inside those namespaces")
+	if r.hasIPv6() {
+		r.p(", and so do fd77::1 and fd77::2, which the IPv6 variants add (section 8)")
+	}
+	r.p(". ")
 	r.p("CPU per GB is the stack process's user+system time for GoNet and gVisor; for the kernel, the server process's time plus the machine's softirq time (approximate: part of the kernel's work runs in the client's system calls). \"Machine CPU per GB\" is every CPU's busy time, client included, the same measure for all three.\n\n")
 
 	r.p("## 1. Ping latency under load\n\n")
@@ -229,16 +241,13 @@ func Report(res Results, outDir, mdPath string) error {
 
 	r.p("## 3. Bulk TCP\n\n")
 	r.p("%v per point; \"kernel→stack\" is the client writing to the stack's discard handler (counted once the server has read everything), \"stack→kernel\" the client reading the stack's source handler.\n\n", res.Plan.BulkDur)
-	bulkName := func(pt string) string {
-		dir, n, _ := strings.Cut(pt, "/")
-		d := map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir]
-		return fmt.Sprintf("%s, %s stream(s)", d, n)
-	}
+	bulkName := bulkPointName
 	r.table("bulk", "direction", "gbit_s", "Gbit/s", 1, bulkName)
 	r.table("bulk", "direction", "cpu_s_per_gb", "CPU seconds of the stack per GB moved", 1, bulkName)
 	r.table("bulk", "direction", "sys_cpu_s_per_gb", "machine CPU seconds (both sides, all CPUs) per GB moved", 1, bulkName)
 	r.counts("bulk", "direction", "retrans_pct", "segments the sender retransmitted (the client's kernel for kernel→stack, the stack for stack→kernel), % of the segments it sent", bulkName)
 	r.counts("bulk", "direction", "link_drops", "frames the kernel dropped at the link because the stack did not take them in time (the TAP device's queue; veth's backlog), kernel→stack", bulkName)
+	r.superSegments("bulk")
 	var drops []string
 	for _, pt := range r.points["bulk"] {
 		if s, ok := r.get("bulk", pt, "gonet", "stack_queue_drops"); ok && s.Max > 0 {
@@ -276,6 +285,7 @@ func Report(res Results, outDir, mdPath string) error {
 
 	r.goCost()
 	r.profiles()
+	r.ipv6Section()
 	r.gatewaySection(plots, rel)
 	r.failures()
 	if perr != nil {
@@ -317,60 +327,91 @@ type target struct {
 	kind       string // what the why section explains it by (whyNotMet)
 }
 
-func (r *report) glance() {
+// mark is a target's verdict: met, not met, or n/a without the numbers
+// to judge it.
+func mark(ok bool, have bool) string {
+	switch {
+	case !have:
+		return "n/a"
+	case ok:
+		return "✅ met"
+	default:
+		return "❌ not met"
+	}
+}
+
+// med is a metric's median over the repetitions.
+func (r *report) med(w, pt, st, m string) (float64, bool) {
+	s, ok := r.get(w, pt, st, m)
+	return s.Med, ok
+}
+
+// bulkTargets are bulk's targets (issue 5) at each point of workload
+// (bulk, or bulk6 with what " over IPv6"): at least 1.2× gVisor and 0.75×
+// the kernel.
+func (r *report) bulkTargets(workload, what string) []target {
 	var ts []target
-	mark := func(ok bool, have bool) string {
-		switch {
-		case !have:
-			return "n/a"
-		case ok:
-			return "✅ met"
-		default:
-			return "❌ not met"
-		}
-	}
-	med := func(w, pt, st, m string) (float64, bool) {
-		s, ok := r.get(w, pt, st, m)
-		return s.Med, ok
-	}
-	for _, pt := range r.points["bulk"] {
+	for _, pt := range r.points[workload] {
 		dir, n, _ := strings.Cut(pt, "/")
 		d := map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir]
-		g, okg := med("bulk", pt, "gonet", "gbit_s")
-		vg, sg := r.ratio("bulk", pt, "gvisor", "gbit_s")
-		vk, sk := r.ratio("bulk", pt, "kernel", "gbit_s")
+		g, okg := r.med(workload, pt, "gonet", "gbit_s")
+		vg, sg := r.ratio(workload, pt, "gvisor", "gbit_s")
+		vk, sk := r.ratio(workload, pt, "kernel", "gbit_s")
 		ts = append(ts, target{
-			what: fmt.Sprintf("Bulk TCP %s, %s stream(s)", d, n), goal: "≥ 1.2× gVisor, ≥ 0.75× kernel",
+			what: fmt.Sprintf("Bulk TCP%s %s, %s stream(s)", what, d, n), goal: "≥ 1.2× gVisor, ≥ 0.75× kernel",
 			gonet: num(g) + " Gbit/s", vsG: sg, vsK: sk,
 			met:  mark(vg >= 1.2 && vk >= 0.75, okg && !math.IsNaN(vg) && !math.IsNaN(vk)),
 			kind: "bulk-" + dir,
 		})
 	}
-	for _, pt := range r.points["rr"] {
-		g, okg := med("rr", pt, "gonet", "mean_us")
-		vg, sg := r.ratio("rr", pt, "gvisor", "mean_us")
-		vk, sk := r.ratio("rr", pt, "kernel", "mean_us")
+	return ts
+}
+
+// rrTargets are request-response's targets at each point of workload: a
+// mean no longer than gVisor's and within 1.4× the kernel's.
+func (r *report) rrTargets(workload, what string) []target {
+	var ts []target
+	for _, pt := range r.points[workload] {
+		g, okg := r.med(workload, pt, "gonet", "mean_us")
+		vg, sg := r.ratio(workload, pt, "gvisor", "mean_us")
+		vk, sk := r.ratio(workload, pt, "kernel", "mean_us")
 		ts = append(ts, target{
-			what: "1-byte request-response, " + strings.TrimPrefix(pt, "n=") + " conn(s), mean", goal: "≤ gVisor, ≤ 1.4× kernel",
+			what: "1-byte request-response" + what + ", " + strings.TrimPrefix(pt, "n=") + " conn(s), mean", goal: "≤ gVisor, ≤ 1.4× kernel",
 			gonet: num(g) + " µs", vsG: sg, vsK: sk,
 			met:  mark(vg <= 1 && vk <= 1.4, okg && !math.IsNaN(vg) && !math.IsNaN(vk)),
 			kind: "rr",
 		})
 	}
-	if pts := r.points["ping"]; len(pts) > 0 {
-		lo, hi := pts[0], pts[len(pts)-1]
-		g1, ok1 := med("ping", lo, "gonet", "mean_us")
-		gN, okN := med("ping", hi, "gonet", "mean_us")
-		vg, sg := r.ratio("ping", hi, "gvisor", "mean_us")
-		_, sk := r.ratio("ping", hi, "kernel", "mean_us")
-		flat := gN / g1
-		ts = append(ts, target{
-			what:  fmt.Sprintf("Ping under load: mean at %s pingers", strings.TrimPrefix(hi, "n=")),
-			goal:  fmt.Sprintf("≤ 2× GoNet at %s (%s), ≤ gVisor", strings.TrimPrefix(lo, "n="), fmt.Sprintf("now %.2f×", flat)),
-			gonet: num(gN) + " µs", vsG: sg, vsK: sk,
-			met: mark(flat <= 2 && vg <= 1, ok1 && okN && !math.IsNaN(vg)),
-		})
+	return ts
+}
+
+// pingTargets is ping's target: the mean at the most pingers no more than
+// twice GoNet's at the fewest, and no longer than gVisor's.
+func (r *report) pingTargets(workload, what string) []target {
+	pts := r.points[workload]
+	if len(pts) == 0 {
+		return nil
 	}
+	lo, hi := pts[0], pts[len(pts)-1]
+	g1, ok1 := r.med(workload, lo, "gonet", "mean_us")
+	gN, okN := r.med(workload, hi, "gonet", "mean_us")
+	vg, sg := r.ratio(workload, hi, "gvisor", "mean_us")
+	_, sk := r.ratio(workload, hi, "kernel", "mean_us")
+	flat := gN / g1
+	return []target{{
+		what:  fmt.Sprintf("Ping%s under load: mean at %s pingers", what, strings.TrimPrefix(hi, "n=")),
+		goal:  fmt.Sprintf("≤ 2× GoNet at %s (%s), ≤ gVisor", strings.TrimPrefix(lo, "n="), fmt.Sprintf("now %.2f×", flat)),
+		gonet: num(gN) + " µs", vsG: sg, vsK: sk,
+		met: mark(flat <= 2 && vg <= 1, ok1 && okN && !math.IsNaN(vg)),
+	}}
+}
+
+func (r *report) glance() {
+	var ts []target
+	med := r.med
+	ts = append(ts, r.bulkTargets("bulk", "")...)
+	ts = append(ts, r.rrTargets("rr", "")...)
+	ts = append(ts, r.pingTargets("ping", "")...)
 	for _, pt := range r.points["short"] {
 		g, okg := med("short", pt, "gonet", "mbit_s")
 		vg, sg := r.ratio("short", pt, "gvisor", "mbit_s")
@@ -389,6 +430,12 @@ func (r *report) glance() {
 			gonet: fmt.Sprintf("%.1f KiB", g/1024), vsG: sg, vsK: sk, met: mark(g <= 16<<10, okg),
 		})
 	}
+	// IPv6 (issue 12): within 5% of IPv4, and IPv4's targets.
+	ts = append(ts, r.ipv6Targets()...)
+	ts = append(ts, r.bulkTargets("bulk6", " over IPv6")...)
+	ts = append(ts, r.rrTargets("rr6", " over IPv6")...)
+	ts = append(ts, r.pingTargets("ping6", " over IPv6")...)
+
 	// The cost of Go: the worst bulk point.
 	worstGC, worstAllocs := math.NaN(), math.NaN()
 	for _, pt := range r.points["bulk"] {
@@ -441,6 +488,7 @@ func (r *report) glance() {
 	for _, h := range []hl{
 		{"ping", "mean_us", "µs", true}, {"short", "mbit_s", "Mbit/s", false}, {"bulk", "gbit_s", "Gbit/s", false},
 		{"rr", "mean_us", "µs", true}, {"udp", "recv_mbit_s", "Mbit/s", false}, {"scale", "mem_per_conn", "B/conn", true},
+		{"ping6", "mean_us", "µs", true}, {"bulk6", "gbit_s", "Gbit/s", false}, {"rr6", "mean_us", "µs", true},
 	} {
 		for _, pt := range r.points[h.w] {
 			best, bestV := "", math.NaN()
@@ -477,7 +525,7 @@ func (r *report) goCost() {
 		r.p(" %s |", c.title)
 	}
 	r.p("\n|---|---|%s\n", strings.Repeat("---|", len(cols)))
-	for _, w := range []string{"bulk", "rr", "scale"} {
+	for _, w := range []string{"bulk", "rr", "scale", "bulk6", "rr6"} {
 		for _, pt := range r.points[w] {
 			for _, st := range server.Stacks {
 				if _, ok := r.get(w, pt, st, "gc_cycles"); !ok {
@@ -655,6 +703,9 @@ func (r *report) whyNotMet(ts []target) {
 			"GoNet's lever is to run no collection in steady state (`stack.TuneGC`: GOGC off, GOMEMLIMIT at the stack's memory budget plus 64 MiB, as the daemon runs); "+
 			"section 7 has what one collection costs when it does run.\n",
 			kernel("gc_pause_max_us"), kernel("gc_forced_max_us"))
+	}
+	if missed["ipv6"] {
+		r.whyIPv6()
 	}
 	if missed["allocs"] {
 		r.p("- **Allocations per frame**: counted over the whole server process (handlers, runtime, the stack) per frame its link carried; section 7 has them per " +

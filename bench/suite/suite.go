@@ -148,6 +148,8 @@ type group struct {
 	// family is the name -only selects the group by besides its
 	// workload's ("gateway").
 	family string
+	// ipv6: the workloads run over IPv6 (Setup6 is the default set-up).
+	ipv6 bool
 	// stacks are what the group sets up in turn, and setup sets one up;
 	// by default server.Stacks and Setup.
 	stacks []string
@@ -302,7 +304,7 @@ func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {
 			if ctx.Err() != nil {
 				return
 			}
-			s.runGroup(ctx, rep, group{workload: g.workload, points: []point{p}, family: g.family, stacks: g.stacks, setup: g.setup}, stack)
+			s.runGroup(ctx, rep, group{workload: g.workload, points: []point{p}, family: g.family, ipv6: g.ipv6, stacks: g.stacks, setup: g.setup}, stack)
 		}
 		return
 	}
@@ -310,6 +312,9 @@ func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {
 	setup := g.setup
 	if setup == nil {
 		setup = func(ctx context.Context, stack string) (*Env, error) { return Setup(ctx, s.Bin, stack) }
+		if g.ipv6 {
+			setup = func(ctx context.Context, stack string) (*Env, error) { return Setup6(ctx, s.Bin, stack) }
+		}
 	}
 	e, err := setup(ctx, stack)
 	if err != nil {
@@ -354,6 +359,9 @@ var headline = map[string]struct {
 	"rr":    {"mean_us", "µs mean"},
 	"udp":   {"recv_mbit_s", "Mbit/s received"},
 	"scale": {"establish_s", "s to establish"},
+	"ping6": {"mean_us", "µs mean"},
+	"bulk6": {"gbit_s", "Gbit/s"},
+	"rr6":   {"mean_us", "µs mean"},
 
 	gwBulk: {"gbit_s", "Gbit/s"},
 	gwRR:   {"mean_us", "µs mean"},

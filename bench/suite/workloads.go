@@ -21,20 +21,19 @@ import (
 func (s *Suite) groups() []group {
 	p := s.Plan
 	var gs []group
-
-	g := group{workload: "ping"}
-	for _, n := range p.Pingers {
-		g.points = append(g.points, point{
-			name:  fmt.Sprintf("n=%d", n),
-			label: fmt.Sprintf("%d pingers", n),
-			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-				return runPing(ctx, e, n, p.PingInterval, p.PingDur)
-			},
-		})
+	// Each IPv6 variant runs right after its IPv4 workload, on set-ups
+	// of its own (Setup6): the two meet the same state of the machine.
+	v6 := func(g group) {
+		if len(g.points) > 0 {
+			g.ipv6 = true
+			gs = append(gs, g)
+		}
 	}
-	gs = append(gs, g)
 
-	g = group{workload: "short"}
+	gs = append(gs, pingGroup("ping", p.Pingers, p))
+	v6(pingGroup("ping6", p.Pingers6, p))
+
+	g := group{workload: "short"}
 	for _, n := range p.ShortClients {
 		g.points = append(g.points, point{
 			name:  fmt.Sprintf("n=%d", n),
@@ -46,31 +45,11 @@ func (s *Suite) groups() []group {
 	}
 	gs = append(gs, g)
 
-	g = group{workload: "bulk"}
-	for _, dir := range []string{"up", "down"} {
-		for _, n := range p.BulkStreams {
-			g.points = append(g.points, point{
-				name:  fmt.Sprintf("%s/%d", dir, n),
-				label: fmt.Sprintf("%s, %d stream(s)", map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir], n),
-				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-					return runBulk(ctx, e, dir, n, p.BulkDur)
-				},
-			})
-		}
-	}
-	gs = append(gs, g)
+	gs = append(gs, bulkGroup("bulk", p.BulkStreams, p))
+	v6(bulkGroup("bulk6", p.BulkStreams6, p))
 
-	g = group{workload: "rr"}
-	for _, n := range p.RRConns {
-		g.points = append(g.points, point{
-			name:  fmt.Sprintf("n=%d", n),
-			label: fmt.Sprintf("%d connection(s)", n),
-			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-				return runRR(ctx, e, n, p.RRDur)
-			},
-		})
-	}
-	gs = append(gs, g)
+	gs = append(gs, rrGroup("rr", p.RRConns, p))
+	v6(rrGroup("rr6", p.RRConns6, p))
 
 	// A fresh set-up per UDP point: an overload leaves state behind (a
 	// stack's fragments under reassembly live for 30 s) that would
@@ -101,6 +80,56 @@ func (s *Suite) groups() []group {
 		},
 	}}})
 	return gs
+}
+
+// pingGroup is the ping workload (or its IPv6 variant) at these numbers of
+// pingers.
+func pingGroup(workload string, pingers []int, p Plan) group {
+	g := group{workload: workload}
+	for _, n := range pingers {
+		g.points = append(g.points, point{
+			name:  fmt.Sprintf("n=%d", n),
+			label: fmt.Sprintf("%d pingers", n),
+			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+				return runPing(ctx, e, n, p.PingInterval, p.PingDur)
+			},
+		})
+	}
+	return g
+}
+
+// bulkGroup is the bulk workload (or its IPv6 variant): each direction
+// with these numbers of streams.
+func bulkGroup(workload string, streams []int, p Plan) group {
+	g := group{workload: workload}
+	for _, dir := range []string{"up", "down"} {
+		for _, n := range streams {
+			g.points = append(g.points, point{
+				name:  fmt.Sprintf("%s/%d", dir, n),
+				label: fmt.Sprintf("%s, %d stream(s)", map[string]string{"up": "kernel→stack", "down": "stack→kernel"}[dir], n),
+				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+					return runBulk(ctx, e, dir, n, p.BulkDur)
+				},
+			})
+		}
+	}
+	return g
+}
+
+// rrGroup is the request-response workload (or its IPv6 variant) on these
+// numbers of connections.
+func rrGroup(workload string, conns []int, p Plan) group {
+	g := group{workload: workload}
+	for _, n := range conns {
+		g.points = append(g.points, point{
+			name:  fmt.Sprintf("n=%d", n),
+			label: fmt.Sprintf("%d connection(s)", n),
+			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+				return runRR(ctx, e, n, p.RRDur)
+			},
+		})
+	}
+	return g
 }
 
 // sysStat is the machine's CPU time and kernel slab memory at one moment.
@@ -146,6 +175,18 @@ type window struct {
 	// The gateway process, in the gateway family (gw is false elsewhere).
 	gw                bool
 	gwBefore, gwAfter procStat
+}
+
+// counterSum is the sum of the counters whose names end in suffix (a
+// counter of every NIC: "NIC.<name>.RxGSO").
+func counterSum(m map[string]int64, suffix string) int64 {
+	var n int64
+	for k, v := range m {
+		if strings.HasSuffix(k, suffix) {
+			n += v
+		}
+	}
+	return n
 }
 
 func stackCounters(e *Env, snap server.Snapshot) map[string]int64 {
@@ -415,6 +456,11 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 		// Frames the kernel dropped at the link because the stack did
 		// not take them in time (the TAP's queue; veth's backlog).
 		m["link_drops"] = float64(w.cAfter["Dev.TxDropped"] - w.cBefore["Dev.TxDropped"])
+		// The super-segments the user-space stacks' TAP devices took:
+		// none when the kernel cuts every segment to the MTU first.
+		if !w.gw && e.Stack != "kernel" {
+			m["rx_super_segments"] = float64(counterSum(w.sAfter, ".RxGSO") - counterSum(w.sBefore, ".RxGSO"))
+		}
 		// GoNet's own drops: a connection's input queue full.
 		if _, ok := w.sAfter["TCP.InQueueDrops"]; ok || (e.Stack == "gonet" && !w.gw) {
 			m["stack_queue_drops"] = float64(w.sAfter["TCP.InQueueDrops"] - w.sBefore["TCP.InQueueDrops"])

@@ -1,0 +1,222 @@
+package suite
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Each IPv6 variant runs right after its IPv4 workload, on IPv6 set-ups,
+// at the points the plan gives it.
+func TestPlansRunEachIPv6VariantAfterItsIPv4Workload(t *testing.T) {
+	for _, c := range []struct {
+		plan   Plan
+		points map[string][]string
+	}{
+		{Full, map[string][]string{"ping6": {"n=1", "n=100"}, "bulk6": {"up/1", "down/1"}, "rr6": {"n=1", "n=100"}}},
+		{Quick, map[string][]string{"ping6": {"n=1"}, "bulk6": {"up/1", "down/1"}, "rr6": {"n=1"}}},
+	} {
+		s := &Suite{Plan: c.plan}
+		var order []string
+		for _, g := range s.groups() {
+			order = append(order, g.workload)
+			want, v6 := c.points[g.workload]
+			if g.ipv6 != v6 {
+				t.Errorf("%s plan: group %s: ipv6 %v, want %v", c.plan.Name, g.workload, g.ipv6, v6)
+			}
+			if !v6 {
+				continue
+			}
+			var got []string
+			for _, p := range g.points {
+				got = append(got, p.name)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s plan: %s points %v, want %v", c.plan.Name, g.workload, got, want)
+			}
+		}
+		for _, w := range []string{"ping", "bulk", "rr"} {
+			i := slices.Index(order, w)
+			if i < 0 || i+1 >= len(order) || order[i+1] != w+"6" {
+				t.Errorf("%s plan: groups %v: %s6 not right after %s", c.plan.Name, order, w, w)
+			}
+		}
+	}
+}
+
+// -only names a family's workload by its own name: "ping" is IPv4's alone.
+func TestOnlySelectsEachFamilyByItsOwnName(t *testing.T) {
+	for _, c := range []struct {
+		only []string
+		want []string
+	}{
+		{[]string{"ping"}, []string{"ping"}},
+		{[]string{"ping6", "rr6", "bulk6"}, []string{"ping6", "bulk6", "rr6"}},
+		{[]string{"bulk", "bulk6"}, []string{"bulk", "bulk6"}},
+	} {
+		s := &Suite{Plan: Quick, Only: c.only}
+		var got []string
+		for _, g := range s.selected(s.groups()) {
+			got = append(got, g.workload)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("-only %v: groups %v, want %v", c.only, got, c.want)
+		}
+	}
+}
+
+// IPv6 is within 5% of IPv4 when it loses at most 5% of the throughput or
+// adds at most 5% to the latency; doing better is always within.
+func TestShortfallJudgesEachMetricInItsOwnDirection(t *testing.T) {
+	bulk, rr := familyPairs[1], familyPairs[2]
+	for _, c := range []struct {
+		f      familyPair
+		ratio  float64
+		within bool
+	}{
+		{bulk, 0.96, true},
+		{bulk, 0.94, false},
+		{bulk, 1.50, true},
+		{rr, 1.04, true},
+		{rr, 1.06, false},
+		{rr, 0.50, true},
+	} {
+		if got := c.f.shortfall(c.ratio) <= v6Tolerance; got != c.within {
+			t.Errorf("%s at %.2f×: within 5%% %v, want %v", c.f.v6, c.ratio, got, c.within)
+		}
+	}
+}
+
+// cannedFamilies is a run of the three stacks over both families: GoNet
+// at gbit4, gbit6 in bulk up/1 and 50 µs in request-response over both.
+func cannedFamilies(gbit4, gbit6 float64) Results {
+	var recs []Record
+	add := func(w, pt, st string, m map[string]float64) {
+		recs = append(recs, Record{Workload: w, Point: pt, Stack: st, Rep: 1, Metrics: m})
+	}
+	for _, st := range []string{"gonet", "gvisor", "kernel"} {
+		g4, g6 := 10.0, 10.0
+		if st == "gonet" {
+			g4, g6 = gbit4, gbit6
+		}
+		add("bulk", "up/1", st, map[string]float64{"gbit_s": g4})
+		add("bulk6", "up/1", st, map[string]float64{"gbit_s": g6})
+		add("rr", "n=1", st, map[string]float64{"mean_us": 50})
+		add("rr6", "n=1", st, map[string]float64{"mean_us": 50})
+		add("ping", "n=1", st, map[string]float64{"mean_us": 100})
+		add("ping6", "n=1", st, map[string]float64{"mean_us": 100})
+	}
+	return Results{Plan: Quick, Records: recs}
+}
+
+func writeReport(t *testing.T, res Results) string {
+	t.Helper()
+	dir := t.TempDir()
+	md := filepath.Join(dir, "BENCHMARKS.md")
+	if err := Report(res, dir, md); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// glanceRow is the at-a-glance table's row whose first cell begins with
+// what.
+func glanceRow(md, what string) string {
+	for l := range strings.SplitSeq(md, "\n") {
+		if strings.HasPrefix(l, "| "+what) {
+			return l
+		}
+	}
+	return ""
+}
+
+func TestReportComparesGoNetsIPv6WithItsIPv4(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		gbit4, gbit6 float64
+		wantWorst    string
+		wantMet      string
+	}{
+		{"IPv6 at half IPv4's throughput", 20, 10, "worst bulk6 up/1: 0.50×", "❌ not met"},
+		{"IPv6 within 5%", 20, 19.5, "worst bulk6 up/1: 0.97×", "✅ met"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			md := writeReport(t, cannedFamilies(c.gbit4, c.gbit6))
+			if !strings.Contains(md, "## 8. IPv6 (issue 12)") {
+				t.Fatalf("no IPv6 section:\n%s", md)
+			}
+			row := glanceRow(md, "IPv6 over IPv4, GoNet")
+			if !strings.Contains(row, c.wantWorst) || !strings.Contains(row, c.wantMet) {
+				t.Errorf("target row %q, want %q and %q", row, c.wantWorst, c.wantMet)
+			}
+			// The stack-by-stack table: GoNet's IPv4 and IPv6 figures
+			// and each stack's ratio (gVisor and the kernel at 1).
+			ratio := strings.TrimSuffix(strings.TrimPrefix(c.wantWorst, "worst bulk6 up/1: "), "×")
+			want := "| bulk6 (Gbit/s) | kernel→stack, 1 stream(s) | " + num(c.gbit4) + " | " + num(c.gbit6) + " | " + ratio + "× | 1.00× | 1.00× | " + c.wantMet + " |"
+			if !strings.Contains(md, want) {
+				t.Errorf("no row %q in:\n%s", want, md)
+			}
+		})
+	}
+}
+
+// The IPv6 points are held to IPv4's targets against gVisor and the
+// kernel.
+func TestReportHoldsIPv6ToIPv4sTargets(t *testing.T) {
+	md := writeReport(t, cannedFamilies(20, 13))
+	for _, c := range []struct{ what, want string }{
+		{"Bulk TCP over IPv6 kernel→stack, 1 stream(s)", "| 13.0 Gbit/s | 1.30× | 1.30× | ✅ met |"},
+		{"Bulk TCP kernel→stack, 1 stream(s)", "| 20.0 Gbit/s | 2.00× | 2.00× | ✅ met |"},
+		{"1-byte request-response over IPv6, 1 conn(s), mean", "| 50.0 µs | 1.00× | 1.00× | ✅ met |"},
+		{"Ping over IPv6 under load", "| 100 µs | 1.00× | 1.00× | ✅ met |"},
+	} {
+		if row := glanceRow(md, c.what); !strings.HasSuffix(row, c.want) {
+			t.Errorf("row %q: %q, want it to end %q", c.what, row, c.want)
+		}
+	}
+}
+
+// Without IPv6 points (an older run, or -only bulk) the report has no IPv6
+// section and no IPv6 target, and the gateways keep section 8.
+func TestReportWithoutIPv6HasNoIPv6Section(t *testing.T) {
+	res := cannedFamilies(20, 20)
+	res.Records = slices.DeleteFunc(res.Records, func(r Record) bool { return strings.HasSuffix(r.Workload, "6") })
+	md := writeReport(t, res)
+	if strings.Contains(md, "IPv6") {
+		t.Errorf("a report without IPv6 points mentions IPv6:\n%s", md)
+	}
+}
+
+// The why section says when GoNet's link took no super-segment over IPv6
+// though it took them over IPv4, with the frames per byte that cost.
+func TestWhyNamesTheMissingSuperSegments(t *testing.T) {
+	res := cannedFamilies(20, 5)
+	for i, r := range res.Records {
+		if r.Stack != "gonet" || !strings.HasPrefix(r.Workload, "bulk") {
+			continue
+		}
+		m := res.Records[i].Metrics
+		m["bytes"] = 1e9
+		if r.Workload == "bulk" {
+			m["rx_super_segments"], m["frames"] = 15000, 30000
+		} else {
+			m["rx_super_segments"], m["frames"] = 0, 900000
+		}
+	}
+	md := writeReport(t, res)
+	for _, want := range []string{
+		"- **IPv6 against IPv4**: outside 5%: bulk6 up/1 0.25×.",
+		"GoNet's TAP took no super-segment over IPv6 against 15000 over IPv4",
+		"GoNet handled 30× the frames per byte",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in:\n%s", want, md)
+		}
+	}
+}

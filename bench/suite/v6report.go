@@ -1,0 +1,231 @@
+package suite
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The report's IPv6 section (issue 12, "Speed"): the IPv6 variants of
+// ping, bulk and request-response against the three stacks, and each
+// stack's IPv6 figure over its own IPv4 figure at the same point.
+
+// familyPair is an IPv6 workload, the IPv4 workload it is the variant of,
+// and the headline metric the two are compared by.
+type familyPair struct {
+	v6, v4, metric, unit string
+	lower                bool // lower is better (a latency)
+	pointName            func(string) string
+}
+
+var familyPairs = []familyPair{
+	{"ping6", "ping", "mean_us", "µs", true, counted("pingers")},
+	{"bulk6", "bulk", "gbit_s", "Gbit/s", false, bulkPointName},
+	{"rr6", "rr", "mean_us", "µs", true, counted("connection(s)")},
+}
+
+// counted names a point "n=100" with what n counts: "100 pingers".
+func counted(what string) func(string) string {
+	return func(pt string) string { return strings.TrimPrefix(pt, "n=") + " " + what }
+}
+
+// v6Tolerance is the issue's bound on what IPv6 may cost GoNet: its
+// figures within 5% of its IPv4 figures on every workload.
+const v6Tolerance = 0.05
+
+// hasIPv6 reports whether the results have any IPv6 point.
+func (r *report) hasIPv6() bool {
+	for _, f := range familyPairs {
+		if len(r.points[f.v6]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// familyRatio is stack's median of f's metric over IPv6 at pt divided by
+// its median over IPv4 at the same point.
+func (r *report) familyRatio(f familyPair, pt, stack string) (float64, bool) {
+	v6, ok6 := r.med(f.v6, pt, stack, f.metric)
+	v4, ok4 := r.med(f.v4, pt, stack, f.metric)
+	if !ok6 || !ok4 || v4 == 0 {
+		return math.NaN(), false
+	}
+	return v6 / v4, true
+}
+
+// shortfall is how much worse IPv6 is than IPv4 by a ratio of theirs: the
+// share of throughput lost, or of latency added; below zero when IPv6 is
+// better.
+func (f familyPair) shortfall(ratio float64) float64 {
+	if f.lower {
+		return ratio - 1
+	}
+	return 1 - ratio
+}
+
+// familyCell is a ratio as the tables show it.
+func familyCell(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f×", v)
+}
+
+// ipv6Targets is the issue's target on IPv6's cost: at every IPv6 point,
+// GoNet's figure within 5% of its IPv4 figure, judged by the worst point.
+func (r *report) ipv6Targets() []target {
+	if !r.hasIPv6() {
+		return nil
+	}
+	worst, worstAt, have, all := math.Inf(-1), "", false, true
+	for _, f := range familyPairs {
+		for _, pt := range r.points[f.v6] {
+			v, ok := r.familyRatio(f, pt, "gonet")
+			if !ok {
+				all = false
+				continue
+			}
+			have = true
+			if short := f.shortfall(v); short > worst {
+				worst, worstAt = short, fmt.Sprintf("%s %s: %.2f×", f.v6, pt, v)
+			}
+		}
+	}
+	gonet := "–"
+	if have {
+		gonet = "worst " + worstAt
+	}
+	if !all {
+		gonet += " (some points without both figures)"
+	}
+	return []target{{
+		what:  "IPv6 over IPv4, GoNet: ping and request-response mean, bulk Gbit/s, every IPv6 point",
+		goal:  "within 5% (≥ 0.95× throughput, ≤ 1.05× latency)",
+		gonet: gonet, vsG: "–", vsK: "–",
+		met:  mark(worst <= v6Tolerance, have && all),
+		kind: "ipv6",
+	}}
+}
+
+// ipv6Section writes the IPv6 section: the comparison of each stack with
+// itself over IPv4, then the IPv6 points' tables.
+func (r *report) ipv6Section() {
+	if !r.hasIPv6() {
+		return
+	}
+	p := r.res.Plan
+	r.p("## 8. IPv6 (issue 12)\n\n")
+	r.p("The IPv6 variants of ping (ICMPv6 datagram sockets), bulk TCP and request-response: the same load generators and handlers, from the client's fd77::1 to the server's fd77::2 (a unique local /64 beside the IPv4 /24, on the same links), each on set-ups of its own run right after its IPv4 workload, so that both meet the same machine. ")
+	r.p("GoNet's address goes through duplicate address detection as its defaults have it, and a workload starts once the client's `ping -6` is answered; gVisor has `ipv6.NewProtocol` as its defaults make it, which run no duplicate address detection; the kernel's addresses on both ends are `nodad`. ")
+	r.p("Durations are the IPv4 workloads' (%v a ping point, %v bulk, %v request-response).\n\n", p.PingDur, p.BulkDur, p.RRDur)
+
+	r.p("### IPv6 against IPv4, stack by stack\n\n")
+	r.p("Each stack's IPv6 median over its own IPv4 median at the same point: above 1 is IPv6 faster for Gbit/s, slower for µs. The issue's target is GoNet within 5%%; gVisor's and the kernel's ratios show what IPv6 costs them on the same links.\n\n")
+	r.p("| workload | point | GoNet IPv4 | GoNet IPv6 | GoNet IPv6/IPv4 | gVisor IPv6/IPv4 | kernel IPv6/IPv4 | GoNet within 5%% |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range familyPairs {
+		for _, pt := range r.points[f.v6] {
+			g, okg := r.familyRatio(f, pt, "gonet")
+			gv, okv := r.familyRatio(f, pt, "gvisor")
+			k, okk := r.familyRatio(f, pt, "kernel")
+			r.p("| %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n", f.v6, f.unit, f.pointName(pt),
+				r.cell(f.v4, pt, "gonet", f.metric, 1), r.cell(f.v6, pt, "gonet", f.metric, 1),
+				familyCell(g, okg), familyCell(gv, okv), familyCell(k, okk), mark(f.shortfall(g) <= v6Tolerance, okg))
+		}
+	}
+	r.p("\n*A point the IPv4 workload did not measure has no ratio.*\n\n")
+
+	if len(r.points["ping6"]) > 0 {
+		r.p("### Ping over IPv6\n\n")
+		r.table("ping6", "pingers", "mean_us", "mean round-trip time, µs", 1, pointN(""))
+		r.table("ping6", "pingers", "p99_us", "99th percentile round-trip time, µs", 1, pointN(""))
+		r.counts("ping6", "pingers", "loss_pct", "requests without a reply within 1 s, %", pointN(""))
+	}
+	if len(r.points["bulk6"]) > 0 {
+		r.p("### Bulk TCP over IPv6\n\n")
+		r.table("bulk6", "direction", "gbit_s", "Gbit/s", 1, bulkPointName)
+		r.table("bulk6", "direction", "cpu_s_per_gb", "CPU seconds of the stack per GB moved", 1, bulkPointName)
+		r.table("bulk6", "direction", "sys_cpu_s_per_gb", "machine CPU seconds (both sides, all CPUs) per GB moved", 1, bulkPointName)
+		r.counts("bulk6", "direction", "retrans_pct", "segments the sender retransmitted, % of the segments it sent", bulkPointName)
+		r.counts("bulk6", "direction", "link_drops", "frames the kernel dropped at the link because the stack did not take them in time, kernel→stack", bulkPointName)
+		r.superSegments("bulk6")
+	}
+	if len(r.points["rr6"]) > 0 {
+		r.p("### Request-response over IPv6\n\n")
+		r.table("rr6", "connections", "mean_us", "mean round trip, µs", 1, pointN(""))
+		r.table("rr6", "connections", "p99_us", "99th percentile round trip, µs", 1, pointN(""))
+		r.table("rr6", "connections", "transactions_s", "transactions per second", 1, pointN(""))
+	}
+}
+
+// superSegments writes how many TCP super-segments the user-space stacks'
+// links took from the kernel in workload's kernel→stack points: the
+// kernel sends them only to a TAP reader that asked for TSO of that
+// family (TUNSETOFFLOAD), and without them every segment crosses at the
+// MTU.
+func (r *report) superSegments(workload string) {
+	have := false
+	for _, pt := range r.points[workload] {
+		for _, st := range []string{"gonet", "gvisor"} {
+			_, ok := r.get(workload, pt, st, "rx_super_segments")
+			have = have || ok
+		}
+	}
+	if !have {
+		return
+	}
+	r.p("| direction | GoNet | gVisor |\n|---|---|---|\n")
+	for _, pt := range r.points[workload] {
+		if !strings.HasPrefix(pt, "up/") {
+			continue
+		}
+		r.p("| %s | %s | %s |\n", bulkPointName(pt),
+			r.cell(workload, pt, "gonet", "rx_super_segments", 1), r.cell(workload, pt, "gvisor", "rx_super_segments", 1))
+	}
+	r.p("\n*TCP super-segments (up to 64 KiB, GSO) the stack's TAP device handed it, kernel→stack; none means the kernel cut every segment to the MTU before the TAP. Median of the repetitions [min–max].*\n\n")
+}
+
+// whyIPv6 explains a missed IPv6 target by what this run measured: the
+// points outside 5% and, for kernel→stack bulk, whether GoNet's link took
+// super-segments over IPv6 as it does over IPv4.
+func (r *report) whyIPv6() {
+	var out []string
+	for _, f := range familyPairs {
+		for _, pt := range r.points[f.v6] {
+			if v, ok := r.familyRatio(f, pt, "gonet"); ok && f.shortfall(v) > v6Tolerance {
+				out = append(out, fmt.Sprintf("%s %s %.2f×", f.v6, pt, v))
+			}
+		}
+	}
+	r.p("- **IPv6 against IPv4**: outside 5%%: %s.", strings.Join(out, ", "))
+	for _, pt := range r.points["bulk6"] {
+		if !strings.HasPrefix(pt, "up/") {
+			continue
+		}
+		s6, ok6 := r.med("bulk6", pt, "gonet", "rx_super_segments")
+		s4, ok4 := r.med("bulk", pt, "gonet", "rx_super_segments")
+		if !ok6 || !ok4 || s6 > 0 || s4 == 0 {
+			continue
+		}
+		r.p(" In bulk %s GoNet's TAP took no super-segment over IPv6 against %s over IPv4: the kernel cut every IPv6 segment to the MTU before the TAP, as it does for a reader that asked it for TSO4 and not TSO6 (TUNSETOFFLOAD)", bulkPointName(pt), num(s4))
+		if x, ok := r.framesPerByte(pt); ok {
+			r.p(", and GoNet handled %.0f× the frames per byte it handles over IPv4", x)
+		}
+		r.p(".")
+		break
+	}
+	r.p(" The section \"IPv6\" has each point, and gVisor's and the kernel's own IPv6/IPv4 ratios for comparison.\n")
+}
+
+// framesPerByte is GoNet's frames per byte moved in bulk6 at pt over the
+// same in bulk: how many more frames IPv6 cost its link.
+func (r *report) framesPerByte(pt string) (float64, bool) {
+	f6, ok1 := r.med("bulk6", pt, "gonet", "frames")
+	b6, ok2 := r.med("bulk6", pt, "gonet", "bytes")
+	f4, ok3 := r.med("bulk", pt, "gonet", "frames")
+	b4, ok4 := r.med("bulk", pt, "gonet", "bytes")
+	if !ok1 || !ok2 || !ok3 || !ok4 || b6 == 0 || b4 == 0 || f4 == 0 {
+		return 0, false
+	}
+	return (f6 / b6) / (f4 / b4), true
+}
