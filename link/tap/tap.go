@@ -72,7 +72,7 @@ type Options struct {
 	// out may carry partial checksums and be TCP super-segments, which
 	// the kernel finishes and cuts up (a frame written with a virtio-net
 	// header is taken whatever TUNSETOFFLOAD says). Frames in may too:
-	// TUNSETOFFLOAD with TUN_F_CSUM and TUN_F_TSO4 tells the kernel that
+	// TUNSETOFFLOAD with TUN_F_CSUM, TUN_F_TSO4 and TUN_F_TSO6 tells the kernel that
 	// the reader takes them, so it leaves checksums partial and sends
 	// super-segments of up to 64 KiB instead of cutting them to the MTU.
 	// Capabilities then advertises TxChecksum, RxChecksum, TSO and RxGSO.
@@ -190,7 +190,7 @@ func (e *Endpoint) attach(fd int, ifr *unix.Ifreq) error {
 		}
 		var offloads int
 		if e.offload {
-			offloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4
+			offloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
 		}
 		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads); err != nil {
 			return fmt.Errorf("tap %s: TUNSETOFFLOAD: %w", e.name, err)
