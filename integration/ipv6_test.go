@@ -1,0 +1,343 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/services"
+	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/tcp"
+)
+
+// GoNet's IPv6 against the Linux kernel's, end to end over a TAP: ping6 of
+// every size both ways, neighbour discovery seen from both sides, TCP and
+// UDP over IPv6 with the kernel's tools, a dual-stack listener, DAD
+// against an address the kernel holds, SLAAC from radvd, TCP through a
+// lossy link, and hostile frames from the kernel's side.
+
+// 1. The kernel pings GoNet, and each side has the other in its neighbour
+// cache.
+
+func TestIPv6KernelPingsGoNetAtEverySize(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	h := newHost6(t, options{}, true)
+	for _, dst := range []struct {
+		name string
+		addr netip.Addr
+	}{{"link-local", h.gonetLL}, {"global", gonetAddr6.Addr()}} {
+		// 1452 bytes fill a 1500-byte frame exactly; 1500 and more go
+		// in fragments both ways.
+		for _, size := range []int{56, 1452, 1500, 8000, 65000} {
+			t.Run(fmt.Sprintf("%s/%d", dst.name, size), func(t *testing.T) {
+				h.ping6(t, dst.addr, size, 3)
+			})
+		}
+	}
+	c := h.stack.Counters()
+	if c["IPv6.ReasmOKs"] == 0 || c["IPv6.FragCreates"] == 0 {
+		t.Errorf("large pings were not reassembled and fragmented: ReasmOKs=%d FragCreates=%d", c["IPv6.ReasmOKs"], c["IPv6.FragCreates"])
+	}
+	// The kernel learnt GoNet's link-layer address for both addresses,
+	// and has seen it reachable lately.
+	neigh := h.run(t, 5*time.Second, "ip", "-6", "neigh", "show", "dev", h.dev)
+	for _, a := range []netip.Addr{h.gonetLL.WithZone(""), gonetAddr6.Addr()} {
+		line := ""
+		for l := range strings.Lines(neigh) {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == a.String() {
+				line = l
+			}
+		}
+		if !strings.Contains(line, "lladdr "+h.tap.MAC().String()) || !strings.Contains(line, "REACHABLE") && !strings.Contains(line, "STALE") && !strings.Contains(line, "DELAY") {
+			t.Errorf("kernel's ip -6 neigh has no usable entry for %v at %s:\n%s", a, h.tap.MAC(), neigh)
+		}
+	}
+	// GoNet learnt the kernel's, for the addresses the kernel pinged
+	// from.
+	mac := h.kernelMAC(t)
+	for _, a := range []netip.Addr{h.kernelLL.WithZone(""), kernelAddr6.Addr()} {
+		n, ok := h.nd.Neighbor(a)
+		if !ok || n.MAC.String() != mac || n.State == ndp.Incomplete {
+			t.Errorf("GoNet's neighbour cache has %+v (%v) for %v, want %s; all: %+v", n, ok, a, mac, h.nd.Neighbors())
+		}
+	}
+}
+
+// 2. GoNet pings the kernel.
+
+func TestIPv6GoNetPingsKernel(t *testing.T) {
+	h := newHost6(t, options{}, true)
+	for _, dst := range []netip.Addr{h.kernelLL, kernelAddr6.Addr()} {
+		for _, size := range []int{56, 1452, 1453, 8000, 65000} {
+			t.Run(fmt.Sprintf("%v/%d", dst, size), func(t *testing.T) {
+				rtt := h.gonetPing(t, dst, size)
+				t.Logf("%d bytes: rtt %v", size, rtt)
+			})
+		}
+	}
+	if c := h.stack.Counters(); c["IPv6.ReasmOKs"] == 0 || c["IPv6.FragCreates"] == 0 {
+		t.Errorf("large pings were not fragmented and their replies reassembled: ReasmOKs=%d FragCreates=%d", c["IPv6.ReasmOKs"], c["IPv6.FragCreates"])
+	}
+	// A link-local address without its zone names no interface, unless
+	// the host has one alone: GoNet has one NIC, so it is taken.
+	h.gonetPing(t, h.kernelLL.WithZone(""), 56)
+}
+
+// 3. TCP over IPv6 both ways.
+
+// tcpBulk6 is the size of the bulk transfers over IPv6.
+const tcpBulk6 = 32 << 20
+
+// kernelAddrPort6 is "[addr%zone]:port".
+func addrPort6(a netip.Addr, port int) string { return net.JoinHostPort(a.String(), strconv.Itoa(port)) }
+
+func TestIPv6CurlFromGoNetHTTP(t *testing.T) {
+	lookPath(t, "curl")
+	checkGoroutines(t)
+	h := newHost6(t, options{}, true)
+	defer h.logCounters(t, false)
+	l, err := h.stack.Listen("tcp6", ":80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		size, err := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/"), 10, 64)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		io.Copy(w, payload(uint64(size), size))
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	for _, tt := range []struct {
+		name string
+		url  string
+		size int64
+	}{
+		{"global", "http://" + addrPort6(gonetAddr6.Addr(), 80), tcpBulk6},
+		// curl takes the zone as RFC 6874 writes it in a URL, "%25".
+		{"link-local", "http://[" + h.gonetLL.WithZone("").String() + "%25" + h.dev + "]:80", 1 << 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want := newDigest()
+			io.Copy(want, payload(uint64(tt.size), tt.size))
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			cmd := h.ns.Command(ctx, "curl", "-6", "-sS", "--fail", tt.url+"/"+strconv.FormatInt(tt.size, 10))
+			got := newDigest()
+			var stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = got, &stderr
+			start := time.Now()
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("curl: %v: %s", err, stderr.String())
+			}
+			if got.n != tt.size || got.sum() != want.sum() {
+				t.Fatalf("curl got %d bytes (sha256 %s), want %d (sha256 %s)", got.n, got.sum(), tt.size, want.sum())
+			}
+			logRate(t, "curl -6", tt.size, time.Since(start))
+		})
+	}
+}
+
+func TestIPv6SocatEchoTCP6(t *testing.T) {
+	lookPath(t, "socat")
+	checkGoroutines(t)
+	h := newHost6(t, options{}, true)
+	defer h.logCounters(t, false)
+	h.serve6(t, 7, services.ServeEchoTCP)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := h.ns.Command(ctx, "socat", "-b", "65536", "-t", "30", "-T", "30", "STDIO", "TCP6:"+addrPort6(gonetAddr6.Addr(), 7))
+	sent, got := newDigest(), newDigest()
+	cmd.Stdin = io.TeeReader(payload(7, tcpBulk6), sent)
+	cmd.Stdout = got
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("socat: %v: %s", err, stderr.String())
+	}
+	if sent.n != tcpBulk6 || got.n != sent.n || got.sum() != sent.sum() {
+		t.Fatalf("sent %d bytes (sha256 %s), echo came back as %d bytes (sha256 %s)", sent.n, sent.sum(), got.n, got.sum())
+	}
+	logRate(t, "socat TCP6 echo", tcpBulk6, time.Since(start))
+}
+
+// serve6 runs a service on GoNet's port for IPv6 alone until the test
+// ends.
+func (h *host6) serve6(t *testing.T, port uint16, svc func(context.Context, net.Listener) error) {
+	t.Helper()
+	l, err := h.stack.Listen("tcp6", ":"+strconv.Itoa(int(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		l.Close()
+		if err := <-done; err != nil {
+			t.Errorf("service on port %d: %v", port, err)
+		}
+	})
+}
+
+// socatEcho6 runs socat's TCP6 echo (through cat: socat's own PIPE deadlocks on
+// a full pipe with megabytes in flight) on the kernel's port until the test
+// ends, and waits until it listens.
+func (h *host6) socatEcho6(t *testing.T, port int) {
+	t.Helper()
+	lookPath(t, "socat")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := h.ns.Command(ctx, "socat", "-b", "65536", "TCP6-LISTEN:"+strconv.Itoa(port)+",reuseaddr,fork", "EXEC:cat")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); cmd.Wait() })
+	waitFor(t, "socat to listen", 5*time.Second, func() bool {
+		out, _ := h.ns.Run(context.Background(), "ss", "-Htln", "sport", "= :"+strconv.Itoa(port))
+		return len(bytes.TrimSpace(out)) > 0
+	})
+}
+
+func TestIPv6GoNetDialsSocat(t *testing.T) {
+	checkGoroutines(t)
+	h := newHost6(t, options{}, true)
+	defer h.logCounters(t, false)
+	h.socatEcho6(t, 7)
+	for _, dst := range []netip.Addr{kernelAddr6.Addr(), h.kernelLL} {
+		t.Run(dst.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			c, err := h.stack.DialContext(ctx, "tcp6", addrPort6(dst, 7))
+			if err != nil {
+				t.Fatalf("GoNet dials %v: %v", dst, err)
+			}
+			if got := addrPort(c.RemoteAddr()).Addr(); got != dst {
+				t.Errorf("remote address %v, want %v (with its zone)", got, dst)
+			}
+			roundTrip(t, c.(*tcp.Conn), 8<<20, time.Minute)
+		})
+	}
+}
+
+// A listener on "tcp" and the wildcard takes both families, as Go's net's
+// on Linux: the kernel reaches it over IPv4 and IPv6, and GoNet reports
+// each peer in its own family.
+func TestIPv6DualStackListenerReachedByBothFamilies(t *testing.T) {
+	checkGoroutines(t)
+	h := newHost6(t, options{}, true)
+	defer h.logCounters(t, false)
+	l, err := h.stack.Listen("tcp", ":8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	for _, tt := range []struct {
+		network, addr string
+		v6            bool
+	}{
+		{"tcp4", gonetTCPAddr(8080), false},
+		{"tcp6", addrPort6(gonetAddr6.Addr(), 8080), true},
+		{"tcp6", addrPort6(h.gonetLL, 8080), true},
+	} {
+		t.Run(tt.network+"/"+tt.addr, func(t *testing.T) {
+			k := h.dialKernel6(t, tt.network, tt.addr)
+			l.(*tcp.Listener).SetDeadline(time.Now().Add(10 * time.Second))
+			g, err := l.Accept()
+			if err != nil {
+				t.Fatalf("accept: %v", err)
+			}
+			defer g.Close()
+			if peer, want := addrPort(g.RemoteAddr()), addrPort(k.LocalAddr()); peer.Addr().WithZone("") != want.Addr().WithZone("") || peer.Port() != want.Port() {
+				t.Errorf("GoNet sees its peer as %v, want %v", peer, want)
+			}
+			if got := addrPort(g.RemoteAddr()).Addr(); got.Is6() != tt.v6 || got.Is4In6() {
+				t.Errorf("GoNet's peer %v: want an IPv6 address %v, and IPv4 ones unmapped", got, tt.v6)
+			}
+			exchangeByte(t, k, g)
+			exchangeByte(t, g, k)
+		})
+	}
+}
+
+// 4. UDP over IPv6.
+
+func TestIPv6UDPEchoWithSocat(t *testing.T) {
+	netnstest.RequireTool(t, "socat")
+	h := newHost6(t, options{}, true)
+	c, err := h.stack.ListenPacket("udp6", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { c.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.WriteTo(buf[:n], from)
+		}
+	}()
+	for _, dst := range []string{addrPort6(gonetAddr6.Addr(), 7), addrPort6(h.gonetLL, 7)} {
+		// 1452 bytes fill a 1500-byte frame; 30000 go in fragments.
+		for _, size := range []int{1, 1452, 30000} {
+			t.Run(fmt.Sprintf("%s/%d", dst, size), func(t *testing.T) {
+				msg := make([]byte, size)
+				for i := range msg {
+					msg[i] = 'a' + byte(i%26)
+				}
+				// A file on stdin: socat reads it in one read(2), so
+				// the message goes out as one datagram.
+				in := filepath.Join(t.TempDir(), "msg")
+				if err := os.WriteFile(in, msg, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Open(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				cmd := h.ns.Command(ctx, "socat", "-b", "65536", "-t", "0.5", "-T", "5", "STDIO", "UDP6:"+dst)
+				cmd.Stdin = f
+				var out, errb bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				if err := cmd.Run(); err != nil {
+					t.Fatalf("socat: %v: %s", err, errb.String())
+				}
+				if !bytes.Equal(out.Bytes(), msg) {
+					t.Fatalf("echo of %d bytes came back as %d bytes", size, out.Len())
+				}
+			})
+		}
+	}
+	if c := h.stack.Counters(); c["IPv6.ReasmOKs"] == 0 || c["IPv6.FragCreates"] == 0 {
+		t.Errorf("the 30000-byte datagrams were not reassembled and fragmented: ReasmOKs=%d FragCreates=%d", c["IPv6.ReasmOKs"], c["IPv6.FragCreates"])
+	}
+}
+
+var _ = stack.Config{}
