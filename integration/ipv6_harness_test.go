@@ -69,7 +69,16 @@ func newHost6(t *testing.T, o options, global bool) *host6 {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	h.gonetLL = ipv6.LinkLocal(ipv6.EUI64(h.mac())).WithZone(h.dev)
+	// GoNet's link-local address: the EUI-64 of its MAC, or a stable
+	// identifier when the test configured one.
+	waitFor(t, "GoNet's link-local address", 10*time.Second, func() bool {
+		for _, a := range h.nd.Addresses() {
+			if a.Prefix.Addr().IsLinkLocalUnicast() {
+				h.gonetLL = a.Prefix.Addr().WithZone(h.dev)
+			}
+		}
+		return h.gonetLL.IsValid()
+	})
 	h.waitPreferred(t, h.gonetLL)
 	if global {
 		h.waitPreferred(t, gonetAddr6.Addr())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/internal/testkit/logtest"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
@@ -101,7 +104,9 @@ func TestIPv6GoNetPingsKernel(t *testing.T) {
 const tcpBulk6 = 32 << 20
 
 // kernelAddrPort6 is "[addr%zone]:port".
-func addrPort6(a netip.Addr, port int) string { return net.JoinHostPort(a.String(), strconv.Itoa(port)) }
+func addrPort6(a netip.Addr, port int) string {
+	return net.JoinHostPort(a.String(), strconv.Itoa(port))
+}
 
 func TestIPv6CurlFromGoNetHTTP(t *testing.T) {
 	lookPath(t, "curl")
@@ -340,4 +345,149 @@ func TestIPv6UDPEchoWithSocat(t *testing.T) {
 	}
 }
 
-var _ = stack.Config{}
+// 5. Duplicate address detection against the kernel.
+
+// GoNet's DAD finds an address the kernel holds, and GoNet never uses it;
+// the kernel's DAD finds one GoNet holds, because GoNet defends it.
+func TestIPv6DADAgainstKernel(t *testing.T) {
+	t.Run("GoNet finds the kernel's address", func(t *testing.T) {
+		logger, log := logtest.New(slog.LevelInfo)
+		h := newHost6(t, options{stack: stack.Config{Logger: logger}}, false)
+		taken := netip.MustParsePrefix("fd00:99::3/64")
+		h.run(t, 5*time.Second, "ip", "-6", "addr", "add", taken.String(), "dev", h.dev, "nodad")
+		if err := h.stack.AddAddress(h.dev, taken); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "NDP DADFailed to count the duplicate", 10*time.Second, func() bool { return h.ndpCounter("DADFailed") == 1 })
+		ev := log.Wait(t, "duplicate IPv6 address: not used", 1)
+		if got := ev[0].Str("addr"); got != taken.Addr().String() {
+			t.Errorf("the duplicate logged is %q, want %v", got, taken.Addr())
+		}
+		state := ndp.AddrState(0)
+		for _, a := range h.nd.Addresses() {
+			if a.Prefix.Addr() == taken.Addr() {
+				state = a.State
+			}
+		}
+		if state != ndp.Duplicate {
+			t.Errorf("ndp holds %v as %v, want duplicate", taken.Addr(), state)
+		}
+		if st, ok := h.stack.IPv6().AddressState(taken.Addr()); ok {
+			t.Errorf("the IPv6 layer holds the duplicate %v as %v", taken.Addr(), st)
+		}
+		if n := h.ndpCounter("DADSucceeded"); n != 1 {
+			t.Errorf("NDP DADSucceeded = %d, want 1 (the link-local address alone)", n)
+		}
+		// The kernel keeps its address, and GoNet still answers on its
+		// own.
+		h.ping6(t, h.gonetLL, 56, 1)
+	})
+	t.Run("the kernel finds GoNet's address", func(t *testing.T) {
+		h := newHost6(t, options{}, true)
+		mine := netip.PrefixFrom(gonetAddr6.Addr(), 64)
+		// With DAD this time: the kernel solicits from ::, and GoNet's
+		// advertisement fails the kernel's address.
+		h.run(t, 5*time.Second, "ip", "-6", "addr", "add", mine.String(), "dev", h.dev)
+		waitFor(t, "the kernel's DAD to fail", 10*time.Second, func() bool {
+			out := h.run(t, 5*time.Second, "ip", "-6", "addr", "show", "dev", h.dev)
+			return strings.Contains(out, "dadfailed")
+		})
+		if st, _ := h.stack.IPv6().AddressState(gonetAddr6.Addr()); st != ipv6.Preferred {
+			t.Errorf("GoNet's %v is %v after defending it, want preferred", gonetAddr6.Addr(), st)
+		}
+	})
+}
+
+// 6. SLAAC from radvd in the kernel's namespace.
+
+// slaacPrefix is what radvd advertises.
+var slaacPrefix = netip.MustParsePrefix("fd00:98::/64")
+
+// radvd runs radvd on the host's device, advertising slaacPrefix, until the
+// test ends. The kernel's end is a router: it forwards, and holds an
+// address in the prefix.
+func (h *host6) radvd(t *testing.T) {
+	t.Helper()
+	lookPath(t, "radvd")
+	h.run(t, 5*time.Second, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", netip.PrefixFrom(slaacPrefix.Addr().Next(), 64).String(), "dev", h.dev, "nodad")
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "radvd.conf")
+	err := os.WriteFile(conf, fmt.Appendf(nil, `interface %s {
+	AdvSendAdvert on;
+	MinRtrAdvInterval 3;
+	MaxRtrAdvInterval 10;
+	prefix %s {
+		AdvOnLink on;
+		AdvAutonomous on;
+	};
+};
+`, h.dev, slaacPrefix), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := h.ns.Command(ctx, "radvd", "-n", "-C", conf, "-p", filepath.Join(dir, "radvd.pid"), "-m", "stderr")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("radvd: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("radvd's output:\n%s", out.String())
+		}
+	})
+}
+
+func TestIPv6SLAACFromRadvd(t *testing.T) {
+	key := bytes.Repeat([]byte{0x5a}, ipv6.MinSecretKeyLen)
+	for _, tt := range []struct {
+		name string
+		key  []byte
+	}{{"EUI-64", nil}, {"stable identifier (RFC 7217)", key}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost6(t, options{stack: stack.Config{NDP: ndp.Config{SecretKey: tt.key}}}, false)
+			iid := ipv6.EUI64(h.mac())
+			if tt.key != nil {
+				mac := h.mac()
+				var err error
+				iid, _, err = ipv6.StableIID(&ipv6.StableIIDInputs{Prefix: slaacPrefix, NetIface: mac[:], SecretKey: tt.key}, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := ipv6.FromPrefix(slaacPrefix, iid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.radvd(t)
+			waitFor(t, fmt.Sprintf("GoNet to form %v and pass its DAD", want), 15*time.Second, func() bool {
+				st, ok := h.stack.IPv6().AddressState(want)
+				return ok && st == ipv6.Preferred
+			})
+			if n := h.ndpCounter("SLAACAddrs"); n != 1 {
+				t.Errorf("NDP SLAACAddrs = %d, want 1", n)
+			}
+			h.ping6(t, want, 56, 2)
+			h.ping6(t, want, 8000, 1)
+			// The default route is through the router's link-local
+			// address, as RFC 4861 section 4.2 has routers send from.
+			var def []ipv6.Route
+			for _, r := range h.stack.IPv6().Routes() {
+				if r.Dst.Bits() == 0 {
+					def = append(def, r)
+				}
+			}
+			if len(def) != 1 || def[0].Gateway.WithZone("") != h.kernelLL.WithZone("") || def[0].Iface.Name() != h.dev {
+				t.Errorf("GoNet's default routes %v, want one through %v on %s", def, h.kernelLL, h.dev)
+			}
+			// And GoNet reaches the router's address in the prefix
+			// from its new one.
+			h.gonetPing(t, slaacPrefix.Addr().Next(), 56)
+		})
+	}
+}
