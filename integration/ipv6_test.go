@@ -13,12 +13,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gonetstack/gonet/internal/testkit/logtest"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
@@ -489,5 +491,91 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 			// from its new one.
 			h.gonetPing(t, slaacPrefix.Addr().Next(), 56)
 		})
+	}
+}
+
+// 7. TCP over IPv6 through a lossy link.
+
+// kernelEcho6 runs an echo on a kernel TCP listener on the kernel's global
+// address and port, until the test ends.
+func (h *host6) kernelEcho6(t *testing.T, port int) {
+	t.Helper()
+	var l net.Listener
+	err := h.ns.Do(func() error {
+		var err error
+		l, err = net.Listen("tcp6", addrPort6(kernelAddr6.Addr(), port))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("kernel listens on port %d: %v", port, err)
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				c.SetDeadline(time.Now().Add(time.Minute))
+				io.Copy(c, c)
+				c.(*net.TCPConn).CloseWrite()
+			})
+		}
+	})
+}
+
+func TestIPv6TCPThroughLoss(t *testing.T) {
+	for i, loss := range []float64{0.01, 0.05} {
+		spec := fmt.Sprintf("loss=%g,seed=%d", loss, 61+i)
+		for _, dir := range []string{"kernel to GoNet's echo", "GoNet to the kernel's echo"} {
+			t.Run(spec+"/"+dir, func(t *testing.T) {
+				checkGoroutines(t)
+				var f *fault.Endpoint
+				h := newHost6(t, options{
+					wrap:  faultLink(spec, &f),
+					stack: stack.Config{TCP: tcp.Config{RTOMin: 50 * time.Millisecond}},
+				}, true)
+				defer h.logCounters(t, false)
+				var c halfCloser
+				if dir == "kernel to GoNet's echo" {
+					h.serve6(t, 7, services.ServeEchoTCP)
+					c = h.dialKernel6(t, "tcp6", addrPort6(gonetAddr6.Addr(), 7))
+				} else {
+					h.kernelEcho6(t, 7)
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					gc, err := h.stack.DialContext(ctx, "tcp6", addrPort6(kernelAddr6.Addr(), 7))
+					if err != nil {
+						t.Fatalf("GoNet dials the kernel: %v", err)
+					}
+					c = gc.(*tcp.Conn)
+				}
+				roundTrip(t, c, 4<<20, time.Minute)
+				st := f.Stats()
+				t.Logf("fault link: dropped %d in, %d out; GoNet: RetransSegs %d, FastRetrans %d, Timeouts %d, SACKRecovery %d",
+					st.Rx.Dropped.Load(), st.Tx.Dropped.Load(), h.tcpCounter("RetransSegs"), h.tcpCounter("FastRetrans"),
+					h.tcpCounter("Timeouts"), h.tcpCounter("SACKRecovery"))
+				if st.Rx.Dropped.Load() == 0 || st.Tx.Dropped.Load() == 0 {
+					t.Errorf("the fault link dropped nothing one way: it is not in the path")
+				}
+			})
+		}
 	}
 }
