@@ -1,11 +1,14 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,4 +173,135 @@ func (h *host6) dialKernel6(t *testing.T, network, addr string) *net.TCPConn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c.(*net.TCPConn)
+}
+
+// linkInjector writes hand-built Ethernet frames onto the kernel's end of
+// the TAP through a packet socket in the namespace, which the kernel sends
+// to GoNet as they are, and reads GoNet's frames back from the same
+// socket. It sends only to GoNet's MAC or to IPv6 multicast MACs.
+type linkInjector struct {
+	fd        int
+	ifindex   int
+	gonetMAC  wire.MAC
+	kernelMAC wire.MAC
+}
+
+// injector opens the host's link injector, closed when the test ends.
+func (h *host6) injector(t *testing.T) *linkInjector {
+	t.Helper()
+	li := &linkInjector{gonetMAC: h.mac()}
+	km, err := net.ParseMAC(h.kernelMAC(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(li.kernelMAC[:], km)
+	err = h.ns.Do(func() error {
+		ifi, err := net.InterfaceByName(h.dev)
+		if err != nil {
+			return err
+		}
+		li.ifindex = ifi.Index
+		if li.fd, err = syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, int(htons(syscall.ETH_P_IPV6))); err != nil {
+			return err
+		}
+		tv := syscall.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
+		if err := syscall.SetsockoptTimeval(li.fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+			syscall.Close(li.fd)
+			return err
+		}
+		return syscall.Bind(li.fd, &syscall.SockaddrLinklayer{Protocol: htons(syscall.ETH_P_IPV6), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatalf("packet socket on %s in %s: %v", h.dev, h.ns, err)
+	}
+	t.Cleanup(func() { syscall.Close(li.fd) })
+	return li
+}
+
+// send writes one IPv6 datagram in a frame from the kernel's MAC to dst
+// (GoNet's MAC or a multicast one).
+func (li *linkInjector) send(t *testing.T, dst wire.MAC, datagram []byte) {
+	t.Helper()
+	if dst != li.gonetMAC && (dst[0] != 0x33 || dst[1] != 0x33) {
+		t.Fatalf("link injector: frame to %v, neither GoNet nor IPv6 multicast", dst)
+	}
+	f := make([]byte, 0, 14+len(datagram))
+	f = append(f, dst[:]...)
+	f = append(f, li.kernelMAC[:]...)
+	f = append(f, 0x86, 0xdd)
+	f = append(f, datagram...)
+	if err := syscall.Sendto(li.fd, f, 0, &syscall.SockaddrLinklayer{Ifindex: li.ifindex, Halen: 6}); err != nil {
+		t.Fatalf("link injector: send: %v", err)
+	}
+}
+
+// recv returns the IPv6 datagrams GoNet sends within d for which match
+// holds, returning early once it has most.
+func (li *linkInjector) recv(d time.Duration, most int, match func(datagram []byte) bool) [][]byte {
+	var got [][]byte
+	buf := make([]byte, 65536)
+	for deadline := time.Now().Add(d); time.Now().Before(deadline) && len(got) < most; {
+		n, _, err := syscall.Recvfrom(li.fd, buf, 0)
+		if err != nil || n < 14+40 || !bytes.Equal(buf[6:12], li.gonetMAC[:]) {
+			continue
+		}
+		if dg := buf[14:n]; match(dg) {
+			got = append(got, bytes.Clone(dg))
+		}
+	}
+	return got
+}
+
+// drain discards what the injector's socket has queued.
+func (li *linkInjector) drain() { li.recv(60*time.Millisecond, 1, func([]byte) bool { return false }) }
+
+// IPv6 datagrams built by hand, for what no well-behaved sender makes.
+
+// ipv6Datagram is an IPv6 header (RFC 8200 section 3) before payload.
+func ipv6Datagram(src, dst netip.Addr, next, hopLimit uint8, payload []byte) []byte {
+	b := make([]byte, 40, 40+len(payload))
+	b[0] = 0x60
+	binary.BigEndian.PutUint16(b[4:], uint16(len(payload)))
+	b[6], b[7] = next, hopLimit
+	s, d := src.As16(), dst.As16()
+	copy(b[8:], s[:])
+	copy(b[24:], d[:])
+	return append(b, payload...)
+}
+
+// icmpv6Message is an ICMPv6 message (RFC 4443 section 2.1) with its
+// checksum over the pseudo-header of src and dst (RFC 8200 section 8.1).
+func icmpv6Message(src, dst netip.Addr, typ, code uint8, body []byte) []byte {
+	m := append([]byte{typ, code, 0, 0}, body...)
+	s, d := src.As16(), dst.As16()
+	var sum uint32
+	for _, a := range [][]byte{s[:], d[:]} {
+		for i := 0; i < 16; i += 2 {
+			sum += uint32(a[i])<<8 | uint32(a[i+1])
+		}
+	}
+	sum += uint32(len(m)) + 58
+	c := checksum(m, sum)
+	m[2], m[3] = byte(c>>8), byte(c)
+	return m
+}
+
+// echoRequest is an echo request's body (RFC 4443 section 4.1): identifier,
+// sequence number and data.
+func echoRequest(id, seq uint16, data []byte) []byte {
+	b := binary.BigEndian.AppendUint16(nil, id)
+	b = binary.BigEndian.AppendUint16(b, seq)
+	return append(b, data...)
+}
+
+// fragmentHeader is a Fragment header (RFC 8200 section 4.5) for the bytes
+// at offset (a multiple of 8), more fragments to follow or not.
+func fragmentHeader(next uint8, offset int, more bool, id uint32) []byte {
+	off := uint16(offset/8) << 3
+	if more {
+		off |= 1
+	}
+	b := []byte{next, 0}
+	b = binary.BigEndian.AppendUint16(b, off)
+	return binary.BigEndian.AppendUint32(b, id)
 }

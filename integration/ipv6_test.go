@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,7 @@ import (
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // GoNet's IPv6 against the Linux kernel's, end to end over a TAP: ping6 of
@@ -578,4 +580,135 @@ func TestIPv6TCPThroughLoss(t *testing.T) {
 			})
 		}
 	}
+}
+
+// 8. Hostile input from the kernel's side of the link.
+
+// TestIPv6HostileFramesFromTheLink writes hand-built frames onto the link
+// from the kernel's side: each must be answered as its RFC says, or
+// dropped and counted, and GoNet must answer pings afterwards. Each
+// hostile case follows a well-formed twin that GoNet answers, so that a
+// drop is known to come from what the case changes and not from how the
+// test built the frame.
+func TestIPv6HostileFramesFromTheLink(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	h := newHost6(t, options{}, true)
+	li := h.injector(t)
+	// GoNet learns the kernel's link-layer address first, so that its
+	// answers leave at once.
+	h.ping6(t, gonetAddr6.Addr(), 56, 1)
+	src, dst := kernelAddr6.Addr(), gonetAddr6.Addr()
+	mac := li.gonetMAC
+	echo := func(seq uint16, data []byte) []byte {
+		return icmpv6Message(src, dst, 128, 0, echoRequest(0xbeef, seq, data))
+	}
+	// isICMPv6 matches GoNet's datagrams carrying ICMPv6 of type typ
+	// right after the fixed header.
+	isICMPv6 := func(typ uint8) func([]byte) bool {
+		return func(d []byte) bool { return d[6] == 58 && len(d) > 40 && d[40] == typ }
+	}
+	solicitedNode := ipv6.SolicitedNode(dst)
+	snMAC := wire.MAC{0x33, 0x33, 0xff, dst.As16()[13], dst.As16()[14], dst.As16()[15]}
+	ns := func(hopLimit uint8) []byte {
+		body := make([]byte, 4, 4+16+8) // reserved
+		t16 := dst.As16()
+		body = append(body, t16[:]...)
+		body = append(body, 1, 1) // source link-layer address option
+		body = append(body, li.kernelMAC[:]...)
+		return ipv6Datagram(src, solicitedNode, 58, hopLimit, icmpv6Message(src, solicitedNode, 135, 0, body))
+	}
+	// routed is an echo request behind a Routing header of type 0 (RFC
+	// 2460's, deprecated by RFC 5095) naming one more address.
+	routed := func(segmentsLeft uint8) []byte {
+		rh := []byte{58, 2, 0, segmentsLeft, 0, 0, 0, 0}
+		via := src.As16()
+		rh = append(rh, via[:]...)
+		return ipv6Datagram(src, dst, 43, 64, append(rh, echo(10, []byte("routed"))...))
+	}
+	// fragments splits an upper-layer payload of next header next into
+	// fragments at the given offsets (multiples of 8), the last to the
+	// end; ends, when set, gives each fragment's end instead, so that
+	// they can overlap.
+	fragments := func(next uint8, payload []byte, id uint32, starts []int, ends []int) [][]byte {
+		var out [][]byte
+		for i, s := range starts {
+			e := len(payload)
+			if ends != nil {
+				e = ends[i]
+			} else if i+1 < len(starts) {
+				e = starts[i+1]
+			}
+			fh := fragmentHeader(next, s, e < len(payload), id)
+			out = append(out, ipv6Datagram(src, dst, 44, 64, append(fh, payload[s:e]...)))
+		}
+		return out
+	}
+	data := bytes.Repeat([]byte("0123456789abcdef"), 4) // 64 bytes: the message is 72
+	// destOptsEcho is an echo request behind an 8-byte Destination
+	// Options header of padding alone.
+	destOptsEcho := append([]byte{58, 0, 1, 4, 0, 0, 0, 0}, echo(30, data)...)
+	nsTarget := dst.As16()
+	fragmentedNS := append(append(make([]byte, 4), nsTarget[:]...), 1, 1)
+	fragmentedNS = append(fragmentedNS, li.kernelMAC[:]...)
+	fragmentedNS = icmpv6Message(src, dst, 135, 0, fragmentedNS)
+
+	for _, tt := range []struct {
+		name    string
+		to      wire.MAC
+		frames  [][]byte
+		counter string // moves by one
+		answer  uint8  // the ICMPv6 type GoNet answers with; 0: none
+		check   func(t *testing.T, answer []byte)
+	}{
+		{"neighbour solicitation with hop limit 255", snMAC, [][]byte{ns(255)}, "NDP." + h.dev + ".OutNeighborAdvertisements", 136, nil},
+		{"neighbour solicitation with hop limit 254 (RFC 4861 section 7.1.1)", snMAC, [][]byte{ns(254)}, "NDP." + h.dev + ".InBadHopLimit", 0, nil},
+		{"routing header type 0 with no segments left (RFC 8200 section 4.4)", mac, [][]byte{routed(0)}, "ICMPv6.OutEchoReplies", 129, nil},
+		{"routing header type 0 with a segment left (RFC 5095 section 3)", mac, [][]byte{routed(1)}, "IPv6.InUnknownRouting", 4, func(t *testing.T, a []byte) {
+			// Parameter Problem, code 0, pointing at the routing
+			// type: the Routing header's third byte.
+			if code, ptr := a[41], binary.BigEndian.Uint32(a[44:]); code != 0 || ptr != 40+2 {
+				t.Errorf("Parameter Problem code %d pointer %d, want code 0 pointer 42", code, ptr)
+			}
+		}},
+		{"fragments whose first holds the whole chain", mac, fragments(60, destOptsEcho, 1, []int{0, 32}, nil), "ICMPv6.OutEchoReplies", 129, nil},
+		// The Destination Options header alone in the first
+		// fragment: the ICMPv6 header is in the second.
+		{"a first fragment without the upper-layer header (RFC 7112)", mac, fragments(60, destOptsEcho, 2, []int{0, 8}, nil), "IPv6.InIncompleteChain", 0, nil},
+		{"overlapping fragments (RFC 5722)", mac, fragments(60, destOptsEcho, 3, []int{0, 24}, []int{32, len(destOptsEcho)}), "IPv6.ReasmOverlaps", 0, nil},
+		{"a fragmented neighbour solicitation (RFC 6980 section 5)", mac, fragments(58, fragmentedNS, 4, []int{0, 16}, nil), "IPv6.InFragmentedND", 0, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			li.drain()
+			before := h.counter(tt.counter)
+			for _, f := range tt.frames {
+				li.send(t, tt.to, f)
+			}
+			waitFor(t, tt.counter+" to move", 5*time.Second, func() bool { return h.counter(tt.counter) > before })
+			var got [][]byte
+			if tt.answer != 0 {
+				got = li.recv(2*time.Second, 1, isICMPv6(tt.answer))
+				if len(got) == 0 {
+					t.Fatalf("no ICMPv6 type %d from GoNet", tt.answer)
+				}
+				if tt.check != nil {
+					tt.check(t, got[0])
+				}
+				return
+			}
+			// Nothing in answer: no advertisement, echo reply or
+			// error.
+			got = li.recv(300*time.Millisecond, 1, func(d []byte) bool {
+				return isICMPv6(136)(d) || isICMPv6(129)(d) || isICMPv6(4)(d) || isICMPv6(1)(d)
+			})
+			if len(got) != 0 {
+				t.Errorf("GoNet answered with ICMPv6 type %d", got[0][40])
+			}
+		})
+	}
+	if t.Failed() {
+		h.logCounters(t, true)
+	}
+	// Still alive, and still reassembling.
+	h.ping6(t, gonetAddr6.Addr(), 56, 2)
+	h.ping6(t, h.gonetLL, 8000, 2)
 }
