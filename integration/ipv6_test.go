@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,9 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/logtest"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/ipv6"
@@ -711,4 +714,182 @@ func TestIPv6HostileFramesFromTheLink(t *testing.T) {
 	// Still alive, and still reassembling.
 	h.ping6(t, gonetAddr6.Addr(), 56, 2)
 	h.ping6(t, h.gonetLL, 8000, 2)
+}
+
+// Path MTU discovery (RFC 8201) through a kernel router: the kernel's
+// namespace forwards, over a veth of the IPv6 minimum MTU, 1280, to a
+// second namespace whose host announces a larger MSS than its link
+// carries, so only the router's Packet Too Big tells GoNet to send less.
+
+var (
+	routerVeth6 = netip.MustParsePrefix("fd00:97::1/64")
+	farAddr6    = netip.MustParsePrefix("fd00:97::2/64")
+)
+
+func TestIPv6PathMTUDiscoveryThroughKernelRouter(t *testing.T) {
+	lookPath(t, "socat")
+	checkGoroutines(t)
+	h := newHost6(t, options{}, true)
+	defer h.logCounters(t, false)
+	far := netnstest.New(t)
+	if err := h.ns.AddVeth("vrouter", far, "vfar"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.ns.ConfigureLink("vrouter", routerVeth6, 1280); err != nil {
+		t.Fatal(err)
+	}
+	if err := far.ConfigureLink("vfar", farAddr6, 1280); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t, 5*time.Second, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The veth's addresses were added with DAD: wait for them.
+	for _, ns := range []*netns.NS{h.ns, far} {
+		waitFor(t, "DAD on the veth", 10*time.Second, func() bool {
+			out, err := ns.IP(ctx, "-6", "addr", "show", "tentative")
+			return err == nil && len(bytes.TrimSpace(out)) == 0
+		})
+	}
+	if _, err := far.IP(ctx, "-6", "route", "add", kernelAddr6.Masked().String(), "via", routerVeth6.Addr().String(), "advmss", "1440"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.stack.AddRoute(farAddr6.Masked(), h.kernelLL, h.dev); err != nil {
+		t.Fatal(err)
+	}
+	const size = 4 << 20
+	cmd := far.Command(ctx, "socat", "-u", "TCP6-LISTEN:5001,reuseaddr", "STDOUT")
+	got := newDigest()
+	cmd.Stdout = got
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	raddr := netip.AddrPortFrom(farAddr6.Addr(), 5001)
+	var c *tcp.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var err error
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err = h.stack.DialTCP(dctx, raddr)
+		dcancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GoNet dials %v through the router: %v", raddr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // socat is not listening yet
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(50 * time.Second))
+	sent := newDigest()
+	start := time.Now()
+	if err := sendAll(c, 7, size, sent); err != nil {
+		t.Fatalf("GoNet: %v", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("socat: %v: %s", err, stderr.String())
+	}
+	if got.n != size || got.sum() != sent.sum() {
+		t.Fatalf("GoNet sent %d bytes (sha256 %s), the far host received %d (sha256 %s)", int64(size), sent.sum(), got.n, got.sum())
+	}
+	logRate(t, "GoNet through the router", size, time.Since(start))
+	ci := c.Info()
+	ri, err := h.stack.IPv6().Route(farAddr6.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("connection MSS %d, route MTU %d", ci.MSS, ri.MTU)
+	if ri.MTU != 1280 {
+		t.Errorf("route MTU %d, want the narrow link's 1280", ri.MTU)
+	}
+	if ci.MSS > 1280-60 {
+		t.Errorf("MSS %d does not fit the path MTU 1280", ci.MSS)
+	}
+	counters := h.stack.Counters()
+	for _, name := range []string{"IPv6.PMTUUpdates", "ICMPv6.InPktTooBigs", "TCP.PMTUReductions"} {
+		if counters[name] < 1 {
+			t.Errorf("%s = %d, want at least 1", name, counters[name])
+		}
+		t.Logf("%s %d", name, counters[name])
+	}
+	if n := counters["TCP.OutOfWindowIcmps"]; n != 0 {
+		t.Errorf("TCP.OutOfWindowIcmps = %d: the router's genuine reports were rejected", n)
+	}
+	// Pings larger than the path now go in fragments that fit it.
+	h.gonetPing(t, farAddr6.Addr(), 1452)
+	h.gonetPing(t, farAddr6.Addr(), 8000)
+}
+
+// A hundred kernel pingers at once, each with its own size, all answered.
+func TestIPv6HundredConcurrentPingers(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	h := newHost6(t, options{}, true)
+	const pingers, count = 100, 5
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h.ping6(t, gonetAddr6.Addr(), 56, 1) // resolve first, as TestHundredConcurrentPingers says why
+	base := h.counter("ICMPv6.OutEchoReplies")
+	var wg sync.WaitGroup
+	errs := make(chan error, pingers)
+	for i := range pingers {
+		wg.Go(func() {
+			dst := gonetAddr6.Addr()
+			if i%2 == 1 {
+				dst = h.gonetLL
+			}
+			out, err := h.ns.Run(ctx, "ping", "-6", "-c", fmt.Sprint(count), "-i", "0.2", "-W", "3", "-s", fmt.Sprint(56+i*20), dst.String())
+			if err != nil {
+				errs <- fmt.Errorf("pinger %d: %v\n%s", i, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := h.counter("ICMPv6.OutEchoReplies") - base; got < pingers*count {
+		t.Errorf("ICMPv6.OutEchoReplies = %d, want at least %d", got, pingers*count)
+	}
+}
+
+// A datagram to a closed port is answered with ICMPv6 port unreachable
+// (RFC 4443 section 3.1), which a connected kernel socket reports as
+// ECONNREFUSED; a SYN to a closed port with a reset.
+func TestIPv6ClosedPortsRefuseTheKernel(t *testing.T) {
+	h := newHost6(t, options{}, true)
+	var uc *net.UDPConn
+	err := h.ns.Do(func() error {
+		c, err := net.Dial("udp6", addrPort6(gonetAddr6.Addr(), 4444))
+		if err == nil {
+			uc = c.(*net.UDPConn)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	if _, err := uc.Write([]byte("anyone?")); err != nil {
+		t.Fatal(err)
+	}
+	uc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := uc.Read(make([]byte, 10)); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("read after sending to a closed port: %v, want ECONNREFUSED", err)
+	}
+	if got := h.counter("ICMPv6.OutDestUnreachs"); got != 1 {
+		t.Errorf("ICMPv6.OutDestUnreachs = %d, want 1", got)
+	}
+	err = h.ns.Do(func() error {
+		c, err := net.DialTimeout("tcp6", addrPort6(gonetAddr6.Addr(), 4444), 5*time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("TCP to a closed port: %v, want ECONNREFUSED", err)
+	}
 }
