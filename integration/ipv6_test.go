@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -891,5 +892,101 @@ func TestIPv6ClosedPortsRefuseTheKernel(t *testing.T) {
 	})
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("TCP to a closed port: %v, want ECONNREFUSED", err)
+	}
+}
+
+// The kernel's UDP socket sends GoNet's echo datagrams up to the largest
+// GoNet reassembles, 65488 bytes, and gets each back whole. IPv6 carries
+// up to 65527 (RFC 8200 section 3's 16-bit payload length less the UDP
+// header), but a reassembled datagram must fit one of GoNet's buffers
+// (buffer.MaxSize, 65536 bytes, the fixed header included): beyond, it is
+// dropped and counted as oversize, which RFC 8200 section 5 allows (a node
+// must reassemble 1500 bytes) and the last case pins.
+func TestIPv6KernelSocketSendsLargestDatagram(t *testing.T) {
+	h := newHost6(t, options{}, true)
+	c, err := h.stack.ListenPacket("udp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { c.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 65536)
+		for {
+			n, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			c.WriteTo(buf[:n], from)
+		}
+	}()
+	var kc *net.UDPConn
+	err = h.ns.Do(func() error {
+		c, err := net.Dial("udp6", addrPort6(gonetAddr6.Addr(), 7))
+		if err == nil {
+			kc = c.(*net.UDPConn)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	for _, size := range []int{0, 1, 1452, 1453, 30000, 65488} {
+		msg := bytes.Repeat([]byte{byte(size)}, size)
+		if _, err := kc.Write(msg); err != nil {
+			t.Fatalf("kernel sends %d bytes: %v", size, err)
+		}
+		buf := make([]byte, 65536)
+		kc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := kc.Read(buf)
+		if err != nil {
+			var nz []string
+			for k, v := range h.stack.Counters() {
+				if v != 0 && (strings.HasPrefix(k, "IPv6.") || strings.HasPrefix(k, "UDP.")) {
+					nz = append(nz, fmt.Sprintf("%s=%d", k, v))
+				}
+			}
+			slices.Sort(nz)
+			t.Fatalf("kernel reads the echo of %d bytes: %v; GoNet's counters: %v", size, err, nz)
+		}
+		if !bytes.Equal(buf[:n], msg) {
+			t.Fatalf("echo of %d bytes came back as %d bytes", size, n)
+		}
+	}
+	before := h.counter("IPv6.ReasmOversize")
+	if _, err := kc.Write(make([]byte, 65527)); err != nil {
+		t.Fatalf("kernel sends 65527 bytes: %v", err)
+	}
+	waitFor(t, "IPv6.ReasmOversize to count the 65527-byte datagram", 5*time.Second, func() bool {
+		return h.counter("IPv6.ReasmOversize") == before+1
+	})
+}
+
+// GoNet answers the kernel's neighbour unreachability detection (RFC 4861
+// section 7.3): with the kernel's reachable time cut to half a second,
+// its entry for GoNet goes stale between pings, and the unicast probes it
+// then sends must be answered, or the pings would stop.
+func TestIPv6KernelProbesGoNetsReachability(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	h := newHost6(t, options{}, true)
+	h.run(t, 5*time.Second, "sysctl", "-qw",
+		"net.ipv6.neigh."+h.dev+".base_reachable_time_ms=500",
+		"net.ipv6.neigh."+h.dev+".delay_first_probe_time=1")
+	before := h.ndpCounter("InNeighborSolicits")
+	// Ten pings, 0.7 s apart: each finds the entry stale or being
+	// probed.
+	h.ping6(t, gonetAddr6.Addr(), 56, 1)
+	out := h.run(t, 20*time.Second, "ping", "-6", "-c", "10", "-i", "0.7", "-W", "2", gonetAddr6.Addr().String())
+	if sent, recv := pingCounts(t, out); recv != sent {
+		t.Fatalf("%d of %d pings answered while the kernel probed:\n%s", recv, sent, out)
+	}
+	if n := h.ndpCounter("InNeighborSolicits") - before; n < 2 {
+		t.Errorf("GoNet received %d solicitations in 7 s: the kernel did not probe", n)
+	}
+	neigh := h.run(t, 5*time.Second, "ip", "-6", "neigh", "show", gonetAddr6.Addr().String(), "dev", h.dev)
+	if strings.Contains(neigh, "FAILED") || !strings.Contains(neigh, h.tap.MAC().String()) {
+		t.Errorf("the kernel's entry for GoNet: %s", neigh)
 	}
 }
