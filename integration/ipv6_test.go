@@ -990,3 +990,40 @@ func TestIPv6KernelProbesGoNetsReachability(t *testing.T) {
 		t.Errorf("the kernel's entry for GoNet: %s", neigh)
 	}
 }
+
+// TCP's forward progress confirms the kernel's reachability to GoNet's
+// neighbour discovery (RFC 4861 section 7.3.1): with a reachable time of
+// about a second, a connection exchanging data for eight seconds keeps
+// the kernel's entry REACHABLE, and GoNet never probes it. Without the
+// confirmations the entry would go STALE, then DELAY, and after
+// DELAY_FIRST_PROBE_TIME (5 s) be probed with unicast solicitations.
+func TestIPv6TCPProgressConfirmsTheKernelsReachability(t *testing.T) {
+	checkGoroutines(t)
+	h := newHost6(t, options{stack: stack.Config{NDP: ndp.Config{BaseReachableTime: time.Second}}}, true)
+	h.kernelEcho6(t, 7)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := h.stack.DialContext(ctx, "tcp6", addrPort6(kernelAddr6.Addr(), 7))
+	if err != nil {
+		t.Fatalf("GoNet dials the kernel: %v", err)
+	}
+	defer c.Close()
+	before := h.ndpCounter("OutNeighborSolicits")
+	c.SetDeadline(time.Now().Add(15 * time.Second))
+	buf := make([]byte, 1024)
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); {
+		if _, err := c.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := h.ndpCounter("OutNeighborSolicits") - before; n != 0 {
+		t.Errorf("GoNet sent %d solicitations during the exchange: TCP's progress did not confirm the kernel's reachability", n)
+	}
+	if n, ok := h.nd.Neighbor(kernelAddr6.Addr()); !ok || n.State != ndp.Reachable {
+		t.Errorf("GoNet's entry for the kernel: %+v (%v), want REACHABLE", n, ok)
+	}
+}
