@@ -74,15 +74,25 @@ func TestIPv6KernelPingsGoNetAtEverySize(t *testing.T) {
 		if !strings.Contains(line, "lladdr "+h.tap.MAC().String()) || !strings.Contains(line, "REACHABLE") && !strings.Contains(line, "STALE") && !strings.Contains(line, "DELAY") {
 			t.Errorf("kernel's ip -6 neigh has no usable entry for %v at %s:\n%s", a, h.tap.MAC(), neigh)
 		}
+		// A host's advertisements clear the Router flag (RFC 4861
+		// section 4.4).
+		if strings.Contains(line, "router") {
+			t.Errorf("the kernel takes GoNet for a router: %s", line)
+		}
 	}
 	// GoNet learnt the kernel's, for the addresses the kernel pinged
 	// from.
 	mac := h.kernelMAC(t)
-	for _, a := range []netip.Addr{h.kernelLL.WithZone(""), kernelAddr6.Addr()} {
+	for _, a := range []netip.Addr{h.kernelLL, kernelAddr6.Addr()} {
 		n, ok := h.nd.Neighbor(a)
 		if !ok || n.MAC.String() != mac || n.State == ndp.Incomplete {
 			t.Errorf("GoNet's neighbour cache has %+v (%v) for %v, want %s; all: %+v", n, ok, a, mac, h.nd.Neighbors())
 		}
+	}
+	// One entry an address: the link-local one, named with its zone by
+	// the IPv6 layer and without by the advertisements, is one neighbour.
+	if ns := h.nd.Neighbors(); len(ns) != 2 {
+		t.Errorf("GoNet's neighbour cache has %d entries, want the kernel's 2: %+v", len(ns), ns)
 	}
 }
 
@@ -104,6 +114,15 @@ func TestIPv6GoNetPingsKernel(t *testing.T) {
 	// A link-local address without its zone names no interface, unless
 	// the host has one alone: GoNet has one NIC, so it is taken.
 	h.gonetPing(t, h.kernelLL.WithZone(""), 56)
+	// A link-local address the kernel never sent from, so that GoNet has
+	// only its own solicitation to learn it by.
+	quiet := netip.MustParseAddr("fe80::99")
+	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", quiet.String()+"/64", "dev", h.dev, "nodad")
+	before := h.ndpCounter("Resolved")
+	h.gonetPing(t, quiet.WithZone(h.dev), 56)
+	if n := h.ndpCounter("Resolved") - before; n != 1 {
+		t.Errorf("NDP Resolved moved by %d, want 1: %v was not resolved by solicitation", n, quiet)
+	}
 }
 
 // 3. TCP over IPv6 both ways.
@@ -414,7 +433,7 @@ var slaacPrefix = netip.MustParsePrefix("fd00:98::/64")
 // radvd runs radvd on the host's device, advertising slaacPrefix, until the
 // test ends. The kernel's end is a router: it forwards, and holds an
 // address in the prefix.
-func (h *host6) radvd(t *testing.T) {
+func (h *host6) radvd(t *testing.T, noSourceLLAddr bool) {
 	t.Helper()
 	lookPath(t, "radvd")
 	h.run(t, 5*time.Second, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
@@ -423,6 +442,7 @@ func (h *host6) radvd(t *testing.T) {
 	conf := filepath.Join(dir, "radvd.conf")
 	err := os.WriteFile(conf, fmt.Appendf(nil, `interface %s {
 	AdvSendAdvert on;
+	AdvSourceLLAddress %s;
 	MinRtrAdvInterval 3;
 	MaxRtrAdvInterval 10;
 	prefix %s {
@@ -430,7 +450,7 @@ func (h *host6) radvd(t *testing.T) {
 		AdvAutonomous on;
 	};
 };
-`, h.dev, slaacPrefix), 0o600)
+`, h.dev, map[bool]string{false: "on", true: "off"}[noSourceLLAddr], slaacPrefix), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +476,15 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		key  []byte
-	}{{"EUI-64", nil}, {"stable identifier (RFC 7217)", key}} {
+		// noSLLA: the advertisements leave out the router's link-layer
+		// address (RFC 4861 section 4.2 allows it), so GoNet resolves
+		// the router's link-local address by solicitation.
+		noSLLA bool
+	}{
+		{"EUI-64", nil, false},
+		{"stable identifier (RFC 7217)", key, false},
+		{"no source link-layer address", nil, true},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost6(t, options{stack: stack.Config{NDP: ndp.Config{SecretKey: tt.key}}}, false)
 			iid := ipv6.EUI64(h.mac())
@@ -472,7 +500,7 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.radvd(t)
+			h.radvd(t, tt.noSLLA)
 			waitFor(t, fmt.Sprintf("GoNet to form %v and pass its DAD", want), 15*time.Second, func() bool {
 				st, ok := h.stack.IPv6().AddressState(want)
 				return ok && st == ipv6.Preferred
@@ -494,8 +522,15 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 				t.Errorf("GoNet's default routes %v, want one through %v on %s", def, h.kernelLL, h.dev)
 			}
 			// And GoNet reaches the router's address in the prefix
-			// from its new one.
+			// from its new one, and an address beyond the router
+			// through its default route.
 			h.gonetPing(t, slaacPrefix.Addr().Next(), 56)
+			beyond := netip.MustParseAddr("fd00:96::1")
+			h.run(t, 5*time.Second, "ip", "-6", "addr", "add", beyond.String()+"/128", "dev", "lo")
+			h.gonetPing(t, beyond, 56)
+			if n, ok := h.nd.Neighbor(h.kernelLL); !ok || !n.Router {
+				t.Errorf("GoNet's entry for the router: %+v (%v), want its Router flag set; cache %+v", n, ok, h.nd.Neighbors())
+			}
 		})
 	}
 }
