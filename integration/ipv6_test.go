@@ -33,11 +33,13 @@ import (
 	"github.com/gonetstack/gonet/wire"
 )
 
-// GoNet's IPv6 against the Linux kernel's, end to end over a TAP: ping6 of
-// every size both ways, neighbour discovery seen from both sides, TCP and
-// UDP over IPv6 with the kernel's tools, a dual-stack listener, DAD
-// against an address the kernel holds, SLAAC from radvd, TCP through a
-// lossy link, and hostile frames from the kernel's side.
+// GoNet's IPv6 against the Linux kernel's, end to end over a TAP, with
+// the stack in the test process: ping6 of every size both ways, neighbour
+// discovery seen from both sides (caches, the kernel's NUD probes, TCP's
+// reachability confirmations), TCP and UDP over IPv6 with the kernel's
+// tools, a dual-stack listener, DAD against the kernel both ways, SLAAC
+// from radvd, TCP through a lossy link, path MTU discovery through a
+// kernel router, and hostile frames from the kernel's side.
 
 // 1. The kernel pings GoNet, and each side has the other in its neighbour
 // cache.
