@@ -132,7 +132,7 @@ func TestIPv6GoNetPingsKernel(t *testing.T) {
 // tcpBulk6 is the size of the bulk transfers over IPv6.
 const tcpBulk6 = 32 << 20
 
-// kernelAddrPort6 is "[addr%zone]:port".
+// addrPort6 is "[addr%zone]:port", as Go's net and socat write it.
 func addrPort6(a netip.Addr, port int) string {
 	return net.JoinHostPort(a.String(), strconv.Itoa(port))
 }
