@@ -57,6 +57,13 @@ type SendParams struct {
 	// Options header, as MLD's messages need (RFC 3810 section 5). IPv4
 	// ignores it: nothing the stack sends over IPv4 needs RFC 2113's.
 	RouterAlert bool
+	// Confirm says the sender has seen forward progress from Dst since
+	// its last datagram (TCP: an acknowledgement of new data): proof that
+	// the next hop is reachable, which IPv6 passes to neighbour discovery
+	// (RFC 4861 section 7.3.1), as Linux's dst_confirm does, so that a
+	// busy connection's neighbour is not probed. IPv4 ignores it: ARP
+	// keeps no reachability states.
+	Confirm bool
 }
 
 // Network is a network layer (ipv4, ipv6) as the transports use it: to

@@ -50,9 +50,21 @@ func (p *Protocol) Send(pkt *buffer.Packet, sp ip.SendParams) error {
 	return p.SendRoute(pkt, sp, ri)
 }
 
+// ReachabilityConfirmer is a link output that keeps neighbour reachability
+// states (package ndp), told of an upper layer's confirmation that a next
+// hop is reachable (RFC 4861 section 7.3.1).
+type ReachabilityConfirmer interface {
+	Confirm(nextHop netip.Addr)
+}
+
 // SendRoute is Send on a route found by Route.
 func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) error {
 	p.Stats.OutRequests.Inc()
+	if sp.Confirm && !ri.Local {
+		if rc, ok := routeIface(ri).out.(ReachabilityConfirmer); ok {
+			rc.Confirm(ri.NextHop)
+		}
+	}
 	dst := sp.Dst.WithZone("")
 	src := sp.Src.WithZone("")
 	switch {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -305,4 +308,53 @@ func TestRouterAlertHopByHop(t *testing.T) {
 			t.Errorf("size %d: delivered %d datagrams, not the payload after the Hop-by-Hop header", size, len(got))
 		}
 	}
+}
+
+// confirmLink is a link output that keeps reachability states, and records
+// the confirmations it is told.
+type confirmLink struct {
+	fakeLink
+	mu        sync.Mutex
+	confirmed []netip.Addr
+}
+
+func (l *confirmLink) Confirm(nextHop netip.Addr) {
+	l.mu.Lock()
+	l.confirmed = append(l.confirmed, nextHop)
+	l.mu.Unlock()
+}
+
+// An upper layer's confirmation of forward progress (SendParams.Confirm)
+// reaches the link output as the route's next hop, the router for an
+// off-link destination, and only when asked (RFC 4861 section 7.3.1).
+func TestSendConfirmsTheNextHop(t *testing.T) {
+	h := newHarness(t, ipv6.Config{})
+	cl := &confirmLink{fakeLink: fakeLink{name: "eth2", h: h}}
+	eth2, err := h.p.AddInterface("eth2", mtu, link.Capabilities{}, cl)
+	must(t, err)
+	must(t, h.p.AddAddress(eth2, netip.MustParsePrefix("2001:db8:2::2/64"), ipv6.Preferred))
+	gw := netip.MustParseAddr("2001:db8:2::ff")
+	must(t, h.p.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:7::/64"), Gateway: gw, Iface: eth2}))
+	for _, tt := range []struct {
+		dst     netip.Addr
+		confirm bool
+		want    []netip.Addr
+	}{
+		{netip.MustParseAddr("2001:db8:2::1"), false, nil},
+		{netip.MustParseAddr("2001:db8:2::1"), true, []netip.Addr{netip.MustParseAddr("2001:db8:2::1")}},
+		{netip.MustParseAddr("2001:db8:7::7"), true, []netip.Addr{gw}},
+		{peerAddr, true, nil}, // eth0's link output keeps no states
+	} {
+		cl.mu.Lock()
+		cl.confirmed = nil
+		cl.mu.Unlock()
+		must(t, h.send(t, data(100), ip.SendParams{Dst: tt.dst, Confirm: tt.confirm}))
+		cl.mu.Lock()
+		got := cl.confirmed
+		cl.mu.Unlock()
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("send to %v with Confirm %v: confirmed %v, want %v", tt.dst, tt.confirm, got, tt.want)
+		}
+	}
+	h.takeSent()
 }

@@ -83,6 +83,14 @@ func (p *Protocol) set(n *neighbor, s State) {
 	}
 }
 
+// cacheKey is the cache's key for addr: the address without its zone.
+// ndp runs on one link, so a link-local address's zone, which the IPv6
+// layer gives the addresses it received from or routes to, names nothing
+// more; and the addresses messages carry (an advertisement's target) have
+// none. Keyed with it, one neighbour would have two entries, and an
+// advertisement would never resolve or confirm the one datagrams use.
+func cacheKey(addr netip.Addr) netip.Addr { return addr.WithZone("") }
+
 // newEntryLocked adds an entry for addr, making room by evicting the
 // least recently used STALE entry when the cache is full; it returns nil
 // when there is no room (CacheFull). p.mu is held.
@@ -91,6 +99,7 @@ func (p *Protocol) newEntryLocked(addr netip.Addr, s State) *neighbor {
 		p.Stats.CacheFull.Inc()
 		return nil
 	}
+	addr = cacheKey(addr)
 	n := &neighbor{addr: addr, lastUsed: p.env.Clock.Now()}
 	p.cache[addr] = n
 	p.set(n, s)
@@ -130,7 +139,7 @@ func (p *Protocol) deleteLocked(n *neighbor) {
 // the same address is left as it is. An INCOMPLETE entry is resolved by
 // it. p.mu is held.
 func (p *Protocol) learnLocked(addr netip.Addr, mac wire.MAC) *neighbor {
-	n := p.cache[addr]
+	n := p.cache[cacheKey(addr)]
 	if n == nil {
 		n = p.newEntryLocked(addr, Stale)
 		if n != nil {
@@ -154,7 +163,7 @@ func (p *Protocol) learnLocked(addr netip.Addr, mac wire.MAC) *neighbor {
 // advertisedLocked applies a Neighbor Advertisement for target to the
 // cache (section 7.2.5). p.mu is held.
 func (p *Protocol) advertisedLocked(target netip.Addr, mac wire.MAC, hasMAC, solicited, override, isRouter bool) {
-	n := p.cache[target]
+	n := p.cache[cacheKey(target)]
 	if n == nil {
 		// "If no entry exists, the advertisement SHOULD be silently
 		// discarded": an unsolicited NA creates no state.
@@ -220,7 +229,7 @@ func (p *Protocol) setRouterFlagLocked(n *neighbor, isRouter bool) {
 func (p *Protocol) Confirm(addr netip.Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := p.cache[addr]; n != nil && n.state != Incomplete {
+	if n := p.cache[cacheKey(addr)]; n != nil && n.state != Incomplete {
 		p.set(n, Reachable)
 	}
 }
@@ -308,7 +317,7 @@ func (p *Protocol) Neighbors() []Neighbor {
 func (p *Protocol) Neighbor(addr netip.Addr) (Neighbor, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := p.cache[addr]
+	n := p.cache[cacheKey(addr)]
 	if n == nil {
 		return Neighbor{}, false
 	}

@@ -322,3 +322,27 @@ func TestCacheEvictsStaleEntriesWhenFull(t *testing.T) {
 		t.Errorf("CacheEvictions = %d", h.p.Stats.CacheEvictions.Load())
 	}
 }
+
+// The IPv6 layer names a link-local next hop with its zone, and messages
+// carry addresses without one: both are the same neighbour, one entry,
+// resolved by an advertisement of the bare target and confirmed by either
+// name.
+func TestZonedNextHopIsTheNeighborItsAdvertisementNames(t *testing.T) {
+	h := newHarness(t, quiet)
+	zoned := peerLL.WithZone("eth0")
+	h.p.Output(zoned, h.datagram(stackLL, peerLL, "z"))
+	h.next(layers.ICMPv6TypeNeighborSolicitation)
+	h.injectNA(msg{src: peerLL, dst: stackLL}, peerLL, naSolicited|naOverride, llOpt(layers.ICMPv6OptTargetAddress, peerMAC))
+	if f := h.nextData(); !bytes.Equal(f.eth.DstMAC, peerMAC[:]) {
+		t.Errorf("datagram sent to %v, want %v", f.eth.DstMAC, peerMAC)
+	}
+	if ns := h.p.Neighbors(); len(ns) != 1 || ns[0].Addr != peerLL || ns[0].State != ndp.Reachable {
+		t.Errorf("cache %+v, want one REACHABLE entry for %v", ns, peerLL)
+	}
+	h.p.Output(zoned, h.datagram(stackLL, peerLL, "y"))
+	h.nextData()
+	h.none(layers.ICMPv6TypeNeighborSolicitation)
+	if n, ok := h.p.Neighbor(zoned); !ok || n.MAC != peerMAC {
+		t.Errorf("Neighbor(%v) = %+v, %v", zoned, n, ok)
+	}
+}

@@ -28,6 +28,7 @@ func (p *Protocol) Output(nextHop netip.Addr, pkt *buffer.Packet) {
 		return
 	}
 	now := p.env.Clock.Now()
+	nextHop = cacheKey(nextHop)
 	n := p.cache[nextHop]
 	// An entry still owned by its resolution, even one answered whose
 	// queue is being sent, takes the datagram into the queue, behind

@@ -128,7 +128,7 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 			}
 		}
 	}
-	if n := p.cache[src]; n != nil {
+	if n := p.cache[cacheKey(src)]; n != nil {
 		n.router = true
 	}
 }
@@ -315,7 +315,7 @@ func (p *Protocol) redirectLocked(r wire.Redirect) {
 	if target != dst {
 		// "If the Target Address is not the same as the Destination
 		// Address, the host MUST set IsRouter to TRUE for the target."
-		if n := p.cache[target]; n != nil {
+		if n := p.cache[cacheKey(target)]; n != nil {
 			n.router = true
 		}
 	}

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -140,3 +141,23 @@ func (h linkHost) Redirect(dst, target netip.Addr) {
 // unreachable; GoNet originated them itself, and for now drops them as
 // its ARP does (ndp counts them): its sockets see a loss, not an error.
 func (h linkHost) Unreachable(nextHop netip.Addr, pkt *buffer.Packet) { pkt.Release() }
+
+// IPv6 returns the IPv6 layer: its addresses and their states, its routes
+// (those routers advertised among them) and its counters, as IPv4 returns
+// IPv4's.
+func (s *Stack) IPv6() *ipv6.Protocol { return s.ip6 }
+
+// NeighborDiscovery returns the named NIC's neighbour discovery: its
+// neighbour cache, the addresses it formed or checked with their DAD
+// states, and its default routers. It fails for a NIC of a stack with
+// Config.NoIPv6.
+func (s *Stack) NeighborDiscovery(nicName string) (*ndp.Protocol, error) {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return nil, err
+	}
+	if n.nd == nil {
+		return nil, fmt.Errorf("stack: neighbour discovery on %s: %w", nicName, errNoIPv6)
+	}
+	return n.nd, nil
+}

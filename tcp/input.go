@@ -107,6 +107,7 @@ func (c *Conn) inputSynSent(seg *segment, now time.Time) {
 // was not retransmitted (Karn's rule).
 func (c *Conn) ackSYN(ack seqnum.Value, now time.Time) {
 	c.snd.una = ack
+	c.snd.forwardProgress(now)
 	if c.snd.nxt.LessThan(c.snd.una) {
 		c.snd.nxt = c.snd.una
 	}
@@ -363,6 +364,7 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 		c.snd.nxt = ack
 	}
 	c.noteProgress(now)
+	c.snd.forwardProgress(now)
 	// The retransmission queue: drop what is acknowledged, and take an RTT
 	// sample from the newest segment never retransmitted (Karn's rule).
 	var rtt time.Duration

@@ -512,3 +512,41 @@ func TestISNsHashWholeIPv6Addresses(t *testing.T) {
 		t.Errorf("ISNs %d and %d are %d apart: the upper address bits do not count", isns[0], isns[1], d)
 	}
 }
+
+// Acknowledgements of new data confirm the peer's reachability to
+// neighbour discovery (RFC 4861 section 7.3.1): the sender's segments
+// carry the confirmation for the peer as next hop, at most once per 100
+// ms each, so that a busy connection's neighbour is never probed.
+func TestForwardProgressConfirmsReachability(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		confirmed = map[bool][]netip.Addr{}
+	)
+	a, b := v6test.Pair(t, v6test.Options{Confirm: func(fromA bool, nextHop netip.Addr) {
+		mu.Lock()
+		confirmed[fromA] = append(confirmed[fromA], nextHop)
+		mu.Unlock()
+	}})
+	echo6(t, listen6(t, b, "[::]:7"))
+	start := time.Now()
+	c := dial6(t, a, "[2001:db8:1::2]:7")
+	transfer(t, c, 4<<20)
+	c.Close()
+	took := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(confirmed[true]) == 0 || len(confirmed[false]) == 0 {
+		t.Fatalf("confirmations from A %v, from B %v: want both, each sending data acknowledged", confirmed[true], confirmed[false])
+	}
+	for fromA, want := range map[bool]netip.Addr{true: b.Addr, false: a.Addr} {
+		for _, got := range confirmed[fromA] {
+			if got != want {
+				t.Errorf("confirmed %v, want the peer %v", got, want)
+			}
+		}
+		// One per 100 ms, and the first at once.
+		if most := int(took/(100*time.Millisecond)) + 2; len(confirmed[fromA]) > most {
+			t.Errorf("%d confirmations in %v, want at most %d", len(confirmed[fromA]), took, most)
+		}
+	}
+}

@@ -243,7 +243,8 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
 	// unless the path MTU is locked at the floor.
 	c.net.SendRoute(pk, ip.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,
-		DF: !c.route.PMTULocked, TOS: ecn}, c.route)
+		DF: !c.route.PMTULocked, TOS: ecn, Confirm: c.snd.confirm}, c.route)
+	c.snd.confirm = false
 }
 
 // windowField computes the window to advertise and records its right edge.

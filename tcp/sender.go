@@ -52,6 +52,12 @@ type sender struct {
 	prr        prrState   // proportional rate reduction (prr.go)
 
 	retransmits uint64 // shown in the connection table
+
+	// confirm asks the next segment to confirm the next hop's
+	// reachability (ip.SendParams.Confirm): set by an acknowledgement
+	// of new data at most once per confirmInterval (confirmedAt).
+	confirm     bool
+	confirmedAt time.Time
 }
 
 // sentSeg is a segment in flight: the retransmission queue keeps one per
@@ -118,3 +124,17 @@ func (snd *sender) sampleRTT(r time.Duration) {
 
 // backoffRTO doubles the RTO up to its maximum (RFC 6298 5.5).
 func (snd *sender) backoffRTO() { snd.rto = min(2*snd.rto, snd.rtoMax) }
+
+// confirmInterval bounds how often a connection confirms its next hop's
+// reachability: neighbour discovery's reachable time is seconds long, and
+// each confirmation takes its lock.
+const confirmInterval = 100 * time.Millisecond
+
+// forwardProgress notes an acknowledgement of new data, which RFC 4861
+// section 7.3.1 counts as a confirmation that the peer's next hop is
+// reachable: the next segment carries it to the network layer.
+func (snd *sender) forwardProgress(now time.Time) {
+	if now.Sub(snd.confirmedAt) >= confirmInterval {
+		snd.confirm, snd.confirmedAt = true, now
+	}
+}

@@ -79,6 +79,10 @@ type Options struct {
 	// ErrorSender, when set, gives each host's IPv6 layer the sender of
 	// its ICMPv6 errors, standing in for package icmpv6.
 	ErrorSender func(h *Host) ipv6.ErrorSender
+	// Confirm, when set, is told each reachability confirmation an
+	// upper layer gives a host's link (ipv6.ReachabilityConfirmer; from
+	// A when fromA), as neighbour discovery would be.
+	Confirm func(fromA bool, nextHop netip.Addr)
 }
 
 // Host is one side of a pair.
@@ -234,6 +238,14 @@ func (l *link6) Output(_ netip.Addr, pk *buffer.Packet) {
 		}
 	}
 	deliver(l.to.Env.Pool, b, pk.Offload, l.to.If6.Deliver)
+}
+
+// Confirm takes an upper layer's reachability confirmation, as neighbour
+// discovery does (ipv6.ReachabilityConfirmer).
+func (l *link6) Confirm(nextHop netip.Addr) {
+	if l.o.Confirm != nil {
+		l.o.Confirm(l.fromA, nextHop)
+	}
 }
 
 // link4 is one direction of the IPv4 link.
