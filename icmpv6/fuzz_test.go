@@ -27,7 +27,6 @@ func FuzzHandleIP(f *testing.F) {
 			return
 		}
 		h := newHarness(t, icmpv6.Config{})
-		h.p.SetHandler(wire.ICMPv6NeighborSolicitation, &recorder{})
 		src := peerAddr
 		to := dsts[int(dst)%len(dsts)]
 		if to != ourAddr {

@@ -4,18 +4,17 @@
 // transports ask for, rate-limited (errors.go), hands the errors it
 // receives to the transport of the datagram they quote and path MTU
 // discovery the Packet Too Big messages (received.go), runs the stack's
-// ping client over IPv6 (ping.go), and passes neighbour discovery's and
-// MLD's messages to the handlers registered for them.
+// ping client over IPv6 (ping.go). Neighbour discovery's and MLD's
+// messages are not its: they belong to the link they came in on, and the
+// IPv6 layer hands them to that interface's neighbour discovery (package
+// ndp) before ICMPv6 sees them.
 //
 // It runs in the IPv6 dealer's goroutine: HandleIP is the ip.Transport
 // of next header 58, and nothing it does there blocks.
 package icmpv6
 
 import (
-	"fmt"
 	"net/netip"
-	"sync"
-	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
@@ -87,7 +86,7 @@ type Stats struct {
 
 	InUnknownErrors stats.Counter // error types RFC 4443 does not define, dropped
 	InUnknownInfos  stats.Counter // informational types no one handles (section 2.4 (a))
-	InNoHandler     stats.Counter // neighbour discovery or MLD with no handler set
+	InNoHandler     stats.Counter // neighbour discovery or MLD on an interface without neighbour discovery
 	InEchoIgnored   stats.Counter // echo to a multicast group, not answered (IgnoreEchoMulticast)
 
 	InEchoRepUnknown  stats.Counter // reply matching no outstanding ping
@@ -132,19 +131,6 @@ type Network interface {
 	UpdatePMTU(dst netip.Addr, mtu, quotedLen int) int
 }
 
-// Handler takes the ICMPv6 messages of a type ICMPv6 leaves to another
-// protocol: neighbour discovery's (RFC 4861, types 133-137) and MLD's (RFC
-// 3810, types 130-132 and 143). ndp.Protocol's Handle has this signature.
-type Handler interface {
-	// Handle takes ownership of pkt, a whole datagram whose ICMPv6
-	// message, checksum checked, starts at h.Off. reassembled says
-	// whether it came in fragments: ICMPv6 is not told, and passes
-	// false; the IPv6 layer has already dropped neighbour discovery
-	// that came so (RFC 6980 section 5). It runs in the IPv6 dealer's
-	// goroutine and must not block.
-	Handle(pkt *buffer.Packet, h ip.Header, reassembled bool)
-}
-
 // Protocol is ICMPv6 on one stack.
 type Protocol struct {
 	cfg   Config
@@ -152,9 +138,6 @@ type Protocol struct {
 	net   Network
 	limit *ratelimit.Bucket // errors sent (RFC 4443 section 2.4 (f))
 	pings *ping.Client      // this stack's ping client over IPv6 (ping.go)
-
-	handlersMu sync.Mutex // serialises SetHandler
-	handlers   atomic.Pointer[[256]Handler]
 
 	Stats Stats
 }
@@ -172,7 +155,6 @@ func New(n Network, cfg Config, e *env.Env) *Protocol {
 		Unknown:     &p.Stats.InEchoRepUnknown,
 		Corrupt:     &p.Stats.InEchoRepCorrupt,
 	})
-	p.handlers.Store(new([256]Handler))
 	n.Register(wire.ProtoICMPv6, p)
 	n.SetErrorSender(p)
 	return p
@@ -180,21 +162,6 @@ func New(n Network, cfg Config, e *env.Env) *Protocol {
 
 // Close fails outstanding pings and waits for their goroutines.
 func (p *Protocol) Close() { p.pings.Close() }
-
-// SetHandler has h take the messages of type typ (nil: none, they are
-// dropped and counted in InNoHandler). typ must be an informational type
-// ICMPv6 does not answer itself: not an error (types below 128, which go
-// to the transport they quote) nor echo.
-func (p *Protocol) SetHandler(typ uint8, h Handler) {
-	if typ < 128 || typ == wire.ICMPv6EchoRequest || typ == wire.ICMPv6EchoReply {
-		panic(fmt.Sprintf("icmpv6: SetHandler for type %d, which ICMPv6 handles itself", typ))
-	}
-	p.handlersMu.Lock()
-	defer p.handlersMu.Unlock()
-	hs := *p.handlers.Load()
-	hs[typ] = h
-	p.handlers.Store(&hs)
-}
 
 // MLD's message types (RFC 2710 section 3, RFC 3810 section 5), which
 // package wire will name once neighbour discovery's branch brings them.
@@ -242,11 +209,9 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 			p.Stats.InUnknownErrors.Inc()
 			break
 		}
-		if hd := p.handlers.Load()[typ]; hd != nil {
-			hd.Handle(pk, h, false)
-			return
-		}
 		if isNDOrMLD(typ) {
+			// Only on an interface without neighbour discovery: on one
+			// with it, the IPv6 layer hands these to it.
 			p.Stats.InNoHandler.Inc()
 		} else {
 			// Section 2.4 (a): "If an ICMPv6 informational message of
