@@ -1,11 +1,15 @@
 package stack_test
 
 import (
+	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/stack"
@@ -52,5 +56,45 @@ func TestIPv6InfoSaysSoWithoutIPv6(t *testing.T) {
 	}
 	if r := s.Routes6(); len(r) != 0 {
 		t.Errorf("Routes6 without IPv6: %v, want none", r)
+	}
+}
+
+// TestPingToANeighbourThatNeverAnswersIsHostUnreachable pins RFC 4861
+// section 7.2.2: the datagrams that waited on a resolution that failed
+// are answered with ICMPv6 address unreachable, which reaches the ping
+// that sent one as EHOSTUNREACH.
+func TestPingToANeighbourThatNeverAnswersIsHostUnreachable(t *testing.T) {
+	a, b := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0, 0x63, 1}, net.HardwareAddr{0x02, 0, 0, 0, 0x63, 2})
+	defer b.Close()
+	s := stack.New(stack.Config{NDP: ndp.Config{NoDAD: true, NoRouterSolicitation: true, RetransTimer: 20 * time.Millisecond}})
+	defer s.Close()
+	if err := s.AddNIC("n0", a); err != nil {
+		t.Fatal(err)
+	}
+	// The link-local address is the IPv6 layer's once ndp has told it,
+	// from ndp's own goroutine.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if a := s.IPv6().Addresses(); len(a) == 1 && a[0].State == ipv6.Preferred {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no preferred link-local address after 5 s")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Ping(ctx, netip.MustParseAddr("fe80::99%n0"), 56)
+	if !errors.Is(err, syscall.EHOSTUNREACH) {
+		t.Fatalf("ping to a neighbour that never answers: %v, want EHOSTUNREACH", err)
+	}
+	// Three solicitations 20 ms apart, not the ping's own timeout.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the error took %v", d)
+	}
+	c := s.Counters()
+	if c["ICMPv6.OutDestUnreachs"] != 1 || c["ICMPv6.InDestUnreachs"] != 1 {
+		t.Errorf("ICMPv6 OutDestUnreachs %d, InDestUnreachs %d; want the error sent and received once",
+			c["ICMPv6.OutDestUnreachs"], c["ICMPv6.InDestUnreachs"])
 	}
 }
