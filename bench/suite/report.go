@@ -688,21 +688,30 @@ func (r *report) whyNotMet(ts []target) {
 			pct("rr", "scheduler"), pct("rr", "system calls: writing"))
 	}
 	if missed["gc-pause"] {
-		kernel := func(m string) string {
+		worst := func(st, m string) string {
 			v := math.NaN()
 			for _, pt := range r.points["scale"] {
-				if s, ok := r.get("scale", pt, "kernel", m); ok && !(s.Max <= v) {
+				if s, ok := r.get("scale", pt, st, m); ok && !(s.Max <= v) {
 					v = s.Max
 				}
 			}
 			return num(v)
 		}
-		r.p("- **GC pauses**: Go's stops of the world scan no heap; they wait for every running thread to stop and then for the OS to run the collector's, "+
-			"so on two CPUs shared with the load generators a pause lasts as long as the scheduler keeps a thread off the CPU, whatever the program. "+
-			"The kernel's server, the same runtime with Go's net package, shows it too: its longest pause holding the connections was %s µs, and a collection forced there %s µs. "+
-			"GoNet's lever is to run no collection in steady state (`stack.TuneGC`: GOGC off, GOMEMLIMIT at the stack's memory budget plus 64 MiB, as the daemon runs); "+
-			"section 7 has what one collection costs when it does run.\n",
-			kernel("gc_pause_max_us"), kernel("gc_forced_max_us"))
+		median := func(st, m string) string {
+			for _, pt := range r.points["scale"] {
+				if s, ok := r.get("scale", pt, st, m); ok {
+					return num(s.Med)
+				}
+			}
+			return "?"
+		}
+		r.p("- **GC pauses**: Go's stops of the world scan no heap. In a workload they wait for every running thread to stop, and on two CPUs shared with the load generators "+
+			"for the OS to run them: the kernel's server, the same runtime with Go's net package, paused up to %s µs while the connections were opened and held. "+
+			"GoNet's lever is to make no collection in steady state (`stack.TuneGC`: GOGC off, GOMEMLIMIT at the stack's memory budget plus 64 MiB, as the daemon runs), and it made none. "+
+			"A collection forced with the connections held and the load generators idle stopped the world for a median of %s µs, at most %s µs, of which stopping took at most %s µs: "+
+			"the tail is the runtime's own work with the world stopped, which the kernel's server shows as well (at most %s µs forced) and gVisor's (%s µs).\n",
+			worst("kernel", "gc_pause_max_us"), median("gonet", "gc_forced_median_us"), worst("gonet", "gc_forced_max_us"),
+			worst("gonet", "gc_forced_stop_max_us"), worst("kernel", "gc_forced_max_us"), worst("gvisor", "gc_forced_max_us"))
 	}
 	if missed["ipv6"] {
 		r.whyIPv6()
