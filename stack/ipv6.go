@@ -94,25 +94,25 @@ func (h linkHost) SetOnLink(prefix netip.Prefix, lifetime time.Duration) {
 		h.s.ip6.RemoveRoute(r)
 		return
 	}
-	h.s.ip6.AddRoute(r) // already there: a lifetime renewed
+	if err := h.s.ip6.AddRoute(r); err != nil { // already there: a lifetime renewed, no error
+		h.s.env.Log.Warn("on-link prefix not added", "nic", h.iface.Name(), "prefix", prefix.String(), "err", err)
+	}
 }
 
 func (h linkHost) SetDefaultRouter(router netip.Addr, pref ndp.Preference, lifetime time.Duration) {
-	// The route's preference is the router's; one route a router, so a
-	// new preference replaces the old.
-	for _, r := range h.s.ip6.Routes() {
-		if r.Iface == h.iface && r.Gateway == router && r.Dst.Bits() == 0 {
-			h.s.ip6.RemoveRoute(r)
-		}
-	}
+	// The route's preference is the router's: AddRoute replaces the
+	// router's route with one of the new preference.
+	r := ipv6.Route{Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gateway: router, Iface: h.iface, Preference: ipv6.Preference(pref)}
 	if lifetime == 0 {
+		h.s.ip6.RemoveRoute(r)
 		h.s.env.Log.Info("default router gone", "nic", h.iface.Name(), "router", router.String())
 		return
 	}
-	r := ipv6.Route{Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gateway: router, Iface: h.iface, Preference: ipv6.Preference(pref)}
-	if err := h.s.ip6.AddRoute(r); err == nil {
-		h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", int(pref))
+	if err := h.s.ip6.AddRoute(r); err != nil {
+		h.s.env.Log.Warn("default router not added", "nic", h.iface.Name(), "router", router.String(), "err", err)
+		return
 	}
+	h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", int(pref))
 }
 
 func (h linkHost) SetLinkMTU(mtu int) { h.iface.SetLinkMTU(mtu) }
@@ -134,7 +134,9 @@ func (h linkHost) Redirect(dst, target netip.Addr) {
 	if target != dst {
 		r.Gateway = target
 	}
-	h.s.ip6.AddRoute(r)
+	if err := h.s.ip6.AddRoute(r); err != nil {
+		h.s.env.Log.Warn("redirect not taken", "nic", h.iface.Name(), "dst", dst.String(), "target", target.String(), "err", err)
+	}
 }
 
 // Unreachable takes a datagram whose next hop did not answer neighbour
