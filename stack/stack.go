@@ -208,7 +208,8 @@ func (s *Stack) nic(name string) (*nic, error) {
 // ARP; an IPv6 one goes through duplicate address detection first (RFC
 // 4862 section 5.4): it is tentative, neither a source nor a destination,
 // until DAD ends, and is never used if another node holds it (logged, and
-// counted in NDP.<nic>.DADFailed).
+// counted in NDP.<nic>.DADFailed). AddAddress returns once the address is
+// assigned: tentative, or preferred at once under NDP.NoDAD.
 func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
 	n, err := s.nic(nicName)
 	if err != nil {
@@ -220,6 +221,12 @@ func (s *Stack) AddAddress(nicName string, addr netip.Prefix) error {
 		}
 		if err := n.nd.AddStatic(addr); err != nil {
 			return fmt.Errorf("stack: %w", err)
+		}
+		// ndp hands the address to the IPv6 layer on its announcer's
+		// goroutine; without this wait an address added without DAD
+		// would not yet be a source or destination on return.
+		if err := n.nd.Sync(context.Background()); err != nil {
+			return fmt.Errorf("stack: add %v to %s: %w", addr, nicName, err)
 		}
 		return nil
 	}

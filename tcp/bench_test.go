@@ -22,6 +22,8 @@ type echoSetup struct {
 	// loss is the probability a frame from A to B is dropped, for the
 	// paths of recovery: SACK, the scoreboard, retransmissions, RACK.
 	loss float64
+	// ipv6 runs the connection over IPv6 instead of IPv4.
+	ipv6 bool
 }
 
 // echoPair returns an established connection from stack A to an echo
@@ -29,14 +31,18 @@ type echoSetup struct {
 // stacks' goroutines running as they do in production.
 func echoPair(tb testing.TB, setup echoSetup) *tcp.Conn {
 	tb.Helper()
-	o := stacktest.Options{Config: stack.Config{}}
+	o := stacktest.Options{Config: stack.Config{}, IPv6: setup.ipv6}
 	if setup.loss > 0 {
 		o.WrapA = func(ep link.Endpoint) link.Endpoint {
 			return fault.New(ep, fault.Config{Loss: setup.loss, Seed: 1})
 		}
 	}
 	sa, sb := stacktest.Pair(tb, o)
-	l, err := sb.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 7))
+	any, dst := netip.IPv4Unspecified(), stacktest.AddrB.Addr()
+	if setup.ipv6 {
+		any, dst = netip.IPv6Unspecified(), stacktest.AddrB6.Addr()
+	}
+	l, err := sb.ListenTCP(netip.AddrPortFrom(any, 7))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -65,7 +71,7 @@ func echoPair(tb testing.TB, setup echoSetup) *tcp.Conn {
 		}
 	}()
 	tb.Cleanup(func() { l.Close() })
-	c, err := sa.DialTCP(tb.Context(), netip.AddrPortFrom(stacktest.AddrB.Addr(), 7))
+	c, err := sa.DialTCP(tb.Context(), netip.AddrPortFrom(dst, 7))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -122,24 +128,34 @@ func bulkEcho(tb testing.TB, c *tcp.Conn, size int) func() {
 // and a write deadline per transaction. In the steady state it must not
 // allocate.
 func BenchmarkTCPRequestResponse(b *testing.B) {
-	for _, deadlines := range []bool{false, true} {
-		name := "plain"
-		if deadlines {
-			name = "deadlines"
+	for _, family := range families {
+		for _, deadlines := range []bool{false, true} {
+			name := family.name + "/plain"
+			if deadlines {
+				name = family.name + "/deadlines"
+			}
+			b.Run(name, func(b *testing.B) {
+				c := echoPair(b, echoSetup{deadlines: deadlines, ipv6: family.ipv6})
+				once := transaction(b, c, deadlines)
+				for range 1000 { // warm the pools and grow the queues
+					once()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					once()
+				}
+			})
 		}
-		b.Run(name, func(b *testing.B) {
-			once := transaction(b, echoPair(b, echoSetup{deadlines: deadlines}), deadlines)
-			for range 1000 { // warm the pools and grow the queues
-				once()
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				once()
-			}
-		})
 	}
 }
+
+// families are the network layers the benchmarks run over, so that IPv6's
+// cost is read against IPv4's in the same run.
+var families = []struct {
+	name string
+	ipv6 bool
+}{{"ipv4", false}, {"ipv6", true}}
 
 // BenchmarkTCPBulk measures a 64 KiB write echoed back and read on the same
 // connection: 46 full-sized segments each way at an MTU of 1500, both
@@ -148,18 +164,20 @@ func BenchmarkTCPRequestResponse(b *testing.B) {
 // frames from A to B are dropped, and the segments recovered count too.
 func BenchmarkTCPBulk(b *testing.B) {
 	const size = 64 << 10
-	for _, loss := range []float64{0, 0.01} {
-		b.Run(fmt.Sprintf("loss=%g%%", loss*100), func(b *testing.B) {
-			once := bulkEcho(b, echoPair(b, echoSetup{loss: loss}), size)
-			for range 20 {
-				once()
-			}
-			b.SetBytes(size)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				once()
-			}
-		})
+	for _, family := range families {
+		for _, loss := range []float64{0, 0.01} {
+			b.Run(fmt.Sprintf("%s/loss=%g%%", family.name, loss*100), func(b *testing.B) {
+				once := bulkEcho(b, echoPair(b, echoSetup{loss: loss, ipv6: family.ipv6}), size)
+				for range 20 {
+					once()
+				}
+				b.SetBytes(size)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					once()
+				}
+			})
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package suite
 
 import (
+	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -217,6 +219,53 @@ func TestWhyNamesTheMissingSuperSegments(t *testing.T) {
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in:\n%s", want, md)
+		}
+	}
+}
+
+// GoNet's IPv6 points measure its IPv4 twin on the same set-up, before and
+// after the IPv6 run in turn, and record the paired ratio of the headline
+// metric; other stacks, and IPv4 set-ups, run once.
+func TestIPv6PointsPairGoNetWithItsIPv4Twin(t *testing.T) {
+	var addrs []string
+	run := withIPv4Twin("rr6", func(_ context.Context, e *Env) (map[string]float64, []byte, error) {
+		addrs = append(addrs, e.Addr)
+		if e.Addr == serverAddr.Addr().String() {
+			return map[string]float64{"mean_us": 50, "c:TCP.RetransSegs": 3}, nil, nil
+		}
+		return map[string]float64{"mean_us": 55}, nil, nil
+	})
+	v4, v6 := serverAddr.Addr().String(), serverAddr6.Addr().String()
+	e := &Env{Stack: "gonet", Addr: v6, IPv6: true}
+	for i, want := range [][]string{{v4, v6}, {v6, v4}} {
+		addrs = nil
+		m, _, err := run(context.Background(), e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(addrs, want) {
+			t.Errorf("call %d ran at %v, want %v", i+1, addrs, want)
+		}
+		if e.Addr != v6 {
+			t.Errorf("call %d left the set-up's address %s, want %s", i+1, e.Addr, v6)
+		}
+		if got := m["v6_over_v4"]; math.Abs(got-1.1) > 1e-9 {
+			t.Errorf("call %d: v6_over_v4 %v, want 1.1", i+1, got)
+		}
+		if m["twin4:mean_us"] != 50 {
+			t.Errorf("call %d: twin4:mean_us %v, want 50", i+1, m["twin4:mean_us"])
+		}
+		if _, ok := m["twin4:c:TCP.RetransSegs"]; ok {
+			t.Errorf("call %d: the twin's counters recorded as metrics", i+1)
+		}
+	}
+	for _, e := range []*Env{{Stack: "kernel", Addr: v6, IPv6: true}, {Stack: "gonet", Addr: v4}} {
+		addrs = nil
+		if _, _, err := run(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+		if len(addrs) != 1 {
+			t.Errorf("%s (IPv6 %v): ran %d times, want once", e.Stack, e.IPv6, len(addrs))
 		}
 	}
 }

@@ -44,8 +44,13 @@ func (r *report) hasIPv6() bool {
 }
 
 // familyRatio is stack's median of f's metric over IPv6 at pt divided by
-// its median over IPv4 at the same point.
+// its median over IPv4 at the same point; for a stack measured with its
+// IPv4 twin on the same set-up (GoNet: withIPv4Twin), the median of the
+// repetitions' paired ratios.
 func (r *report) familyRatio(f familyPair, pt, stack string) (float64, bool) {
+	if v, ok := r.med(f.v6, pt, stack, "v6_over_v4"); ok {
+		return v, true
+	}
 	v6, ok6 := r.med(f.v6, pt, stack, f.metric)
 	v4, ok4 := r.med(f.v4, pt, stack, f.metric)
 	if !ok6 || !ok4 || v4 == 0 {
@@ -108,6 +113,29 @@ func (r *report) ipv6Targets() []target {
 	}}
 }
 
+// pairedIPv6 reports whether GoNet's IPv6 points carry their IPv4 twins'
+// figures (withIPv4Twin).
+func (r *report) pairedIPv6() bool {
+	for _, f := range familyPairs {
+		for _, pt := range r.points[f.v6] {
+			if _, ok := r.get(f.v6, pt, "gonet", "v6_over_v4"); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ipv4Cell is GoNet's IPv4 figure to set beside its IPv6 one at pt: its
+// twin's on the same set-ups when it was measured so, else the IPv4
+// workload's.
+func (r *report) ipv4Cell(f familyPair, pt string) string {
+	if _, ok := r.get(f.v6, pt, "gonet", "twin4:"+f.metric); ok {
+		return r.cell(f.v6, pt, "gonet", "twin4:"+f.metric, 1)
+	}
+	return r.cell(f.v4, pt, "gonet", f.metric, 1)
+}
+
 // ipv6Section writes the IPv6 section: the comparison of each stack with
 // itself over IPv4, then the IPv6 points' tables.
 func (r *report) ipv6Section() {
@@ -121,7 +149,13 @@ func (r *report) ipv6Section() {
 	r.p("Durations are the IPv4 workloads' (%v a ping point, %v bulk, %v request-response).\n\n", p.PingDur, p.BulkDur, p.RRDur)
 
 	r.p("### IPv6 against IPv4, stack by stack\n\n")
-	r.p("Each stack's IPv6 median over its own IPv4 median at the same point: above 1 is IPv6 faster for Gbit/s, slower for µs. The issue's target is GoNet within 5%%; gVisor's and the kernel's ratios show what IPv6 costs them on the same links.\n\n")
+	r.p("Each stack's IPv6 figure over its own IPv4 figure at the same point: above 1 is IPv6 faster for Gbit/s, slower for µs. ")
+	if r.pairedIPv6() {
+		r.p("GoNet's are paired: at every IPv6 point it is measured over IPv4 too, on the same set-up, right before or after (alternating), and its ratio is the median of the repetitions' paired ratios, its IPv4 column that twin's figures; separate set-ups a minute apart differ by more than the 5%% the issue allows. ")
+		r.p("gVisor's and the kernel's servers serve one family per set-up, so theirs are the IPv6 workload's median over the IPv4 workload's: what IPv6 costs them on the same links, within that noise.\n\n")
+	} else {
+		r.p("Each is the IPv6 workload's median over the IPv4 workload's, from separate set-ups (this run predates GoNet's paired IPv4 twins).\n\n")
+	}
 	r.p("| workload | point | GoNet IPv4 | GoNet IPv6 | GoNet IPv6/IPv4 | gVisor IPv6/IPv4 | kernel IPv6/IPv4 | GoNet within 5%% |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range familyPairs {
 		for _, pt := range r.points[f.v6] {
@@ -129,7 +163,7 @@ func (r *report) ipv6Section() {
 			gv, okv := r.familyRatio(f, pt, "gvisor")
 			k, okk := r.familyRatio(f, pt, "kernel")
 			r.p("| %s (%s) | %s | %s | %s | %s | %s | %s | %s |\n", f.v6, f.unit, f.pointName(pt),
-				r.cell(f.v4, pt, "gonet", f.metric, 1), r.cell(f.v6, pt, "gonet", f.metric, 1),
+				r.ipv4Cell(f, pt), r.cell(f.v6, pt, "gonet", f.metric, 1),
 				familyCell(g, okg), familyCell(gv, okv), familyCell(k, okk), mark(f.shortfall(g) <= v6Tolerance, okg))
 		}
 	}

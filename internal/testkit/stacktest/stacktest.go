@@ -22,6 +22,10 @@ import (
 var (
 	AddrA = netip.MustParsePrefix("10.0.0.1/24")
 	AddrB = netip.MustParsePrefix("10.0.0.2/24")
+	// AddrA6 and AddrB6 are the stacks' IPv6 addresses, when the pair
+	// is made with Options.IPv6.
+	AddrA6 = netip.MustParsePrefix("fd00::1/64")
+	AddrB6 = netip.MustParsePrefix("fd00::2/64")
 	MACA  = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
 	MACB  = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
 )
@@ -34,6 +38,9 @@ type Options struct {
 	Config stack.Config
 	// WrapA wraps stack A's end of the wire (a fault-injecting link, say).
 	WrapA func(link.Endpoint) link.Endpoint
+	// IPv6 gives the stacks AddrA6 and AddrB6 as well, without duplicate
+	// address detection, so that they are usable when Pair returns.
+	IPv6 bool
 }
 
 // Pair returns stacks A and B joined by an in-memory wire. When the
@@ -58,6 +65,9 @@ func Pair(t testing.TB, o Options) (a, b *stack.Stack) {
 		}
 		epA = pc
 	}
+	if o.IPv6 {
+		o.Config.NDP.NoDAD = true
+	}
 	a, b = stack.New(o.Config), stack.New(o.Config)
 	t.Cleanup(func() {
 		Closed(t, a)
@@ -65,15 +75,20 @@ func Pair(t testing.TB, o Options) (a, b *stack.Stack) {
 		goleak.VerifyNone(t, ignore)
 	})
 	for _, x := range []struct {
-		s    *stack.Stack
-		ep   link.Endpoint
-		addr netip.Prefix
-	}{{a, epA, AddrA}, {b, eb, AddrB}} {
+		s     *stack.Stack
+		ep    link.Endpoint
+		addrs []netip.Prefix
+	}{{a, epA, []netip.Prefix{AddrA, AddrA6}}, {b, eb, []netip.Prefix{AddrB, AddrB6}}} {
 		if err := x.s.AddNIC("eth0", x.ep); err != nil {
 			t.Fatal(err)
 		}
-		if err := x.s.AddAddress("eth0", x.addr); err != nil {
-			t.Fatal(err)
+		if !o.IPv6 {
+			x.addrs = x.addrs[:1]
+		}
+		for _, addr := range x.addrs {
+			if err := x.s.AddAddress("eth0", addr); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	return a, b
