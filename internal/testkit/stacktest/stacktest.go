@@ -26,8 +26,8 @@ var (
 	// is made with Options.IPv6.
 	AddrA6 = netip.MustParsePrefix("fd00::1/64")
 	AddrB6 = netip.MustParsePrefix("fd00::2/64")
-	MACA  = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
-	MACB  = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
+	MACA   = net.HardwareAddr{0x02, 0, 0, 0, 0, 1}
+	MACB   = net.HardwareAddr{0x02, 0, 0, 0, 0, 2}
 )
 
 // Options shape a pair.
