@@ -101,11 +101,16 @@ func (s *Stack) DialUDP(raddr netip.AddrPort) (*udp.Connected, error) {
 }
 
 // DialContext connects to address on network "tcp", "tcp4", "tcp6", "udp",
-// "udp4" or "udp6", as net.Dialer.DialContext does. Addresses must be
-// numeric: the stack has no resolver.
+// "udp4" or "udp6", as net.Dialer.DialContext does. A host name is
+// resolved over the stack (Resolver, with the stack's search list), and
+// its addresses are tried in the order the resolver sorted them (RFC
+// 6724) until one connects.
 func (s *Stack) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	if !isNetwork(network, "tcp") && !isNetwork(network, "udp") {
 		return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	if host, port, err := net.SplitHostPort(address); err == nil && isName(host) {
+		return s.dialName(ctx, network, host, port)
 	}
 	sa, err := s.resolve("dial", network, address, false)
 	if err != nil {
@@ -121,6 +126,47 @@ func (s *Stack) DialContext(ctx context.Context, network, address string) (net.C
 		return nil, withNet(err, network)
 	}
 	return c, nil
+}
+
+// isName reports whether host is a name to resolve rather than an
+// address (or the wildcard, or localhost, which the stack answers itself).
+func isName(host string) bool {
+	if host == "" || host == "localhost" {
+		return false
+	}
+	_, err := netip.ParseAddr(host)
+	return err != nil
+}
+
+// dialName resolves host and dials its addresses in turn, returning the
+// first connection made or the first address's error.
+func (s *Stack) dialName(ctx context.Context, network, host, port string) (net.Conn, error) {
+	fail := func(err error) error { return &net.OpError{Op: "dial", Net: network, Err: err} }
+	p, err := s.Resolver().LookupPort(ctx, network, port)
+	if err != nil {
+		return nil, fail(err)
+	}
+	addrs, err := s.lookup(ctx, network, host)
+	if err != nil {
+		return nil, fail(err)
+	}
+	var first error
+	for _, a := range addrs {
+		c, err := s.DialContext(ctx, network, netip.AddrPortFrom(a, uint16(p)).String())
+		if err == nil {
+			return c, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if first == nil {
+		first = fail(&net.AddrError{Err: errNoSuitableAddress, Addr: host})
+	}
+	return nil, first
 }
 
 // isNetwork reports whether network is proto ("tcp", "udp") of either

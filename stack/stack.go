@@ -94,6 +94,7 @@ type Stack struct {
 	icmp6 *icmpv6.Protocol
 	udp   *udp.Protocol
 	tcp   *tcp.Protocol
+	dns   resolverState // resolver.go
 
 	mu     sync.Mutex
 	nics   []*nic

@@ -34,9 +34,15 @@ type Conn struct {
 	// section 11), which the queued bytes cannot say. Such datagrams are
 	// few (a link's own services), so they ride beside the queue rather
 	// than making every entry of it wider; mu guards it.
-	zones   map[*buffer.Packet]string
-	rcvbuf  int
-	closed  bool
+	zones  map[*buffer.Packet]string
+	rcvbuf int
+	closed bool
+	// peer is the endpoint's peer once connected (Connect), and softErr
+	// the error an ICMP message about it left for the next Read
+	// (icmp.go), which errWake wakes; mu guards both.
+	peer    netip.AddrPort
+	softErr error
+	errWake chan struct{}
 	done    chan struct{}
 	readDL  *deadline.Deadline
 	writeDL *deadline.Deadline
@@ -51,6 +57,7 @@ func newConn(p *Protocol, a netip.Addr) *Conn {
 		queue:   make(chan *buffer.Packet, queueLen),
 		rcvbuf:  p.cfg.ReadBuffer,
 		done:    make(chan struct{}),
+		errWake: make(chan struct{}, 1),
 		readDL:  deadline.New(p.env.Clock),
 		writeDL: deadline.New(p.env.Clock),
 	}
@@ -146,15 +153,20 @@ func (c *Conn) next() (*buffer.Packet, string, error) {
 		return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	default:
 	}
-	var pk *buffer.Packet
-	select {
-	case pk = <-c.queue:
-	case <-c.done:
-		return nil, "", c.opError("read", netip.AddrPort{}, net.ErrClosed)
-	case <-c.readDL.Done():
-		return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+	for {
+		if err := c.takeError(); err != nil {
+			return nil, "", c.opError("read", c.peer, err)
+		}
+		select {
+		case pk := <-c.queue:
+			return pk, c.dequeued(pk), nil
+		case <-c.errWake:
+		case <-c.done:
+			return nil, "", c.opError("read", netip.AddrPort{}, net.ErrClosed)
+		case <-c.readDL.Done():
+			return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+		}
 	}
-	return pk, c.dequeued(pk), nil
 }
 
 // queueable readies a datagram for an endpoint's queue, which holds

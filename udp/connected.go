@@ -39,6 +39,9 @@ func (c *Conn) Connect(raddr netip.AddrPort) (*Connected, error) {
 	// The peer as the network layer names its datagrams: a link-local
 	// one with its zone, which Read compares.
 	raddr = netip.AddrPortFrom(ip.Scoped(raddr.Addr(), r), raddr.Port())
+	c.mu.Lock()
+	c.peer = raddr
+	c.mu.Unlock()
 	return &Connected{Conn: c, raddr: raddr}, nil
 }
 

@@ -51,6 +51,10 @@ type Stats struct {
 	OutDatagrams  stats.Counter
 	OutErrors     stats.Counter
 	Sockets       stats.Gauge
+	// ICMP errors quoting our datagrams (icmp.go), Packet Too Big
+	// aside, and those no connected endpoint took.
+	InICMPErrors    stats.Counter
+	ICMPNoConnected stats.Counter
 	// The forwarder (forward.go): datagrams offered to the hook, and its
 	// decisions (none: port unreachable, counted in NoPorts).
 	ForwardRequests    stats.Counter

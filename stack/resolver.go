@@ -1,0 +1,257 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Names: the stack resolves them with the standard library's DNS client
+// (net.Resolver with PreferGo), whose queries travel over GoNet to the
+// servers GoNet was given (SetDNS: by the daemon's flags or a DHCP lease),
+// never to the host's. Go's resolver takes its options, its search list
+// and its static entries (/etc/hosts) from the host; the stack's own
+// lookups (DialContext with a name) apply GoNet's search list themselves,
+// as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have it, and ask
+// Go's resolver for absolute names only, to which the host's search list
+// does not apply.
+
+// DNSConfig is where the stack sends its DNS queries and how it completes
+// names.
+type DNSConfig struct {
+	// Servers are asked in turn: the first until it fails to answer,
+	// then the next. Port 53 when a server's is 0.
+	Servers []netip.AddrPort
+	// Search are the domains a name with no dot is tried in first
+	// (DHCP option 119, resolv.conf's search), before the name alone.
+	Search []string
+}
+
+// resolverState is the stack's DNS configuration and which server is
+// current.
+type resolverState struct {
+	mu      sync.Mutex
+	cfg     DNSConfig
+	current int // index in cfg.Servers of the server queries go to
+}
+
+// SetDNS sets the servers and search list the stack's resolver uses.
+func (s *Stack) SetDNS(cfg DNSConfig) error {
+	servers := make([]netip.AddrPort, 0, len(cfg.Servers))
+	for _, a := range cfg.Servers {
+		if !a.Addr().IsValid() || a.Addr().IsUnspecified() || a.Addr().IsMulticast() {
+			return fmt.Errorf("stack: DNS server %v: not a unicast address", a)
+		}
+		if a.Port() == 0 {
+			a = netip.AddrPortFrom(a.Addr(), 53)
+		}
+		servers = append(servers, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	}
+	search := make([]string, 0, len(cfg.Search))
+	for _, d := range cfg.Search {
+		d = strings.Trim(d, ".")
+		if d == "" || !validName(d) {
+			return fmt.Errorf("stack: DNS search domain %q: not a domain name", d)
+		}
+		search = append(search, d)
+	}
+	s.dns.mu.Lock()
+	s.dns.cfg = DNSConfig{Servers: servers, Search: search}
+	s.dns.current = 0
+	s.dns.mu.Unlock()
+	s.env.Log.Info("DNS set", "servers", fmt.Sprint(servers), "search", strings.Join(search, " "))
+	return nil
+}
+
+// DNS returns the stack's DNS configuration.
+func (s *Stack) DNS() DNSConfig {
+	s.dns.mu.Lock()
+	defer s.dns.mu.Unlock()
+	return DNSConfig{Servers: slices.Clone(s.dns.cfg.Servers), Search: slices.Clone(s.dns.cfg.Search)}
+}
+
+// errNoDNS is the lookup error of a stack without DNS servers.
+var errNoDNS = errors.New("no DNS servers configured (stack.SetDNS, gonet -dns, or a DHCP lease)")
+
+// Resolver returns a resolver whose queries go over the stack to its DNS
+// servers: over UDP, and over TCP when an answer comes truncated, as Go's
+// resolver does. Every Lookup method of net.Resolver works with it.
+func (s *Stack) Resolver() *net.Resolver {
+	return &net.Resolver{PreferGo: true, StrictErrors: true, Dial: s.dialDNS}
+}
+
+// dialDNS is the resolver's Dial. Go's resolver passes the address of a
+// server from the host's resolv.conf, which the stack replaces by its
+// current server; a connection closed without an answer makes the next
+// server current, so the resolver's next attempt goes there.
+func (s *Stack) dialDNS(ctx context.Context, network, _ string) (net.Conn, error) {
+	s.dns.mu.Lock()
+	if len(s.dns.cfg.Servers) == 0 {
+		s.dns.mu.Unlock()
+		return nil, &net.OpError{Op: "dial", Net: network, Err: errNoDNS}
+	}
+	i := s.dns.current
+	server := s.dns.cfg.Servers[i]
+	s.dns.mu.Unlock()
+	var (
+		c   net.Conn
+		err error
+	)
+	switch network {
+	case "udp", "udp4", "udp6":
+		c, err = s.DialUDP(server)
+	case "tcp", "tcp4", "tcp6":
+		c, err = s.DialTCP(ctx, server)
+	default:
+		return nil, &net.OpError{Op: "dial", Net: network, Err: net.UnknownNetworkError(network)}
+	}
+	if err != nil {
+		s.dnsFailed(i)
+		return nil, withNet(err, network)
+	}
+	dc := &dnsConn{Conn: c, failed: func() { s.dnsFailed(i) }}
+	if pc, ok := c.(net.PacketConn); ok {
+		// Go's resolver tells datagrams from streams by this interface.
+		return &dnsPacketConn{dnsConn: dc, pc: pc}, nil
+	}
+	return dc, nil
+}
+
+// dnsFailed makes the server after the ith current, unless another
+// failure already moved on.
+func (s *Stack) dnsFailed(i int) {
+	s.dns.mu.Lock()
+	defer s.dns.mu.Unlock()
+	if n := len(s.dns.cfg.Servers); n > 0 && s.dns.current == i {
+		s.dns.current = (i + 1) % n
+	}
+}
+
+// dnsConn is a connection to a DNS server that notes whether an answer
+// came before it closed.
+type dnsConn struct {
+	net.Conn
+	once     sync.Once
+	answered bool
+	failed   func()
+}
+
+func (c *dnsConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.answered = true
+	}
+	return n, err
+}
+
+func (c *dnsConn) Close() error {
+	c.once.Do(func() {
+		if !c.answered {
+			c.failed()
+		}
+	})
+	return c.Conn.Close()
+}
+
+// dnsPacketConn is a dnsConn over UDP: a net.PacketConn, so that Go's
+// resolver sends its queries as datagrams, not as length-prefixed
+// messages.
+type dnsPacketConn struct {
+	*dnsConn
+	pc net.PacketConn
+}
+
+func (c *dnsPacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, a, err := c.pc.ReadFrom(b)
+	if n > 0 {
+		c.answered = true
+	}
+	return n, a, err
+}
+
+func (c *dnsPacketConn) WriteTo(b []byte, a net.Addr) (int, error) { return c.pc.WriteTo(b, a) }
+
+// lookup resolves host for network ("tcp4" takes IPv4 addresses only,
+// "tcp6" IPv6, others both) with the stack's search list: a name with no
+// dot is tried in each search domain first, any other name as it is
+// first; a name ending in a dot is absolute and tried alone.
+func (s *Stack) lookup(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	family := "ip"
+	switch {
+	case strings.HasSuffix(network, "4"):
+		family = "ip4"
+	case strings.HasSuffix(network, "6"):
+		family = "ip6"
+	}
+	r := s.Resolver()
+	var firstErr error
+	for _, name := range s.candidates(host) {
+		addrs, err := r.LookupNetIP(ctx, family, name)
+		if err == nil && len(addrs) > 0 {
+			for i, a := range addrs {
+				addrs[i] = a.Unmap()
+			}
+			return addrs, nil
+		}
+		var de *net.DNSError
+		if errors.As(err, &de) && !de.IsNotFound {
+			// A server failure or a timeout: the next candidate
+			// would meet the same, as Go's resolver stops too.
+			return nil, err
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if firstErr == nil {
+		firstErr = &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return nil, firstErr
+}
+
+// candidates are the absolute names host is tried as, in order.
+func (s *Stack) candidates(host string) []string {
+	if strings.HasSuffix(host, ".") {
+		return []string{host}
+	}
+	s.dns.mu.Lock()
+	search := slices.Clone(s.dns.cfg.Search)
+	s.dns.mu.Unlock()
+	var names []string
+	for _, d := range search {
+		names = append(names, host+"."+d+".")
+	}
+	if strings.Contains(host, ".") {
+		return append([]string{host + "."}, names...)
+	}
+	return append(names, host+".")
+}
+
+// validName reports whether name is a domain name: labels of letters,
+// digits, hyphens and underscores, 1 to 63 bytes each, 253 in all (RFC
+// 1035 section 2.3.4; underscores for service labels, as Go allows).
+func validName(name string) bool {
+	if len(name) == 0 || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if len(label) == 0 || len(label) > 63 {
+			return false
+		}
+		for _, c := range []byte(label) {
+			ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_'
+			if !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
