@@ -1,0 +1,128 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/stack"
+)
+
+// manyAddrs is how many addresses many.lan has: 16 bytes of answer each,
+// more than the 1232 bytes Go's resolver asks UDP answers to fit (EDNS0).
+const manyAddrs = 100
+
+// startNamespaceDnsmasq runs dnsmasq in h's namespace on the kernel's side
+// of the TAP, as the DNS server of the network GoNet is on: it knows
+// host.lan (GoNet's own address), kernel.lan (the kernel's), many.lan (manyAddrs addresses: an answer
+// truncated over UDP) and nothing else, and asks no one else.
+func startNamespaceDnsmasq(t *testing.T, h *host) {
+	t.Helper()
+	args := []string{"--keep-in-foreground", "--conf-file=/dev/null",
+		"--no-resolv", "--no-hosts", "--listen-address=" + kernelAddr.Addr().String(), "--bind-interfaces",
+		"--pid-file=", "--log-facility=-", "--log-queries", "--local=/lan/",
+		"--host-record=host.lan," + gonetAddr.Addr().String(), "--host-record=kernel.lan," + kernelAddr.Addr().String(), "--srv-host=_echo._tcp.lan,host.lan,7"}
+	for i := range manyAddrs {
+		args = append(args, "--host-record=many.lan,10.98.0."+strconv.Itoa(i+1))
+	}
+	var out bytes.Buffer
+	cmd := h.ns.Command(context.Background(), "dnsmasq", args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dnsmasq: %v", err)
+	}
+	pgid := cmd.Process.Pid
+	t.Cleanup(func() {
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dnsmasq:\n%s", out.String())
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "started"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dnsmasq did not start:\n%s", out.String())
+		}
+	}
+}
+
+// GoNet resolves names through the network's DNS server, the kernel's
+// dnsmasq, over UDP, and over TCP for an answer truncated over UDP;
+// LookupSRV works as on the host; DialContext takes a name and completes
+// one with no dot in the search domain.
+func TestResolverAgainstDnsmasq(t *testing.T) {
+	h := newHost(t, options{})
+	startNamespaceDnsmasq(t, h)
+	if err := h.stack.SetDNS(stack.DNSConfig{
+		Servers: []netip.AddrPort{netip.AddrPortFrom(kernelAddr.Addr(), 53)},
+		Search:  []string{"lan"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r := h.stack.Resolver()
+
+	addrs, err := r.LookupNetIP(ctx, "ip4", "host.lan.")
+	if err != nil || !slices.Equal(addrs, []netip.Addr{gonetAddr.Addr()}) {
+		t.Fatalf("host.lan: %v, %v; want %v", addrs, err, gonetAddr.Addr())
+	}
+	many, err := r.LookupNetIP(ctx, "ip4", "many.lan.")
+	if err != nil || len(many) != manyAddrs {
+		t.Fatalf("many.lan: %d addresses, %v; want %d (the answer over TCP)", len(many), err, manyAddrs)
+	}
+	if tcp := h.stack.Counters()["TCP.ActiveOpens"]; tcp == 0 {
+		t.Errorf("many.lan answered with TCP.ActiveOpens %d: the truncated answer was not asked again over TCP", tcp)
+	}
+	_, srvs, err := r.LookupSRV(ctx, "echo", "tcp", "lan.")
+	if err != nil || len(srvs) != 1 || srvs[0].Target != "host.lan." || srvs[0].Port != 7 {
+		t.Fatalf("_echo._tcp.lan: %v, %v; want host.lan. port 7", srvs, err)
+	}
+	if _, err := r.LookupNetIP(ctx, "ip4", "nowhere.lan."); err == nil {
+		t.Fatal("nowhere.lan resolved")
+	} else if de, ok := err.(*net.DNSError); !ok || !de.IsNotFound {
+		t.Fatalf("nowhere.lan: %v, want not found", err)
+	}
+
+	// A name with no dot, completed in the search domain, dialled:
+	// the kernel listens on the address dnsmasq gives kernel.lan.
+	var ln net.Listener
+	if err := h.ns.Do(func() (err error) {
+		ln, err = net.Listen("tcp4", net.JoinHostPort(kernelAddr.Addr().String(), "8053"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello from the kernel"))
+			c.Close()
+		}
+	}()
+	c, err := h.stack.DialContext(ctx, "tcp", "kernel:8053")
+	if err != nil {
+		t.Fatalf("dial kernel:8053: %v", err)
+	}
+	defer c.Close()
+	if got := c.RemoteAddr().String(); got != net.JoinHostPort(kernelAddr.Addr().String(), "8053") {
+		t.Errorf("kernel:8053 connected to %s", got)
+	}
+	b := make([]byte, 64)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, _ := c.Read(b); string(b[:n]) != "hello from the kernel" {
+		t.Errorf("read %q from kernel:8053", b[:n])
+	}
+}
