@@ -795,66 +795,13 @@ func TestIPv6PathMTUDiscoveryThroughKernelRouter(t *testing.T) {
 	if err := h.stack.AddRoute(farAddr6.Masked(), h.kernelLL, h.dev); err != nil {
 		t.Fatal(err)
 	}
-	const size = 4 << 20
-	cmd := far.Command(ctx, "socat", "-u", "TCP6-LISTEN:5001,reuseaddr", "STDOUT")
-	got := newDigest()
-	cmd.Stdout = got
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	raddr := netip.AddrPortFrom(farAddr6.Addr(), 5001)
-	var c *tcp.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		var err error
-		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err = h.stack.DialTCP(dctx, raddr)
-		dcancel()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GoNet dials %v through the router: %v", raddr, err)
-		}
-		time.Sleep(20 * time.Millisecond) // socat is not listening yet
-	}
+	c := sendThroughRouter(ctx, t, h.stack, far, "TCP6-LISTEN:5001,reuseaddr", netip.AddrPortFrom(farAddr6.Addr(), 5001))
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(50 * time.Second))
-	sent := newDigest()
-	start := time.Now()
-	if err := sendAll(c, 7, size, sent); err != nil {
-		t.Fatalf("GoNet: %v", err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("socat: %v: %s", err, stderr.String())
-	}
-	if got.n != size || got.sum() != sent.sum() {
-		t.Fatalf("GoNet sent %d bytes (sha256 %s), the far host received %d (sha256 %s)", int64(size), sent.sum(), got.n, got.sum())
-	}
-	logRate(t, "GoNet through the router", size, time.Since(start))
-	ci := c.Info()
 	ri, err := h.stack.IPv6().Route(farAddr6.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("connection MSS %d, route MTU %d", ci.MSS, ri.MTU)
-	if ri.MTU != 1280 {
-		t.Errorf("route MTU %d, want the narrow link's 1280", ri.MTU)
-	}
-	if ci.MSS > 1280-60 {
-		t.Errorf("MSS %d does not fit the path MTU 1280", ci.MSS)
-	}
-	counters := h.stack.Counters()
-	for _, name := range []string{"IPv6.PMTUUpdates", "ICMPv6.InPktTooBigs", "TCP.PMTUReductions"} {
-		if counters[name] < 1 {
-			t.Errorf("%s = %d, want at least 1", name, counters[name])
-		}
-		t.Logf("%s %d", name, counters[name])
-	}
-	if n := counters["TCP.OutOfWindowIcmps"]; n != 0 {
-		t.Errorf("TCP.OutOfWindowIcmps = %d: the router's genuine reports were rejected", n)
-	}
+	checkPathMTU(t, h.stack, c, ri.MTU, wire.IPv6HeaderLen, "IPv6.PMTUUpdates", "ICMPv6.InPktTooBigs", "TCP.PMTUReductions")
 	// Pings larger than the path now go in fragments that fit it.
 	h.gonetPing(t, farAddr6.Addr(), 1452)
 	h.gonetPing(t, farAddr6.Addr(), 8000)

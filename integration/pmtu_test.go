@@ -9,7 +9,9 @@ import (
 
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // Path MTU discovery (RFC 1191) through a kernel router: GoNet's namespace
@@ -57,10 +59,27 @@ func TestPathMTUDiscoveryThroughKernelRouter(t *testing.T) {
 	checkGoroutines(t)
 	h, far := routedHost(t, 1280)
 	defer h.logCounters(t, true)
-	const size = 4 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cmd := far.Command(ctx, "socat", "-u", "TCP4-LISTEN:5001,reuseaddr", "STDOUT")
+	c := sendThroughRouter(ctx, t, h.stack, far, "TCP4-LISTEN:5001,reuseaddr", netip.AddrPortFrom(farAddr.Addr(), 5001))
+	defer c.Close()
+	ri, err := h.stack.IPv4().Route(farAddr.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPathMTU(t, h.stack, c, ri.MTU, wire.IPv4MinHeaderLen, "IPv4.PMTUUpdates", "TCP.PMTUReductions", "TCP.PMTURetransmits")
+	counters := h.stack.Counters()
+	t.Logf("TCP.Timeouts %d, TCP.RetransSegs %d", counters["TCP.Timeouts"], counters["TCP.RetransSegs"])
+}
+
+// sendThroughRouter starts socat listening (listen) in far, dials it at
+// raddr from stack s through its kernel neighbour, a router onto a narrower link, and
+// sends 4 MiB, checking that the far host received every byte. It returns
+// the connection, whose state then tells what path MTU discovery learnt.
+func sendThroughRouter(ctx context.Context, t *testing.T, s *stack.Stack, far *netns.NS, listen string, raddr netip.AddrPort) *tcp.Conn {
+	t.Helper()
+	const size = 4 << 20
+	cmd := far.Command(ctx, "socat", "-u", listen, "STDOUT")
 	got := newDigest()
 	cmd.Stdout = got
 	var stderr bytes.Buffer
@@ -68,12 +87,11 @@ func TestPathMTUDiscoveryThroughKernelRouter(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	raddr := netip.AddrPortFrom(farAddr.Addr(), 5001)
 	var c *tcp.Conn
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		var err error
 		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err = h.stack.DialTCP(dctx, raddr)
+		c, err = s.DialTCP(dctx, raddr)
 		dcancel()
 		if err == nil {
 			break
@@ -83,41 +101,49 @@ func TestPathMTUDiscoveryThroughKernelRouter(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // socat is not listening yet
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(100 * time.Second))
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
 	sent := newDigest()
 	start := time.Now()
 	if err := sendAll(c, 7, size, sent); err != nil {
+		c.Close()
 		t.Fatalf("GoNet: %v", err)
 	}
 	if err := cmd.Wait(); err != nil {
+		c.Close()
 		t.Fatalf("socat: %v: %s", err, stderr.String())
 	}
 	if got.n != size || got.sum() != sent.sum() {
+		c.Close()
 		t.Fatalf("GoNet sent %d bytes (sha256 %s), the far host received %d (sha256 %s)", int64(size), sent.sum(), got.n, got.sum())
 	}
 	logRate(t, "GoNet through the router", size, time.Since(start))
+	return c
+}
+
+// checkPathMTU checks what c and its route learnt behind a 1280-byte link on s:
+// the route's MTU routeMTU is the link's, the connection's MSS fits it
+// under a network header of hdrLen bytes and TCP's 20, each of counters
+// moved, and no genuine report was taken for a forgery.
+func checkPathMTU(t *testing.T, s *stack.Stack, c *tcp.Conn, routeMTU, hdrLen int, counters ...string) {
+	t.Helper()
 	ci := c.Info()
-	ri, err := h.stack.IPv4().Route(farAddr.Addr())
-	if err != nil {
-		t.Fatal(err)
+	t.Logf("connection MSS %d, route MTU %d", ci.MSS, routeMTU)
+	if routeMTU != 1280 {
+		t.Errorf("route MTU %d, want the narrow link's 1280", routeMTU)
 	}
-	t.Logf("connection MSS %d, route MTU %d", ci.MSS, ri.MTU)
-	if ri.MTU != 1280 {
-		t.Errorf("route MTU %d, want the narrow link's 1280", ri.MTU)
-	}
-	if ci.MSS > 1280-40 {
+	if ci.MSS > 1280-hdrLen-wire.TCPMinHeaderLen {
 		t.Errorf("MSS %d does not fit the path MTU 1280", ci.MSS)
 	}
-	counters := h.stack.Counters()
-	for _, name := range []string{"IPv4.PMTUUpdates", "TCP.PMTUReductions", "TCP.PMTURetransmits"} {
-		if counters[name] < 1 {
-			t.Errorf("%s = %d, want at least 1", name, counters[name])
+	got := s.Counters()
+	for _, name := range counters {
+		if got[name] < 1 {
+			t.Errorf("%s = %d, want at least 1", name, got[name])
 		}
-		t.Logf("%s %d", name, counters[name])
+		t.Logf("%s %d", name, got[name])
 	}
-	if n := counters["TCP.OutOfWindowIcmps"]; n != 0 {
+	if n := got["TCP.OutOfWindowIcmps"]; n != 0 {
 		t.Errorf("TCP.OutOfWindowIcmps = %d: the router's genuine reports were rejected", n)
 	}
-	t.Logf("TCP.Timeouts %d, TCP.RetransSegs %d", counters["TCP.Timeouts"], counters["TCP.RetransSegs"])
 }
