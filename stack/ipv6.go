@@ -3,6 +3,7 @@ package stack
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -108,11 +109,16 @@ func (h linkHost) SetDefaultRouter(router netip.Addr, pref ndp.Preference, lifet
 		h.s.env.Log.Info("default router gone", "nic", h.iface.Name(), "router", router.String())
 		return
 	}
+	// Every advertisement renews the router's lifetime: only a new
+	// router, or a new preference, is news.
+	known := slices.Contains(h.s.ip6.Routes(), ipv6.Route{Dst: r.Dst, Gateway: router.WithZone(""), Iface: h.iface, Preference: r.Preference})
 	if err := h.s.ip6.AddRoute(r); err != nil {
 		h.s.env.Log.Warn("default router not added", "nic", h.iface.Name(), "router", router.String(), "err", err)
 		return
 	}
-	h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", int(pref))
+	if !known {
+		h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", int(pref))
+	}
 }
 
 func (h linkHost) SetLinkMTU(mtu int) { h.iface.SetLinkMTU(mtu) }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/internal/logs"
@@ -15,6 +18,7 @@ import (
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/pipe"
+	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/stack"
 )
 
@@ -225,4 +229,90 @@ func TestAPeersARPIsNoConflict(t *testing.T) {
 	if got := events.Messages(t, conflictMsg); len(got) != 0 {
 		t.Errorf("the peer's ARP logged %v", got)
 	}
+}
+
+// A router's advertisements renew its lifetime every few minutes: the
+// default router is news when it first advertises, not at each renewal.
+func TestStackLogsADefaultRouterOnce(t *testing.T) {
+	log, events := logtest.New(slog.LevelInfo)
+	s := stack.New(stack.Config{Logger: log, NDP: ndp.Config{NoDAD: true, NoRouterSolicitation: true, NoSLAAC: true}})
+	defer s.Close()
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 7}
+	routerMAC := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	ep, peer := pipe.New(1500, mac, routerMAC)
+	defer peer.Close()
+	if err := s.AddNIC("tap7", ep); err != nil {
+		t.Fatal(err)
+	}
+	router := netip.MustParseAddr("fe80::1")
+	ra := routerAdvertisement(t, routerMAC, router)
+	nd, err := s.NeighborDiscovery("tap7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		pk := buffer.NewPool().Get(len(ra))
+		copy(pk.Bytes(), ra)
+		if _, err := peer.WriteBatch([]*buffer.Packet{pk}); err != nil {
+			t.Fatal(err)
+		}
+		pk.Release()
+		waitCount(t, s, "NDP.tap7.InRouterAdvertisements", int64(i+1))
+		// What the advertisement decided reaches the stack on ndp's
+		// own goroutine.
+		if err := nd.Sync(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRoute(t, s, router)
+	n := 0
+	for _, e := range events.Events(t) {
+		if e.Str("msg") == "default router" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("logged \"default router\" %d times for three advertisements, want once", n)
+	}
+}
+
+// routerAdvertisement is an Ethernet frame with a Router Advertisement from
+// router (RFC 4861 section 4.2): lifetime 1800 s, no options.
+func routerAdvertisement(t *testing.T, mac net.HardwareAddr, router netip.Addr) []byte {
+	t.Helper()
+	eth := &layers.Ethernet{SrcMAC: mac, DstMAC: net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}, EthernetType: layers.EthernetTypeIPv6}
+	ip6 := &layers.IPv6{Version: 6, HopLimit: 255, NextHeader: layers.IPProtocolICMPv6,
+		SrcIP: router.AsSlice(), DstIP: net.ParseIP("ff02::1")}
+	icmp := &layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeRouterAdvertisement, 0)}
+	icmp.SetNetworkLayerForChecksum(ip6)
+	ra := &layers.ICMPv6RouterAdvertisement{HopLimit: 64, RouterLifetime: 1800}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, eth, ip6, icmp, ra); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// waitCount waits for s's counter name to reach want.
+func waitCount(t *testing.T, s *stack.Stack, name string, want int64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if s.Counters()[name] >= want {
+			return
+		}
+	}
+	t.Fatalf("%s = %d, want %d", name, s.Counters()[name], want)
+}
+
+// waitRoute waits for s's default route through router.
+func waitRoute(t *testing.T, s *stack.Stack, router netip.Addr) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		for _, r := range s.Routes6() {
+			if r.Gateway == router && r.Dst.Bits() == 0 {
+				return
+			}
+		}
+	}
+	t.Fatalf("no default route through %v", router)
 }
