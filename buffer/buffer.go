@@ -19,11 +19,14 @@ import (
 const Headroom = 160
 
 // classes are the capacities the pools hand out. Frames fit the first; UDP
-// datagrams and reassembled IPv4 datagrams up to 65535 bytes fit the last.
-var classes = [...]int{2048, 16384, 65536 + Headroom}
+// datagrams and reassembled datagrams of either family fit the last.
+var classes = [...]int{2048, 16384, MaxSize + Headroom}
 
-// MaxSize is the largest data size Get can serve.
-const MaxSize = 65536
+// MaxSize is the largest data size Get can serve: the largest IPv6
+// datagram, 40 bytes of fixed header and the 65535 of payload its 16-bit
+// length allows (RFC 8200 section 3), rounded up to 64 bytes. IPv4's
+// largest, 65535 bytes in all, fits with room to spare.
+const MaxSize = 65536 + 64
 
 // Offload is the per-packet offload metadata of the virtio-net header
 // (virtio spec 1.1 section 5.1.6, struct virtio_net_hdr). It travels with the

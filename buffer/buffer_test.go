@@ -24,7 +24,7 @@ func panics(f func()) (msg string) {
 
 func TestGetGivesTheLengthAndHeadroom(t *testing.T) {
 	p := buffer.NewPool()
-	// The size classes are 2048, 16384 and 65536+Headroom bytes.
+	// The size classes are 2048, 16384 and MaxSize+Headroom bytes.
 	tests := []struct {
 		n       int
 		wantCap int
@@ -34,8 +34,8 @@ func TestGetGivesTheLengthAndHeadroom(t *testing.T) {
 		{2048 - buffer.Headroom, 2048 - buffer.Headroom},
 		{2048 - buffer.Headroom + 1, 16384 - buffer.Headroom},
 		{9014, 16384 - buffer.Headroom},
-		{16384 - buffer.Headroom + 1, 65536},
-		{buffer.MaxSize, 65536},
+		{16384 - buffer.Headroom + 1, buffer.MaxSize},
+		{buffer.MaxSize, buffer.MaxSize},
 	}
 	for _, tt := range tests {
 		pk := p.Get(tt.n)

@@ -24,9 +24,10 @@ type fragKey struct {
 }
 
 // maxDatagram is the longest datagram reassembly builds: the fixed header
-// and a payload length of 65535, or less where the stack's buffers are
-// smaller. A reassembled datagram longer than that is discarded as
-// oversize: RFC 8200 section 5 obliges a node to reassemble 1500 bytes.
+// and a payload length of 65535, which the stack's buffers hold. The chain
+// walk already refuses a fragment that would end past it (Parameter
+// Problem, RFC 8200 section 4.5); the bound stays as reassembly's own
+// guard, counted as oversize.
 var maxDatagram = min(wire.IPv6HeaderLen+wire.IPv6MaxPayloadLen, buffer.MaxSize)
 
 // newReassembler returns the IPv6 layer's reassembly state, counted in its

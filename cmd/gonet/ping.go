@@ -26,8 +26,7 @@ const maxPingSize = 65535 - 20 - icmpEchoHeaderLen
 
 // maxPing6Size is the same for IPv6, whose payload length, unlike IPv4's
 // total length, does not count the fixed header: 65535 less the ICMPv6
-// echo header (8). The reply to more than 65488 bytes is longer than the
-// 65536-byte datagrams GoNet reassembles, and never arrives.
+// echo header (8).
 const maxPing6Size = icmpv6.MaxPingSize
 
 // ipHeaderLen is the header ping adds to the sizes it prints: IPv4's 20,

@@ -41,9 +41,12 @@ const DefaultMTU = 1500
 // carry (RFC 791 section 3.2).
 const MinMTU = 68
 
-// MaxMTU is the largest MTU accepted: a whole frame must fit a packet
-// buffer. It is above passt's and slirp's 65520.
-const MaxMTU = buffer.MaxSize - link.EthernetHeaderLen
+// MaxMTU is the largest MTU accepted: a frame of 64 KiB, which fits a
+// packet buffer. It is above passt's and slirp's 65520.
+const MaxMTU = 65536 - link.EthernetHeaderLen
+
+// A compile-time check that a frame of MaxMTU fits a packet's data.
+const _ = uint(buffer.MaxSize - (MaxMTU + link.EthernetHeaderLen))
 
 // readBufSize is the buffered reader's size: room for two frames at
 // MaxMTU, so that big frames batch too, and for more than a batch of

@@ -321,7 +321,7 @@ func TestOpenErrorsNameTheDeviceAndCause(t *testing.T) {
 	}{
 		{"name too long", "a-very-long-name-indeed", Options{}, "tap a-very-long-name-indeed: interface name"},
 		{"MTU below IPv4's minimum", "gt0", Options{MTU: 67}, "tap gt0: MTU 67 outside 68.."},
-		{"MTU beyond a buffer", "gt0", Options{MTU: buffer.MaxSize}, "tap gt0: MTU 65536 outside"},
+		{"MTU beyond the kernel's", "gt0", Options{MTU: MaxMTU + 1}, "tap gt0: MTU 65522 outside"},
 		{"multicast MAC", "gt0", Options{MAC: net.HardwareAddr{1, 0, 0x5e, 0, 0, 1}}, "tap gt0: MAC 01:00:5e:00:00:01 is not a unicast"},
 		{"short MAC", "gt0", Options{MAC: net.HardwareAddr{2, 0, 0}}, "tap gt0: MAC 02:00:00 is not a unicast"},
 	}
