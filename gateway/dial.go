@@ -43,8 +43,10 @@ type hostTCP struct {
 // with ctx's error when ctx ends first.
 func dialHost(ctx context.Context, dst netip.AddrPort) (*hostTCP, error) {
 	af := syscall.AF_INET
-	var sa syscall.Sockaddr = &syscall.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
-	if dst.Addr().Is6() {
+	var sa syscall.Sockaddr
+	if dst.Addr().Is4() {
+		sa = &syscall.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
+	} else {
 		af, sa = syscall.AF_INET6, &syscall.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
 	}
 	fd, err := syscall.Socket(af, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)

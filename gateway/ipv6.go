@@ -39,6 +39,11 @@ func startIPv6(s *stack.Stack, nicName string, n Network6) error {
 	if err := s.AddRoute(n.Prefix, netip.Addr{}, nicName); err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
+	// A router takes what is sent to all-routers (RFC 4291 section
+	// 2.8): the guest's router solicitations (RFC 4861 section 6.3.7).
+	if err := s.JoinGroup(nicName, ipv6.AllRouters); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
 	err = nd.Advertise(ndp.RouterConfig{
 		Prefixes:   []ndp.AdvPrefix{{Prefix: n.Prefix}},
 		DNSServers: []netip.Addr{n.DNS},
