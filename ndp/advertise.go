@@ -260,7 +260,7 @@ func (p *Protocol) sendFinalAdvertisements(a *advertiser) {
 // MIN_DELAY_BETWEEN_RAS of the last one. p.mu is held.
 func (p *Protocol) solicitedLocked(a *advertiser) {
 	now := p.env.Clock.Now()
-	at := now.Add(time.Duration(p.env.Rand.IntN(int(MaxRADelayTime)+1)))
+	at := now.Add(time.Duration(p.env.Rand.IntN(int(MaxRADelayTime) + 1)))
 	a.mu.Lock()
 	if !a.last.IsZero() && at.Before(a.last.Add(MinDelayBetweenRAs)) {
 		at = a.last.Add(MinDelayBetweenRAs)
