@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 )
 
 // The gateway's IPv6 (issue 12) at the daemon's level, on the world of
@@ -124,6 +126,7 @@ func sha256File(t *testing.T, path string) string {
 }
 
 func TestGatewayDaemonIPv6(t *testing.T) {
+	netnstest.RequireTool(t, "sysctl")
 	bin := buildGonet(t)
 	w := newGWWorld(t, bin)
 	w.withIPv6(t)

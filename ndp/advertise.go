@@ -139,8 +139,12 @@ type advertiser struct {
 	stopping bool
 }
 
-// errAdvertising is returned by a second Advertise.
-var errAdvertising = errors.New("already advertising")
+// errAdvertising is returned by a second Advertise, errClosed by one
+// after Close.
+var (
+	errAdvertising = errors.New("already advertising")
+	errClosed      = errors.New("neighbour discovery closed")
+)
 
 // Advertise makes the interface an advertising one (RFC 4861 section 6.2.2)
 // with cfg: a router for the link, as a user-mode gateway is for its
@@ -152,7 +156,11 @@ func (p *Protocol) Advertise(cfg RouterConfig) error {
 	}
 	a := &advertiser{cfg: cfg, wake: make(chan struct{}, 1)}
 	p.mu.Lock()
-	if p.adv != nil || p.closed {
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return fmt.Errorf("ndp: advertise on %s: %w", p.nic.Name(), errClosed)
+	case p.adv != nil:
 		p.mu.Unlock()
 		return fmt.Errorf("ndp: advertise on %s: %w", p.nic.Name(), errAdvertising)
 	}
