@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,6 +167,15 @@ func TestGatewayDaemonIPv6(t *testing.T) {
 			if a, b := sha256File(t, got), streamSHA256(n); a != b {
 				t.Errorf("curl -6 %s: SHA-256 %s, served %s", url, a, b)
 			}
+		}
+	})
+	t.Run("no route on the host is ICMPv6 no route in the guest", func(t *testing.T) {
+		// 3fff::/20 (RFC 9637, documentation): the host namespace has no
+		// route to it, so the host's connect fails at once, and nothing
+		// leaves the test's namespaces.
+		_, err := w.guestDial("tcp6", "[3fff::1]:80", 10*time.Second)
+		if !errors.Is(err, syscall.ENETUNREACH) {
+			t.Errorf("guest's connect: %v, want ENETUNREACH from ICMPv6 destination unreachable, no route", err)
 		}
 	})
 	t.Run("a UDP exchange with the internet", func(t *testing.T) {
