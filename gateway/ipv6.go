@@ -54,9 +54,11 @@ func startIPv6(s *stack.Stack, nicName string, n Network6) error {
 	return nil
 }
 
-// WaitIPv6 returns once the gateway's IPv6 addresses are usable, past
-// duplicate address detection (RFC 4862 section 5.4: a second on a quiet
-// link), so that services can bind to them; at once with Config.NoIPv6.
+// WaitIPv6 returns once the gateway's IPv6 addresses, its link-local one
+// among them, are usable, past duplicate address detection (RFC 4862
+// section 5.4: a second or two on a quiet link), so that services can
+// bind to them and the advertisements have begun; at once with
+// Config.NoIPv6.
 // It fails when ctx ends first, or when DAD found an address a duplicate
 // (another node on the guest's link holds it).
 func (g *Gateway) WaitIPv6(ctx context.Context) error {
@@ -71,14 +73,18 @@ func (g *Gateway) WaitIPv6(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		// The link-local address too: advertisements come from it
+		// (RFC 4861 section 6.1.2), and start once it is past DAD.
+		linkLocal := false
 		for _, a := range nd.Addresses() {
 			if a.State == ndp.Duplicate && (a.Prefix.Addr() == n.Gateway || a.Prefix.Addr() == n.DNS) {
 				return fmt.Errorf("gateway: IPv6 address %v: another node on the guest's link holds it (DAD)", a.Prefix.Addr())
 			}
+			linkLocal = linkLocal || (a.Prefix.Addr().IsLinkLocalUnicast() && a.State == ndp.Preferred)
 		}
 		// Usable once the IPv6 layer, which ndp tells in its own
 		// goroutine, holds them past DAD.
-		ready := true
+		ready := linkLocal
 		for _, a := range []netip.Addr{n.Gateway, n.DNS} {
 			st, ok := g.s.IPv6().AddressState(a)
 			ready = ready && ok && st != ipv6.Tentative

@@ -443,7 +443,9 @@ func (h *host) configure(c *linkConfig) error {
 		}
 	}
 	h.addrs = slices.Clone(c.addrs)
-	if !c.noIPv6 {
+	// A router (the gateway) waits for its own addresses itself
+	// (gateway.WaitIPv6), their DAD beside the link-local address's.
+	if !c.noIPv6 && !c.router {
 		ready, err := h.awaitDAD(wait, len(c.addrs) == 0, dadTimeout)
 		if err != nil {
 			return err

@@ -32,11 +32,11 @@ func logLines(t *testing.T, log string) []map[string]any {
 // stack's events and the daemon's.
 var startStop = []string{"collector set", "NIC up", "address added", "address added", "relaying pings", "forwarding DNS", "NIC down"}
 
-// startStop6 is startStop with IPv6: the link-local address first (the
-// stack is brought up once it is past DAD), then the gateway's addresses,
-// and its router advertising once they are usable.
-var startStop6 = []string{"collector set", "NIC up", "address added", "address added", "address added", "relaying pings", "forwarding DNS",
-	"address added", "address added", "advertising IPv6", "NIC down"}
+// startStop6 is startStop with IPv6: the gateway's IPv6 addresses, its
+// link-local one among them, each once past DAD, and its router
+// advertising once they all are.
+var startStop6 = []string{"collector set", "NIC up", "address added", "address added", "relaying pings", "forwarding DNS",
+	"address added", "address added", "address added", "advertising IPv6", "NIC down"}
 
 // The daemon's start-up events, logged by a gateway on a VM's socket (no
 // privilege needed), parsed as a log pipeline would: each line a JSON
