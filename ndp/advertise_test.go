@@ -175,3 +175,14 @@ func TestAdvertiseRefusesWhatRFC4861Forbids(t *testing.T) {
 		})
 	}
 }
+
+func TestClosingRouterAdvertisesALifetimeOfZero(t *testing.T) {
+	h := newRouter(t)
+	h.nextRA(0)
+	h.p.Close()
+	f := h.next(layers.ICMPv6TypeRouterAdvertisement)
+	ra := f.pkt.Layer(layers.LayerTypeICMPv6RouterAdvertisement).(*layers.ICMPv6RouterAdvertisement)
+	if ra.RouterLifetime != 0 {
+		t.Errorf("final advertisement's router lifetime %d, want 0 (RFC 4861 6.2.5)", ra.RouterLifetime)
+	}
+}
