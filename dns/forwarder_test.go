@@ -151,6 +151,11 @@ func (u *upstream) answer(b []byte) []byte {
 			Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60},
 			A:   answerAddr.AsSlice(),
 		})
+	case strings.EqualFold(q.Name, "gonet.test.") && q.Qtype == mdns.TypeAAAA:
+		m.Answer = append(m.Answer, &mdns.AAAA{
+			Hdr:  mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypeAAAA, Class: mdns.ClassINET, Ttl: 60},
+			AAAA: answerAddr6.AsSlice(),
+		})
 	case strings.EqualFold(q.Name, "big.test.") && q.Qtype == mdns.TypeTXT:
 		for i := range bigTXT {
 			m.Answer = append(m.Answer, &mdns.TXT{
@@ -379,6 +384,23 @@ func TestUDPQueryAnsweredWithUpstreamsAnswerAndID(t *testing.T) {
 	}
 	if zeros > 1 {
 		t.Errorf("the upstream saw the guest's IDs %v, not random ones", up.queryIDs())
+	}
+}
+
+// answerAddr6 is gonet.test's AAAA record at the test's upstream.
+var answerAddr6 = netip.MustParseAddr("fd00::77")
+
+// The gateway's guest asks for AAAA records as for any (issue 12): the
+// forwarder relays every type, and the answer comes back whole.
+func TestAAAAQueryAnsweredWithUpstreamsAnswer(t *testing.T) {
+	up := newUpstream(t)
+	_, guest := forwarder(t, dns.Config{Upstreams: []netip.AddrPort{up.addr}})
+	m := unpack(t, exchangeUDP(t, guest, pack(t, newQuery("gonet.test", mdns.TypeAAAA, 0x6666, 0)), 5*time.Second))
+	if m.Id != 0x6666 || m.Rcode != mdns.RcodeSuccess || len(m.Answer) != 1 {
+		t.Fatalf("AAAA answer: ID %#x rcode %s, %d records; want ID 0x6666, NOERROR, one record", m.Id, mdns.RcodeToString[m.Rcode], len(m.Answer))
+	}
+	if a, ok := m.Answer[0].(*mdns.AAAA); !ok || !a.AAAA.Equal(answerAddr6.AsSlice()) {
+		t.Errorf("AAAA answer %v, want %v", m.Answer[0], answerAddr6)
 	}
 }
 

@@ -56,6 +56,48 @@ func nthAddr(subnet netip.Prefix, n uint32) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
+// DefaultPrefix6 is slirp4netns --enable-ipv6's network, fd00::/64.
+var DefaultPrefix6 = netip.MustParsePrefix("fd00::/64")
+
+// Network6 is the guest's IPv6 side of the gateway, laid out as
+// slirp4netns --enable-ipv6 does: the gateway is ::2 of the prefix, the
+// DNS forwarder ::3, and the guest forms its own address in the prefix by
+// SLAAC (RFC 4862) from the gateway's router advertisements.
+type Network6 struct {
+	Prefix  netip.Prefix // the guest's /64, masked
+	Gateway netip.Addr   // the gateway's address in it, and the host's loopback (::1)
+	DNS     netip.Addr   // the DNS forwarder
+}
+
+// NewNetwork6 lays out prefix as slirp4netns does. The prefix must be an
+// IPv6 /64 of global or unique local scope: SLAAC forms a 64-bit interface
+// identifier on Ethernet (RFC 4862 section 5.5.3 d, RFC 2464 section 4),
+// and routers advertise no link-local prefix (RFC 4861 section 6.2.3).
+func NewNetwork6(prefix netip.Prefix) (Network6, error) {
+	a := prefix.Addr()
+	switch {
+	case !a.Is6() || a.Is4In6():
+		return Network6{}, fmt.Errorf("gateway: IPv6 prefix %v: not IPv6", prefix)
+	case prefix.Bits() != 64:
+		return Network6{}, fmt.Errorf("gateway: IPv6 prefix %v: not a /64, which SLAAC needs", prefix)
+	case a.IsLinkLocalUnicast() || a.IsMulticast() || a.IsLoopback() || a.IsUnspecified():
+		return Network6{}, fmt.Errorf("gateway: IPv6 prefix %v: not a unicast prefix a router advertises", prefix)
+	}
+	prefix = prefix.Masked()
+	return Network6{
+		Prefix:  prefix,
+		Gateway: nthAddr6(prefix, gatewayHost),
+		DNS:     nthAddr6(prefix, dnsHost),
+	}, nil
+}
+
+// nthAddr6 returns the nth address of a /64.
+func nthAddr6(prefix netip.Prefix, n uint32) netip.Addr {
+	b := prefix.Addr().As16()
+	b[12], b[13], b[14], b[15] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	return netip.AddrFrom16(b)
+}
+
 // Proto is a transport protocol a forward carries.
 type Proto string
 

@@ -42,7 +42,14 @@ type hostTCP struct {
 // SO_KEEPALIVE (relayTCP's reason). It fails with the connect's errno, or
 // with ctx's error when ctx ends first.
 func dialHost(ctx context.Context, dst netip.AddrPort) (*hostTCP, error) {
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	af := syscall.AF_INET
+	var sa syscall.Sockaddr
+	if dst.Addr().Is4() {
+		sa = &syscall.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()}
+	} else {
+		af, sa = syscall.AF_INET6, &syscall.SockaddrInet6{Port: int(dst.Port()), Addr: dst.Addr().As16()}
+	}
+	fd, err := syscall.Socket(af, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, os.NewSyscallError("socket", err)
 	}
@@ -50,7 +57,7 @@ func dialHost(ctx context.Context, dst netip.AddrPort) (*hostTCP, error) {
 		syscall.Close(fd)
 		return nil, err
 	}
-	err = syscall.Connect(fd, &syscall.SockaddrInet4{Port: int(dst.Port()), Addr: dst.Addr().As4()})
+	err = syscall.Connect(fd, sa)
 	switch err {
 	case nil, syscall.EINPROGRESS, syscall.EINTR:
 	default:

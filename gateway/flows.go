@@ -5,18 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gonetstack/gonet/icmp"
+	"github.com/gonetstack/gonet/icmpv6"
 	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/udp"
-	"github.com/gonetstack/gonet/wire"
 )
 
 // The gateway's flows: the stack's forwarding hooks (stack.SetForwarding)
@@ -36,11 +37,19 @@ import (
 type Config struct {
 	// Network is the guest's network; the zero value is slirp4netns's.
 	Network Network
+	// Network6 is the guest's IPv6 network (ipv6.go); the zero value is
+	// slirp4netns's, fd00::/64. NoIPv6 leaves the guest IPv4-only, as
+	// slirp4netns without --enable-ipv6: no advertisements, and the
+	// guest's IPv6 flows are not taken.
+	Network6 Network6
+	NoIPv6   bool
 	// NoHostLoopback refuses the guest's flows to the gateway's address,
-	// which otherwise reach the host's loopback (127.0.0.1).
+	// which otherwise reach the host's loopback (127.0.0.1, or ::1 for
+	// the gateway's IPv6 address).
 	NoHostLoopback bool
-	// Deny refuses the guest's flows to these networks (TCP: a reset;
-	// UDP and ping: ICMP administratively prohibited).
+	// Deny refuses the guest's flows to these networks, of either family
+	// (TCP: a reset; UDP and ping: ICMP's or ICMPv6's administratively
+	// prohibited).
 	Deny []netip.Prefix
 	// MaxFlows bounds the TCP and UDP flows relayed at once; 4096 when 0.
 	MaxFlows int
@@ -63,6 +72,13 @@ func (c *Config) setDefaults() error {
 			return err
 		}
 		c.Network = n
+	}
+	if !c.NoIPv6 && !c.Network6.Prefix.IsValid() {
+		n, err := NewNetwork6(DefaultPrefix6)
+		if err != nil {
+			return err
+		}
+		c.Network6 = n
 	}
 	if c.MaxFlows == 0 {
 		c.MaxFlows = 4096
@@ -106,7 +122,7 @@ type Stats struct {
 	PingReplies     stats.Counter // answered by a reply
 	PingErrors      stats.Counter // answered by an ICMP error
 	PingTimeouts    stats.Counter // not answered in PingTimeout
-	PingUnsupported stats.Counter // dropped: the host allows no ping socket and no raw socket
+	PingUnsupported stats.Counter // dropped: the host allows no ping socket and no raw socket (of the request's family)
 
 	InboundTCP     stats.Counter // connections accepted by a forward and carried to the guest
 	InboundUDP     stats.Counter // UDP flows of a forward carried to the guest
@@ -122,18 +138,20 @@ type Stats struct {
 
 // Gateway relays a guest's flows through host sockets.
 type Gateway struct {
-	s      *stack.Stack
-	cfg    Config
-	Stats  Stats
-	pinger hostPinger // nil when the host allows no ping (pingErr says why)
+	s       *stack.Stack
+	nic     string
+	cfg     Config
+	Stats   Stats
+	pinger  hostPinger // nil when the host allows no ping (pingErr says why)
+	pinger6 hostPinger // the same over IPv6; nil also with NoIPv6
 
-	pingErr    error
-	log        gatewayLog    // log.go
-	flows      chan struct{} // a token per flow relayed (capacity MaxFlows)
-	connecting connectSlots  // host connects in progress (connecting.go)
-	ctx        context.Context
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup // every flow's and decision's goroutine
+	pingErr, ping6Err error
+	log               gatewayLog    // log.go
+	flows             chan struct{} // a token per flow relayed (capacity MaxFlows)
+	connecting        connectSlots  // host connects in progress (connecting.go)
+	ctx               context.Context
+	cancel            context.CancelFunc
+	wg                sync.WaitGroup // every flow's and decision's goroutine
 
 	fwdMu sync.Mutex
 	fwds  []*inbound // inbound forwards (inbound.go)
@@ -144,8 +162,11 @@ type Gateway struct {
 
 // New makes a gateway for the guest on s's NIC nicName: it turns the NIC's
 // forwarding on, gives it the gateway's and the DNS forwarder's addresses,
-// and takes the stack's forwarding hooks. The gateway's own services (the
-// DNS forwarder, the DHCP server) are the caller's to start on s.
+// and takes the stack's forwarding hooks. Unless cfg.NoIPv6 it also gives
+// the NIC the IPv6 addresses and makes it the guest's IPv6 router
+// (ipv6.go); their duplicate address detection takes a second, which
+// WaitIPv6 waits for. The gateway's own services (the DNS forwarder, the
+// DHCP server) are the caller's to start on s.
 func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
@@ -156,11 +177,17 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}
 	}
+	if !cfg.NoIPv6 {
+		if err := startIPv6(s, nicName, cfg.Network6); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.SetForwarding(nicName, true); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{
 		s:          s,
+		nic:        nicName,
 		cfg:        cfg,
 		flows:      make(chan struct{}, cfg.MaxFlows),
 		connecting: connectSlots{max: cfg.MaxConnecting},
@@ -168,7 +195,11 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 		log:        newGatewayLog(s),
 	}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	g.pinger, g.pingErr = newHostPinger()
+	g.pinger, g.pingErr = newHostPinger(pingIPv4)
+	if !cfg.NoIPv6 {
+		g.pinger6, g.ping6Err = newHostPinger(pingIPv6)
+		s.SetEcho6Forwarder(g.forwardEcho6)
+	}
 	s.SetTCPForwarder(g.forwardTCP)
 	s.SetUDPForwarder(g.forwardUDP)
 	s.SetEchoForwarder(g.forwardEcho)
@@ -176,12 +207,23 @@ func New(s *stack.Stack, nicName string, cfg Config) (*Gateway, error) {
 }
 
 // PingMode says how the gateway relays pings ("ping socket", "raw
-// socket"), or why it cannot, for the daemon's log.
+// socket"), or why it cannot, for the daemon's log; with IPv6, for each
+// family where they differ.
 func (g *Gateway) PingMode() string {
-	if g.pinger == nil {
-		return "none: " + g.pingErr.Error()
+	mode := func(p hostPinger, err error) string {
+		if p == nil {
+			return "none: " + err.Error()
+		}
+		return p.kind()
 	}
-	return g.pinger.kind()
+	v4 := mode(g.pinger, g.pingErr)
+	if g.cfg.NoIPv6 {
+		return v4
+	}
+	if v6 := mode(g.pinger6, g.ping6Err); v6 != v4 {
+		return "IPv4 " + v4 + ", IPv6 " + v6
+	}
+	return v4
 }
 
 // Close ends every relayed flow and waits for their goroutines. The stack's
@@ -193,10 +235,13 @@ func (g *Gateway) Close() error {
 	g.fwds = nil
 	g.fwdMu.Unlock()
 	g.wg.Wait()
-	if g.pinger != nil {
-		return g.pinger.close()
+	var errs []error
+	for _, p := range []hostPinger{g.pinger, g.pinger6} {
+		if p != nil {
+			errs = append(errs, p.close())
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // verdict is the gateway's answer for a destination, before any host
@@ -211,19 +256,27 @@ const (
 )
 
 // hostDst maps the guest's destination to the host's: the gateway's address
-// stands for the host's loopback; the guest's own network has nothing else
-// behind the gateway.
+// stands for the host's loopback (127.0.0.1, ::1); the guest's own network
+// has nothing else behind the gateway.
 func (g *Gateway) hostDst(dst netip.Addr) (netip.Addr, verdict) {
-	n := g.cfg.Network
+	gw, dns, subnet, loopback := g.cfg.Network.Gateway, g.cfg.Network.DNS, g.cfg.Network.Subnet, netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	if dst.Is6() {
+		n := g.cfg.Network6
+		gw, dns, subnet, loopback = n.Gateway, n.DNS, n.Prefix, netip.IPv6Loopback()
+	}
 	switch {
-	case dst == n.Gateway && g.cfg.NoHostLoopback:
+	case dst == gw && g.cfg.NoHostLoopback:
 		return netip.Addr{}, deny
-	case dst == n.Gateway:
-		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), relay
-	case dst == n.DNS:
+	case dst == gw:
+		return loopback, relay
+	case dst == dns:
 		return netip.Addr{}, closed // its services take their ports first
-	case n.Subnet.Contains(dst):
-		return netip.Addr{}, nothing // a guest with another netmask
+	case dst.Is6() && dst.Zone() != "":
+		// The gateway's link-local address, the only link-scoped one
+		// the stack takes: its own, serving nothing but ND.
+		return netip.Addr{}, closed
+	case subnet.Contains(dst):
+		return netip.Addr{}, nothing // a guest with another netmask, or its neighbour in the /64
 	}
 	for _, p := range g.cfg.Deny {
 		if p.Contains(dst) {
@@ -345,8 +398,8 @@ func (g *Gateway) answerConnectError(r *tcp.ForwardRequest, err error) {
 	r.Drop()
 }
 
-// forwardUDP decides a guest's datagram to a new flow. It runs in the IPv4
-// dealer and must not block: it opens the flow's endpoint and hands it to
+// forwardUDP decides a guest's datagram to a new flow. It runs in the
+// dealer of the datagram's family and must not block: it opens the flow's endpoint and hands it to
 // a goroutine that makes the host socket.
 func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
 	dst, v := g.hostDst(r.LocalAddr().Addr())
@@ -381,18 +434,45 @@ func (g *Gateway) forwardUDP(r *udp.ForwardRequest) {
 
 // forwardEcho relays a guest's echo request through the host.
 func (g *Gateway) forwardEcho(r *icmp.EchoRequest) {
-	_, v := g.hostDst(r.Dst)
+	g.decideEcho(echoFlow{r.Src, r.Dst, r.Seq, r.Payload, r, pingIPv4}, g.pinger)
+}
+
+// forwardEcho6 relays a guest's ICMPv6 echo request through the host.
+func (g *Gateway) forwardEcho6(r *icmpv6.EchoRequest) {
+	g.decideEcho(echoFlow{r.Src, r.Dst, r.Seq, r.Payload, r, pingIPv6}, g.pinger6)
+}
+
+// echoFlow is a guest's echo request of either family, as the gateway
+// relays it.
+type echoFlow struct {
+	src, dst netip.Addr
+	seq      uint16
+	payload  []byte
+	req      interface {
+		Reply() error
+		Error(typ, code uint8)
+	}
+	fam *pingFamily
+}
+
+// answer tells the guest kind, in its family's words.
+func (e echoFlow) answer(kind ip.ErrorKind) { e.req.Error(e.fam.typeCode(kind)) }
+
+// decideEcho decides a guest's echo request and relays it through pinger.
+// It runs in the dealer's goroutine and hands the relay to one of its own.
+func (g *Gateway) decideEcho(e echoFlow, pinger hostPinger) {
+	dst, v := g.hostDst(e.dst)
 	switch {
 	case v == deny:
-		g.denied("icmp", logs.Hosts(r.Src, r.Dst))
-		r.Error(wire.ICMPDestUnreach, wire.ICMPCodeAdminProhibited)
+		g.denied(strings.ToLower(e.fam.name), logs.Hosts(e.src, e.dst))
+		e.answer(ip.AdminProhibited)
 		return
 	case v == nothing:
-		r.Error(wire.ICMPDestUnreach, wire.ICMPCodeHostUnrch)
+		e.answer(ip.HostUnreachable)
 		return
 	case v == closed:
 		return // the stack answers echo to its own addresses itself
-	case g.pinger == nil:
+	case pinger == nil:
 		g.Stats.PingUnsupported.Inc()
 		return
 	}
@@ -402,24 +482,23 @@ func (g *Gateway) forwardEcho(r *icmp.EchoRequest) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		g.relayEcho(r)
+		g.relayEcho(e, dst, pinger)
 	}()
 }
 
-func (g *Gateway) relayEcho(r *icmp.EchoRequest) {
-	dst, _ := g.hostDst(r.Dst)
+func (g *Gateway) relayEcho(e echoFlow, dst netip.Addr, pinger hostPinger) {
 	g.Stats.Pings.Inc()
 	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.PingTimeout)
 	defer cancel()
-	a, err := g.pinger.echo(ctx, dst, r.Seq, r.Payload)
+	a, err := pinger.echo(ctx, dst, e.seq, e.payload)
 	switch {
 	case err != nil:
 		g.Stats.PingTimeouts.Inc()
 	case a.isError:
 		g.Stats.PingErrors.Inc()
-		r.Error(a.errType, a.errCode)
+		e.req.Error(a.errType, a.errCode)
 	default:
 		g.Stats.PingReplies.Inc()
-		r.Reply()
+		e.req.Reply()
 	}
 }

@@ -55,7 +55,7 @@ func pingNS(t *testing.T, pingSockets bool) *netns.NS {
 func pingerIn(t *testing.T, ns *netns.NS) hostPinger {
 	t.Helper()
 	var p hostPinger
-	if err := ns.Do(func() (err error) { p, err = newHostPinger(); return err }); err != nil {
+	if err := ns.Do(func() (err error) { p, err = newHostPinger(pingIPv4); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.close() })

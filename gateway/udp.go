@@ -43,7 +43,7 @@ type udpFlow struct {
 // relayUDP relays the flow until it ends.
 // src and peer are the flow's ends in the guest's view, dst the host's.
 func (g *Gateway) relayUDP(guest *udp.Connected, src, peer, dst netip.AddrPort) {
-	host, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
+	host, err := net.DialUDP(udpNetwork(dst.Addr()), nil, net.UDPAddrFromAddrPort(dst))
 	if err != nil {
 		g.Stats.UDPHostErrors.Inc()
 		guest.Close()
@@ -192,4 +192,12 @@ func (f *udpFlow) tellGuest(err error) {
 	if kind, ok := unreachableKind(err); ok {
 		f.guest.Unreachable(kind)
 	}
+}
+
+// udpNetwork is the host socket's network for a flow to dst.
+func udpNetwork(dst netip.Addr) string {
+	if dst.Is4() {
+		return "udp4"
+	}
+	return "udp6"
 }

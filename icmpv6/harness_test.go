@@ -76,7 +76,11 @@ func (n *fakeNet) Register(proto uint8, t ip.Transport) { n.transports[proto] = 
 func (n *fakeNet) Transport(proto uint8) ip.Transport   { return n.transports[proto] }
 func (n *fakeNet) SetErrorSender(e ipv6.ErrorSender)    { n.errors = e }
 func (n *fakeNet) IsLocal(a netip.Addr) bool            { return isOurs(a.WithZone("")) }
-func isOurs(a netip.Addr) bool                          { return a == ourAddr || a == ourOther || a == ourLL }
+func (n *fakeNet) IsHostDst(a netip.Addr) bool {
+	a = a.WithZone("")
+	return isOurs(a) || a.IsMulticast() || a.IsLoopback()
+}
+func isOurs(a netip.Addr) bool { return a == ourAddr || a == ourOther || a == ourLL }
 func linkScoped(a netip.Addr) bool {
 	s := ipv6.AddrScope(a)
 	return s == ipv6.ScopeLinkLocal || s == ipv6.ScopeInterfaceLocal

@@ -88,6 +88,8 @@ type Stats struct {
 	InUnknownInfos  stats.Counter // informational types no one handles (section 2.4 (a))
 	InNoHandler     stats.Counter // neighbour discovery or MLD on an interface without neighbour discovery
 	InEchoIgnored   stats.Counter // echo to a multicast group, not answered (IgnoreEchoMulticast)
+	InEchoForeign   stats.Counter // echo to a foreign address (forward.go)
+	EchoForwarded   stats.Counter // of those, handed to the echo forwarder hook
 
 	InEchoRepUnknown  stats.Counter // reply matching no outstanding ping
 	InEchoRepCorrupt  stats.Counter // reply whose data differs from the request's
@@ -126,6 +128,9 @@ type Network interface {
 	SendRoute(pkt *buffer.Packet, sp ip.SendParams, r ip.Route) error
 	// IsLocal reports whether a is one of the host's addresses.
 	IsLocal(a netip.Addr) bool
+	// IsHostDst reports whether a datagram to a is for the host itself,
+	// rather than for a foreign address a forwarding interface took.
+	IsHostDst(a netip.Addr) bool
 	// UpdatePMTU takes a validated Packet Too Big report about a
 	// datagram of quotedLen bytes to dst.
 	UpdatePMTU(dst netip.Addr, mtu, quotedLen int) int
@@ -133,11 +138,12 @@ type Network interface {
 
 // Protocol is ICMPv6 on one stack.
 type Protocol struct {
-	cfg   Config
-	env   *env.Env
-	net   Network
-	limit *ratelimit.Bucket // errors sent (RFC 4443 section 2.4 (f))
-	pings *ping.Client      // this stack's ping client over IPv6 (ping.go)
+	cfg           Config
+	env           *env.Env
+	net           Network
+	limit         *ratelimit.Bucket // errors sent (RFC 4443 section 2.4 (f))
+	pings         *ping.Client      // this stack's ping client over IPv6 (ping.go)
+	echoForwarder                   // the hook for echo requests to foreign addresses (forward.go)
 
 	Stats Stats
 }
@@ -195,6 +201,10 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	}
 	switch typ {
 	case wire.ICMPv6EchoRequest:
+		if !p.net.IsHostDst(h.Dst) {
+			p.forwardEcho(pk, h)
+			return
+		}
 		p.echoReply(pk, h)
 		return
 	case wire.ICMPv6EchoReply:

@@ -104,24 +104,28 @@ type Stats struct {
 	OutRequests        stats.Counter
 	OutNoRoutes        stats.Counter
 	OutNoSource        stats.Counter // no address to send from, or one not the host's
-	OutDiscards        stats.Counter // loopback queue full
-	OutMcastPkts       stats.Counter
-	FragOKs            stats.Counter
-	FragFails          stats.Counter // needed fragmenting but the sender forbade it
-	FragCreates        stats.Counter
-	ReasmReqds         stats.Counter
-	ReasmOKs           stats.Counter
-	ReasmFails         stats.Counter
-	ReasmTimeout       stats.Counter
-	ReasmOverlaps      stats.Counter // RFC 5722
-	ReasmOversize      stats.Counter // would exceed the largest datagram
-	ReasmMalformed     stats.Counter // inconsistent length or unaligned fragment
-	ReasmDuplicates    stats.Counter
-	ReasmLimit         stats.Counter // fragment refused: too many datagrams or bytes in reassembly
-	ReasmEvictions     stats.Counter // oldest datagram dropped to make room for a new one
-	ReasmNested        stats.Counter // reassembled datagram still a fragment
-	ReasmActive        stats.Gauge
-	ReasmBytes         stats.Gauge
+	// Forwarding interfaces (forward.go): datagrams to a foreign address
+	// taken, and datagrams sent from one out of a forwarding interface.
+	InForeign       stats.Counter
+	OutForeign      stats.Counter
+	OutDiscards     stats.Counter // loopback queue full
+	OutMcastPkts    stats.Counter
+	FragOKs         stats.Counter
+	FragFails       stats.Counter // needed fragmenting but the sender forbade it
+	FragCreates     stats.Counter
+	ReasmReqds      stats.Counter
+	ReasmOKs        stats.Counter
+	ReasmFails      stats.Counter
+	ReasmTimeout    stats.Counter
+	ReasmOverlaps   stats.Counter // RFC 5722
+	ReasmOversize   stats.Counter // would exceed the largest datagram
+	ReasmMalformed  stats.Counter // inconsistent length or unaligned fragment
+	ReasmDuplicates stats.Counter
+	ReasmLimit      stats.Counter // fragment refused: too many datagrams or bytes in reassembly
+	ReasmEvictions  stats.Counter // oldest datagram dropped to make room for a new one
+	ReasmNested     stats.Counter // reassembled datagram still a fragment
+	ReasmActive     stats.Gauge
+	ReasmBytes      stats.Gauge
 	// ICMPv6 errors the layer did not ask for because RFC 4443 section
 	// 2.4 (e) forbids them (errors.go).
 	ErrorsSuppressed stats.Counter
@@ -279,9 +283,11 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface) {
 	}
 	switch t.accepts(dst, in, fromWire) {
 	case acceptNotOurs:
-		p.Stats.InAddrErrors.Inc()
-		pk.Release()
-		return
+		if !p.takesForeign(t, dst, in) {
+			p.Stats.InAddrErrors.Inc()
+			pk.Release()
+			return
+		}
 	case acceptNoGroup:
 		p.Stats.InNoGroup.Inc()
 		pk.Release()

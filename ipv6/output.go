@@ -71,6 +71,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	case !src.IsValid():
 		src = ri.Src.WithZone("")
 	case src.IsUnspecified() || src == ri.Src.WithZone("") || p.IsLocal(src):
+	case p.mayUseSource(src, ri):
 	default:
 		src = netip.Addr{}
 	}

@@ -39,6 +39,8 @@ type Interface struct {
 	out  LinkOutput
 	caps link.Capabilities
 	nd   NeighborDiscovery // set before the link delivers; read by the dealer
+
+	forwarding atomic.Bool // forwarding mode (forward.go)
 }
 
 // NeighborDiscovery takes the neighbour discovery and MLD messages that
@@ -622,8 +624,10 @@ var ErrNoSource = fmt.Errorf("ipv6: no source address: %w", syscall.EADDRNOTAVAI
 // IsNoRoute reports whether err says a destination has no route.
 func IsNoRoute(err error) bool { return errors.Is(err, syscall.ENETUNREACH) }
 
-// IsHostDst reports whether a datagram to a is for the host itself: every
-// address the dealer takes is (IPv6 has no forwarding interfaces yet).
+// IsHostDst reports whether a datagram to a is for the host itself: one of
+// its addresses or a group, rather than a foreign address a forwarding
+// interface took (forward.go). Transports use it to keep sockets bound to
+// the wildcard address from answering for foreign addresses.
 func (p *Protocol) IsHostDst(a netip.Addr) bool { return p.IsLocal(a) || a.IsMulticast() }
 
 // IsBroadcast is always false: IPv6 has no broadcast (RFC 4291 section

@@ -93,12 +93,7 @@ func (p *Protocol) Handle(pkt *buffer.Packet, h ip.Header, reassembled bool) {
 	}
 	switch typ {
 	case wire.ICMPv6RouterSolicitation:
-		// "Hosts MUST silently discard any received Router
-		// Solicitation messages" (section 6.2.6); it is validated and
-		// counted first all the same.
-		if _, ok := wire.ParseRouterSolicitation(m); !ok {
-			p.Stats.InMalformed.Inc()
-		}
+		p.handleRS(h, m)
 	case wire.ICMPv6RouterAdvertisement:
 		p.handleRA(h, m)
 	case wire.ICMPv6NeighborSolicitation:
@@ -225,6 +220,12 @@ func (p *Protocol) handleRA(h ip.Header, m wire.ICMPv6) {
 	p.mu.Lock()
 	defer p.unlock()
 	if p.host == nil || p.closed {
+		return
+	}
+	if p.adv != nil {
+		// Section 6.2.7: a router checks other routers' advertisements
+		// for consistency with its own; it takes nothing from them.
+		p.Stats.InOtherRouterAds.Inc()
 		return
 	}
 	p.routerAdvertisementLocked(h.Src, ra)

@@ -26,6 +26,7 @@ import (
 	"cmp"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -210,6 +211,10 @@ type Stats struct {
 	OutNeighborSolicits       stats.Counter
 	OutNeighborAdvertisements stats.Counter
 	OutMLDv2Reports           stats.Counter
+	OutRouterAdvertisements   stats.Counter // sent as an advertising interface (advertise.go)
+	// Other routers' advertisements, left unprocessed by an advertising
+	// interface (RFC 4861 section 6.2.7).
+	InOtherRouterAds stats.Counter
 
 	// Drops of received messages, one counter per reason.
 	InFragmented     stats.Counter // came in fragments (RFC 6980 section 5)
@@ -277,6 +282,9 @@ type Protocol struct {
 	routers   map[netip.Addr]*router
 	onLink    map[netip.Prefix]*onLinkPrefix
 	mld       mld
+	adv       *advertiser // set once the interface advertises (advertise.go)
+
+	isRouter atomic.Bool // the interface advertises: NAs carry the Router flag
 
 	log ndpLog // log.go
 

@@ -41,6 +41,11 @@ func (p *Protocol) solicitRouters() {
 			return
 		}
 		p.mu.Lock()
+		if p.adv != nil {
+			// A router solicits no routers (section 6.3.7 is a host's).
+			p.mu.Unlock()
+			return
+		}
 		// The source is the link-local address once DAD has made it
 		// usable, :: before (section 6.3.7: "the unspecified address
 		// ... if the host has no IP address").

@@ -84,8 +84,10 @@ func (p *Protocol) neighborSolicitation(src, dst, target netip.Addr) message {
 func (p *Protocol) neighborAdvertisement(src, dst, target netip.Addr, solicited bool) message {
 	m := p.newMessage(src, dst, wire.NeighborAdvertisementLen+wire.NDLinkLayerAddrLen, false)
 	// Override is set: our addresses are not anycast ones. Router is
-	// clear: GoNet is a host.
-	wire.EncodeNeighborAdvertisement(m.icmp, &wire.NeighborAdvertisementFields{Solicited: solicited, Override: true, Target: target})
+	// set on an advertising interface (section 7.2.4: "the Router flag
+	// ... set to one if the sender is a router"), so that the guest's
+	// IsRouter flag holds (section 7.2.5).
+	wire.EncodeNeighborAdvertisement(m.icmp, &wire.NeighborAdvertisementFields{Router: p.isRouter.Load(), Solicited: solicited, Override: true, Target: target})
 	wire.EncodeNDLinkLayerAddr(m.icmp[wire.NeighborAdvertisementLen:], wire.NDOptTargetLinkAddr, p.nic.MAC())
 	p.Stats.OutNeighborAdvertisements.Inc()
 	return m

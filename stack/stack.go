@@ -268,20 +268,24 @@ func (s *Stack) SetDefaultGateway(gw netip.Addr, nicName string) error {
 	return s.AddRoute(netip.PrefixFrom(netip.IPv4Unspecified(), 0), gw, nicName)
 }
 
-// SetForwarding turns forwarding mode on or off for the named NIC: while
-// on, the NIC takes TCP, UDP and ICMP for any unicast destination, not
-// only the stack's addresses, and the stack may send from any source
-// address out of it (ipv4/forward.go). What it takes for a foreign address
+// SetForwarding turns forwarding mode on or off for the named NIC, for
+// both families: while on, the NIC takes TCP, UDP, ICMP and ICMPv6 for any
+// unicast destination a router would forward, not only the stack's
+// addresses, and the stack may send from any source address out of it
+// (ipv4/forward.go, ipv6/forward.go). What it takes for a foreign address
 // goes to the forwarder hooks (SetTCPForwarder, SetUDPForwarder,
-// SetEchoForwarder), which terminate each flow in the stack: a gateway for
-// the guest behind the NIC. Without hooks, TCP is reset, UDP answered with
-// port unreachable and pings dropped.
+// SetEchoForwarder, SetEcho6Forwarder), which terminate each flow in the
+// stack: a gateway for the guest behind the NIC. Without hooks, TCP is
+// reset, UDP answered with port unreachable and pings dropped.
 func (s *Stack) SetForwarding(nicName string, on bool) error {
 	n, err := s.nic(nicName)
 	if err != nil {
 		return err
 	}
 	n.iface.SetForwarding(on)
+	if n.iface6 != nil {
+		n.iface6.SetForwarding(on)
+	}
 	return nil
 }
 
@@ -294,8 +298,8 @@ func (s *Stack) SetTCPForwarder(hook func(*tcp.ForwardRequest)) { s.tcp.SetForwa
 
 // SetUDPForwarder sets the hook offered UDP datagrams no endpoint takes
 // (udp.ForwardRequest: Open an endpoint for the flow, Unreachable or
-// Drop; neither: port unreachable). It runs in the IPv4 dealer's goroutine
-// and must not block. Nil removes it.
+// Drop; neither: port unreachable). It runs in the dealer's goroutine of
+// the datagram's family and must not block. Nil removes it.
 func (s *Stack) SetUDPForwarder(hook func(*udp.ForwardRequest)) { s.udp.SetForwarder(hook) }
 
 // SetEchoForwarder sets the hook offered ICMP echo requests to foreign
@@ -303,6 +307,12 @@ func (s *Stack) SetUDPForwarder(hook func(*udp.ForwardRequest)) { s.udp.SetForwa
 // Error, at any time). It runs in the IPv4 dealer's goroutine and must not
 // block. Nil removes it.
 func (s *Stack) SetEchoForwarder(hook func(*icmp.EchoRequest)) { s.icmp.SetEchoForwarder(hook) }
+
+// SetEcho6Forwarder sets the hook offered ICMPv6 echo requests to foreign
+// addresses, which only forwarding NICs take (icmpv6.EchoRequest: Reply
+// or Error, at any time). It runs in the IPv6 dealer's goroutine and must
+// not block. Nil removes it.
+func (s *Stack) SetEcho6Forwarder(hook func(*icmpv6.EchoRequest)) { s.icmp6.SetEchoForwarder(hook) }
 
 // ListenUDP binds a UDP endpoint to laddr (port 0: an ephemeral port).
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (*udp.Conn, error) { return s.udp.Listen(laddr) }

@@ -302,6 +302,7 @@ const (
 	NDOptPrefixInfo       = 3
 	NDOptRedirectedHeader = 4
 	NDOptMTU              = 5
+	NDOptRDNSS            = 25 // Recursive DNS Server (RFC 8106 section 5.1)
 )
 
 // ND option layout (RFC 4861 section 4.6): type, length in units of 8
@@ -489,6 +490,44 @@ func EncodeNDMTU(b []byte, mtu uint32) {
 	b[ndOptType], b[ndOptLength] = NDOptMTU, NDMTULen/NDOptUnit
 	b[ndMTUReserved], b[ndMTUReserved+1] = 0, 0
 	be.PutUint32(b[ndMTU:ndMTU+4], mtu)
+}
+
+// Recursive DNS Server option layout (RFC 8106 section 5.1): two reserved
+// bytes, the lifetime in seconds, then the servers' addresses.
+const (
+	ndRDNSSReserved = 2 // 2 bytes
+	ndRDNSSLifetime = 4 // seconds, 4 bytes
+	ndRDNSSAddrs    = 8 // 16 bytes each
+)
+
+// NDRDNSSLen returns the length of a Recursive DNS Server option naming n
+// servers: a unit of fixed fields and two per address.
+func NDRDNSSLen(n int) int { return ndRDNSSAddrs + 16*n }
+
+// EncodeNDRDNSS writes a Recursive DNS Server option (RFC 8106 section
+// 5.1) naming servers, valid for lifetime seconds, into
+// b[:NDRDNSSLen(len(servers))].
+func EncodeNDRDNSS(b []byte, lifetime uint32, servers []netip.Addr) {
+	n := NDRDNSSLen(len(servers))
+	b[ndOptType], b[ndOptLength] = NDOptRDNSS, uint8(n/NDOptUnit)
+	b[ndRDNSSReserved], b[ndRDNSSReserved+1] = 0, 0
+	be.PutUint32(b[ndRDNSSLifetime:ndRDNSSLifetime+4], lifetime)
+	for i, a := range servers {
+		putAddr16(b, ndRDNSSAddrs+16*i, a)
+	}
+}
+
+// RDNSS returns the lifetime and servers of a Recursive DNS Server option;
+// false for another option or one too short to name a server (RFC 8106
+// section 5.1: "The minimum value is 3").
+func (p NDOption) RDNSS() (lifetime uint32, servers []netip.Addr, ok bool) {
+	if p.Type() != NDOptRDNSS || len(p) < NDRDNSSLen(1) {
+		return 0, nil, false
+	}
+	for off := ndRDNSSAddrs; off+16 <= len(p); off += 16 {
+		servers = append(servers, addr16(p, off))
+	}
+	return be.Uint32(p[ndRDNSSLifetime : ndRDNSSLifetime+4]), servers, true
 }
 
 // NDRedirectedHeaderLen returns the length of a Redirected Header option

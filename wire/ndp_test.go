@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -49,6 +50,15 @@ func prefixOpt(f wire.NDPrefixInfoFields) ndOpt {
 	d = append(d, f.Prefix.Addr().AsSlice()...)
 	return ndOpt{wire.NDPrefixInfoLen, func(b []byte) { wire.EncodeNDPrefixInfo(b, &f) },
 		layers.ICMPv6Option{Type: layers.ICMPv6OptPrefixInfo, Data: d}}
+}
+
+func rdnssOpt(lifetime uint32, servers ...netip.Addr) ndOpt {
+	d := binary.BigEndian.AppendUint32([]byte{0, 0}, lifetime)
+	for _, a := range servers {
+		d = append(d, a.AsSlice()...)
+	}
+	return ndOpt{wire.NDRDNSSLen(len(servers)), func(b []byte) { wire.EncodeNDRDNSS(b, lifetime, servers) },
+		layers.ICMPv6Option{Type: wire.NDOptRDNSS, Data: d}}
 }
 
 func redirHdrOpt(pkt []byte) ndOpt {
@@ -241,6 +251,8 @@ var ndCases = []ndCase{
 	redirectCase("redirect with target link-layer address and the packet", llDst, dstIP6, tlla(dstMAC), redirHdrOpt(payload(45))),
 	redirectCase("redirect quoting a multiple of 8 bytes", llDst, dstIP6, redirHdrOpt(payload(48))),
 	redirectCase("redirect to the destination itself", dstIP6, dstIP6),
+	raCase("router advertisement, SLAAC and two DNS servers", wire.RouterAdvertisementFields{CurHopLimit: 64, RouterLifetime: 1800}, 0, slla(dstMAC),
+		prefixOpt(prefix), rdnssOpt(1800, addr("fd00::3"), addr("2001:db8::53"))),
 }
 
 // build writes c with wire: fixed part, options, checksum.
@@ -465,5 +477,23 @@ func TestNDParseDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("parsing a router advertisement allocates %v times", allocs)
+	}
+}
+
+func TestNDRDNSSReadsWhatItEncodes(t *testing.T) {
+	servers := []netip.Addr{netip.MustParseAddr("fd00::3"), netip.MustParseAddr("2001:db8::53")}
+	b := make([]byte, wire.NDRDNSSLen(len(servers)))
+	wire.EncodeNDRDNSS(b, 1800, servers)
+	opts, ok := wire.ParseNDOptions(b)
+	if !ok {
+		t.Fatalf("ParseNDOptions(%x) failed", b)
+	}
+	o, _ := opts.Next()
+	life, got, ok := o.RDNSS()
+	if !ok || life != 1800 || !slices.Equal(got, servers) {
+		t.Errorf("RDNSS() = %d, %v, %v; want 1800, %v, true", life, got, ok, servers)
+	}
+	if _, _, ok := wire.NDOption(b[:8]).RDNSS(); ok {
+		t.Error("RDNSS() of an option naming no server succeeded; RFC 8106 5.1's minimum length is 3")
 	}
 }

@@ -35,7 +35,7 @@ import (
 var gatewayCommand = &command{
 	name:    "gateway",
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
-	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] " +
+	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] [-ipv6-prefix CIDR] [-no-ipv6] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
 		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT] " +
 		"[-log-level LEVEL] [-log-format text|json]",
@@ -46,7 +46,12 @@ any privilege on the host's network. The layout is slirp4netns's: network
 10.0.2.0/24 (-subnet), the gateway at .2 (which also reaches the host's
 loopback, unless -no-host-loopback), a DNS forwarder at .3 (to
 -dns-upstream, else the resolvers of /etc/resolv.conf), and a DHCP server
-leasing the guest .100.
+leasing the guest .100. IPv6 too, as slirp4netns --enable-ipv6: the
+gateway is the guest link's router, advertising the /64 fd00::/64
+(-ipv6-prefix) so that the guest forms its address by SLAAC and routes
+through the gateway, with the DNS forwarder at ::3 named in the
+advertisements (RDNSS); ::2 is the gateway, which reaches the host's ::1
+unless -no-host-loopback. -no-ipv6 leaves the guest IPv4-only.
 
 With -netns the TAP device is created inside that network namespace (a
 process ID, or a path such as /run/netns/NAME) and served from this one;
@@ -93,6 +98,8 @@ type gatewayConfig struct {
 	configure      bool
 	loopback       bool // bring the namespace's lo up too (gonet run)
 	subnet         netip.Prefix
+	prefix6        netip.Prefix // -ipv6-prefix
+	noIPv6         bool         // -no-ipv6
 	forwards       []gateway.Forward
 	deny           []netip.Prefix
 	noHostLoopback bool
@@ -106,7 +113,7 @@ type gatewayConfig struct {
 // gatewayFlags returns the flags of gonet gateway, or of gonet run when
 // name is "run": there the namespace is gonet's own making.
 func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
-	c := &gatewayConfig{subnet: gateway.DefaultSubnet}
+	c := &gatewayConfig{subnet: gateway.DefaultSubnet, prefix6: gateway.DefaultPrefix6}
 	fs := newFlagSet(name)
 	if name == "run" {
 		fs.StringVar(&c.link.tap, "tap", "tap0", "the guest's TAP device `NAME` in the new namespace")
@@ -129,6 +136,19 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 			c.subnet = p.Masked()
 			return nil
 		})
+	fs.Func("ipv6-prefix", "the guest's IPv6 network `CIDR`, a /64 it forms its address in by SLAAC: gateway ::2, DNS ::3 (default "+gateway.DefaultPrefix6.String()+")",
+		func(s string) error {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return errors.New("not an IPv6 network, as in fd00::/64")
+			}
+			if _, err := gateway.NewNetwork6(p); err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "gateway: "))
+			}
+			c.prefix6 = p.Masked()
+			return nil
+		})
+	fs.BoolVar(&c.noIPv6, "no-ipv6", false, "give the guest IPv4 only: no router advertisements, its IPv6 not relayed")
 	fs.Func("forward", "forward the host's port to the guest's as `PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT`, as in tcp:8080:80 (repeatable)",
 		func(s string) error {
 			f, err := gateway.ParseForward(s)
@@ -138,11 +158,11 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 			c.forwards = append(c.forwards, f)
 			return nil
 		})
-	fs.Func("deny", "refuse the guest's flows to the network `CIDR` (repeatable)",
+	fs.Func("deny", "refuse the guest's flows to the network `CIDR`, IPv4 or IPv6 (repeatable)",
 		func(s string) error {
 			p, err := netip.ParsePrefix(s)
-			if err != nil || !p.Addr().Is4() {
-				return errors.New("not an IPv4 network, as in 192.168.0.0/16")
+			if err != nil || p.Addr().Is4In6() {
+				return errors.New("not a network, as in 192.168.0.0/16 or 2001:db8::/32")
 			}
 			c.deny = append(c.deny, p.Masked())
 			return nil
@@ -292,6 +312,12 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	if err != nil {
 		return nil, err
 	}
+	var n6 gateway.Network6
+	if !c.noIPv6 {
+		if n6, err = gateway.NewNetwork6(c.prefix6); err != nil {
+			return nil, err
+		}
+	}
 	// The DNS forwarder's upstreams are read first: a host with no
 	// resolver is an error before anything is made.
 	dcfg := dns.Config{ResolvConf: "/etc/resolv.conf", Logger: log}
@@ -314,7 +340,9 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	if err != nil {
 		return nil, err
 	}
-	c.link.noIPv6 = true // the guest gets IPv4 only, for now
+	// The gateway's stack runs IPv6 as the guest's router: it solicits
+	// no routers and forms no addresses from advertisements.
+	c.link.noIPv6, c.link.router = c.noIPv6, true
 	h, err := bringUpOn(&c.link, ep, nic, log)
 	if err != nil {
 		kernel.Close()
@@ -330,6 +358,8 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	c.link.logImpairment(log)
 	d.gw, err = gateway.New(h.stack, h.nic, gateway.Config{
 		Network:        n,
+		Network6:       n6,
+		NoIPv6:         c.noIPv6,
 		NoHostLoopback: c.noHostLoopback,
 		Deny:           c.deny,
 		MaxFlows:       c.maxFlows,
@@ -346,17 +376,23 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 	}
 
 	d.svc = newServiceGroup(ctx)
-	dnsAddr := netip.AddrPortFrom(n.DNS, dns.Port)
-	pc, err := h.stack.ListenUDP(dnsAddr)
-	if err != nil {
-		return nil, fmt.Errorf("DNS forwarder: binding UDP %v: %w", dnsAddr, err)
+	if err := serveDNS(d.svc, h, fwd, netip.AddrPortFrom(n.DNS, dns.Port)); err != nil {
+		return nil, err
 	}
-	l, err := h.stack.ListenTCP(dnsAddr)
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("DNS forwarder: listening on TCP %v: %w", dnsAddr, err)
+	if !c.noIPv6 {
+		// The DNS forwarder's IPv6 address is usable, and can be bound,
+		// once its duplicate address detection is over.
+		wctx, cancel := context.WithTimeout(ctx, dadTimeout)
+		err := d.gw.WaitIPv6(wctx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if err := serveDNS(d.svc, h, fwd, netip.AddrPortFrom(n6.DNS, dns.Port)); err != nil {
+			return nil, err
+		}
+		log.Info("advertising IPv6", "nic", h.nic, "prefix", n6.Prefix.String(), "gateway", n6.Gateway.String(), "dns", n6.DNS.String())
 	}
-	d.svc.run(func(ctx context.Context) error { return fwd.Serve(ctx, pc, l) })
 
 	dhcpAddr := netip.AddrPortFrom(netip.IPv4Unspecified(), 67)
 	conn, err := h.stack.ListenUDP(dhcpAddr)
@@ -393,6 +429,22 @@ func startGateway(ctx context.Context, log *slog.Logger, c *gatewayConfig, nsPat
 		return nil, err
 	}
 	return d, nil
+}
+
+// serveDNS runs the DNS forwarder on the stack's UDP and TCP port at addr,
+// in svc.
+func serveDNS(svc *serviceGroup, h *host, fwd *dns.Forwarder, addr netip.AddrPort) error {
+	pc, err := h.stack.ListenUDP(addr)
+	if err != nil {
+		return fmt.Errorf("DNS forwarder: binding UDP %v: %w", addr, err)
+	}
+	l, err := h.stack.ListenTCP(addr)
+	if err != nil {
+		pc.Close()
+		return fmt.Errorf("DNS forwarder: listening on TCP %v: %w", addr, err)
+	}
+	svc.run(func(ctx context.Context) error { return fwd.Serve(ctx, pc, l) })
+	return nil
 }
 
 // openGuestLink opens the guest's link: the UNIX socket a VM connects to

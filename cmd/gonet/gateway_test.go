@@ -27,7 +27,7 @@ func TestGatewayFlagsTakeSlirp4netnsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.subnet != gateway.DefaultSubnet || c.link.mtu != gatewayMTU || c.maxFlows != 4096 ||
+	if c.subnet != gateway.DefaultSubnet || c.prefix6 != gateway.DefaultPrefix6 || c.noIPv6 || c.link.mtu != gatewayMTU || c.maxFlows != 4096 ||
 		c.configure || c.netns != "" || c.noHostLoopback || c.dnsUpstream.IsValid() || c.link.impair != "" {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -36,7 +36,8 @@ func TestGatewayFlagsTakeSlirp4netnsDefaults(t *testing.T) {
 func TestGatewayFlagsParse(t *testing.T) {
 	c, err := parseGateway([]string{"-tap", "gn0", "-netns", "/run/netns/guest", "-configure", "-mtu", "1500",
 		"-subnet", "10.8.0.0/16", "-forward", "tcp:8080:80", "-forward", "udp:127.0.0.1:5353:53",
-		"-deny", "192.168.1.7/16", "-deny", "10.1.0.0/24", "-no-host-loopback",
+		"-deny", "192.168.1.7/16", "-deny", "10.1.0.0/24", "-deny", "2001:db8::1/32", "-no-host-loopback",
+		"-ipv6-prefix", "fd12:3456::7/64",
 		"-dns-upstream", "10.1.2.3:5300", "-max-flows", "100"})
 	if err != nil {
 		t.Fatal(err)
@@ -45,12 +46,14 @@ func TestGatewayFlagsParse(t *testing.T) {
 		{Proto: gateway.TCP, Host: netip.MustParseAddrPort("0.0.0.0:8080"), GuestPort: 80},
 		{Proto: gateway.UDP, Host: netip.MustParseAddrPort("127.0.0.1:5353"), GuestPort: 53},
 	}
-	wantDeny := []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("10.1.0.0/24")}
+	wantDeny := []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("10.1.0.0/24"), netip.MustParsePrefix("2001:db8::/32")}
 	switch {
 	case c.link.tap != "gn0" || c.netns != "/run/netns/guest" || !c.configure || c.link.mtu != 1500:
 		t.Errorf("link flags: %+v", c)
 	case c.subnet != netip.MustParsePrefix("10.8.0.0/16"):
 		t.Errorf("-subnet: %v", c.subnet)
+	case c.prefix6 != netip.MustParsePrefix("fd12:3456::/64") || c.noIPv6:
+		t.Errorf("-ipv6-prefix: %v (masked), -no-ipv6 %v", c.prefix6, c.noIPv6)
 	case !slices.Equal(c.forwards, wantFwd):
 		t.Errorf("-forward: %v, want %v", c.forwards, wantFwd)
 	case !slices.Equal(c.deny, wantDeny):
@@ -71,7 +74,10 @@ func TestGatewayFlagsRefuse(t *testing.T) {
 		{[]string{"-tap", "gn0", "-subnet", "10.0.2.0/26"}, "too small"},
 		{[]string{"-tap", "gn0", "-subnet", "fd00::/64"}, "not IPv4"},
 		{[]string{"-tap", "gn0", "-forward", "tcp:80"}, "wrong number of fields"},
-		{[]string{"-tap", "gn0", "-deny", "10.0.0.1"}, "not an IPv4 network"},
+		{[]string{"-tap", "gn0", "-deny", "10.0.0.1"}, "not a network"},
+		{[]string{"-tap", "gn0", "-ipv6-prefix", "fd00::/48"}, "not a /64"},
+		{[]string{"-tap", "gn0", "-ipv6-prefix", "fe80::/64"}, "not a unicast prefix a router advertises"},
+		{[]string{"-tap", "gn0", "-ipv6-prefix", "10.0.2.0/24"}, "not IPv6"},
 		{[]string{"-tap", "gn0", "-dns-upstream", "10.0.0.1:x"}, "not a port"},
 		{[]string{"-tap", "gn0", "-max-flows", "0"}, "at least 1"},
 		{[]string{"-tap", "gn0", "-configure"}, "needs -netns"},

@@ -65,10 +65,11 @@ type linkConfig struct {
 	fault  fault.Config
 	memory int64 // stack's memory limit; 0: the stack's default
 	ecn    tcp.ECNMode
-	// noIPv6 leaves the stack IPv4-only (-no-ipv6): the gateway's
-	// always, until it relays IPv6 (issue 12), so that it does not
-	// solicit routers from its guest.
+	// noIPv6 leaves the stack IPv4-only (-no-ipv6).
 	noIPv6 bool
+	// router is the gateway's: its stack is the router of its link, which
+	// solicits no routers and forms no addresses from advertisements.
+	router bool
 	// slaac forms addresses from advertised prefixes (RFC 4862 section
 	// 5.5.3); -slaac=false turns it off.
 	slaac bool
@@ -205,7 +206,7 @@ func (c *linkConfig) checkGateway(gw netip.Addr) error {
 
 // ndpConfig is the neighbour discovery the flags ask for.
 func (c *linkConfig) ndpConfig() (ndp.Config, error) {
-	cfg := ndp.Config{NoSLAAC: !c.slaac}
+	cfg := ndp.Config{NoSLAAC: !c.slaac || c.router, NoRouterSolicitation: c.router}
 	if c.stableKey != "" {
 		key, err := loadSecretKey(c.stableKey)
 		if err != nil {
@@ -442,7 +443,9 @@ func (h *host) configure(c *linkConfig) error {
 		}
 	}
 	h.addrs = slices.Clone(c.addrs)
-	if !c.noIPv6 {
+	// A router (the gateway) waits for its own addresses itself
+	// (gateway.WaitIPv6), their DAD beside the link-local address's.
+	if !c.noIPv6 && !c.router {
 		ready, err := h.awaitDAD(wait, len(c.addrs) == 0, dadTimeout)
 		if err != nil {
 			return err

@@ -32,6 +32,12 @@ func logLines(t *testing.T, log string) []map[string]any {
 // stack's events and the daemon's.
 var startStop = []string{"collector set", "NIC up", "address added", "address added", "relaying pings", "forwarding DNS", "NIC down"}
 
+// startStop6 is startStop with IPv6: the gateway's IPv6 addresses, its
+// link-local one among them, each once past DAD, and its router
+// advertising once they all are.
+var startStop6 = []string{"collector set", "NIC up", "address added", "address added", "relaying pings", "forwarding DNS",
+	"address added", "address added", "address added", "advertising IPv6", "NIC down"}
+
 // The daemon's start-up events, logged by a gateway on a VM's socket (no
 // privilege needed), parsed as a log pipeline would: each line a JSON
 // object with its level, message and the fields that identify the event;
@@ -42,8 +48,9 @@ func TestGatewayLogsJSONEventsAtTheFlagsLevel(t *testing.T) {
 		flags []string
 		want  []string // messages logged, in order
 	}{
-		{"info logs the NIC, its addresses, how pings and DNS are relayed", []string{"-log-format", "json"}, startStop},
-		{"debug logs what info does", []string{"-log-format", "json", "-log-level", "debug"}, startStop},
+		{"info logs the NIC, its addresses, how pings and DNS are relayed", []string{"-log-format", "json", "-no-ipv6"}, startStop},
+		{"with IPv6, info logs its addresses and advertising too", []string{"-log-format", "json"}, startStop6},
+		{"debug logs what info does", []string{"-log-format", "json", "-log-level", "debug", "-no-ipv6"}, startStop},
 		{"warn suppresses info", []string{"-log-format", "json", "-log-level", "warn"}, nil},
 		{"error suppresses info", []string{"-log-format", "JSON", "-log-level", "ERROR"}, nil},
 	} {
