@@ -7,7 +7,12 @@
 // entry they go straight to the NIC; otherwise they wait, in a bounded queue,
 // on the goroutine that resolves their next hop. That goroutine sends the
 // requests, retries, and on the reply sends what waited, or after the last
-// retry drops it with a counter.
+// retry hands it to the Host, whose network layer answers its sender with
+// ICMP host unreachable (RFC 1122 section 2.3.2.2).
+//
+// The package also checks addresses for conflicts (RFC 5227, acd.go):
+// Probe asks whether another station holds an address before it is used,
+// and Defend watches one in use.
 package arp
 
 import (
@@ -62,6 +67,15 @@ type Addresses interface {
 	SourceFor(dst netip.Addr) (netip.Addr, bool)
 }
 
+// Host is told what ARP could not deliver.
+type Host interface {
+	// Unreachable takes a datagram that waited on a resolution that
+	// failed, to answer its sender with the network layer's host
+	// unreachable (RFC 1122 section 2.3.2.2: "the sender MUST be
+	// notified"). It owns pkt: it must release it.
+	Unreachable(nextHop netip.Addr, pkt *buffer.Packet)
+}
+
 // Stats are ARP's counters.
 type Stats struct {
 	InPackets        stats.Counter
@@ -79,7 +93,7 @@ type Stats struct {
 	Resolved         stats.Counter
 	ResolveFailed    stats.Counter
 	QueueDrops       stats.Counter // waiting packets dropped: queue full, budget, too many resolutions, close
-	UnresolvedDrops  stats.Counter // waiting packets dropped because resolution failed
+	UnresolvedDrops  stats.Counter // waiting packets dropped because resolution failed, each reported to its sender
 	PendingResolutns stats.Gauge
 }
 
@@ -87,6 +101,7 @@ type Stats struct {
 type Protocol struct {
 	nic   *ethernet.NIC
 	addrs Addresses
+	host  Host // nil: failed resolutions drop silently
 	cfg   Config
 	env   *env.Env
 
@@ -133,9 +148,11 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 }
 
 // Start launches the dealer goroutine, which answers for addrs: the
-// addresses of the IPv4 interface on the NIC.
-func (p *Protocol) Start(addrs Addresses) {
+// addresses of the IPv4 interface on the NIC. Datagrams whose next hop
+// does not resolve go to host (nil: they are dropped, counted).
+func (p *Protocol) Start(addrs Addresses, host Host) {
 	p.addrs = addrs
+	p.host = host
 	p.wg.Add(1)
 	go p.deal()
 }
@@ -442,7 +459,10 @@ func (p *Protocol) resolve(r *resolution) {
 	}
 }
 
-// finish retires r and sends (resolved) or drops what waited on it.
+// finish retires r and sends what waited on it, or, when the resolution
+// failed, hands each datagram to the Host for its sender to be told (RFC
+// 1122 section 2.3.2.2), as neighbour discovery does (RFC 4861 section
+// 7.2.2). On close they are dropped: nothing failed to resolve.
 func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 	p.mu.Lock()
 	delete(p.pending, r.ip)
@@ -453,18 +473,32 @@ func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 	} else {
 		p.Stats.ResolveFailed.Inc()
 	}
+	closing := false
+	select {
+	case <-p.done:
+		closing = true
+	default:
+	}
 	// No one sends on r.queue once r is out of pending: drain it.
 	dropped := 0
 	for {
 		select {
 		case pk := <-r.queue:
 			p.env.Budget.Release(pk.Len())
-			if resolved {
+			switch {
+			case resolved:
 				p.nic.Send(mac, wire.EtherTypeIPv4, pk)
-			} else {
+			case closing:
+				p.Stats.QueueDrops.Inc()
+				pk.Release()
+			default:
 				p.Stats.UnresolvedDrops.Inc()
 				dropped++
-				pk.Release()
+				if p.host == nil {
+					pk.Release()
+				} else {
+					p.host.Unreachable(r.ip, pk)
+				}
 			}
 		default:
 			if !resolved {

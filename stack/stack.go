@@ -181,7 +181,7 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		eth.Bind(wire.EtherTypeIPv6, n.iface6)
 	}
 	eth.SetLogger(s.env.Log, s.env.Clock)
-	n.arp.Start(n.iface)
+	n.arp.Start(n.iface, arpHost{s})
 	if n.nd != nil {
 		if err := n.nd.Start(linkHost{s: s, iface: n.iface6}); err != nil {
 			return fmt.Errorf("stack: add NIC: IPv6 link-local address: %w", err)
