@@ -47,6 +47,8 @@ type Config struct {
 	// MaxEntries bounds the cache; MaxPending bounds concurrent
 	// resolutions.
 	MaxEntries, MaxPending int
+	// ACD times address conflict detection (RFC 5227, acd.go).
+	ACD ACDConfig
 }
 
 func (c *Config) setDefaults() {
@@ -56,6 +58,7 @@ func (c *Config) setDefaults() {
 	c.QueueLen = cmp.Or(c.QueueLen, 64)
 	c.MaxEntries = cmp.Or(c.MaxEntries, 4096)
 	c.MaxPending = cmp.Or(c.MaxPending, 256)
+	c.ACD.setDefaults()
 }
 
 // Addresses tells ARP which protocol addresses the NIC owns.
@@ -95,6 +98,13 @@ type Stats struct {
 	QueueDrops       stats.Counter // waiting packets dropped: queue full, budget, too many resolutions, close
 	UnresolvedDrops  stats.Counter // waiting packets dropped because resolution failed, each reported to its sender
 	PendingResolutns stats.Gauge
+
+	// Address conflict detection (RFC 5227).
+	OutProbes      stats.Counter
+	ProbeConflicts stats.Counter // probes that found their address in use
+	Conflicts      stats.Counter // packets claiming a defended address of ours
+	Defences       stats.Counter // announcements sent in defence
+	AddressesLost  stats.Counter // defended addresses given up
 }
 
 // Protocol is ARP on one NIC.
@@ -110,10 +120,12 @@ type Protocol struct {
 	wg      sync.WaitGroup // the dealer and every resolution
 	closing sync.Once
 
-	mu      sync.RWMutex
-	cache   map[netip.Addr]entry
-	pending map[netip.Addr]*resolution
-	closed  bool
+	mu       sync.RWMutex
+	cache    map[netip.Addr]entry
+	pending  map[netip.Addr]*resolution
+	probes   map[netip.Addr]*probe   // acd.go
+	defended map[netip.Addr]*defence // acd.go
+	closed   bool
 
 	log arpLog // log.go
 
@@ -133,12 +145,14 @@ type entry struct {
 func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
-		nic:     nic,
-		cfg:     cfg,
-		env:     e,
-		done:    make(chan struct{}),
-		cache:   map[netip.Addr]entry{},
-		pending: map[netip.Addr]*resolution{},
+		nic:      nic,
+		cfg:      cfg,
+		env:      e,
+		done:     make(chan struct{}),
+		cache:    map[netip.Addr]entry{},
+		pending:  map[netip.Addr]*resolution{},
+		probes:   map[netip.Addr]*probe{},
+		defended: map[netip.Addr]*defence{},
 	}
 	// A full dealer queue drops: a flood of ARP must not stall the NIC.
 	p.in = dealer.New[*buffer.Batch](16, &p.Stats.InDropped)
@@ -221,8 +235,10 @@ func (p *Protocol) handle(b []byte) {
 		p.Stats.InBogusSender.Inc()
 		return
 	}
-	if spa.IsValid() && p.addrs.HasAddress(spa) {
-		p.conflicted(spa, sha)
+	if p.checkConflict(op, sha, spa, tpa) {
+		// Another station claims an address we defend: the defence
+		// has answered, and nothing of the packet is learnt.
+		return
 	}
 	// "If the pair <protocol type, sender protocol address> is already in
 	// my translation table, update the sender hardware address field of the
