@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/ipv6"
@@ -75,6 +76,9 @@ type linkConfig struct {
 	// stableKey is the -stable-iid file holding the RFC 7217 secret
 	// key; empty: interface identifiers from the MAC (EUI-64).
 	stableKey string
+	// acd probes -addr's IPv4 addresses before using them and defends
+	// them once (RFC 5227; -acd).
+	acd bool
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -82,6 +86,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.mtu = defaultMTU
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
 	fs.Var((*addrsFlag)(&c.addrs), "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64 (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
+	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, some 7 s), then defend them once")
 	fs.Var((*gatewaysFlag)(&c.gws), "gw", "route everything off-link through the gateway at `ADDR`, on an -addr's network, or for IPv6 a router's link-local address (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
@@ -434,7 +439,10 @@ const dadTimeout = 10 * time.Second
 func (h *host) configure(c *linkConfig) error {
 	var wait []netip.Addr
 	for _, p := range c.addrs {
-		if err := h.stack.AddAddress(h.nic, p); err != nil {
+		if err := h.stack.AddAddressWith(context.Background(), h.nic, p, stack.AddressOptions{ACD: c.acd}); err != nil {
+			if ce := (*arp.ConflictError)(nil); errors.As(err, &ce) {
+				return fmt.Errorf("%v is already in use on %s's link by %v: address conflict detection had an answer to its probe (RFC 5227 section 2.1)", ce.Addr, h.nic, ce.MAC)
+			}
 			return fmt.Errorf("assigning %v to %s: %w", p, h.nic, err)
 		}
 		if p.Addr().Is6() {

@@ -1,0 +1,226 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/arp"
+	"github.com/gonetstack/gonet/internal/netns"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// Address conflict detection (RFC 5227) and ARP failures against the
+// kernel: the kernel answers GoNet's probes for an address it holds,
+// claims GoNet's address with iputils arping, and is the link on which
+// GoNet's connection to an address no one holds fails.
+
+// acdConfig shortens RFC 5227's timers so that a probe takes a fraction
+// of a second; the kernel answers within microseconds.
+var acdConfig = arp.ACDConfig{
+	ProbeWait: 10 * time.Millisecond, ProbeMin: 50 * time.Millisecond, ProbeMax: 100 * time.Millisecond,
+	AnnounceWait: 300 * time.Millisecond, AnnounceInterval: 100 * time.Millisecond,
+}
+
+// newBareHost is newHost without GoNet's address: the test assigns it.
+func newBareHost(t *testing.T, cfg stack.Config) (*host, net.HardwareAddr) {
+	t.Helper()
+	ns := netnstest.New(t)
+	h := &host{ns: ns, dev: netns.DeviceName()}
+	var kernelMAC net.HardwareAddr
+	err := ns.Do(func() error {
+		var err error
+		h.tap, err = tap.Open(h.dev, tap.Options{MTU: 1500})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open TAP in %s: %v", ns, err)
+	}
+	if err := ns.ConfigureLink(h.dev, kernelAddr, 1500); err != nil {
+		h.tap.Close()
+		t.Fatal(err)
+	}
+	err = ns.Do(func() error {
+		ifi, err := net.InterfaceByName(h.dev)
+		if err == nil {
+			kernelMAC = ifi.HardwareAddr
+		}
+		return err
+	})
+	if err != nil {
+		h.tap.Close()
+		t.Fatal(err)
+	}
+	h.stack = stack.New(cfg)
+	t.Cleanup(func() { stacktest.Closed(t, h.stack) })
+	if err := h.stack.AddNIC(h.dev, h.tap); err != nil {
+		t.Fatal(err)
+	}
+	return h, kernelMAC
+}
+
+func TestACDFindsTheKernelHoldingTheAddress(t *testing.T) {
+	h, kernelMAC := newBareHost(t, stack.Config{ARP: arp.Config{ACD: acdConfig}, NoIPv6: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The kernel answers a probe for its address (Linux's arp_process
+	// replies to sender 0.0.0.0 for an address of its own).
+	err := h.stack.AddAddressWith(ctx, h.dev, kernelAddr, stack.AddressOptions{ACD: true})
+	var ce *arp.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("adding the kernel's address with ACD: %v, want a conflict", err)
+	}
+	if !bytes.Equal(ce.MAC[:], kernelMAC) || ce.Addr != kernelAddr.Addr() {
+		t.Errorf("conflict %v, want %v held by the kernel's %v", ce, kernelAddr.Addr(), kernelMAC)
+	}
+	if !strings.Contains(err.Error(), kernelMAC.String()) {
+		t.Errorf("error %q does not name the kernel's MAC %v", err, kernelMAC)
+	}
+	if h.stack.IPv4().IsLocal(kernelAddr.Addr()) {
+		t.Error("the kernel's address was assigned to GoNet")
+	}
+	// An address no one holds is free, and then assigned.
+	if inUse, err := h.stack.Probe(ctx, h.dev, gonetAddr.Addr()); inUse || err != nil {
+		t.Fatalf("Probe(%v) = %v, %v; want free", gonetAddr.Addr(), inUse, err)
+	}
+	if err := h.stack.AddAddressWith(ctx, h.dev, gonetAddr, stack.AddressOptions{ACD: true}); err != nil {
+		t.Fatalf("adding a free address with ACD: %v", err)
+	}
+	h.run(t, 10*time.Second, "ping", "-c", "1", "-W", "5", gonetAddr.Addr().String())
+	c := h.stack.Counters()
+	// The first probing ends at the kernel's reply to its first probe;
+	// Probe and the second AddAddressWith send three each.
+	if c["ARP."+h.dev+".ProbeConflicts"] != 1 || c["ARP."+h.dev+".OutProbes"] != 1+3+3 {
+		t.Errorf("ProbeConflicts %d, OutProbes %d; want 1 and 7",
+			c["ARP."+h.dev+".ProbeConflicts"], c["ARP."+h.dev+".OutProbes"])
+	}
+}
+
+func TestACDDefendsAgainstTheKernelClaimingTheAddress(t *testing.T) {
+	netnstest.RequireTool(t, "arping")
+	h, kernelMAC := newBareHost(t, stack.Config{ARP: arp.Config{ACD: acdConfig}, NoIPv6: true})
+	events := make(chan arp.Conflict, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	o := stack.AddressOptions{ACD: true, Defend: arp.DefendOnce, OnConflict: func(c arp.Conflict) { events <- c }}
+	if err := h.stack.AddAddressWith(ctx, h.dev, gonetAddr, o); err != nil {
+		t.Fatal(err)
+	}
+	addr := gonetAddr.Addr().String()
+	// The kernel probing for GoNet's address hears it is taken (RFC
+	// 5227 section 2.1.1: the holder answers): arping -D exits 1 on a
+	// reply.
+	out, err := h.ns.Run(ctx, "arping", "-D", "-c", "2", "-w", "3", "-I", h.dev, addr)
+	if err == nil || !strings.Contains(string(out), "Received 1 response") {
+		t.Fatalf("arping -D for GoNet's address: %v\n%s\nwant GoNet's answer", err, out)
+	}
+	// The kernel claims the address: assigned to its side and announced.
+	h.run(t, 5*time.Second, "ip", "addr", "add", addr+"/32", "dev", h.dev)
+	claim := func() {
+		t.Helper()
+		h.run(t, 5*time.Second, "arping", "-U", "-c", "1", "-I", h.dev, "-s", addr, addr)
+	}
+	next := func() arp.Conflict {
+		t.Helper()
+		select {
+		case c := <-events:
+			return c
+		case <-time.After(5 * time.Second):
+			t.Fatal("no conflict reported")
+			return arp.Conflict{}
+		}
+	}
+	claim()
+	c := next()
+	if !c.Defended || c.GaveUp || !bytes.Equal(c.MAC[:], kernelMAC) {
+		t.Fatalf("first claim: %+v, want defended against %v", c, kernelMAC)
+	}
+	if !h.stack.IPv4().IsLocal(gonetAddr.Addr()) {
+		t.Fatal("address removed after the first claim")
+	}
+	// A second claim within DEFEND_INTERVAL (10 s): given up (section
+	// 2.4 (b)).
+	claim()
+	c = next()
+	if c.Defended || !c.GaveUp {
+		t.Fatalf("second claim: %+v, want given up", c)
+	}
+	if h.stack.IPv4().IsLocal(gonetAddr.Addr()) {
+		t.Error("address still GoNet's after giving it up")
+	}
+	cs := h.stack.Counters()
+	if cs["ARP."+h.dev+".Defences"] != 1 || cs["ARP."+h.dev+".AddressesLost"] != 1 {
+		t.Errorf("Defences %d, AddressesLost %d; want 1 and 1", cs["ARP."+h.dev+".Defences"], cs["ARP."+h.dev+".AddressesLost"])
+	}
+}
+
+// TestConnectToAnAddressNoOneHoldsIsHostUnreachable pins RFC 1122 section
+// 2.3.2.2 against the kernel's link: GoNet's connection to an address of
+// the kernel's subnet that no one holds fails with EHOSTUNREACH once ARP
+// gives up, as the kernel's own connect does.
+func TestConnectToAnAddressNoOneHoldsIsHostUnreachable(t *testing.T) {
+	h := newHost(t, options{stack: stack.Config{ARP: arp.Config{RetryInterval: 100 * time.Millisecond}, NoIPv6: true}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := h.stack.DialContext(ctx, "tcp", "10.99.0.77:80")
+	if !errors.Is(err, syscall.EHOSTUNREACH) {
+		t.Fatalf("dial an address no one holds: %v, want EHOSTUNREACH", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the error took %v, want ARP's give-up time (300 ms)", d)
+	}
+	if got := h.stack.Counters()["ARP."+h.dev+".ResolveFailed"]; got != 1 {
+		t.Errorf("ResolveFailed = %d, want 1", got)
+	}
+}
+
+// TestDaemonACDFailsOnAnAddressInUse runs `gonet up -acd` for the address
+// the kernel holds on the TAP device: the daemon must not come up, and
+// its error must name the MAC that holds the address.
+func TestDaemonACDFailsOnAnAddressInUse(t *testing.T) {
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The kernel holds its address on the TAP device before the daemon
+	// opens it.
+	if out, err := ns.IP(ctx, "tuntap", "add", "dev", dev, "mode", "tap"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	var kernelMAC net.HardwareAddr
+	if err := ns.Do(func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err == nil {
+			kernelMAC = ifi.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", kernelAddr.String(), "-acd", "-no-ipv6", "-control", "none")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("gonet up -acd on the kernel's address: %v\n%s\nwant a failure", err, out)
+	}
+	for _, want := range []string{kernelAddr.Addr().String() + " is already in use", kernelMAC.String()} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("gonet up said %q, want %q in it", out, want)
+		}
+	}
+	t.Logf("gonet up: %s", bytes.TrimSpace(out))
+}
