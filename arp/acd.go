@@ -42,6 +42,12 @@ type ACDConfig struct {
 	// address (10 s), and the window in which a second conflict makes
 	// DefendOnce give it up.
 	DefendInterval time.Duration
+	// MaxConflicts is how many probes may find their address in use
+	// (10) before probes start no more often than one every
+	// RateLimitInterval (60 s), so that a host looking for a free
+	// address on a crowded or hostile link does not flood it.
+	MaxConflicts      int
+	RateLimitInterval time.Duration
 }
 
 func (c *ACDConfig) setDefaults() {
@@ -53,6 +59,8 @@ func (c *ACDConfig) setDefaults() {
 	c.Announcements = cmp.Or(c.Announcements, 2)
 	c.AnnounceInterval = cmp.Or(c.AnnounceInterval, 2*time.Second)
 	c.DefendInterval = cmp.Or(c.DefendInterval, 10*time.Second)
+	c.MaxConflicts = cmp.Or(c.MaxConflicts, 10)
+	c.RateLimitInterval = cmp.Or(c.RateLimitInterval, 60*time.Second)
 }
 
 // DefendPolicy is what a host does when another station claims an address
@@ -119,6 +127,13 @@ type probe struct {
 	conflict chan wire.MAC // buffered: the first conflict is kept
 }
 
+// probeLimit is RFC 5227 section 2.1.1's rate limit on probing, for the
+// NIC; Protocol.mu guards it.
+type probeLimit struct {
+	conflicts int       // probes that found their address in use
+	lastStart time.Time // when the last probe started
+}
+
 // defence is an address in use that the dealer defends.
 type defence struct {
 	policy     DefendPolicy
@@ -129,7 +144,10 @@ type defence struct {
 // Probe checks whether another station on the link holds addr, as RFC
 // 5227 section 2.1.1 says: after a random delay of up to ProbeWait, it
 // sends Probes ARP probes (requests for addr from sender 0.0.0.0) ProbeMin
-// to ProbeMax apart, and waits AnnounceWait after the last. Any ARP
+// to ProbeMax apart, and waits AnnounceWait after the last; once
+// MaxConflicts probes on the NIC have found their address in use, a probe
+// first waits until RateLimitInterval has passed since the last one
+// started (section 2.1.1). Any ARP
 // packet giving addr as its sender, or another station's probe for addr,
 // during that time means addr is in use: Probe returns a *ConflictError
 // naming the station's MAC. It returns nil when addr is free, and ctx's
@@ -150,19 +168,33 @@ func (p *Protocol) Probe(ctx context.Context, addr netip.Addr) error {
 		return fmt.Errorf("arp: %s: probe %v: %w", p.nic.Name(), addr, ErrProbing)
 	}
 	p.probes[addr] = pr
+	c := &p.cfg.ACD
+	now := p.env.Clock.Now()
+	wait := time.Duration(0)
+	if p.probeLimit.conflicts >= c.MaxConflicts {
+		// "limit the rate at which it probes for new addresses to no
+		// more than one new address per RATE_LIMIT_INTERVAL".
+		wait = max(p.probeLimit.lastStart.Add(c.RateLimitInterval).Sub(now), 0)
+	}
+	p.probeLimit.lastStart = now.Add(wait)
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.probes, addr)
 		p.mu.Unlock()
 	}()
-	c := &p.cfg.ACD
-	timer := p.env.Clock.NewTimer(p.random(0, c.ProbeWait))
+	if wait > 0 {
+		p.Stats.ProbesRateLimited.Inc()
+	}
+	timer := p.env.Clock.NewTimer(wait + p.random(0, c.ProbeWait))
 	defer timer.Stop()
 	for sent := 0; ; {
 		select {
 		case mac := <-pr.conflict:
 			p.Stats.ProbeConflicts.Inc()
+			p.mu.Lock()
+			p.probeLimit.conflicts++
+			p.mu.Unlock()
 			cf := Conflict{NIC: p.nic.Name(), Addr: addr, MAC: mac, Probing: true}
 			p.log.acd(cf)
 			return &ConflictError{cf}
@@ -283,7 +315,10 @@ func (p *Protocol) checkConflict(op uint16, sha wire.MAC, spa, tpa netip.Addr) b
 	}
 	if !isDefended {
 		if spa.IsValid() && p.addrs.HasAddress(spa) {
-			p.conflicted(spa, sha) // no defence asked: logged only, as Linux
+			// No defence asked: counted and logged only, as Linux
+			// leaves a static address be.
+			p.Stats.Conflicts.Inc()
+			p.conflicted(spa, sha)
 		}
 		return false
 	}

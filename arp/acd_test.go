@@ -364,19 +364,59 @@ func TestDefence(t *testing.T) {
 				t.Errorf("AddressesLost = %d, want %d", got, lost)
 			}
 			// The static address is never defended: a claim on it is
-			// logged, not answered.
+			// counted and logged, not answered with an announcement.
 			h.Inject(h.ARPFrame(t, layers.ARPRequest, holderMAC, rawtest.StackAddr, nil, rawtest.StackAddr))
 			for _, f := range h.Barrier(t) {
-				if isAnnouncement(t, f) {
+				if isAnnouncementOf(t, f, rawtest.StackAddr) {
 					t.Errorf("the static address was defended: %s", rawtest.Describe(f))
 				}
+			}
+			if got, want := h.Counter(t, "ARP.eth0.Conflicts"), int64(len(tt.at)+1); got != want {
+				t.Errorf("Conflicts = %d after a claim on the static address, want %d", got, want)
 			}
 		})
 	}
 }
 
-func isAnnouncement(t *testing.T, frame []byte) bool {
+func isAnnouncement(t *testing.T, frame []byte) bool { return isAnnouncementOf(t, frame, candidate) }
+
+func isAnnouncementOf(t *testing.T, frame []byte, addr netip.Addr) bool {
+	t.Helper()
 	_, a := rawtest.ARPOf(t, frame)
-	return a.Operation == layers.ARPRequest && rawtest.Addr(a.SourceProtAddress) == candidate &&
-		rawtest.Addr(a.DstProtAddress) == candidate && bytes.Equal(a.SourceHwAddress, rawtest.StackMAC)
+	return a.Operation == layers.ARPRequest && rawtest.Addr(a.SourceProtAddress) == addr &&
+		rawtest.Addr(a.DstProtAddress) == addr && bytes.Equal(a.SourceHwAddress, rawtest.StackMAC)
+}
+
+// TestProbesAreRateLimitedAfterMaxConflicts pins RFC 5227 section
+// 2.1.1: once MAX_CONFLICTS probes have found their address in use, a
+// host probes for no more than one new address per RATE_LIMIT_INTERVAL.
+func TestProbesAreRateLimitedAfterMaxConflicts(t *testing.T) {
+	const maxConflicts = 2
+	const interval = 60 * time.Second
+	h := rawtest.New(t, stack.Config{ARP: arp.Config{ACD: arp.ACDConfig{MaxConflicts: maxConflicts, RateLimitInterval: interval}}})
+	var lastStart time.Time
+	for i := range maxConflicts + 1 {
+		addr := netip.AddrFrom4([4]byte{10, 1, 0, byte(60 + i)})
+		start := h.Clock.Now()
+		p := startProbe(h, addr)
+		d := p.fire(t)
+		switch {
+		case i < maxConflicts && d > time.Second:
+			t.Fatalf("probe %d: first probe after %v, want within PROBE_WAIT", i+1, d)
+		case i == maxConflicts && (start.Add(d).Before(lastStart.Add(interval)) || start.Add(d).After(lastStart.Add(interval+time.Second))):
+			t.Fatalf("probe %d: first probe %v after the previous probe started, want RATE_LIMIT_INTERVAL %v (and PROBE_WAIT at most)",
+				i+1, start.Add(d).Sub(lastStart), interval)
+		}
+		lastStart = start
+		checkProbe(t, h.Expect(t, rawtest.Timeout), addr)
+		h.Inject(h.ARPFrame(t, layers.ARPReply, holderMAC, addr, rawtest.StackMAC, zeroAddr))
+		var ce *arp.ConflictError
+		if err := p.result(t); !errors.As(err, &ce) {
+			t.Fatalf("probe %d: %v, want a conflict", i+1, err)
+		}
+		h.Clock.Advance(time.Second)
+	}
+	if got := h.Counter(t, "ARP.eth0.ProbesRateLimited"); got != 1 {
+		t.Errorf("ProbesRateLimited = %d, want 1", got)
+	}
 }

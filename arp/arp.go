@@ -100,11 +100,12 @@ type Stats struct {
 	PendingResolutns stats.Gauge
 
 	// Address conflict detection (RFC 5227).
-	OutProbes      stats.Counter
-	ProbeConflicts stats.Counter // probes that found their address in use
-	Conflicts      stats.Counter // packets claiming a defended address of ours
-	Defences       stats.Counter // announcements sent in defence
-	AddressesLost  stats.Counter // defended addresses given up
+	OutProbes         stats.Counter
+	ProbeConflicts    stats.Counter // probes that found their address in use
+	ProbesRateLimited stats.Counter // probes delayed past MaxConflicts conflicts
+	Conflicts         stats.Counter // packets from another station claiming an address of ours
+	Defences          stats.Counter // announcements sent in defence
+	AddressesLost     stats.Counter // defended addresses given up
 }
 
 // Protocol is ARP on one NIC.
@@ -120,12 +121,13 @@ type Protocol struct {
 	wg      sync.WaitGroup // the dealer and every resolution
 	closing sync.Once
 
-	mu       sync.RWMutex
-	cache    map[netip.Addr]entry
-	pending  map[netip.Addr]*resolution
-	probes   map[netip.Addr]*probe   // acd.go
-	defended map[netip.Addr]*defence // acd.go
-	closed   bool
+	mu         sync.RWMutex
+	cache      map[netip.Addr]entry
+	pending    map[netip.Addr]*resolution
+	probes     map[netip.Addr]*probe   // acd.go
+	probeLimit probeLimit              // acd.go
+	defended   map[netip.Addr]*defence // acd.go
+	closed     bool
 
 	log arpLog // log.go
 
