@@ -420,3 +420,35 @@ func TestProbesAreRateLimitedAfterMaxConflicts(t *testing.T) {
 		t.Errorf("ProbesRateLimited = %d, want 1", got)
 	}
 }
+
+func TestAddressProbedAlreadyIsAnnouncedAtOnce(t *testing.T) {
+	h := rawtest.New(t, stack.Config{ARP: arp.Config{ACD: arp.ACDConfig{Announcements: 1}}})
+	p := startProbe(h, candidate)
+	for range 4 {
+		p.fire(t)
+	}
+	if err := p.result(t); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		checkProbe(t, h.Expect(t, rawtest.Timeout), candidate)
+	}
+	o := stack.AddressOptions{ACD: true, Probed: true}
+	if err := h.S.AddAddressWith(context.Background(), rawtest.NIC, netip.PrefixFrom(candidate, 24), o); err != nil {
+		t.Fatal(err)
+	}
+	checkAnnouncement(t, h.Expect(t, rawtest.Timeout), candidate)
+	if policy, ok := mustARP(t, h).Defended(candidate); !ok || policy != arp.DefendOnce {
+		t.Errorf("Defended = %v, %v; want defend once", policy, ok)
+	}
+	h.ExpectNothing(t)
+}
+
+func mustARP(t *testing.T, h *rawtest.Host) *arp.Protocol {
+	t.Helper()
+	a, err := h.S.ARP(rawtest.NIC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

@@ -24,6 +24,11 @@ type AddressOptions struct {
 	// by Defend (section 2.4). A probe takes some 7 s with the RFC's
 	// timers (Config.ARP.ACD).
 	ACD bool
+	// Probed says the caller has probed for the address already
+	// (Probe, as a DHCP client does before it accepts a lease): with
+	// ACD, the address is assigned, announced and defended without a
+	// second probe.
+	Probed bool
 	// Defend is what is done when another station claims the address
 	// once it is in use: defend it once, give it up, or keep it. An
 	// address given up is removed from the NIC.
@@ -52,8 +57,10 @@ func (s *Stack) AddAddressWith(ctx context.Context, nicName string, addr netip.P
 	if s.ip.IsLocal(a) {
 		return fmt.Errorf("stack: add %v to %s: address already assigned", addr, nicName)
 	}
-	if err := n.arp.Probe(ctx, a); err != nil {
-		return fmt.Errorf("stack: add %v to %s: %w", addr, nicName, err)
+	if !o.Probed {
+		if err := n.arp.Probe(ctx, a); err != nil {
+			return fmt.Errorf("stack: add %v to %s: %w", addr, nicName, err)
+		}
 	}
 	if err := s.ip.AddAddress(n.iface, addr); err != nil {
 		return fmt.Errorf("stack: %w", err)
@@ -81,7 +88,9 @@ func (s *Stack) conflict(addr netip.Prefix, c arp.Conflict, hook func(arp.Confli
 // an IPv4 address not assigned to the stack, with RFC 5227 section 2.1's
 // probes (Config.ARP.ACD times them: some 7 s with the RFC's values). It
 // is the check a DHCP client makes before it takes an offered address
-// (RFC 2131 section 2.2), sending a DHCPDECLINE when inUse.
+// (RFC 2131 section 2.2), sending a DHCPDECLINE when inUse, and otherwise
+// assigning it with AddAddressWith and AddressOptions{ACD: true, Probed:
+// true}, which announces and defends it.
 //
 // inUse reports that a station answered; err is then an
 // *arp.ConflictError naming it (its MAC), so that a caller that checks
