@@ -144,15 +144,15 @@ type defence struct {
 // Probe checks whether another station on the link holds addr, as RFC
 // 5227 section 2.1.1 says: after a random delay of up to ProbeWait, it
 // sends Probes ARP probes (requests for addr from sender 0.0.0.0) ProbeMin
-// to ProbeMax apart, and waits AnnounceWait after the last; once
-// MaxConflicts probes on the NIC have found their address in use, a probe
-// first waits until RateLimitInterval has passed since the last one
-// started (section 2.1.1). Any ARP
-// packet giving addr as its sender, or another station's probe for addr,
-// during that time means addr is in use: Probe returns a *ConflictError
-// naming the station's MAC. It returns nil when addr is free, and ctx's
-// error if ctx ends first. The caller then assigns addr and calls
-// AnnounceAndDefend; addr must not be assigned while probed.
+// to ProbeMax apart, and waits AnnounceWait after the last. Any ARP packet
+// giving addr as its sender, or another station's probe for addr, during
+// that time means addr is in use: Probe returns a *ConflictError naming
+// the station's MAC. It returns nil when addr is free, and an error
+// wrapping ctx's if ctx ends first. Once MaxConflicts probes on the NIC
+// have found their address in use, a probe first waits until
+// RateLimitInterval has passed since the last one started. The caller
+// then assigns addr and calls AnnounceAndDefend; addr must not be
+// assigned while probed.
 func (p *Protocol) Probe(ctx context.Context, addr netip.Addr) error {
 	if !addr.Is4() || addr.IsUnspecified() || addr.IsMulticast() {
 		return fmt.Errorf("arp: %s: probe %v: not a unicast IPv4 address", p.nic.Name(), addr)
@@ -199,7 +199,7 @@ func (p *Protocol) Probe(ctx context.Context, addr netip.Addr) error {
 			p.log.acd(cf)
 			return &ConflictError{cf}
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("arp: %s: probe %v: %w", p.nic.Name(), addr, ctx.Err())
 		case <-p.done:
 			return fmt.Errorf("arp: %s: probe %v: closed", p.nic.Name(), addr)
 		case <-timer.C():
