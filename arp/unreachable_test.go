@@ -65,3 +65,27 @@ func TestForwardedDatagramWhoseNextHopNeverAnswersIsReportedToItsSource(t *testi
 	h.WaitCounter(t, "ARP.eth0.UnresolvedDrops", 1)
 	h.WaitCounter(t, "ICMP.OutDestUnreachs", 1)
 }
+
+// TestEveryWaitingDatagramIsReported pins that each datagram that waited
+// on a failed resolution draws its own host unreachable, more than the
+// ICMP rate limit's burst (50): errors to the host itself are not
+// rate-limited, as Linux spares its loopback.
+func TestEveryWaitingDatagramIsReported(t *testing.T) {
+	const n = 60
+	h := rawtest.New(t, stack.Config{})
+	for range n {
+		send(t, h, rawtest.PeerAddr, "x")
+	}
+	checkRequestFor(t, h.Expect(t, rawtest.Timeout), rawtest.PeerAddr)
+	for range 2 {
+		h.Advance(t, 1, time.Second)
+		checkRequestFor(t, h.Expect(t, rawtest.Timeout), rawtest.PeerAddr)
+	}
+	h.Advance(t, 1, time.Second)
+	h.WaitCounter(t, "ARP.eth0.UnresolvedDrops", n)
+	h.WaitCounter(t, "ICMP.InDestUnreachs", n)
+	if got := h.Counter(t, "ICMP.OutRateLimited"); got != 0 {
+		t.Errorf("OutRateLimited = %d, want 0", got)
+	}
+	h.ExpectNothing(t)
+}
