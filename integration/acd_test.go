@@ -4,17 +4,27 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
 	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/pcap"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/stack"
 )
@@ -32,7 +42,8 @@ var acdConfig = arp.ACDConfig{
 }
 
 // newBareHost is newHost without GoNet's address: the test assigns it.
-func newBareHost(t *testing.T, cfg stack.Config) (*host, net.HardwareAddr) {
+// With capture set, GoNet's frames are written to that pcap file.
+func newBareHost(t *testing.T, cfg stack.Config, capture string) (*host, net.HardwareAddr) {
 	t.Helper()
 	ns := netnstest.New(t)
 	h := &host{ns: ns, dev: netns.DeviceName()}
@@ -60,16 +71,25 @@ func newBareHost(t *testing.T, cfg stack.Config) (*host, net.HardwareAddr) {
 		h.tap.Close()
 		t.Fatal(err)
 	}
+	var ep link.Endpoint = h.tap
+	if capture != "" {
+		c, err := pcap.Create(ep, capture)
+		if err != nil {
+			h.tap.Close()
+			t.Fatal(err)
+		}
+		ep = c
+	}
 	h.stack = stack.New(cfg)
 	t.Cleanup(func() { stacktest.Closed(t, h.stack) })
-	if err := h.stack.AddNIC(h.dev, h.tap); err != nil {
+	if err := h.stack.AddNIC(h.dev, ep); err != nil {
 		t.Fatal(err)
 	}
 	return h, kernelMAC
 }
 
 func TestACDFindsTheKernelHoldingTheAddress(t *testing.T) {
-	h, kernelMAC := newBareHost(t, stack.Config{ARP: arp.Config{ACD: acdConfig}, NoIPv6: true})
+	h, kernelMAC := newBareHost(t, stack.Config{ARP: arp.Config{ACD: acdConfig}, NoIPv6: true}, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// The kernel answers a probe for its address (Linux's arp_process
@@ -107,13 +127,20 @@ func TestACDFindsTheKernelHoldingTheAddress(t *testing.T) {
 
 func TestACDDefendsAgainstTheKernelClaimingTheAddress(t *testing.T) {
 	netnstest.RequireTool(t, "arping")
-	h, kernelMAC := newBareHost(t, stack.Config{ARP: arp.Config{ACD: acdConfig}, NoIPv6: true})
+	capture := filepath.Join(t.TempDir(), "acd.pcap")
+	h, kernelMAC := newBareHost(t, stack.Config{ARP: arp.Config{ACD: acdConfig}, NoIPv6: true}, capture)
 	events := make(chan arp.Conflict, 4)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	o := stack.AddressOptions{ACD: true, Defend: arp.DefendOnce, OnConflict: func(c arp.Conflict) { events <- c }}
 	if err := h.stack.AddAddressWith(ctx, h.dev, gonetAddr, o); err != nil {
 		t.Fatal(err)
+	}
+	// Both announcements out (section 2.3), before the kernel speaks.
+	for deadline := time.Now().Add(5 * time.Second); h.stack.Counters()["ARP."+h.dev+".OutGratuitous"] < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("GoNet did not announce its address twice")
+		}
 	}
 	addr := gonetAddr.Addr().String()
 	// The kernel probing for GoNet's address hears it is taken (RFC
@@ -161,6 +188,59 @@ func TestACDDefendsAgainstTheKernelClaimingTheAddress(t *testing.T) {
 	if cs["ARP."+h.dev+".Defences"] != 1 || cs["ARP."+h.dev+".AddressesLost"] != 1 {
 		t.Errorf("Defences %d, AddressesLost %d; want 1 and 1", cs["ARP."+h.dev+".Defences"], cs["ARP."+h.dev+".AddressesLost"])
 	}
+	// On the wire, decoded by gopacket from GoNet's capture: three
+	// probes, two announcements, the answer to arping's probe, and one
+	// announcement in defence, after the kernel's first claim only.
+	if err := h.stack.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := arpsFrom(t, capture, h.tap.MAC())
+	want := []string{"probe", "probe", "probe", "announce", "announce", "reply to probe", "announce"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("GoNet sent %v, want %v", got, want)
+	}
+}
+
+// arpsFrom names the ARP packets mac sent about gonetAddr, in a capture
+// of both directions, as RFC 5227 calls them.
+func arpsFrom(t *testing.T, file string, mac net.HardwareAddr) []string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := pcapgo.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := gonetAddr.Addr()
+	var names []string
+	for {
+		data, _, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		p := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+		eth, _ := p.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		a, ok := p.Layer(layers.LayerTypeARP).(*layers.ARP)
+		if !ok || eth == nil || !bytes.Equal(eth.SrcMAC, mac) {
+			continue
+		}
+		spa, _ := netip.AddrFromSlice(a.SourceProtAddress)
+		tpa, _ := netip.AddrFromSlice(a.DstProtAddress)
+		switch {
+		case a.Operation == layers.ARPRequest && spa.IsUnspecified() && tpa == ours:
+			names = append(names, "probe")
+		case a.Operation == layers.ARPRequest && spa == ours && tpa == ours:
+			names = append(names, "announce")
+		case a.Operation == layers.ARPReply && spa == ours && tpa.IsUnspecified():
+			names = append(names, "reply to probe")
+		case spa == ours || tpa == ours:
+			names = append(names, fmt.Sprintf("op %d %v > %v", a.Operation, spa, tpa))
+		}
+	}
+	return names
 }
 
 // TestConnectToAnAddressNoOneHoldsIsHostUnreachable pins RFC 1122 section
