@@ -262,6 +262,18 @@ func TestConnectToAnAddressNoOneHoldsIsHostUnreachable(t *testing.T) {
 	if got := h.stack.Counters()["ARP."+h.dev+".ResolveFailed"]; got != 1 {
 		t.Errorf("ResolveFailed = %d, want 1", got)
 	}
+	// The kernel's own connect, on the same link, fails the same way
+	// (after its own 3 s of ARP).
+	err = h.ns.Do(func() error {
+		c, err := net.DialTimeout("tcp", "10.99.0.78:80", 10*time.Second)
+		if c != nil {
+			c.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, syscall.EHOSTUNREACH) {
+		t.Errorf("the kernel's connect to an address no one holds: %v, want EHOSTUNREACH as GoNet's", err)
+	}
 }
 
 // TestDaemonACDFailsOnAnAddressInUse runs `gonet up -acd` for the address
