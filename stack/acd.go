@@ -21,7 +21,7 @@ import (
 type AddressOptions struct {
 	// ACD probes for the address before assigning it (RFC 5227 section
 	// 2.1), announces it once assigned (section 2.3), and then defends it
-	// by Defend (section 2.4). A probe takes some 7 s with the RFC's
+	// by Defend (section 2.4). A probe takes 4 to 7 s with the RFC's
 	// timers (Config.ARP.ACD).
 	ACD bool
 	// Probed says the caller has probed for the address already
@@ -86,7 +86,7 @@ func (s *Stack) conflict(addr netip.Prefix, c arp.Conflict, hook func(arp.Confli
 
 // Probe asks whether another station on the named NIC's link holds addr,
 // an IPv4 address not assigned to the stack, with RFC 5227 section 2.1's
-// probes (Config.ARP.ACD times them: some 7 s with the RFC's values). It
+// probes (Config.ARP.ACD times them: 4 to 7 s with the RFC's values). It
 // is the check a DHCP client makes before it takes an offered address
 // (RFC 2131 section 2.2), sending a DHCPDECLINE when inUse, and otherwise
 // assigning it with AddAddressWith and AddressOptions{ACD: true, Probed:

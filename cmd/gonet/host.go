@@ -86,7 +86,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.mtu = defaultMTU
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
 	fs.Var((*addrsFlag)(&c.addrs), "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64 (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
-	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, some 7 s), then defend them once")
+	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, 4 to 7 s), then defend them once")
 	fs.Var((*gatewaysFlag)(&c.gws), "gw", "route everything off-link through the gateway at `ADDR`, on an -addr's network, or for IPv6 a router's link-local address (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
