@@ -29,12 +29,12 @@ type probing struct {
 	done chan error
 }
 
-func startProbe(h *rawtest.Host, addr netip.Addr) *probing {
+// startProbe runs ARP's Probe, which returns the conflict it finds as an
+// *arp.ConflictError.
+func startProbe(t *testing.T, h *rawtest.Host, addr netip.Addr) *probing {
 	p := &probing{h: h, done: make(chan error, 1)}
-	go func() {
-		_, err := h.S.Probe(context.Background(), rawtest.NIC, addr)
-		p.done <- err
-	}()
+	a := mustARP(t, h)
+	go func() { p.done <- a.Probe(context.Background(), addr) }()
 	return p
 }
 
@@ -94,7 +94,7 @@ func TestProbeSendsTheRFCSequence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := rawtest.New(t, stack.Config{ARP: arp.Config{ACD: tt.cfg}})
-			p := startProbe(h, candidate)
+			p := startProbe(t, h, candidate)
 			w := tt.want
 			// PROBE_WAIT: "wait for a random time interval selected
 			// uniformly in the range zero to PROBE_WAIT seconds".
@@ -153,7 +153,7 @@ func TestProbeFindsAConflict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := rawtest.New(t, stack.Config{})
-			p := startProbe(h, candidate)
+			p := startProbe(t, h, candidate)
 			for range tt.after {
 				p.fire(t)
 				checkProbe(t, h.Expect(t, rawtest.Timeout), candidate)
@@ -189,6 +189,36 @@ func TestProbeFindsAConflict(t *testing.T) {
 				t.Errorf("%d timers left armed", h.Clock.Pending())
 			}
 		})
+	}
+}
+
+// TestStackProbeSaysInUse pins the DHCP client's entry point: a conflict
+// is inUse with no error, a free address neither.
+func TestStackProbeSaysInUse(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		h := rawtest.New(t, stack.Config{})
+		type result struct {
+			inUse bool
+			err   error
+		}
+		done := make(chan result, 1)
+		go func() {
+			inUse, err := h.S.Probe(context.Background(), rawtest.NIC, candidate)
+			done <- result{inUse, err}
+		}()
+		p := &probing{h: h}
+		p.fire(t)
+		checkProbe(t, h.Expect(t, rawtest.Timeout), candidate)
+		if held {
+			h.Inject(h.ARPFrame(t, layers.ARPReply, holderMAC, candidate, rawtest.StackMAC, zeroAddr))
+		} else {
+			for range 3 {
+				p.fire(t)
+			}
+		}
+		if r := <-done; r.inUse != held || r.err != nil {
+			t.Errorf("held %v: Probe = %v, %v; want %v, nil", held, r.inUse, r.err, held)
+		}
 	}
 }
 
@@ -398,7 +428,7 @@ func TestProbesAreRateLimitedAfterMaxConflicts(t *testing.T) {
 	for i := range maxConflicts + 1 {
 		addr := netip.AddrFrom4([4]byte{10, 1, 0, byte(60 + i)})
 		start := h.Clock.Now()
-		p := startProbe(h, addr)
+		p := startProbe(t, h, addr)
 		d := p.fire(t)
 		switch {
 		case i < maxConflicts && d > time.Second:
@@ -423,7 +453,7 @@ func TestProbesAreRateLimitedAfterMaxConflicts(t *testing.T) {
 
 func TestAddressProbedAlreadyIsAnnouncedAtOnce(t *testing.T) {
 	h := rawtest.New(t, stack.Config{ARP: arp.Config{ACD: arp.ACDConfig{Announcements: 1}}})
-	p := startProbe(h, candidate)
+	p := startProbe(t, h, candidate)
 	for range 4 {
 		p.fire(t)
 	}

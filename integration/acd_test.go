@@ -108,6 +108,10 @@ func TestACDFindsTheKernelHoldingTheAddress(t *testing.T) {
 	if h.stack.IPv4().IsLocal(kernelAddr.Addr()) {
 		t.Error("the kernel's address was assigned to GoNet")
 	}
+	// The DHCP client's entry point says the same.
+	if inUse, err := h.stack.Probe(ctx, h.dev, kernelAddr.Addr()); !inUse || err != nil {
+		t.Errorf("Probe(%v) = %v, %v; want in use", kernelAddr.Addr(), inUse, err)
+	}
 	// An address no one holds is free, and then assigned.
 	if inUse, err := h.stack.Probe(ctx, h.dev, gonetAddr.Addr()); inUse || err != nil {
 		t.Fatalf("Probe(%v) = %v, %v; want free", gonetAddr.Addr(), inUse, err)
@@ -117,10 +121,10 @@ func TestACDFindsTheKernelHoldingTheAddress(t *testing.T) {
 	}
 	h.run(t, 10*time.Second, "ping", "-c", "1", "-W", "5", gonetAddr.Addr().String())
 	c := h.stack.Counters()
-	// The first probing ends at the kernel's reply to its first probe;
-	// Probe and the second AddAddressWith send three each.
-	if c["ARP."+h.dev+".ProbeConflicts"] != 1 || c["ARP."+h.dev+".OutProbes"] != 1+3+3 {
-		t.Errorf("ProbeConflicts %d, OutProbes %d; want 1 and 7",
+	// The probes of the kernel's address end at its reply to their
+	// first; those of a free one send three each.
+	if c["ARP."+h.dev+".ProbeConflicts"] != 2 || c["ARP."+h.dev+".OutProbes"] != 1+1+3+3 {
+		t.Errorf("ProbeConflicts %d, OutProbes %d; want 2 and 8",
 			c["ARP."+h.dev+".ProbeConflicts"], c["ARP."+h.dev+".OutProbes"])
 	}
 }

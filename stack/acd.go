@@ -88,16 +88,17 @@ func (s *Stack) conflict(addr netip.Prefix, c arp.Conflict, hook func(arp.Confli
 // an IPv4 address not assigned to the stack, with RFC 5227 section 2.1's
 // probes (Config.ARP.ACD times them: 4 to 7 s with the RFC's values). It
 // is the check a DHCP client makes before it takes an offered address
-// (RFC 2131 section 2.2), sending a DHCPDECLINE when inUse, and otherwise
-// assigning it with AddAddressWith and AddressOptions{ACD: true, Probed:
-// true}, which announces and defends it.
+// (RFC 2131 section 2.2): its signature is the client's probe hook's. A
+// client sends a DHCPDECLINE when inUse, and otherwise assigns the address
+// with AddAddressWith and AddressOptions{ACD: true, Probed: true}, which
+// announces and defends it.
 //
-// inUse reports that a station answered; err is then an
-// *arp.ConflictError naming it (its MAC), so that a caller that checks
-// only err does not use the address either. Otherwise err says why no
-// answer could be had: no such NIC, not an IPv4 unicast address, an
-// address assigned already or probed already, the stack closed, or ctx's
-// error.
+// inUse reports that a station answered, with a nil err: the conflict is
+// logged with the station's MAC and counted (ARP.<nic>.ProbeConflicts);
+// ARP(nic).Probe returns it as an *arp.ConflictError for a caller that
+// wants the MAC. err says why no answer could be had: no such NIC, not an
+// IPv4 unicast address, an address assigned already or probed already,
+// the stack closed, or ctx's end.
 func (s *Stack) Probe(ctx context.Context, nicName string, addr netip.Addr) (inUse bool, err error) {
 	n, err := s.nic(nicName)
 	if err != nil {
@@ -107,8 +108,10 @@ func (s *Stack) Probe(ctx context.Context, nicName string, addr netip.Addr) (inU
 		return false, fmt.Errorf("stack: probe %v on %s: address assigned to the stack", addr, nicName)
 	}
 	err = n.arp.Probe(ctx, addr)
-	var ce *arp.ConflictError
-	return errors.As(err, &ce), err
+	if ce := (*arp.ConflictError)(nil); errors.As(err, &ce) {
+		return true, nil
+	}
+	return false, err
 }
 
 // ARP returns the named NIC's ARP: its cache, counters and the addresses
