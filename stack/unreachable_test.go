@@ -22,20 +22,23 @@ import (
 // datagram whose on-link next hop never answers ARP or neighbour
 // solicitation is answered with host unreachable, looped back to the
 // sender: a connection attempt fails with EHOSTUNREACH once resolution
-// gives up, as Linux's connect ("no route to host"), and so does a ping.
+// gives up, as Linux's connect ("no route to host"), and so do a ping and
+// the next read of a connected UDP socket.
 func TestNextHopThatNeverAnswersIsHostUnreachable(t *testing.T) {
 	nobody4 := netip.MustParseAddr("10.9.0.99")
 	nobody6 := netip.MustParseAddr("fe80::99%n0")
 	tests := []struct {
 		name   string
 		dst    netip.Addr
-		dial   bool // TCP connect, else ping
+		send   string // tcp: connect; udp: write and read on a connected socket; ping
 		family string
 	}{
-		{"IPv4 TCP connect", nobody4, true, "ICMP"},
-		{"IPv4 ping", nobody4, false, "ICMP"},
-		{"IPv6 TCP connect", nobody6, true, "ICMPv6"},
-		{"IPv6 ping", nobody6, false, "ICMPv6"},
+		{"IPv4 TCP connect", nobody4, "tcp", "ICMP"},
+		{"IPv4 UDP read", nobody4, "udp", "ICMP"},
+		{"IPv4 ping", nobody4, "ping", "ICMP"},
+		{"IPv6 TCP connect", nobody6, "tcp", "ICMPv6"},
+		{"IPv6 UDP read", nobody6, "udp", "ICMPv6"},
+		{"IPv6 ping", nobody6, "ping", "ICMPv6"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,19 +61,26 @@ func TestNextHopThatNeverAnswersIsHostUnreachable(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			var err error
-			if tt.dial {
+			switch tt.send {
+			case "tcp", "udp":
 				var c net.Conn
-				c, err = s.DialContext(ctx, "tcp", netip.AddrPortFrom(tt.dst, 80).String())
+				c, err = s.DialContext(ctx, tt.send, netip.AddrPortFrom(tt.dst, 80).String())
 				if c != nil {
+					if tt.send == "udp" {
+						c.SetDeadline(time.Now().Add(5 * time.Second))
+						if _, err = c.Write([]byte("query")); err == nil {
+							_, err = c.Read(make([]byte, 16))
+						}
+					}
 					c.Close()
 				}
-			} else {
+			case "ping":
 				_, err = s.Ping(ctx, tt.dst, 56)
 			}
 			if !errors.Is(err, syscall.EHOSTUNREACH) {
 				t.Fatalf("%v: %v, want EHOSTUNREACH", tt.dst, err)
 			}
-			if tt.dial && !strings.Contains(err.Error(), "no route to host") {
+			if tt.send != "ping" && !strings.Contains(err.Error(), "no route to host") {
 				t.Errorf("error %q does not say \"no route to host\" as Linux's connect does", err)
 			}
 			// The resolution's give-up time, not TCP's SYN retries
