@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/ipv6"
@@ -86,11 +85,11 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.mtu = defaultMTU
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
 	fs.Var((*addrsFlag)(&c.addrs), "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64 (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
-	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, 4 to 7 s), then defend them once")
 	fs.Var((*gatewaysFlag)(&c.gws), "gw", "route everything off-link through the gateway at `ADDR`, on an -addr's network, or for IPv6 a router's link-local address (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
+	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, 4 to 7 s), then defend them once")
 	c.registerCapture(fs)
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M); the process's GOMEMLIMIT is this plus 64M, with GOGC off, unless the environment sets them")
 	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
@@ -439,11 +438,8 @@ const dadTimeout = 10 * time.Second
 func (h *host) configure(c *linkConfig) error {
 	var wait []netip.Addr
 	for _, p := range c.addrs {
-		if err := h.stack.AddAddressWith(context.Background(), h.nic, p, stack.AddressOptions{ACD: c.acd}); err != nil {
-			if ce := (*arp.ConflictError)(nil); errors.As(err, &ce) {
-				return fmt.Errorf("%v is already in use on %s's link by %v: address conflict detection had an answer to its probe (RFC 5227 section 2.1)", ce.Addr, h.nic, ce.MAC)
-			}
-			return fmt.Errorf("assigning %v to %s: %w", p, h.nic, err)
+		if err := h.addAddress(p, c.acd); err != nil {
+			return err
 		}
 		if p.Addr().Is6() {
 			wait = append(wait, p.Addr())
