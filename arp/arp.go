@@ -7,7 +7,12 @@
 // entry they go straight to the NIC; otherwise they wait, in a bounded queue,
 // on the goroutine that resolves their next hop. That goroutine sends the
 // requests, retries, and on the reply sends what waited, or after the last
-// retry drops it with a counter.
+// retry hands it to the Host, whose network layer answers its sender with
+// ICMP host unreachable (RFC 1122 section 2.3.2.2).
+//
+// The package also checks addresses for conflicts (RFC 5227, acd.go):
+// Probe asks whether another station holds an address before it is used,
+// and Defend watches one in use.
 package arp
 
 import (
@@ -42,6 +47,8 @@ type Config struct {
 	// MaxEntries bounds the cache; MaxPending bounds concurrent
 	// resolutions.
 	MaxEntries, MaxPending int
+	// ACD times address conflict detection (RFC 5227, acd.go).
+	ACD ACDConfig
 }
 
 func (c *Config) setDefaults() {
@@ -51,6 +58,7 @@ func (c *Config) setDefaults() {
 	c.QueueLen = cmp.Or(c.QueueLen, 64)
 	c.MaxEntries = cmp.Or(c.MaxEntries, 4096)
 	c.MaxPending = cmp.Or(c.MaxPending, 256)
+	c.ACD.setDefaults()
 }
 
 // Addresses tells ARP which protocol addresses the NIC owns.
@@ -60,6 +68,15 @@ type Addresses interface {
 	// SourceFor returns the NIC's address to use as the sender when
 	// asking for dst.
 	SourceFor(dst netip.Addr) (netip.Addr, bool)
+}
+
+// Host is told what ARP could not deliver.
+type Host interface {
+	// Unreachable takes a datagram that waited on a resolution that
+	// failed, to answer its sender with the network layer's host
+	// unreachable (RFC 1122 section 2.3.2.2: "the sender MUST be
+	// notified"). It owns pkt: it must release it.
+	Unreachable(nextHop netip.Addr, pkt *buffer.Packet)
 }
 
 // Stats are ARP's counters.
@@ -79,14 +96,23 @@ type Stats struct {
 	Resolved         stats.Counter
 	ResolveFailed    stats.Counter
 	QueueDrops       stats.Counter // waiting packets dropped: queue full, budget, too many resolutions, close
-	UnresolvedDrops  stats.Counter // waiting packets dropped because resolution failed
+	UnresolvedDrops  stats.Counter // waiting packets dropped because resolution failed, each reported to its sender
 	PendingResolutns stats.Gauge
+
+	// Address conflict detection (RFC 5227).
+	OutProbes         stats.Counter
+	ProbeConflicts    stats.Counter // probes that found their address in use
+	ProbesRateLimited stats.Counter // probes delayed past MaxConflicts conflicts
+	Conflicts         stats.Counter // packets from another station claiming an address of ours
+	Defences          stats.Counter // announcements sent in defence
+	AddressesLost     stats.Counter // defended addresses given up
 }
 
 // Protocol is ARP on one NIC.
 type Protocol struct {
 	nic   *ethernet.NIC
 	addrs Addresses
+	host  Host // nil: failed resolutions drop silently
 	cfg   Config
 	env   *env.Env
 
@@ -95,10 +121,13 @@ type Protocol struct {
 	wg      sync.WaitGroup // the dealer and every resolution
 	closing sync.Once
 
-	mu      sync.RWMutex
-	cache   map[netip.Addr]entry
-	pending map[netip.Addr]*resolution
-	closed  bool
+	mu         sync.RWMutex
+	cache      map[netip.Addr]entry
+	pending    map[netip.Addr]*resolution
+	probes     map[netip.Addr]*probe   // acd.go
+	probeLimit probeLimit              // acd.go
+	defended   map[netip.Addr]*defence // acd.go
+	closed     bool
 
 	log arpLog // log.go
 
@@ -118,12 +147,14 @@ type entry struct {
 func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
-		nic:     nic,
-		cfg:     cfg,
-		env:     e,
-		done:    make(chan struct{}),
-		cache:   map[netip.Addr]entry{},
-		pending: map[netip.Addr]*resolution{},
+		nic:      nic,
+		cfg:      cfg,
+		env:      e,
+		done:     make(chan struct{}),
+		cache:    map[netip.Addr]entry{},
+		pending:  map[netip.Addr]*resolution{},
+		probes:   map[netip.Addr]*probe{},
+		defended: map[netip.Addr]*defence{},
 	}
 	// A full dealer queue drops: a flood of ARP must not stall the NIC.
 	p.in = dealer.New[*buffer.Batch](16, &p.Stats.InDropped)
@@ -133,9 +164,11 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 }
 
 // Start launches the dealer goroutine, which answers for addrs: the
-// addresses of the IPv4 interface on the NIC.
-func (p *Protocol) Start(addrs Addresses) {
+// addresses of the IPv4 interface on the NIC. Datagrams whose next hop
+// does not resolve go to host (nil: they are dropped, counted).
+func (p *Protocol) Start(addrs Addresses, host Host) {
 	p.addrs = addrs
+	p.host = host
 	p.wg.Add(1)
 	go p.deal()
 }
@@ -204,8 +237,10 @@ func (p *Protocol) handle(b []byte) {
 		p.Stats.InBogusSender.Inc()
 		return
 	}
-	if spa.IsValid() && p.addrs.HasAddress(spa) {
-		p.conflicted(spa, sha)
+	if p.checkConflict(op, sha, spa, tpa) {
+		// Another station claims an address we defend: the defence
+		// has answered, and nothing of the packet is learnt.
+		return
 	}
 	// "If the pair <protocol type, sender protocol address> is already in
 	// my translation table, update the sender hardware address field of the
@@ -442,7 +477,10 @@ func (p *Protocol) resolve(r *resolution) {
 	}
 }
 
-// finish retires r and sends (resolved) or drops what waited on it.
+// finish retires r and sends what waited on it, or, when the resolution
+// failed, hands each datagram to the Host for its sender to be told (RFC
+// 1122 section 2.3.2.2), as neighbour discovery does (RFC 4861 section
+// 7.2.2). On close they are dropped: nothing failed to resolve.
 func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 	p.mu.Lock()
 	delete(p.pending, r.ip)
@@ -453,18 +491,32 @@ func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 	} else {
 		p.Stats.ResolveFailed.Inc()
 	}
+	closing := false
+	select {
+	case <-p.done:
+		closing = true
+	default:
+	}
 	// No one sends on r.queue once r is out of pending: drain it.
 	dropped := 0
 	for {
 		select {
 		case pk := <-r.queue:
 			p.env.Budget.Release(pk.Len())
-			if resolved {
+			switch {
+			case resolved:
 				p.nic.Send(mac, wire.EtherTypeIPv4, pk)
-			} else {
+			case closing:
+				p.Stats.QueueDrops.Inc()
+				pk.Release()
+			default:
 				p.Stats.UnresolvedDrops.Inc()
 				dropped++
-				pk.Release()
+				if p.host == nil {
+					pk.Release()
+				} else {
+					p.host.Unreachable(r.ip, pk)
+				}
 			}
 		default:
 			if !resolved {

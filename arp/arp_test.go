@@ -171,7 +171,11 @@ func TestResolvesThenSendsWhatWaited(t *testing.T) {
 	}
 }
 
-func TestRetriesEveryIntervalThenDropsTheQueue(t *testing.T) {
+// TestRetriesEveryIntervalThenReportsTheQueueUnreachable pins RFC 1122
+// section 2.3.2.1's pace and 2.3.2.2's report: each datagram that waited
+// on a resolution that failed is answered with ICMP host unreachable,
+// which loops back to the host that sent it and sends nothing on the wire.
+func TestRetriesEveryIntervalThenReportsTheQueueUnreachable(t *testing.T) {
 	tests := []struct {
 		requests int
 		interval time.Duration
@@ -197,6 +201,8 @@ func TestRetriesEveryIntervalThenDropsTheQueue(t *testing.T) {
 			h.Advance(t, 1, tt.interval)
 			h.WaitCounter(t, "ARP.eth0.ResolveFailed", 1)
 			h.WaitCounter(t, "ARP.eth0.UnresolvedDrops", 2)
+			h.WaitCounter(t, "ICMP.OutDestUnreachs", 2)
+			h.WaitCounter(t, "ICMP.InDestUnreachs", 2)
 			if got := h.Counter(t, "ARP.eth0.OutRequests"); got != int64(tt.requests) {
 				t.Errorf("OutRequests = %d, want %d", got, tt.requests)
 			}

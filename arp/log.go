@@ -36,6 +36,23 @@ func (p *Protocol) conflicted(addr netip.Addr, mac wire.MAC) {
 	}
 }
 
+// acd logs a conflict that address conflict detection acted on (RFC
+// 5227): one warning each, since each is bounded by the protocol (one per
+// probe, one per DefendInterval, one giving up).
+func (l arpLog) acd(c Conflict) {
+	var msg string
+	switch {
+	case c.Probing:
+		msg = "address conflict: probe answered, address in use by another station"
+	case c.GaveUp:
+		msg = "address conflict: giving the address up to another station"
+	default:
+		msg = "address conflict: defending the address with an announcement"
+	}
+	l.log.LogAttrs(context.Background(), slog.LevelWarn, msg,
+		slog.String("addr", c.Addr.String()), slog.String("mac", c.MAC.String()))
+}
+
 // unresolved logs, at debug, that addr did not resolve and dropped
 // packets were waiting on it.
 func (p *Protocol) unresolved(addr netip.Addr, dropped int) {

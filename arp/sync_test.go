@@ -33,7 +33,7 @@ func TestSyncReturnsOnceTheDealerHasHandledWhatWasDelivered(t *testing.T) {
 	}
 	defer nic.Close()
 	p := arp.New(nic, arp.Config{}, e)
-	p.Start(noAddresses{})
+	p.Start(noAddresses{}, nil)
 	// Delivered straight to ARP, as the NIC's receive goroutine does:
 	// packets too short for ARP, counted malformed by the dealer.
 	batch := buffer.GetBatch()

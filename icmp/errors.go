@@ -17,7 +17,11 @@ func (p *Protocol) SendError(orig wire.IPv4, typ, code uint8, rest uint32) {
 		p.Stats.OutSuppressed.Inc()
 		return
 	}
-	if !p.limit.Allow() {
+	// An error to the host itself (its own datagram's next hop did not
+	// answer, RFC 1122 2.3.2.2) never reaches the network the limit
+	// protects, and each sender must hear of its datagram: it is not
+	// counted, as Linux's icmpv4_xrlim_allow spares the loopback.
+	if !p.ip.IsLocal(orig.Src()) && !p.limit.Allow() {
 		p.Stats.OutRateLimited.Inc()
 		return
 	}

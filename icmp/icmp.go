@@ -134,13 +134,13 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 		p.pings.Reply(m.Ident(), m.Seq(), h.Src, m.Payload())
 	case wire.ICMPDestUnreach:
 		p.Stats.InDestUnreachs.Inc()
-		p.deliverError(m)
+		p.deliverError(m, h)
 	case wire.ICMPTimeExceeded:
 		p.Stats.InTimeExcds.Inc()
-		p.deliverError(m)
+		p.deliverError(m, h)
 	case wire.ICMPParamProblem:
 		p.Stats.InOther.Inc()
-		p.deliverError(m)
+		p.deliverError(m, h)
 	default:
 		// RFC 1122 section 3.2.2: "If an ICMP message of unknown type is
 		// received, it MUST be silently discarded."
@@ -182,7 +182,7 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 // deliverError hands a received error to the transport of the datagram it
 // quotes (RFC 1122 section 3.2.2: "MUST be passed to the transport layer"),
 // in the form both families' errors take (ip.ICMPError).
-func (p *Protocol) deliverError(m wire.ICMP) {
+func (p *Protocol) deliverError(m wire.ICMP, h ip.Header) {
 	q := m.Payload()
 	if len(q) < wire.IPv4MinHeaderLen || q[0]>>4 != 4 {
 		p.Stats.InErrors.Inc()
@@ -207,6 +207,7 @@ func (p *Protocol) deliverError(m wire.ICMP) {
 	e := ip.ICMPError{
 		Kind: kind, Src: quoted.Src(), Dst: quoted.Dst(),
 		QuotedLen: quoted.TotalLen(), DF: quoted.DontFragment(), Transport: q[hl:],
+		Local: p.ip.IsLocal(h.Src),
 	}
 	if kind == ip.PacketTooBig {
 		// RFC 1191 section 4: the next-hop MTU is the low 16 bits of the

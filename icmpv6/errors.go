@@ -34,8 +34,11 @@ func (p *Protocol) SendError(e ipv6.ICMPError) {
 		return
 	}
 	// Section 2.4 (f): a token bucket, shared with ICMP's where the
-	// stack says so.
-	if !p.limit.Allow() {
+	// stack says so. An error to the host itself (its own datagram's
+	// next hop did not answer) never reaches the network the bucket
+	// protects, and each sender must hear of its datagram: it is not
+	// counted, as Linux's icmpv6_xrlim_allow spares the loopback.
+	if !p.net.IsLocal(e.Orig.Src()) && !p.limit.Allow() {
 		p.Stats.OutRateLimitHost.Inc()
 		return
 	}

@@ -42,6 +42,7 @@ func (p *Protocol) received(m wire.ICMPv6, h ip.Header) {
 		Kind: kind, Src: src, Dst: dst,
 		QuotedLen: wire.IPv6HeaderLen + quoted.PayloadLen(),
 		DF:        true, // routers never fragment IPv6 (RFC 8200 section 5)
+		Local:     p.net.IsLocal(h.Src),
 	}
 	if kind == ip.PacketTooBig {
 		// RFC 8201 section 4: a node "MUST NOT reduce its estimate of

@@ -203,6 +203,10 @@ type ICMPError struct {
 	// DF says the quoted datagram forbade fragmenting on the way: only
 	// then can PacketTooBig be about it (always so for IPv6).
 	DF bool
+	// Local says the host itself sent the error: its own resolution of
+	// the datagram's next hop failed (ARP, neighbour discovery), a report
+	// no one off the host forged and no router's passing opinion.
+	Local bool
 	// Transport is the quoted transport header and what follows of it:
 	// 8 bytes at least, enough for ports and TCP's sequence number. It
 	// is the network layer's buffer, valid only during the call.

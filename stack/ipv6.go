@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
 )
@@ -147,15 +146,9 @@ func (h linkHost) Redirect(dst, target netip.Addr) {
 
 // Unreachable takes a datagram whose next hop did not answer neighbour
 // solicitation, and answers it as RFC 4861 section 7.2.2 says: ICMPv6
-// destination unreachable, code 3 (address unreachable), to its source.
-// The datagram is the host's own, so the error comes back to it through
-// the IPv6 layer's loopback like any other, and reaches the socket that
-// sent it, as Linux's sockets get EHOSTUNREACH: a ping fails at once, a
-// connection attempt reports it when it gives up.
-func (h linkHost) Unreachable(nextHop netip.Addr, pkt *buffer.Packet) {
-	h.s.ip6.ReportError(pkt.Bytes(), ip.HostUnreachable)
-	pkt.Release()
-}
+// destination unreachable, code 3 (address unreachable), to its source
+// (Stack.unreachable, which ARP's failures take too).
+func (h linkHost) Unreachable(nextHop netip.Addr, pkt *buffer.Packet) { h.s.unreachable(pkt) }
 
 // IPv6 returns the IPv6 layer: its addresses and their states, its routes
 // (those routers advertised among them) and its counters, as IPv4 returns

@@ -181,7 +181,7 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		eth.Bind(wire.EtherTypeIPv6, n.iface6)
 	}
 	eth.SetLogger(s.env.Log, s.env.Clock)
-	n.arp.Start(n.iface)
+	n.arp.Start(n.iface, arpHost{s})
 	if n.nd != nil {
 		if err := n.nd.Start(linkHost{s: s, iface: n.iface6}); err != nil {
 			return fmt.Errorf("stack: add NIC: IPv6 link-local address: %w", err)
@@ -205,8 +205,9 @@ func (s *Stack) nic(name string) (*nic, error) {
 }
 
 // AddAddress assigns addr (with its prefix) to the named NIC. An IPv4
-// address is added with its on-link route and announced with a gratuitous
-// ARP; an IPv6 one goes through duplicate address detection first (RFC
+// address is added at once, as Linux adds a static one, with its on-link
+// route, and announced with a gratuitous ARP; AddAddressWith probes for it
+// first and defends it (RFC 5227). An IPv6 one goes through duplicate address detection first (RFC
 // 4862 section 5.4): it is tentative, neither a source nor a destination,
 // until DAD ends, and is never used if another node holds it (logged, and
 // counted in NDP.<nic>.DADFailed). AddAddress returns once the address is

@@ -75,9 +75,13 @@ func (c *Conn) icmpError(e *ip.ICMPError, seq seqnum.Value) {
 		c.net.UpdatePMTU(e.Dst, e.MTU, e.QuotedLen)
 		c.mu.Lock()
 		c.icmp.mtuDrop = true
-	case e.Kind.Hard() && c.state == SynSent:
+	case e.Kind.Hard() && c.state == SynSent,
+		e.Kind == ip.HostUnreachable && e.Local && c.state == SynSent:
 		// Linux aborts a connection attempt on a hard error: the port or
-		// protocol unreachable (RFC 1122 4.2.3.9 calls these hard).
+		// protocol unreachable (RFC 1122 4.2.3.9 calls these hard). So
+		// it does on the host's own report that the peer's address did
+		// not resolve (RFC 1122 2.3.2.2): no router's transient view,
+		// the link itself has no one there ("no route to host").
 		c.p.Stats.ICMPHardErrors.Inc()
 		if c.sock.abortReq == nil {
 			c.sock.abortReq = err

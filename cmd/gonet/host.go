@@ -76,6 +76,9 @@ type linkConfig struct {
 	// stableKey is the -stable-iid file holding the RFC 7217 secret
 	// key; empty: interface identifiers from the MAC (EUI-64).
 	stableKey string
+	// acd probes -addr's IPv4 addresses before using them and defends
+	// them once (RFC 5227; -acd).
+	acd bool
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -87,6 +90,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
+	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, 4 to 7 s), then defend them once")
 	c.registerCapture(fs)
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M); the process's GOMEMLIMIT is this plus 64M, with GOGC off, unless the environment sets them")
 	fs.Var((*ecnFlag)(&c.ecn), "ecn", "use ECN on TCP as `MODE` says: passive (answer a peer that asks, as Linux's tcp_ecn=2), on (ask too), off")
@@ -435,8 +439,8 @@ const dadTimeout = 10 * time.Second
 func (h *host) configure(c *linkConfig) error {
 	var wait []netip.Addr
 	for _, p := range c.addrs {
-		if err := h.stack.AddAddress(h.nic, p); err != nil {
-			return fmt.Errorf("assigning %v to %s: %w", p, h.nic, err)
+		if err := h.addAddress(p, c.acd); err != nil {
+			return err
 		}
 		if p.Addr().Is6() {
 			wait = append(wait, p.Addr())
