@@ -16,6 +16,11 @@ import (
 // learns at once that nobody listens. An unconnected endpoint sends to
 // many peers, and an error about one of them must not fail its reads.
 // Packet Too Big is the network layer's (path MTU) and nothing here.
+// Linux, without IP_RECVERR, passes only the errors it deems hard (port
+// and protocol unreachable, administratively prohibited, parameter
+// problem); GoNet passes every kind, as the RFC's MUST has it, so that a
+// next hop that never resolves (host unreachable, looped back) fails a
+// connected socket's read as it fails a connect.
 
 // HandleICMPError implements ip.ErrorHandler. It runs in the network
 // layer's dealer goroutine.
