@@ -160,3 +160,94 @@ func TestDaemonServesIPv6(t *testing.T) {
 		}
 	})
 }
+
+// TestDaemonBySLAACServesTheKernel is issue 12's end to end: `gonet up`
+// with no address at all on a link where the kernel's radvd advertises a
+// prefix configures itself by SLAAC, and the kernel's user then reaches it
+// as any IPv6 host: ping -6 (56 bytes and fragmented), curl -6 of its
+// status page, and an interactive TCP session (socat to the echo service,
+// as ssh -6 would hold one: a line out, the same line back, twice).
+func TestDaemonBySLAACServesTheKernel(t *testing.T) {
+	for _, tool := range []string{"ping", "curl", "socat"} {
+		netnstest.RequireTool(t, tool)
+	}
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	sock := filepath.Join(t.TempDir(), "up.sock")
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-serve", "echo,http", "-control", sock)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("gonet up's log:\n%s", stderr.String())
+		}
+	}()
+	h := &host{ns: ns, dev: dev}
+	waitFor(t, "the daemon's TAP", 10*time.Second, func() bool {
+		_, err := ns.IP(ctx, "link", "show", dev)
+		return err == nil
+	})
+	h.run(t, 5*time.Second, "ip", "link", "set", dev, "up")
+	startRadvd(t, h, false)
+
+	// The address GoNet forms: the prefix and its EUI-64 identifier,
+	// shown by gonet addr once its duplicate address detection is over.
+	var addr netip.Addr
+	waitFor(t, "GoNet's SLAAC address, preferred", 20*time.Second, func() bool {
+		out, err := exec.CommandContext(ctx, bin, "addr", "-control", sock).Output()
+		if err != nil {
+			return false
+		}
+		for line := range strings.Lines(string(out)) {
+			f := strings.Fields(line)
+			if len(f) >= 3 && f[0] == "inet6" && f[2] == "scope" && !strings.Contains(line, "tentative") {
+				if p, err := netip.ParsePrefix(f[1]); err == nil && slaacPrefix.Contains(p.Addr()) {
+					addr = p.Addr()
+					return true
+				}
+			}
+		}
+		return false
+	})
+	a := addr.String()
+	h.run(t, 15*time.Second, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "3", a)
+	h.run(t, 15*time.Second, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "3", "-s", "4000", a)
+	body := h.run(t, 15*time.Second, "curl", "-6", "-sSf", "-g", "http://["+a+"]/.gonet/status.json")
+	if !strings.Contains(body, `"ICMPv6.OutEchoReplies"`) {
+		t.Errorf("status page over IPv6 without ICMPv6's counters:\n%.300s", body)
+	}
+	// An interactive session: each line sent is echoed before the next.
+	session := h.ns.Command(ctx, "socat", "-t", "3", "STDIO", "TCP6:["+a+"]:7")
+	in, err := session.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := session.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := session.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	for _, line := range []string{"uname -a", "exit"} {
+		if _, err := in.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if !lines.Scan() || lines.Text() != line {
+			t.Fatalf("the echo of %q over TCP6: %q (%v)", line, lines.Text(), lines.Err())
+		}
+	}
+	in.Close()
+	if err := session.Wait(); err != nil {
+		t.Errorf("socat: %v", err)
+	}
+}

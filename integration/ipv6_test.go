@@ -435,7 +435,10 @@ var slaacPrefix = netip.MustParsePrefix("fd00:98::/64")
 // radvd runs radvd on the host's device, advertising slaacPrefix, until the
 // test ends. The kernel's end is a router: it forwards, and holds an
 // address in the prefix.
-func (h *host6) radvd(t *testing.T, noSourceLLAddr bool) {
+func (h *host6) radvd(t *testing.T, noSourceLLAddr bool) { startRadvd(t, h.host, noSourceLLAddr) }
+
+// startRadvd is host6.radvd for any host: h.dev in h.ns.
+func startRadvd(t *testing.T, h *host, noSourceLLAddr bool) {
 	t.Helper()
 	lookPath(t, "radvd")
 	h.run(t, 5*time.Second, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
