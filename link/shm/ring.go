@@ -131,7 +131,7 @@ func (c *consumer) available() (uint32, error) {
 	p := c.r.prod.Load()
 	n := p - c.tail
 	if n > c.r.mask+1 {
-		return 0, violationf("producer index %d is %d frames ahead of the consumer's %d, in a ring of %d", p, n, c.tail, c.r.mask+1)
+		return 0, violationf("producer index %d outside %d..%d", p, c.tail, c.tail+c.r.mask+1)
 	}
 	return n, nil
 }
