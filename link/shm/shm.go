@@ -80,12 +80,14 @@ const (
 	MinMTU = 68
 	// MaxMTU keeps a whole frame within a packet buffer.
 	MaxMTU = buffer.MaxSize - link.EthernetHeaderLen
-	// DefaultRingSize is the descriptors per ring: the order of a NIC's
-	// receive ring, four batches.
-	DefaultRingSize = 256
+	// DefaultRingSize is the descriptors per ring: as many frames as a
+	// TAP device queues (Linux's txqueuelen of 1000), sixteen batches,
+	// so that a TCP window's burst of 1500-byte frames fits without
+	// drops while the peer's reader is busy.
+	DefaultRingSize = 1024
 	// DefaultDataSize is the data area per ring: 4 MiB, sixty-four
-	// 64 KiB super-segments (a whole batch), or more 1500-byte frames
-	// than the ring has descriptors.
+	// 64 KiB super-segments (a whole batch), or 2730 1500-byte frames,
+	// more than the ring has descriptors.
 	DefaultDataSize = 4 << 20
 )
 
