@@ -424,3 +424,45 @@ func TestHandshakeRefusesAnotherMTU(t *testing.T) {
 		t.Errorf("Refused %d, want 1", ln.Stats().Refused.Load())
 	}
 }
+
+// The producer rings the eventfd only for a consumer that sleeps: batches
+// published while the peer is awake (here, not reading at all) cost no
+// wake-up; one published while it blocks costs one, and wakes it.
+func TestWakeupOnlyForASleepingPeer(t *testing.T) {
+	l, d := pair(t, Options{}, Options{})
+	pool := buffer.NewPool()
+	for i := range 10 {
+		if _, err := l.WriteBatch([]*buffer.Packet{frame(pool, 60, uint32(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := l.Stats().WakeupsSent.Load(); w != 0 {
+		t.Fatalf("%d wake-ups sent to a peer that was not sleeping", w)
+	}
+	readN(t, d, 10)
+	if s := d.Stats().Sleeps.Load(); s != 0 {
+		t.Fatalf("reader slept %d times with frames waiting", s)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := d.ReadBatch([]*buffer.Packet{pool.Get(link.MaxFrame(1500))})
+		got <- err
+	}()
+	for d.Stats().Sleeps.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := l.WriteBatch([]*buffer.Packet{frame(pool, 60, 10)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sleeping reader was not woken in 5s")
+	}
+	if w := l.Stats().WakeupsSent.Load(); w != 1 {
+		t.Errorf("%d wake-ups sent for one sleep, want 1", w)
+	}
+}
