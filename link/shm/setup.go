@@ -53,7 +53,7 @@ const (
 
 // handshakeTimeout bounds each side's wait for the other's messages, so
 // that a peer that connects and says nothing cannot hold a listener.
-const handshakeTimeout = 5 * time.Second
+var handshakeTimeout = 5 * time.Second
 
 // message is a handshake message, decoded.
 type message struct {
