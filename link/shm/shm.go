@@ -205,8 +205,7 @@ type Endpoint struct {
 	mac      net.HardwareAddr
 	peerMAC  net.HardwareAddr
 	offload  bool
-	txMax    int // longest frame WriteBatch takes
-	rxRoom   int // room ReadBatch needs in each packet
+	maxFrame int // longest frame either way, and the room ReadBatch needs in each packet
 	stats    Stats
 	conn     *net.UnixConn
 	wake     *os.File        // this side's eventfd: the peer rings it when this side sleeps
@@ -242,19 +241,18 @@ const (
 // watching the socket. It takes ownership of conn, mem and the eventfds.
 func newEndpoint(name string, r role, conn *net.UnixConn, mem []byte, g geometry, efds [2]int, o Options, peerMAC net.HardwareAddr, offload bool) (*Endpoint, error) {
 	e := &Endpoint{
-		name:    name,
-		mtu:     o.MTU,
-		mac:     o.MAC,
-		peerMAC: peerMAC,
-		offload: offload,
-		txMax:   maxFrame(o.MTU, offload),
-		rxRoom:  maxFrame(o.MTU, offload),
-		conn:    conn,
-		mem:     mem,
-		watched: make(chan struct{}),
+		name:     name,
+		mtu:      o.MTU,
+		mac:      o.MAC,
+		peerMAC:  peerMAC,
+		offload:  offload,
+		maxFrame: maxFrame(o.MTU, offload),
+		conn:     conn,
+		mem:      mem,
+		watched:  make(chan struct{}),
 	}
 	e.tx = newProducer(g.ring(mem, int(r)))
-	e.rx = consumer{r: g.ring(mem, 1-int(r)), maxFrame: e.rxRoom, mtuFrame: link.MaxFrame(o.MTU), offload: offload}
+	e.rx = consumer{r: g.ring(mem, 1-int(r)), maxFrame: e.maxFrame, mtuFrame: link.MaxFrame(o.MTU), offload: offload}
 	// The eventfds are non-blocking (the listener made them so, and the
 	// flag is the shared file's), so os.NewFile puts them in the runtime
 	// poller: a read blocks the goroutine, not a thread, and Close wakes it.
@@ -332,8 +330,8 @@ func ringEventfd(rc syscall.RawConn) {
 // Close; it never blocks past either.
 func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 	for i, p := range pkts {
-		if p.Cap() < e.rxRoom {
-			return 0, fmt.Errorf("%s: ReadBatch: packet %d has room for %d bytes, frames need %d", e.name, i, p.Cap(), e.rxRoom)
+		if p.Cap() < e.maxFrame {
+			return 0, fmt.Errorf("%s: ReadBatch: packet %d has room for %d bytes, frames need %d", e.name, i, p.Cap(), e.maxFrame)
 		}
 	}
 	if len(pkts) == 0 {
@@ -489,7 +487,7 @@ func (e *Endpoint) publish() {
 // nothing to the peer without offloads, and is dropped.
 func (e *Endpoint) txOffload(p *buffer.Packet) (buffer.Offload, bool) {
 	n := p.Len()
-	if n < link.EthernetHeaderLen || n > e.txMax {
+	if n < link.EthernetHeaderLen || n > e.maxFrame {
 		return buffer.Offload{}, false
 	}
 	o := p.Offload

@@ -466,3 +466,20 @@ func TestWakeupOnlyForASleepingPeer(t *testing.T) {
 		t.Errorf("%d wake-ups sent for one sleep, want 1", w)
 	}
 }
+
+// A ReadBatch given a packet too small for the link's longest frame (64
+// KiB with offloads) says so before taking any frame, so that the
+// caller's mistake loses nothing.
+func TestReadBatchRefusesSmallPackets(t *testing.T) {
+	l, d := pair(t, Options{Offload: true}, Options{Offload: true})
+	pool := buffer.NewPool()
+	if _, err := l.WriteBatch([]*buffer.Packet{frame(pool, 60, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.ReadBatch([]*buffer.Packet{pool.Get(link.MaxGSOFrame), pool.Get(link.MaxFrame(1500))}); err == nil {
+		t.Fatal("ReadBatch took a 1514-byte packet on a link of 64 KiB frames")
+	}
+	if got := readN(t, d, 1); seqOf(got[0].Bytes()) != 1 {
+		t.Errorf("the frame after the refused read is seq %d", seqOf(got[0].Bytes()))
+	}
+}
