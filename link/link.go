@@ -1,7 +1,8 @@
 // Package link defines how GoNet reaches a wire: an Endpoint moves batches of
 // Ethernet frames in and out. Implementations are siblings of this package:
 // tap (a Linux TAP device), stream (a VM's stream socket, QEMU's framing),
-// pipe (two stacks in one process), and the
+// shm (two processes over shared-memory rings), pipe (two stacks in one
+// process), and the
 // wrappers fault (loss, duplication, reordering, corruption, delay) and pcap
 // (a capture file of every frame in and out).
 package link

@@ -95,6 +95,12 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 					t.Errorf("socket %q tap %q mtu %d, want /run/vm.sock, none, 65520", c.link.socket, c.link.tap, c.link.mtu)
 				}
 			}},
+		{"a ring to another GoNet process instead of a TAP", []string{"-ring", "/run/ring.sock", "-addr", "10.0.0.2/24", "-mtu", "9000"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.ring != "/run/ring.sock" || c.link.nicName() != "ring0" || c.link.mtu != 9000 {
+					t.Errorf("ring %q NIC %q mtu %d, want /run/ring.sock, ring0, 9000", c.link.ring, c.link.nicName(), c.link.mtu)
+				}
+			}},
 		{"the MTU's bounds", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-mtu", "68"},
 			func(t *testing.T, c *upConfig) {
 				if c.link.mtu != 68 {
@@ -189,6 +195,9 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 	}{
 		{"no flags", nil, "-tap or -socket is required"},
 		{"a TAP and a socket", with("-socket", "/tmp/vm.sock"), "-tap and -socket are two links: give one"},
+		{"a TAP and a ring", with("-ring", "/tmp/ring.sock"), "-tap and -ring are 2 links: give one"},
+		{"both ends of a ring", []string{"-ring", "/tmp/a.sock", "-ring-listen", "/tmp/b.sock", "-addr", "10.0.0.2/24"}, "-ring and -ring-listen are 2 links"},
+		{"ring MTU over a buffer", []string{"-ring", "/tmp/ring.sock", "-addr", "10.0.0.2/24", "-mtu", "65535"}, "-mtu 65535 is over 65522, the most a ring link carries"},
 		{"socket MTU over a buffer", []string{"-socket", "/tmp/vm.sock", "-addr", "10.0.0.2/24", "-mtu", "65535"}, "-mtu 65535 is over 65522"},
 		{"no address, IPv4 only", []string{"-tap", "tap0", "-no-ipv6"}, "-addr is required with -no-ipv6"},
 		{"address without prefix", []string{"-tap", "t", "-addr", "10.0.0.2"}, "needs a prefix length"},

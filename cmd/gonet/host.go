@@ -23,6 +23,7 @@ import (
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"
+	"github.com/gonetstack/gonet/link/shm"
 	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/ndp"
@@ -52,6 +53,9 @@ type linkConfig struct {
 	socket string // -socket: the UNIX socket instead of a TAP; up only
 	// socketFlag is set when -socket is registered, for check's message.
 	socketFlag bool
+	// ring and ringListen are -ring and -ring-listen: a shared-memory
+	// ring link to another GoNet process, dialled or listened for.
+	ring, ringListen string
 	// addrs are -addr's, IPv4 and IPv6, in the order given: the first
 	// is the ready line's.
 	addrs []netip.Prefix
@@ -117,13 +121,30 @@ func (c *linkConfig) registerSocket(fs *flag.FlagSet) {
 	fs.StringVar(&c.socket, "socket", "", "instead of a TAP device, listen on the UNIX socket `PATH` for a VM's frames, each behind its 32-bit length as QEMU's -netdev stream and passt send them (the NIC is then "+socketNIC+")")
 }
 
-// nicName is the name the NIC will have: the TAP device's, or socketNIC.
+// registerRing adds -ring and -ring-listen, the shared-memory ring link
+// to another GoNet process, to fs.
+func (c *linkConfig) registerRing(fs *flag.FlagSet) {
+	fs.StringVar(&c.ring, "ring", "", "instead of a TAP device, attach to another GoNet process over a shared-memory ring, dialling the UNIX socket `PATH` it listens on with -ring-listen (the NIC is then "+ringNIC+")")
+	fs.StringVar(&c.ringListen, "ring-listen", "", "instead of a TAP device, listen on the UNIX socket `PATH` for one GoNet process to attach with -ring, and wait for it before coming up (the NIC is then "+ringNIC+")")
+}
+
+// nicName is the name the NIC will have: the TAP device's, socketNIC or
+// ringNIC.
 func (c *linkConfig) nicName() string {
-	if c.socket != "" {
+	switch {
+	case c.socket != "":
 		return socketNIC
+	case c.isRing():
+		return ringNIC
 	}
 	return c.tap
 }
+
+// isRing reports whether the link is a shared-memory ring.
+func (c *linkConfig) isRing() bool { return c.ring != "" || c.ringListen != "" }
+
+// ringNIC names the NIC of a -ring or -ring-listen link.
+const ringNIC = "ring0"
 
 // socketNIC names the NIC of a -socket link: in the ready line, and in the
 // default control socket's name.
@@ -131,7 +152,22 @@ const socketNIC = "vm0"
 
 // check validates what the flags alone cannot, and parses -impair.
 func (c *linkConfig) check() error {
+	if c.isRing() {
+		var others []string
+		for _, f := range []struct{ name, v string }{{"-tap", c.tap}, {"-socket", c.socket}, {"-ring", c.ring}, {"-ring-listen", c.ringListen}} {
+			if f.v != "" {
+				others = append(others, f.name)
+			}
+		}
+		if len(others) > 1 {
+			return usagef("%s are %d links: give one", strings.Join(others, " and "), len(others))
+		}
+		if c.mtu > shm.MaxMTU {
+			return usagef("-mtu %d is over %d, the most a ring link carries", c.mtu, shm.MaxMTU)
+		}
+	}
 	switch {
+	case c.isRing():
 	case c.tap != "" && c.socket != "":
 		return usagef("-tap and -socket are two links: give one")
 	case c.socket != "":
@@ -318,6 +354,9 @@ type host struct {
 	// kernel reads the kernel's counters of the TAP device; nil on a
 	// VM's socket, which the kernel does not count.
 	kernel *kernelCounters
+	// ring is the shared-memory link, whose counters are under
+	// "Ring.<nic>."; nil on other links.
+	ring *shm.Endpoint
 }
 
 // Metrics returns the stack's counters and gauges with the kernel's
@@ -325,12 +364,33 @@ type host struct {
 func (h *host) Metrics() stats.Snapshot {
 	m := h.stack.Metrics()
 	h.kernel.addTo(m, h.nic)
+	if h.ring != nil {
+		m.Add("Ring."+h.nic, h.ring.Stats())
+	}
 	return m
 }
 
 // openLink opens the link the flags name and returns it with its NIC's
-// name.
-func openLink(c *linkConfig) (link.Endpoint, string, error) {
+// name. A -ring-listen link waits for its peer, or for ctx's end.
+func openLink(ctx context.Context, c *linkConfig, log *slog.Logger) (link.Endpoint, string, error) {
+	if c.isRing() {
+		// Offloads unless -impair, as on a TAP: the peer takes
+		// partial checksums and 64 KiB super-segments whole when it
+		// offers them too.
+		o := shm.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == ""}
+		if c.ring != "" {
+			ep, err := shm.Dial(c.ring, o)
+			if err != nil {
+				return nil, "", fmt.Errorf("attaching to the ring: %w", err)
+			}
+			return ep, ringNIC, nil
+		}
+		ep, err := acceptRing(ctx, c.ringListen, o, log)
+		if err != nil {
+			return nil, "", err
+		}
+		return ep, ringNIC, nil
+	}
 	if c.socket != "" {
 		ep, err := stream.Listen(c.socket, stream.Options{MTU: c.mtu, MAC: c.mac})
 		if err != nil {
@@ -354,13 +414,16 @@ func openLink(c *linkConfig) (link.Endpoint, string, error) {
 
 // bringUp opens the link, wraps it as the flags ask, and starts a stack on
 // it with its address and default route. On error it leaves nothing open.
-func bringUp(c *linkConfig, log *slog.Logger) (*host, error) {
-	ep, nic, err := openLink(c)
+func bringUp(ctx context.Context, c *linkConfig, log *slog.Logger) (*host, error) {
+	ep, nic, err := openLink(ctx, c, log)
 	if err != nil {
 		return nil, err
 	}
 	h, err := bringUpOn(c, ep, nic, log)
-	if err != nil || c.socket != "" {
+	if r, isRing := ep.(*shm.Endpoint); isRing && err == nil {
+		h.ring = r
+	}
+	if err != nil || c.socket != "" || c.isRing() {
 		return h, err
 	}
 	// The TAP device is in this namespace: read its counters from here.
@@ -645,4 +708,31 @@ func gcPercent(p int) string {
 		return "off"
 	}
 	return strconv.Itoa(p)
+}
+
+// acceptRing listens on path for one GoNet process to attach with -ring,
+// and returns the link to it. The socket file goes once the peer has
+// come: a ring has two ends. A peer whose handshake fails (another MTU,
+// say) is logged and the next awaited.
+func acceptRing(ctx context.Context, path string, o shm.Options, log *slog.Logger) (*shm.Endpoint, error) {
+	ln, err := shm.Listen(path, o)
+	if err != nil {
+		return nil, fmt.Errorf("listening for a ring peer: %w", err)
+	}
+	defer ln.Close()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	log.Info("waiting for a GoNet process to attach to the ring", "path", path)
+	for {
+		ep, err := ln.Accept()
+		switch {
+		case err == nil:
+			return ep, nil
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("waiting for a ring peer: %w", ctx.Err())
+		case errors.Is(err, net.ErrClosed):
+			return nil, err
+		}
+		log.Warn("a ring peer's handshake failed", "err", err)
+	}
 }

@@ -41,14 +41,16 @@ func ipHeaderLen(dst netip.Addr) int {
 var pingCommand = &command{
 	name:    "ping",
 	summary: "ping an address from a GoNet host on a TAP device",
-	usage:   "gonet ping -tap NAME [-addr ADDR/NN]... [-gw ADDR]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
+	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN]... [-gw ADDR]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
 	about: `Brings up a GoNet stack on the TAP device, as gonet up does, and sends ICMP
 echo requests to DEST (an IPv4 or IPv6 address, a link-local one with its
 zone, as fe80::1%tap0) with the stack's own ping client, ICMP or ICMPv6 by
 DEST's family, printing a line per reply and a summary as the kernel's
 ping does. The IPv6 addresses pass duplicate address detection first. Exits 0
 if any reply came back, 1 if none did, 2 on a bad command line. Ctrl-C
-stops early and still prints the summary.`,
+stops early and still prints the summary. With -ring PATH instead of -tap,
+the stack attaches to a GoNet process listening with gonet up -ring-listen
+PATH, over a shared-memory ring.`,
 	flags: func() *flag.FlagSet { fs, _ := pingFlags(); return fs },
 	run:   runPing,
 }
@@ -67,6 +69,7 @@ func pingFlags() (*flag.FlagSet, *pingConfig) {
 	c := &pingConfig{size: 56, interval: time.Second, timeout: 2 * time.Second}
 	fs := newFlagSet("ping")
 	c.link.register(fs)
+	c.link.registerRing(fs)
 	fs.IntVar(&c.count, "c", 0, "stop after `N` requests (default: until interrupted)")
 	fs.IntVar(&c.size, "s", c.size, "send `SIZE` bytes of payload, 0.."+strconv.Itoa(maxPingSize)+" (IPv6: "+strconv.Itoa(maxPing6Size)+")")
 	fs.Var((*secondsFlag)(&c.interval), "i", "wait `INTERVAL` between requests, in seconds or as 200ms")
@@ -123,7 +126,7 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 	}
 	// ping's own lines are its output; the stack's events (the
 	// addresses, the NIC) would only be in their way.
-	h, err := bringUp(&c.link, slog.New(slog.DiscardHandler))
+	h, err := bringUp(ctx, &c.link, slog.New(slog.DiscardHandler))
 	if err != nil {
 		fmt.Fprintf(out.stderr, "gonet ping: %v\n", err)
 		return exitFail

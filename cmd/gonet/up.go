@@ -19,7 +19,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH} [-addr ADDR/NN]... [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH} [-addr ADDR/NN]... [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike and on both families; http (TCP
@@ -56,7 +56,16 @@ listens on for a VM, each frame behind its length as 32 bits big-endian:
 QEMU's -netdev stream,id=n0,server=off,addr.type=unix,addr.path=PATH
 connects to it. One VM is served at a time; when it leaves, the next that
 connects (or the same, restarted). The NIC, in the ready line and the
-default control socket, is ` + socketNIC + `.`,
+default control socket, is ` + socketNIC + `.
+
+With -ring-listen PATH, or -ring PATH, instead, the link is a shared-memory
+ring to another GoNet process: the one with -ring-listen listens on the
+UNIX socket PATH and waits for one peer before it comes up; the one with
+-ring attaches to it. Frames cross in batches without a system call each,
+with checksums and 64 KiB TCP segments left whole (unless -impair); both
+sides need the same -mtu. When the peer exits, the link goes down and
+stays down. The NIC is ` + ringNIC + ` on both sides, so give each its own
+-control. The ring's counters are under Ring.` + ringNIC + `.`,
 	flags: func() *flag.FlagSet { fs, _ := upFlags(); return fs },
 	run:   runUp,
 }
@@ -77,6 +86,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs := newFlagSet("up")
 	c.link.register(fs)
 	c.link.registerSocket(fs)
+	c.link.registerRing(fs)
 	fs.Func("serve", "serve the comma-separated services in `LIST` on UDP and TCP: "+strings.Join(services.KnownNames(), ", ")+" (default: none)",
 		func(s string) error {
 			list, err := services.Lookup(s)
@@ -132,7 +142,7 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	if c.httpRoot != "" && !c.http {
 		log.Warn("-http-root does nothing without http in -serve", "http_root", c.httpRoot)
 	}
-	h, err := bringUp(&c.link, log)
+	h, err := bringUp(ctx, &c.link, log)
 	if err != nil {
 		log.Error("bringing the link up", "err", err)
 		return exitFail
@@ -164,7 +174,11 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		log.Error("shutting down", "nic", h.nic, "err", err)
 		code = exitFail
 	}
-	if err := stats.Write(out.stdout, h.stack.Counters(), false); err != nil {
+	counters := h.stack.Counters()
+	if h.ring != nil {
+		stats.Walk("Ring."+h.nic, h.ring.Stats(), func(n string, v int64) { counters[n] = v })
+	}
+	if err := stats.Write(out.stdout, counters, false); err != nil {
 		log.Error("writing the counters", "err", err)
 		code = exitFail
 	}
