@@ -7,10 +7,11 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	mdns "github.com/miekg/dns"
 
 	"github.com/gonetstack/gonet/stack"
 )
@@ -47,9 +48,27 @@ func startNamespaceDnsmasq(t *testing.T, h *host) {
 			t.Logf("dnsmasq:\n%s", out.String())
 		}
 	})
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "started"); time.Sleep(20 * time.Millisecond) {
+	// Ready when it answers; its output is read only once it has exited.
+	q := new(mdns.Msg)
+	q.SetQuestion("host.lan.", mdns.TypeA)
+	raw, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := h.ns.DialUDP(net.JoinHostPort(kernelAddr.Addr().String(), "53"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		c.Write(raw)
+		n, err := c.Read(make([]byte, 512))
+		c.Close()
+		if err == nil && n > 0 {
+			return
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dnsmasq did not start:\n%s", out.String())
+			t.Fatalf("dnsmasq does not answer on %v:53: %v", kernelAddr.Addr(), err)
 		}
 	}
 }
