@@ -175,7 +175,7 @@ func (p *Protocol) queryLocked(m wire.IGMP, dst netip.Addr) {
 	group := m.Group()
 	general := group.IsUnspecified()
 	switch {
-	case general && dst != AllSystems:
+	case general && dst.IsMulticast() && dst != AllSystems:
 		// Section 9.1: "hosts SHOULD ignore v1, v2 or v3 General
 		// Queries sent to a multicast address other than 224.0.0.1".
 		p.Stats.InBadQueries.Inc()
