@@ -83,9 +83,9 @@ type Stats struct {
 	// Multicast (multicast.go): datagrams to a group taken, those to a
 	// group no interface joined (or not the one they came in on), and
 	// those sent.
-	InMcastPkts  stats.Counter
-	InNoGroup    stats.Counter
-	OutMcastPkts stats.Counter
+	InMcastPkts     stats.Counter
+	InNoGroup       stats.Counter
+	OutMcastPkts    stats.Counter
 	OutRequests     stats.Counter
 	OutNoRoutes     stats.Counter
 	OutDiscards     stats.Counter // loopback queue full
