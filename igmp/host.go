@@ -88,13 +88,18 @@ func (p *Protocol) random(max time.Duration) time.Duration {
 // IGMPv3 otherwise", within Config.Version.
 func (p *Protocol) modeLocked() int {
 	now := p.env.Clock.Now()
+	mode := 3
 	switch {
 	case p.cfg.Version <= 1 || now.Before(p.v1Until):
-		return 1
+		mode = 1
 	case p.cfg.Version == 2 || now.Before(p.v2Until):
-		return 2
+		mode = 2
 	}
-	return 3
+	if mode != p.mode {
+		p.Stats.Mode.Add(int64(mode - p.mode))
+		p.mode = mode
+	}
+	return mode
 }
 
 // olderQuerierTimeout is the Older Version Querier Present Timeout
@@ -198,8 +203,6 @@ func (p *Protocol) queryLocked(m wire.IGMP, dst netip.Addr) {
 		}
 	}
 	mode := p.modeLocked()
-	p.Stats.Mode.Add(int64(mode - p.mode))
-	p.mode = mode
 	if mode < was {
 		// Section 7.2.1: "Whenever a host changes its compatibility
 		// mode, it cancels all its pending response and

@@ -166,7 +166,7 @@ type Protocol struct {
 	// general is the pending answer to a General Query in version 3
 	// mode (section 5.2, the "interface timer").
 	general pending
-	mode    int // as last reported in Stats.Mode
+	mode    int // as Stats.Mode shows it: the mode modeLocked last found
 	closed  bool
 
 	Stats Stats
@@ -184,8 +184,7 @@ func New(name string, out Output, cfg Config, e *env.Env) *Protocol {
 		groups:     map[netip.Addr]*group{},
 		robustness: cfg.Robustness,
 	}
-	p.mode = p.modeLocked()
-	p.Stats.Mode.Add(int64(p.mode))
+	p.modeLocked() // sets Stats.Mode
 	return p
 }
 
