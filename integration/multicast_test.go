@@ -180,28 +180,79 @@ func TestMulticastIPv6WithTheKernel(t *testing.T) {
 	}
 }
 
-// A bridge with IGMP snooping and a querier, with GoNet's TAP as a port:
-// the bridge's multicast database lists GoNet's group from its report, and
-// drops it after GoNet's leave. The bridge's querier speaks IGMPv2 (Linux's
-// default), so GoNet answers in its compatibility mode.
+// A bridge with IGMP snooping and a querier, with GoNet's TAP as a port
+// and a veth to a second namespace, where the kernel sends to a group:
+// the bridge's multicast database lists GoNet's group from its report, the
+// bridge forwards the kernel's datagrams to GoNet's port for it alone (the
+// port floods no unknown group), and drops the group after GoNet's leave.
+// The bridge's querier speaks IGMPv2 (Linux's default), so GoNet answers
+// in its compatibility mode.
 func TestSnoopingBridgeLearnsGoNetsMembership(t *testing.T) {
 	netnstest.RequireTool(t, "bridge")
+	netnstest.RequireTool(t, "socat")
 	h := newHost(t, options{})
-	br := "br" + h.dev[len(h.dev)-min(len(h.dev), 8):]
+	sfx := h.dev[len(h.dev)-min(len(h.dev), 8):]
+	br, vb, vk := "br"+sfx, "vb"+sfx, "vk"+sfx
 	h.run(t, 5*time.Second, "ip", "link", "add", br, "type", "bridge",
-		"mcast_snooping", "1", "mcast_querier", "1",
+		"mcast_snooping", "1",
 		"mcast_query_interval", "300", "mcast_last_member_interval", "50", "mcast_last_member_count", "2",
 		"mcast_startup_query_interval", "100", "mcast_query_response_interval", "100")
+	// The querier after the intervals: it waits a query response
+	// interval before the bridge forwards by its database, the one in
+	// force when it was turned on.
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "type", "bridge", "mcast_querier", "1")
 	h.run(t, 5*time.Second, "ip", "link", "set", h.dev, "master", br)
+	h.run(t, 5*time.Second, "bridge", "link", "set", "dev", h.dev, "mcast_flood", "off")
+	sender := netnstest.New(t)
+	if err := h.ns.AddVeth(vb, sender, vk); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t, 5*time.Second, "ip", "link", "set", vb, "master", br)
+	h.run(t, 5*time.Second, "ip", "link", "set", vb, "up")
+	if err := sender.ConfigureLink(vk, netip.MustParsePrefix("10.99.0.3/24"), 0); err != nil {
+		t.Fatal(err)
+	}
 	h.run(t, 5*time.Second, "ip", "link", "set", br, "up")
 	mdb := func() string { return h.run(t, 5*time.Second, "bridge", "mdb", "show", "dev", br) }
-	if err := h.stack.JoinGroup(h.dev, mcastGroup4); err != nil {
+	c, err := h.stack.ListenMulticastUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), 5404))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.JoinGroup(h.dev, mcastGroup4); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the bridge to learn "+mcastGroup4.String(), 15*time.Second, func() bool {
 		out := mdb()
 		return strings.Contains(out, "port "+h.dev) && strings.Contains(out, mcastGroup4.String())
 	})
+	// The bridge forwards by its database only once it knows a querier
+	// (its own, a query response interval after it was turned on): until
+	// then it floods, and not to GoNet's port. So the kernel sends until
+	// GoNet hears.
+	send := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if out, err := sender.Run(ctx, "sh", "-c", fmt.Sprintf("echo through the bridge | socat -u STDIN UDP4-DATAGRAM:%v:5404,ip-multicast-if=10.99.0.3", mcastGroup4)); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	buf := make([]byte, 100)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		send()
+		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		if err == nil {
+			if got := string(buf[:n]); got != "through the bridge\n" || from.Addr() != netip.MustParseAddr("10.99.0.3") {
+				t.Errorf("GoNet received %q from %v", got, from)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge never forwarded the group to GoNet:\n%s", mdb())
+		}
+	}
 	// The bridge's queries are answered, in IGMPv2 from the first one
 	// on (RFC 3376 section 7.2.1).
 	waitFor(t, "an answer to the bridge's query", 15*time.Second, func() bool {
@@ -211,7 +262,7 @@ func TestSnoopingBridgeLearnsGoNetsMembership(t *testing.T) {
 	if m := h.stack.Counters()["IGMP."+h.dev+".Mode"]; m != 2 {
 		t.Errorf("IGMP mode %d behind an IGMPv2 querier, want 2", m)
 	}
-	if err := h.stack.LeaveGroup(h.dev, mcastGroup4); err != nil {
+	if err := c.LeaveGroup(h.dev, mcastGroup4); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the bridge to forget "+mcastGroup4.String(), 15*time.Second, func() bool {
