@@ -2,13 +2,18 @@ package stack_test
 
 import (
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/internal/testkit/logtest"
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/udp"
 )
 
@@ -182,5 +187,41 @@ func TestJoinGroupRefusesWhatIsNoGroup(t *testing.T) {
 	}
 	if err := c.LeaveGroup("", netip.MustParseAddr("239.1.1.1")); !errors.Is(err, syscall.EADDRNOTAVAIL) {
 		t.Errorf("leave of a group not joined: %v", err)
+	}
+}
+
+// A group joined and left is one debug event each, with the NIC and the
+// group, for either family; a second socket's join of the same group is
+// none, since the NIC is in the group already.
+func TestJoinAndLeaveAreLoggedAtDebug(t *testing.T) {
+	log, events := logtest.New(slog.LevelDebug)
+	a, _ := stacktest.Pair(t, stacktest.Options{IPv6: true, Config: stack.Config{Logger: log}})
+	for _, g := range []netip.Addr{netip.MustParseAddr("239.4.4.4"), netip.MustParseAddr("ff05::4:4")} {
+		for range 2 {
+			if err := a.JoinGroup("eth0", g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 {
+			if err := a.LeaveGroup("eth0", g); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := a.LeaveGroup("eth0", netip.MustParseAddr("239.4.4.4")); err == nil {
+		t.Error("a leave more than the joins succeeded")
+	}
+	var got []string
+	for _, e := range events.Events(t) {
+		if m := e.Str("msg"); strings.HasPrefix(m, "multicast group") {
+			if e.Str("level") != "DEBUG" || e.Str("nic") != "eth0" {
+				t.Errorf("event %v: want level DEBUG, nic eth0", e)
+			}
+			got = append(got, m+" "+e.Str("group"))
+		}
+	}
+	want := []string{"multicast group joined 239.4.4.4", "multicast group left 239.4.4.4", "multicast group joined ff05::4:4", "multicast group left ff05::4:4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("logged %q, want %q", got, want)
 	}
 }
