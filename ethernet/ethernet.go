@@ -1,6 +1,7 @@
 // Package ethernet is GoNet's link-layer dealer. A NIC owns one link
 // endpoint: its receive goroutine reads batches of frames, checks that each
-// is for us (our MAC, broadcast, or multicast), strips the header and deals
+// is for us (our MAC, broadcast, or a multicast address a protocol listens
+// to: filter.go), strips the header and deals
 // the frames by EtherType to the protocols bound to them, one batch per
 // protocol; its transmit goroutine drains frames queued by any sender and
 // writes them to the link in batches.
@@ -34,17 +35,20 @@ type Handler interface {
 
 // Stats are a NIC's counters, after the kernel's /sys/class/net statistics.
 type Stats struct {
-	RxFrames       stats.Counter
-	RxBytes        stats.Counter
-	RxNotForUs     stats.Counter // destination neither our MAC, broadcast nor multicast
-	RxTruncated    stats.Counter // shorter than an Ethernet header
-	RxUnknownType  stats.Counter // no protocol bound to the EtherType
-	RxLinkErrors   stats.Counter // ReadBatch failed other than by close
-	TxFrames       stats.Counter
-	TxBytes        stats.Counter
-	TxLinkErrors   stats.Counter // frames the endpoint did not take
-	TxDroppedClose stats.Counter // frames sent after StopReceive or Close
-	RxCopied       stats.Counter // frames copied out of a large read buffer (copyBreak)
+	RxFrames   stats.Counter
+	RxBytes    stats.Counter
+	RxNotForUs stats.Counter // destination neither our MAC, broadcast nor multicast
+	// RxMulticastFiltered counts frames to a multicast address no
+	// protocol listens to (filter.go).
+	RxMulticastFiltered stats.Counter
+	RxTruncated         stats.Counter // shorter than an Ethernet header
+	RxUnknownType       stats.Counter // no protocol bound to the EtherType
+	RxLinkErrors        stats.Counter // ReadBatch failed other than by close
+	TxFrames            stats.Counter
+	TxBytes             stats.Counter
+	TxLinkErrors        stats.Counter // frames the endpoint did not take
+	TxDroppedClose      stats.Counter // frames sent after StopReceive or Close
+	RxCopied            stats.Counter // frames copied out of a large read buffer (copyBreak)
 	// Super-segments (buffer.Offload.GSOType) read from and written to a
 	// link with offloads, each counted once in RxFrames or TxFrames.
 	RxGSO, TxGSO stats.Counter
@@ -76,7 +80,8 @@ type NIC struct {
 	// stopping is set by StopReceive before it closes the endpoint: a
 	// close without it is the link's own doing (log.go).
 	stopping atomic.Bool
-	log      nicLog // log.go
+	log      nicLog      // log.go
+	filter   filterState // filter.go
 	Stats    Stats
 }
 
@@ -197,9 +202,15 @@ func (n *NIC) receive() {
 				n.Stats.RxTruncated.Inc()
 				continue
 			}
-			if dst := eth.Dst(); dst != n.mac && !dst.IsMulticast() {
-				n.Stats.RxNotForUs.Inc()
-				continue
+			if dst := eth.Dst(); dst != n.mac {
+				if !dst.IsMulticast() {
+					n.Stats.RxNotForUs.Inc()
+					continue
+				}
+				if !n.takesMulticast(dst) {
+					n.Stats.RxMulticastFiltered.Inc()
+					continue
+				}
 			}
 			typ := eth.Type()
 			h := n.handlers[typ]

@@ -27,8 +27,10 @@ type Config struct {
 	// one of ErrorRate and ErrorBurst: a stack may give ICMP and ICMPv6
 	// one, as Linux bounds both families' errors together.
 	Limiter *ratelimit.Bucket
-	// EchoBroadcast answers echo requests sent to a broadcast address;
-	// off by default, as Linux's icmp_echo_ignore_broadcasts.
+	// EchoBroadcast answers echo requests sent to a broadcast address
+	// or to a multicast group the host is a member of (224.0.0.1 among
+	// them); off by default, as Linux's icmp_echo_ignore_broadcasts,
+	// which covers both.
 	EchoBroadcast bool
 }
 
@@ -155,7 +157,8 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 // returned whole, as RFC 1122 section 3.2.2.6 requires.
 func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 	src, dst, tos := h.Src, h.Dst, h.TOS
-	if p.ip.IsBroadcast(dst) && !p.cfg.EchoBroadcast {
+	group := p.ip.IsBroadcast(dst) || dst.IsMulticast()
+	if group && !p.cfg.EchoBroadcast {
 		p.Stats.InEchoIgnored.Inc()
 		pk.Release()
 		return
@@ -169,7 +172,9 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 	c := ^wire.Fold(sum)
 	m[2], m[3] = byte(c>>8), byte(c)
 	sp := ip.SendParams{Dst: src, Proto: wire.ProtoICMP, TOS: tos}
-	if !p.ip.IsBroadcast(dst) {
+	if !group {
+		// The reply to a broadcast or a group comes from our own
+		// address (RFC 1122 section 3.2.2.6), which the route picks.
 		sp.Src = dst
 	}
 	p.Stats.OutMsgs.Inc()

@@ -54,9 +54,15 @@ type SendParams struct {
 	FlowLabel uint32
 	// RouterAlert asks routers on the path to look at the datagram: IPv6
 	// puts RFC 2711's Router Alert option, value 0 (MLD), in a Hop-by-Hop
-	// Options header, as MLD's messages need (RFC 3810 section 5). IPv4
-	// ignores it: nothing the stack sends over IPv4 needs RFC 2113's.
+	// Options header, as MLD's messages need (RFC 3810 section 5); IPv4
+	// puts RFC 2113's in its header's options, as IGMP's need (RFC 3376
+	// section 4).
 	RouterAlert bool
+	// MulticastLoop asks that a datagram to a multicast group also be
+	// delivered to the host itself when the interface it leaves through
+	// is a member of the group (IP_MULTICAST_LOOP, RFC 1112 section
+	// 6.1).
+	MulticastLoop bool
 	// Confirm says the sender has seen forward progress from Dst since
 	// its last datagram (TCP: an acknowledgement of new data): proof that
 	// the next hop is reachable, which IPv6 passes to neighbour discovery
@@ -64,6 +70,15 @@ type SendParams struct {
 	// busy connection's neighbour is not probed. IPv4 ignores it: ARP
 	// keeps no reachability states.
 	Confirm bool
+}
+
+// MulticastRouter is a Network that sends to a multicast group out of an
+// interface the sender names, as a socket's IP_MULTICAST_IF or
+// IPV6_MULTICAST_IF asks; ipv4 and ipv6 both are.
+type MulticastRouter interface {
+	// MulticastRoute is the route to group out of the interface named
+	// ifname, or out of the one Route would pick for an empty name.
+	MulticastRoute(group netip.Addr, ifname string) (Route, error)
 }
 
 // Network is a network layer (ipv4, ipv6) as the transports use it: to

@@ -46,16 +46,27 @@ func (i *Interface) Forwarding() bool { return i.forwarding.Load() }
 // forwarding mode. It runs in the NIC's receive goroutine, never blocks
 // and takes ownership of b (Protocol.Deliver).
 func (i *Interface) Deliver(b *buffer.Batch) {
+	b.From = i
 	if i.forwarding.Load() {
-		b.From = i
+		b.From = forwardingFrom{i}
 	}
 	i.p.in.Deliver(b)
 }
 
-// forwarding reports whether b came from a forwarding interface.
-func forwarding(b *buffer.Batch) bool {
-	i, ok := b.From.(*Interface)
-	return ok && i != nil
+// forwardingFrom marks a batch that came in on an interface in forwarding
+// mode, as it was when the batch came.
+type forwardingFrom struct{ *Interface }
+
+// receivedOn returns the interface b came in on, and whether it was
+// forwarding then.
+func receivedOn(b *buffer.Batch) (*Interface, bool) {
+	switch i := b.From.(type) {
+	case *Interface:
+		return i, false
+	case forwardingFrom:
+		return i.Interface, true
+	}
+	return nil, false
 }
 
 // foreignUnicast reports whether a forwarding interface may take a datagram
@@ -95,4 +106,4 @@ func (p *Protocol) mayUseSource(src netip.Addr, ri *ip.Route) bool {
 // one of its addresses or a broadcast, rather than to a foreign address
 // a forwarding interface took. Transports use it to keep sockets bound to
 // the wildcard address from answering for foreign addresses.
-func (p *Protocol) IsHostDst(dst netip.Addr) bool { return p.tables.load().acceptsDst(dst) }
+func (p *Protocol) IsHostDst(dst netip.Addr) bool { return p.tables.load().acceptsDst(dst, nil) }

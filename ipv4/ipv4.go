@@ -80,6 +80,12 @@ type Stats struct {
 	InDiscards      stats.Counter // dealer queue full
 	InDelivers      stats.Counter
 	InLoopback      stats.Counter
+	// Multicast (multicast.go): datagrams to a group taken, those to a
+	// group no interface joined (or not the one they came in on), and
+	// those sent.
+	InMcastPkts     stats.Counter
+	InNoGroup       stats.Counter
+	OutMcastPkts    stats.Counter
 	OutRequests     stats.Counter
 	OutNoRoutes     stats.Counter
 	OutDiscards     stats.Counter // loopback queue full
@@ -218,16 +224,16 @@ func (p *Protocol) deal() {
 		select {
 		case e := <-p.in.C():
 			if b, ok := e.Open(); ok {
-				fwd := forwarding(b)
+				in, fwd := receivedOn(b)
 				for _, pk := range b.Pkts {
-					p.receive(pk, true, fwd)
+					p.receive(pk, in, fwd)
 				}
 				b.Put()
 			}
 		case e := <-p.loop.C():
 			if pk, ok := e.Open(); ok {
 				p.Stats.InLoopback.Inc()
-				p.receive(pk, false, false)
+				p.receive(pk, nil, false)
 			}
 		case r := <-p.reasm.Done():
 			p.reasm.Settle(r)
@@ -238,11 +244,13 @@ func (p *Protocol) deal() {
 }
 
 // receive validates one datagram (RFC 1122 section 3.2.1) and delivers it,
-// or hands it to reassembly. It takes ownership of pk. A datagram from one
-// of our own addresses is a martian only when it came from the wire. fwd
+// or hands it to reassembly. It takes ownership of pk. in is the interface
+// it came in on, nil for the host's own datagrams: a datagram from one of
+// our own addresses is a martian only when it came from the wire. fwd
 // says it arrived on a forwarding interface, which takes datagrams to
 // foreign unicast addresses too (forward.go).
-func (p *Protocol) receive(pk *buffer.Packet, fromWire, fwd bool) {
+func (p *Protocol) receive(pk *buffer.Packet, in *Interface, fwd bool) {
+	fromWire := in != nil
 	p.Stats.InReceives.Inc()
 	h, verr := wire.ParseIPv4(pk.Bytes())
 	if verr != wire.IPv4OK {
@@ -253,7 +261,12 @@ func (p *Protocol) receive(pk *buffer.Packet, fromWire, fwd bool) {
 	pk.SetLen(len(h)) // drop link-layer padding
 	t := p.tables.load()
 	dst, src := h.Dst(), h.Src()
-	if !t.acceptsDst(dst) {
+	if !t.acceptsDst(dst, in) {
+		if dst.IsMulticast() {
+			p.Stats.InNoGroup.Inc()
+			pk.Release()
+			return
+		}
 		if !fwd || !foreignUnicast(dst) {
 			p.Stats.InAddrErrors.Inc()
 			pk.Release()
@@ -264,6 +277,16 @@ func (p *Protocol) receive(pk *buffer.Packet, fromWire, fwd bool) {
 	if src.IsMulticast() || t.isBroadcast(src) || (fromWire && t.isLocal(src)) {
 		p.Stats.InMartians.Inc()
 		pk.Release()
+		return
+	}
+	if dst.IsMulticast() {
+		p.Stats.InMcastPkts.Inc()
+	}
+	if h.Protocol() == wire.ProtoIGMP && in != nil && !h.IsFragment() {
+		// IGMP is the interface's: its state is per interface (RFC
+		// 3376 section 3), and the host's own messages never come
+		// back to it.
+		p.handleIGMP(pk, h, in)
 		return
 	}
 	if h.IsFragment() {

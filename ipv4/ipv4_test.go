@@ -126,7 +126,7 @@ func TestDropsDatagramsNotForUs(t *testing.T) {
 	}{
 		{"another host on the subnet", "10.1.0.1", "10.1.0.9", "InAddrErrors"},
 		{"another subnet", "10.1.0.1", "10.2.0.2", "InAddrErrors"},
-		{"a multicast group we did not join", "10.1.0.1", "224.0.0.251", "InAddrErrors"},
+		{"a multicast group we did not join", "10.1.0.1", "224.0.0.251", "InNoGroup"},
 		{"from a multicast source", "224.0.0.1", "10.1.0.2", "InMartians"},
 		{"from the limited broadcast", "255.255.255.255", "10.1.0.2", "InMartians"},
 		{"from the subnet broadcast", "10.1.0.255", "10.1.0.2", "InMartians"},

@@ -37,8 +37,15 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 		pkt.Release()
 		return ErrForeignSource
 	}
+	multicast := sp.Dst.IsMulticast()
 	if sp.TTL == 0 {
 		sp.TTL = p.cfg.DefaultTTL
+		if multicast {
+			// RFC 1112 section 6.1: "If the upper-layer protocol
+			// chooses not to specify a time-to-live, it should
+			// default to 1 for all multicast IP datagrams".
+			sp.TTL = 1
+		}
 	}
 	f := wire.IPv4Fields{
 		TOS:      sp.TOS,
@@ -51,6 +58,14 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	if sp.DF {
 		f.Flags = wire.IPv4FlagDF
 	}
+	if sp.RouterAlert {
+		f.Options = wire.IPv4RouterAlert[:]
+		f.TotalLen += len(wire.IPv4RouterAlert)
+	}
+	loop := multicast && sp.MulticastLoop && !ri.Local
+	if multicast {
+		p.Stats.OutMcastPkts.Inc()
+	}
 	if f.TotalLen > wire.IPv4MaxTotalLen {
 		pkt.Release()
 		return ErrMessageTooLong
@@ -61,6 +76,9 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	if f.TotalLen <= ri.MTU || p.superSegment(pkt, &ri) {
 		wire.EncodeIPv4(pkt.Prepend(f.HeaderLen()), &f)
 		pkt.Offload.Prepended(f.HeaderLen())
+		if loop {
+			p.loopMulticast(&ri, pkt)
+		}
 		p.output(&ri, pkt)
 		return nil
 	}
@@ -69,7 +87,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 		pkt.Release()
 		return ErrMessageTooLong
 	}
-	p.fragment(pkt, &f, &ri)
+	p.fragment(pkt, &f, &ri, loop)
 	return nil
 }
 
@@ -90,7 +108,7 @@ func (p *Protocol) output(ri *ip.Route, pkt *buffer.Packet) {
 // fragments that fit ri's MTU (RFC 791 section 3.2, "An Example
 // Fragmentation Procedure"), and sends them in order. Every fragment but the
 // last carries a multiple of 8 payload bytes.
-func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route) {
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route, loop bool) {
 	defer pkt.Release()
 	finishChecksum(pkt) // fragments cannot carry a partial checksum
 	payload := pkt.Bytes()
@@ -109,6 +127,9 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route
 		wire.EncodeIPv4(b, &ff)
 		copy(b[hl:], payload[off:off+n])
 		p.Stats.FragCreates.Inc()
+		if loop {
+			p.loopMulticast(ri, frag)
+		}
 		p.output(ri, frag)
 	}
 	p.Stats.FragOKs.Inc()

@@ -30,6 +30,7 @@ type Interface struct {
 	mtu  int
 	out  LinkOutput
 	caps link.Capabilities // the link's offloads (offload.go)
+	igmp ip.Transport      // the interface's group management (multicast.go)
 
 	forwarding atomic.Bool // forwarding mode (forward.go)
 }
@@ -93,6 +94,7 @@ type table struct {
 	ifaces []*Interface
 	addrs  []address
 	routes []Route // longest prefix first
+	groups []group // multicast groups joined (multicast.go)
 }
 
 type tables struct {
@@ -110,6 +112,7 @@ func (t *tables) update(f func(*table) error) error {
 		ifaces: slices.Clone(old.ifaces),
 		addrs:  slices.Clone(old.addrs),
 		routes: slices.Clone(old.routes),
+		groups: slices.Clone(old.groups),
 	}
 	if err := f(n); err != nil {
 		return err
@@ -211,6 +214,9 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 	if t.isLocal(dst) {
 		return ip.Route{Src: dst, NextHop: dst, Local: true, MTU: wire.IPv4MaxTotalLen}, nil
 	}
+	if dst.IsMulticast() {
+		return t.multicastRoute(dst, nil)
+	}
 	if dst == limitedBroadcast {
 		// RFC 1122 section 3.3.6: out the first interface with an address.
 		for _, ad := range t.addrs {
@@ -300,9 +306,16 @@ func isDirectedBroadcast(a netip.Addr, prefix netip.Prefix) bool {
 }
 
 // acceptsDst reports whether a host should take a datagram sent to dst: one
-// of our addresses, or a broadcast (RFC 1122 section 3.3.6). Multicast
-// needs group membership, which the stack does not have yet.
-func (t *table) acceptsDst(dst netip.Addr) bool { return t.isLocal(dst) || t.isBroadcast(dst) }
+// of our addresses, a broadcast (RFC 1122 section 3.3.6), or a multicast
+// group the interface it came in on, in, is a member of (RFC 1112 section
+// 7.2; any interface for in nil: the host's own datagrams, and sockets
+// asking whether an address is the host's).
+func (t *table) acceptsDst(dst netip.Addr, in *Interface) bool {
+	if dst.IsMulticast() {
+		return t.member(dst, in)
+	}
+	return t.isLocal(dst) || t.isBroadcast(dst)
+}
 
 // IsLocal reports whether a is one of the host's addresses.
 func (p *Protocol) IsLocal(a netip.Addr) bool { return p.tables.load().isLocal(a) }

@@ -114,6 +114,9 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	if wire.IPv6HeaderLen+pkt.Len() <= ri.MTU || p.superSegment(pkt, ri) {
 		wire.EncodeIPv6(pkt.Prepend(wire.IPv6HeaderLen), &f)
 		pkt.Offload.Prepended(wire.IPv6HeaderLen)
+		if sp.MulticastLoop && dst.IsMulticast() && !ri.Local {
+			p.loopMulticast(ri, pkt)
+		}
 		p.output(ri, pkt)
 		return nil
 	}
@@ -122,7 +125,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 		pkt.Release()
 		return ErrMessageTooLong
 	}
-	p.fragment(pkt, &f, unfrag, ri)
+	p.fragment(pkt, &f, unfrag, ri, sp.MulticastLoop && dst.IsMulticast() && !ri.Local)
 	return nil
 }
 
@@ -152,7 +155,7 @@ func (p *Protocol) output(ri ip.Route, pkt *buffer.Packet) {
 // reassembly). The route's MTU is at least 1280 (the least link MTU, and
 // the floor of the path MTU cache), so no datagram that fits unfragmented
 // is ever sent as an atomic fragment (RFC 8021).
-func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri ip.Route) {
+func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri ip.Route, loop bool) {
 	defer pkt.Release()
 	finishChecksum(pkt) // fragments cannot carry a partial checksum
 	head, payload := pkt.Bytes()[:unfrag], pkt.Bytes()[unfrag:]
@@ -180,6 +183,9 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, 
 		wire.EncodeIPv6Fragment(b[wire.IPv6HeaderLen+unfrag:], &fh)
 		copy(b[hl:], payload[off:off+n])
 		p.Stats.FragCreates.Inc()
+		if loop {
+			p.loopMulticast(ri, frag)
+		}
 		p.output(ri, frag)
 	}
 	p.Stats.FragOKs.Inc()
@@ -213,4 +219,18 @@ func finishChecksum(pkt *buffer.Packet) {
 	}
 	wire.FinishChecksum(pkt.Bytes(), int(pkt.Offload.CsumStart), int(pkt.Offload.CsumOffset))
 	pkt.Offload = buffer.Offload{}
+}
+
+// loopMulticast hands a copy of a multicast datagram the host sends back
+// to the host's own input when the interface it leaves through is a
+// member of the group (IPV6_MULTICAST_LOOP, RFC 3493 section 5.2).
+func (p *Protocol) loopMulticast(ri ip.Route, pkt *buffer.Packet) {
+	if !p.tables.load().member(ri.NextHop.WithZone(""), routeIface(ri), true) {
+		return
+	}
+	q := p.env.Pool.Get(pkt.Len())
+	copy(q.Bytes(), pkt.Bytes())
+	q.Offload = pkt.Offload
+	finishChecksum(q)
+	p.loop.Deliver(q)
 }

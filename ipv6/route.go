@@ -314,6 +314,19 @@ func (p *Protocol) JoinGroup(iface *Interface, g netip.Addr) error {
 	})
 }
 
+// MulticastRoute is the route to group g out of the interface named
+// ifname (IPV6_MULTICAST_IF), or as Route picks it for an empty name: the
+// name is the zone Route takes.
+func (p *Protocol) MulticastRoute(g netip.Addr, ifname string) (ip.Route, error) {
+	if !g.Is6() || !g.IsMulticast() {
+		return ip.Route{}, fmt.Errorf("ipv6: %v is not an IPv6 multicast group", g)
+	}
+	if ifname != "" {
+		g = g.WithZone(ifname)
+	}
+	return p.Route(g)
+}
+
 // LeaveGroup leaves a group joined by JoinGroup.
 func (p *Protocol) LeaveGroup(iface *Interface, g netip.Addr) {
 	g = g.WithZone("")

@@ -32,6 +32,7 @@ var sources = map[string]string{
 	"IPv6":    "ipv6.Stats, after the kernel's Ip6 MIB (/proc/net/snmp6, RFC 4293)",
 	"ICMPv6":  "icmpv6.Stats, after the kernel's Icmp6 MIB (/proc/net/snmp6, RFC 4293)",
 	"NDP":     "ndp.Stats, a NIC's neighbour discovery, addresses and MLD (RFC 4861, RFC 4862, RFC 3810)",
+	"IGMP":    "igmp.Stats, a NIC's IGMP host side (RFC 3376, RFC 2236)",
 	"UDP":     "udp.Stats, after the kernel's Udp MIB (RFC 4113)",
 	"TCP":     "tcp.Stats, after the kernel's Tcp MIB (RFC 4022) and TcpExt",
 	"Memory":  "the stack's memory budget (budget.Budget)",

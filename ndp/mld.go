@@ -1,6 +1,10 @@
 package ndp
 
 import (
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -64,6 +68,7 @@ func (p *Protocol) joinLocked(addr netip.Addr) {
 	}
 	g := &group{addr: addr, refs: 1}
 	p.mld.groups[addr] = g
+	p.filterLocked()
 	p.stateChangeLocked(g, wire.MLDv2ChangeToExclude)
 }
 
@@ -79,7 +84,55 @@ func (p *Protocol) leaveLocked(addr netip.Addr) {
 		return
 	}
 	delete(p.mld.groups, addr)
+	p.filterLocked()
 	p.stateChangeLocked(g, wire.MLDv2ChangeToInclude)
+}
+
+// JoinGroup joins group on the interface for the host's sockets, and
+// reports it (RFC 3810 section 6.1); each join is counted, and the group
+// is left, and reported left, at the last LeaveGroup. It fails for an
+// address that is not a multicast one, and for all-nodes, which is joined
+// already and never reported.
+func (p *Protocol) JoinGroup(group netip.Addr) error {
+	group = group.WithZone("")
+	if !group.Is6() || !group.IsMulticast() || group == ipv6.AllNodes {
+		return fmt.Errorf("ndp: join %v on %s: not a multicast group a socket joins", group, p.nic.Name())
+	}
+	p.mu.Lock()
+	defer p.unlock()
+	if p.closed {
+		return fmt.Errorf("ndp: join %v on %s: %w", group, p.nic.Name(), net.ErrClosed)
+	}
+	p.joinLocked(group)
+	p.log.log.Debug("multicast group joined", slog.String("group", group.String()))
+	return nil
+}
+
+// LeaveGroup undoes one JoinGroup of group.
+func (p *Protocol) LeaveGroup(group netip.Addr) {
+	group = group.WithZone("")
+	p.mu.Lock()
+	defer p.unlock()
+	if p.closed || p.mld.groups[group] == nil {
+		return
+	}
+	p.leaveLocked(group)
+	if p.mld.groups[group] == nil {
+		p.log.log.Debug("multicast group left", slog.String("group", group.String()))
+	}
+}
+
+// filterLocked gives the NIC's multicast filter the Ethernet addresses of
+// the groups the interface listens to (RFC 2464 section 7), whenever
+// they change. p.mu is held.
+func (p *Protocol) filterLocked() {
+	macs := []wire.MAC{}
+	for _, g := range append([]netip.Addr{ipv6.AllNodes}, slices.Collect(maps.Keys(p.mld.groups))...) {
+		if mac, ok := ipv6.MulticastMAC(g); ok && !slices.Contains(macs, mac) {
+			macs = append(macs, mac)
+		}
+	}
+	p.nic.SetMulticastFilter("ipv6", macs)
 }
 
 // stateChangeLocked sends a state change report for g now and owes

@@ -325,6 +325,7 @@ func (p *Protocol) Start(host Host) error {
 	p.wg.Add(1)
 	go p.announce()
 	p.mu.Lock()
+	p.filterLocked()
 	err := p.addLinkLocalLocked(0)
 	p.unlock()
 	if err != nil {

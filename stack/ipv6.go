@@ -155,24 +155,6 @@ func (h linkHost) Unreachable(nextHop netip.Addr, pkt *buffer.Packet) { h.s.unre
 // IPv4's.
 func (s *Stack) IPv6() *ipv6.Protocol { return s.ip6 }
 
-// JoinGroup joins the IPv6 multicast group on the named NIC, so that the
-// stack takes datagrams sent to it: all-routers (ff02::2) for a NIC that
-// advertises itself as a router (RFC 4291 section 2.8). No MLD report
-// announces it.
-func (s *Stack) JoinGroup(nicName string, group netip.Addr) error {
-	n, err := s.nic(nicName)
-	if err != nil {
-		return err
-	}
-	if n.iface6 == nil {
-		return fmt.Errorf("stack: join %v on %s: %w", group, nicName, errNoIPv6)
-	}
-	if err := s.ip6.JoinGroup(n.iface6, group); err != nil {
-		return fmt.Errorf("stack: %w", err)
-	}
-	return nil
-}
-
 // NeighborDiscovery returns the named NIC's neighbour discovery: its
 // neighbour cache, the addresses it formed or checked with their DAD
 // states, and its default routers. It fails for a NIC of a stack with

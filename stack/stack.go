@@ -24,6 +24,7 @@ import (
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
 	"github.com/gonetstack/gonet/icmpv6"
+	"github.com/gonetstack/gonet/igmp"
 	"github.com/gonetstack/gonet/internal/logs"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
@@ -65,6 +66,7 @@ type Config struct {
 	NoIPv6 bool
 
 	IPv4   ipv4.Config
+	IGMP   igmp.Config
 	IPv6   ipv6.Config
 	NDP    ndp.Config
 	ICMP   icmp.Config
@@ -99,14 +101,20 @@ type Stack struct {
 	mu     sync.Mutex
 	nics   []*nic
 	closed bool
+
+	// mcastMu guards joins, the multicast groups joined on each NIC,
+	// with how many times (multicast.go).
+	mcastMu sync.Mutex
+	joins   map[groupKey]int
 }
 
-// nic is a NIC with its ARP and IPv4 interface, and its neighbour
+// nic is a NIC with its ARP, IPv4 interface and IGMP, and its neighbour
 // discovery and IPv6 interface.
 type nic struct {
 	eth    *ethernet.NIC
 	arp    *arp.Protocol
 	iface  *ipv4.Interface
+	igmp   *igmp.Protocol
 	nd     *ndp.Protocol
 	iface6 *ipv6.Interface
 }
@@ -142,6 +150,7 @@ func New(cfg Config) *Stack {
 		s.nets.V6 = s.ip6
 	}
 	s.udp = udp.New(s.nets, cfg.UDP, e)
+	s.udp.SetMembership(membership{s})
 	s.tcp = tcp.New(s.nets, cfg.TCP, e)
 	s.ip.Start()
 	s.ip6.Start()
@@ -167,6 +176,12 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		return fmt.Errorf("stack: add NIC: %w", err)
 	}
 	eth.Bind(wire.EtherTypeIPv4, n.iface)
+	// IGMP reports the interface's groups and takes the IGMP messages
+	// it receives; the NIC's filter takes frames to its groups' MACs
+	// (and, once ndp sets its own, to IPv6's).
+	n.igmp = igmp.New(name, n.iface, s.cfg.IGMP, s.env)
+	n.iface.SetGroupManagement(n.igmp)
+	eth.SetMulticastFilter("ipv4", n.igmp.GroupMACs())
 	if !s.cfg.NoIPv6 {
 		// Neighbour discovery is the IPv6 interface's output, and takes
 		// the ND and MLD messages the interface receives; it tells the
@@ -376,6 +391,7 @@ func (s *Stack) Metrics() stats.Snapshot {
 	for _, n := range s.nics {
 		m.Add("NIC."+n.eth.Name(), &n.eth.Stats)
 		m.Add("ARP."+n.eth.Name(), &n.arp.Stats)
+		m.Add("IGMP."+n.eth.Name(), &n.igmp.Stats)
 		if n.nd != nil {
 			m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
 		}
@@ -473,6 +489,7 @@ func (s *Stack) Close() error {
 	s.ip.Close()
 	s.ip6.Close()
 	for _, n := range nics {
+		n.igmp.Close()
 		n.arp.Close()
 		if n.nd != nil {
 			n.nd.Close()

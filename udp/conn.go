@@ -23,6 +23,7 @@ type Conn struct {
 	p      *Protocol
 	laddr  netip.AddrPort
 	v6only bool           // on ::, IPv6 only (ListenV6Only)
+	reuse  bool           // the port shared (ListenMulticast)
 	raddr  netip.AddrPort // a forwarded flow's peer (forward.go); zero otherwise
 
 	queue chan *buffer.Packet
@@ -36,6 +37,7 @@ type Conn struct {
 	// than making every entry of it wider; mu guards it.
 	zones  map[*buffer.Packet]string
 	rcvbuf int
+	mcast  mcastOpts // multicast.go
 	closed bool
 	// peer is the endpoint's peer once connected (Connect), and softErr
 	// the error an ICMP message about it left for the next Read
@@ -56,6 +58,7 @@ func newConn(p *Protocol, a netip.Addr) *Conn {
 		laddr:   netip.AddrPortFrom(a, 0),
 		queue:   make(chan *buffer.Packet, queueLen),
 		rcvbuf:  p.cfg.ReadBuffer,
+		mcast:   mcastOpts{ttl: 1},
 		done:    make(chan struct{}),
 		errWake: make(chan struct{}, 1),
 		readDL:  deadline.New(p.env.Clock),
@@ -221,7 +224,12 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 		return 0, c.opError("write", addr, os.ErrDeadlineExceeded)
 	default:
 	}
-	if err := c.p.send(c.binding(), c.laddr, addr, b); err != nil {
+	var o *mcastOpts
+	if addr.Addr().IsMulticast() {
+		opts := c.sendOpts()
+		o = &opts
+	}
+	if err := c.p.send(c.binding(), c.laddr, addr, b, o); err != nil {
 		return 0, c.opError("write", addr, err)
 	}
 	return len(b), nil
@@ -249,6 +257,7 @@ func (c *Conn) Close() error {
 	close(c.done)
 	c.mu.Unlock()
 	c.p.unbind(c)
+	c.leaveAll()
 	for {
 		select {
 		case pk := <-c.queue:

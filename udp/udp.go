@@ -48,9 +48,12 @@ type Stats struct {
 	// zero checksum").
 	InNoChecksum6 stats.Counter
 	RcvbufErrors  stats.Counter // receive queue or memory budget full
-	OutDatagrams  stats.Counter
-	OutErrors     stats.Counter
-	Sockets       stats.Gauge
+	// IgnoredMulti counts datagrams to a group no endpoint on their
+	// port joined (multicast.go), as Linux's UDP IgnoredMulti.
+	IgnoredMulti stats.Counter
+	OutDatagrams stats.Counter
+	OutErrors    stats.Counter
+	Sockets      stats.Gauge
 	// ICMP errors quoting our datagrams (icmp.go), Packet Too Big
 	// aside, and those no connected endpoint took.
 	InICMPErrors    stats.Counter
@@ -73,6 +76,9 @@ type Protocol struct {
 	ports map[uint16][]*Conn
 	flows map[flowKey]*Conn     // endpoints the forwarder opened (forward.go)
 	hook  func(*ForwardRequest) // the forwarder hook
+	// membership joins interfaces to the groups endpoints join
+	// (multicast.go).
+	membership Membership
 
 	Stats Stats
 }
@@ -98,17 +104,19 @@ func New(nets ip.Networks, cfg Config, e *env.Env) *Protocol {
 // port (RFC 6056 section 3.3.1, algorithm 1: a random port, then the next
 // free one).
 func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
-	return p.listen(laddr, false)
+	return p.listenOpts(laddr, false, false)
 }
 
 // ListenV6Only is Listen for an endpoint on :: that takes IPv6 only
 // (IPV6_V6ONLY, RFC 3493 section 5.3), what Go's "udp6" asks for: the
 // same port can then carry a separate IPv4 endpoint.
 func (p *Protocol) ListenV6Only(laddr netip.AddrPort) (*Conn, error) {
-	return p.listen(laddr, true)
+	return p.listenOpts(laddr, true, false)
 }
 
-func (p *Protocol) listen(laddr netip.AddrPort, v6only bool) (*Conn, error) {
+// listenOpts binds an endpoint; reuse shares the port with the other
+// endpoints bound with it (ListenMulticast).
+func (p *Protocol) listenOpts(laddr netip.AddrPort, v6only, reuse bool) (*Conn, error) {
 	a := laddr.Addr()
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
@@ -130,8 +138,7 @@ func (p *Protocol) listen(laddr netip.AddrPort, v6only bool) (*Conn, error) {
 		a = r.Src
 	}
 	c := newConn(p, a)
-	c.v6only = v6only
-	b := c.binding()
+	c.v6only, c.reuse = v6only, reuse
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	port := laddr.Port()
@@ -140,7 +147,7 @@ func (p *Protocol) listen(laddr netip.AddrPort, v6only bool) (*Conn, error) {
 		start := p.env.Rand.IntN(n)
 		for i := range n {
 			cand := p.cfg.EphemeralLow + uint16((start+i)%n)
-			if p.free(b, cand) {
+			if p.free(c, cand) {
 				port = cand
 				break
 			}
@@ -148,7 +155,7 @@ func (p *Protocol) listen(laddr netip.AddrPort, v6only bool) (*Conn, error) {
 		if port == 0 {
 			return nil, opError("listen", laddr, syscall.EADDRINUSE)
 		}
-	} else if !p.free(b, port) {
+	} else if !p.free(c, port) {
 		return nil, opError("listen", laddr, syscall.EADDRINUSE)
 	}
 	c.laddr = netip.AddrPortFrom(a, port)
@@ -157,11 +164,16 @@ func (p *Protocol) listen(laddr netip.AddrPort, v6only bool) (*Conn, error) {
 	return c, nil
 }
 
-// free reports whether b can be bound on port: no binding there takes an
-// address b takes, as the kernel has it without SO_REUSEADDR
-// (ip.Binding.Conflicts). p.mu is held.
-func (p *Protocol) free(b ip.Binding, port uint16) bool {
+// free reports whether c can be bound on port: no binding there takes an
+// address c's takes, as the kernel has it without SO_REUSEADDR
+// (ip.Binding.Conflicts), or both were bound with it and to the same
+// address (ListenMulticast). p.mu is held.
+func (p *Protocol) free(c *Conn, port uint16) bool {
+	b := c.binding()
 	for _, o := range p.ports[port] {
+		if c.reuse && o.reuse && b == o.binding() {
+			continue
+		}
 		if b.Conflicts(o.binding()) {
 			return false
 		}
@@ -246,6 +258,10 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 		pk.Release()
 		return
 	}
+	if h.Dst.IsMulticast() {
+		p.deliverMulticast(pk, h, u)
+		return
+	}
 	nw, err := p.nets.For(h.Dst)
 	if err != nil { // a family that registered no UDP: cannot happen
 		p.Stats.InErrors.Inc()
@@ -300,8 +316,8 @@ func maxPayload(dst netip.Addr) int {
 }
 
 // send builds and sends one datagram from b's address and port laddr to
-// raddr.
-func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte) error {
+// raddr, with the endpoint's multicast options o when raddr is a group.
+func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte, o *mcastOpts) error {
 	// An endpoint sends within the families its binding takes, as the
 	// kernel's sockets of one family do.
 	if !b.Reaches(raddr.Addr()) || raddr.Port() == 0 {
@@ -315,7 +331,14 @@ func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte) 
 		p.Stats.OutErrors.Inc()
 		return err
 	}
-	ri, err := nw.Route(raddr.Addr())
+	var ri ip.Route
+	sp := ip.SendParams{Proto: wire.ProtoUDP}
+	if raddr.Addr().IsMulticast() && o != nil {
+		ri, err = multicastRoute(nw, raddr.Addr(), o)
+		sp.TTL, sp.MulticastLoop = o.ttl, !o.noLoop
+	} else {
+		ri, err = nw.Route(raddr.Addr())
+	}
 	if err != nil {
 		p.Stats.OutErrors.Inc()
 		return fmt.Errorf("%w: %w", err, syscall.ENETUNREACH)
@@ -339,7 +362,8 @@ func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte) 
 		// section 8.1), gets it too.
 		wire.SetUDPChecksum(buf, src, dst)
 	}
-	if err := nw.SendRoute(pk, ip.SendParams{Src: src, Dst: dst, Proto: wire.ProtoUDP}, ri); err != nil {
+	sp.Src, sp.Dst = src, dst
+	if err := nw.SendRoute(pk, sp, ri); err != nil {
 		p.Stats.OutErrors.Inc()
 		return err
 	}
