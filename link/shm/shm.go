@@ -78,8 +78,8 @@ const (
 	DefaultMTU = 1500
 	// MinMTU is the 68 bytes every IPv4 link must carry (RFC 791 section 3.2).
 	MinMTU = 68
-	// MaxMTU keeps a whole frame within a packet buffer.
-	MaxMTU = buffer.MaxSize - link.EthernetHeaderLen
+	// MaxMTU is a frame of 64 KiB, which a packet buffer holds.
+	MaxMTU = 65536 - link.EthernetHeaderLen
 	// DefaultRingSize is the descriptors per ring: as many frames as a
 	// TAP device queues (Linux's txqueuelen of 1000), sixteen batches,
 	// so that a TCP window's burst of 1500-byte frames fits without
