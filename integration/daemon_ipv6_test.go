@@ -116,13 +116,16 @@ func TestDaemonServesIPv6(t *testing.T) {
 	if addr := gonetCmd("addr", "-control", sock); !strings.Contains(addr, "inet6 "+daemon6GoNet.String()+" scope global preferred") {
 		t.Errorf("gonet addr does not show %v preferred:\n%s", daemon6GoNet, addr)
 	}
+	// The ready line waits for -addr's duplicate address detection, not
+	// the link-local address's, which may take a second longer (each
+	// starts after its own random delay).
 	var counters map[string]int64
-	if err := json.Unmarshal([]byte(gonetCmd("stats", "-json", "-control", sock)), &counters); err != nil {
-		t.Fatal(err)
-	}
-	if counters["NDP."+dev+".DADSucceeded"] < 2 {
-		t.Errorf("gonet stats: NDP.%s.DADSucceeded %d, want 2 at least (the link-local address and -addr's)", dev, counters["NDP."+dev+".DADSucceeded"])
-	}
+	waitFor(t, "both DADs to succeed", 5*time.Second, func() bool {
+		if err := json.Unmarshal([]byte(gonetCmd("stats", "-json", "-control", sock)), &counters); err != nil {
+			t.Fatal(err)
+		}
+		return counters["NDP."+dev+".DADSucceeded"] >= 2
+	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -131,6 +134,9 @@ func TestDaemonServesIPv6(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("gonet up after SIGTERM: %v; stderr: %s", err, stderr.String())
+	}
+	if t.Failed() {
+		t.Logf("gonet up's log:\n%s", stderr.String())
 	}
 
 	t.Run("gonet ping", func(t *testing.T) {
