@@ -75,14 +75,15 @@ type memNet struct {
 	clk            *clock.Virtual
 	client, server *memConn
 	host           *fakeHost
-	sent           chan datagram
+	sent           chan datagram // what the client sent
+	replies        chan datagram // what the server sent
 
 	mu  sync.Mutex
 	cut bool
 }
 
 func newMemNet(clk *clock.Virtual, h *fakeHost) *memNet {
-	n := &memNet{clk: clk, host: h, sent: make(chan datagram, 256)}
+	n := &memNet{clk: clk, host: h, sent: make(chan datagram, 256), replies: make(chan datagram, 256)}
 	n.client = &memConn{n: n, port: dhcp.ClientPort, in: make(chan datagram, 64), closed: make(chan struct{})}
 	n.server = &memConn{n: n, port: dhcp.ServerPort, in: make(chan datagram, 64), closed: make(chan struct{})}
 	return n
@@ -96,7 +97,12 @@ func (n *memNet) setCut(cut bool) {
 
 func (n *memNet) carry(fromPort uint16, b []byte, to netip.AddrPort) {
 	if fromPort == dhcp.ServerPort {
-		n.client.in <- datagram{b: b, from: netip.AddrPortFrom(server, dhcp.ServerPort), to: to}
+		d := datagram{b: b, from: netip.AddrPortFrom(server, dhcp.ServerPort), to: to}
+		select {
+		case n.replies <- d:
+		default:
+		}
+		n.client.in <- d
 		return
 	}
 	src := netip.IPv4Unspecified()
@@ -761,5 +767,28 @@ func TestLeaseFileRoundTrip(t *testing.T) {
 	}
 	if _, err := dhcp.LoadLease(filepath.Join(t.TempDir(), "none")); err == nil {
 		t.Error("loading a missing file succeeded")
+	}
+}
+
+// TestLongLeaseTimesDoNotOverflow: a lease of a hundred years (within RFC
+// 2132's 2^32-2 seconds) has its T2 at seven eighths, on the server's side
+// and the client's, where seven times it in nanoseconds overflows.
+func TestLongLeaseTimesDoNotOverflow(t *testing.T) {
+	long := 100 * 365 * 24 * time.Hour
+	f := newCfix(t, cfixOpts{lease: long})
+	l := f.bind(t)
+	var ack *layers.DHCPv4
+	for ack == nil || msgType(ack) != layers.DHCPMsgTypeAck {
+		ack = &layers.DHCPv4{}
+		if err := ack.DecodeFromBytes((<-f.net.replies).b, gopacket.NilDecodeFeedback); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t2 := opt(ack, layers.DHCPOptT2)
+	if got := time.Duration(uint32(t2[0])<<24|uint32(t2[1])<<16|uint32(t2[2])<<8|uint32(t2[3])) * time.Second; got != (long - long/8).Truncate(time.Second) {
+		t.Errorf("the server's T2 is %v", got)
+	}
+	if l.LeaseTime != long || l.T1 != long/2 || l.T2 != (long-long/8).Truncate(time.Second) {
+		t.Errorf("lease %v, T1 %v, T2 %v; want %v, %v, %v", l.LeaseTime, l.T1, l.T2, long, long/2, long-long/8)
 	}
 }

@@ -109,7 +109,9 @@ func leaseFromAck(m *dhcpv4.DHCPv4, start time.Time) (ClientLease, error) {
 	}
 	// RFC 2131 section 4.4.5's defaults stand in for T1 and T2 that are
 	// absent or out of order (T1 < T2 < lease time).
-	l.T1, l.T2 = l.LeaseTime/2, l.LeaseTime*7/8
+	// Seven eighths as lease less an eighth: a lease of 2^32 seconds
+	// in nanoseconds times seven overflows.
+	l.T1, l.T2 = l.LeaseTime/2, l.LeaseTime-l.LeaseTime/8
 	t1, t2 := m.Options.Get(dhcpv4.OptionRenewTimeValue), m.Options.Get(dhcpv4.OptionRebindingTimeValue)
 	if len(t2) == 4 && seconds(t2) < l.LeaseTime {
 		l.T2 = seconds(t2)
@@ -118,7 +120,7 @@ func leaseFromAck(m *dhcpv4.DHCPv4, start time.Time) (ClientLease, error) {
 		l.T1 = seconds(t1)
 	}
 	if l.T1 >= l.T2 {
-		l.T1, l.T2 = l.LeaseTime/2, l.LeaseTime*7/8
+		l.T1, l.T2 = l.LeaseTime/2, l.LeaseTime-l.LeaseTime/8
 	}
 	bits := -1
 	if mask := m.Options.Get(dhcpv4.OptionSubnetMask); len(mask) == 4 {

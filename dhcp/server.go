@@ -404,7 +404,9 @@ func (s *Server) reply(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, a netip.Addr,
 		lt := s.cfg.LeaseTime.Truncate(time.Second)
 		m.Options.Update(dhcpv4.OptIPAddressLeaseTime(lt))
 		m.Options.Update(dhcpv4.OptRenewTimeValue((lt / 2).Truncate(time.Second)))
-		m.Options.Update(dhcpv4.OptRebindingTimeValue((lt * 7 / 8).Truncate(time.Second)))
+		// Seven eighths as the lease less an eighth: 2^32 seconds in
+		// nanoseconds times seven overflows.
+		m.Options.Update(dhcpv4.OptRebindingTimeValue((lt - lt/8).Truncate(time.Second)))
 	}
 	return m
 }
