@@ -15,7 +15,8 @@ import (
 // an address and applies the lease (address, default route, MTU) until
 // ctx ends, Close or Release. The client's socket is UDP on 0.0.0.0:68
 // bound to the NIC, so that it broadcasts there from 0.0.0.0 before the
-// NIC has an address. cfg's Clock, Rand, Logger and Name default to the
+// NIC has an address. Its counters are among the stack's, under
+// DHCPClient.<nic>. cfg's Clock, Rand, Logger and Name default to the
 // stack's and the NIC's.
 func (s *Stack) StartDHCP(ctx context.Context, nicName string, cfg dhcp.ClientConfig) (*dhcp.Client, error) {
 	n, err := s.nic(nicName)
@@ -39,7 +40,11 @@ func (s *Stack) StartDHCP(ctx context.Context, nicName string, cfg dhcp.ClientCo
 	if cfg.Name == "" {
 		cfg.Name = nicName
 	}
-	return dhcp.StartClient(ctx, c, dhcpHost{s: s, n: n}, cfg), nil
+	client := dhcp.StartClient(ctx, c, dhcpHost{s: s, n: n}, cfg)
+	s.mu.Lock()
+	n.dhcp = client
+	s.mu.Unlock()
+	return client, nil
 }
 
 // dhcpHost is a NIC as its DHCP client configures it.

@@ -76,6 +76,9 @@ func TestStartDHCPConfiguresTheNIC(t *testing.T) {
 	if ifc, _ := cl.IPv4().Interface("eth0"); ifc.MTU() != 1400 {
 		t.Errorf("MTU %d, want the lease's 1400", ifc.MTU())
 	}
+	if m := cl.Metrics()["DHCPClient.eth0.Bound"]; m.Value != 1 {
+		t.Errorf("DHCPClient.eth0.Bound = %+v, want a count of 1", m)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := cl.Ping(ctx, serverAddr, 56); err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/dealer"
+	"github.com/gonetstack/gonet/dhcp"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
@@ -117,6 +118,7 @@ type nic struct {
 	igmp   *igmp.Protocol
 	nd     *ndp.Protocol
 	iface6 *ipv6.Interface
+	dhcp   *dhcp.Client // the NIC's DHCP client (StartDHCP), nil without; s.mu guards it
 }
 
 // New returns a running stack with no NICs.
@@ -394,6 +396,9 @@ func (s *Stack) Metrics() stats.Snapshot {
 		m.Add("IGMP."+n.eth.Name(), &n.igmp.Stats)
 		if n.nd != nil {
 			m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
+		}
+		if n.dhcp != nil {
+			m.Add("DHCPClient."+n.eth.Name(), &n.dhcp.Stats)
 		}
 	}
 	s.mu.Unlock()
