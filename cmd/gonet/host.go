@@ -665,13 +665,38 @@ func addrState(list []stack.Address6, addr netip.Addr) (ndp.AddrState, bool) {
 	return 0, false
 }
 
+// releaseDHCP gives the lease back, as a clean shutdown does (RFC 2131
+// section 4.4.6), and waits up to timeout for the DHCPRELEASE to leave the
+// NIC: closing the stack closes the link at once and drops what is still
+// queued. The RELEASE is unicast to the server: when ARP has not resolved
+// the server yet, a request goes out first and the RELEASE after the
+// answer, two frames.
+func (h *host) releaseDHCP(timeout time.Duration) {
+	l, ok := h.dhcp.Lease()
+	frames := 1
+	if ok {
+		neigh, _ := h.stack.Neighbors(h.nic)
+		if !slices.ContainsFunc(neigh, func(e stack.Neighbor) bool { return e.IP == l.Server && e.Expires.After(time.Now()) }) {
+			frames = 2
+		}
+	}
+	sent := func() int64 { return h.stack.Metrics()["NIC."+h.nic+".TxFrames"].Value }
+	before := sent()
+	h.dhcp.Release()
+	if !ok {
+		return
+	}
+	for deadline := time.Now().Add(timeout); sent() < before+int64(frames) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Close stops the stack, which closes the link under it and the capture
 // file if there is one. A capture cut short by a write error (a full disk)
 // is reported here, since the frames themselves flowed on regardless.
 func (h *host) Close() error {
 	if h.dhcp != nil {
-		// A clean shutdown gives the lease back.
-		h.dhcp.Release()
+		h.releaseDHCP(time.Second)
 	}
 	err := errors.Join(h.stack.Close(), h.kernel.Close())
 	if h.capture != nil {

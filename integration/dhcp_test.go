@@ -1,0 +1,296 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/dhcp"
+	"github.com/gonetstack/gonet/internal/netns"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/ipv4"
+	"github.com/gonetstack/gonet/link/tap"
+	"github.com/gonetstack/gonet/stack"
+)
+
+// GoNet's DHCP client against dnsmasq, the DHCP server of many home
+// routers and of libvirt, on the kernel's side of a TAP device in a
+// namespace: the lease and its options, a NAK, RELEASE, and gonet up
+// -addr dhcp. Renewal, rebinding and expiry need leases shorter than
+// dnsmasq's two-minute minimum and are tested against the package's own
+// server on a virtual clock (dhcp/client_test.go).
+
+// The pool dnsmasq leases from, and what it gives with a lease.
+var (
+	dhcpFirst  = netip.MustParseAddr("10.99.0.50")
+	dhcpLast   = netip.MustParseAddr("10.99.0.60")
+	dhcpMTU    = 1400
+	dhcpSearch = "gonet.test"
+)
+
+// inPool reports whether a is one of dnsmasq's addresses.
+func inPool(a netip.Addr) bool { return dhcpFirst.Compare(a) <= 0 && a.Compare(dhcpLast) <= 0 }
+
+// startDHCPServer runs dnsmasq as DHCP server (no DNS) on dev, the kernel
+// side of the TAP at kernelAddr, until the test ends; it returns the lease
+// file dnsmasq keeps.
+func startDHCPServer(t *testing.T, ns *netns.NS, dev string) string {
+	t.Helper()
+	netnstest.RequireTool(t, "dnsmasq")
+	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	cmd := ns.Command(ctx, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
+		"--interface="+dev, "--bind-interfaces", "--user=root", "--pid-file=", "--log-facility=-", "--log-dhcp",
+		"--dhcp-authoritative", "--dhcp-leasefile="+leases,
+		"--dhcp-range="+dhcpFirst.String()+","+dhcpLast.String()+",255.255.255.0,2m",
+		"--dhcp-option=option:router,"+kernelAddr.Addr().String(),
+		"--dhcp-option=option:dns-server,"+kernelAddr.Addr().String(),
+		"--dhcp-option=option:domain-search,"+dhcpSearch,
+		"--dhcp-option=26,1400")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start dnsmasq: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dnsmasq:\n%s", out.String())
+		}
+	})
+	return leases
+}
+
+// dhcpLink is a TAP in a namespace with dnsmasq on its kernel side, and a
+// stack on it with no IPv4 address.
+type dhcpLink struct {
+	ns     *netns.NS
+	dev    string
+	stack  *stack.Stack
+	leases string // dnsmasq's lease file
+}
+
+func newDHCPLink(t *testing.T) *dhcpLink {
+	t.Helper()
+	netnstest.RequireTool(t, "dnsmasq")
+	ns := netnstest.New(t)
+	l := &dhcpLink{ns: ns, dev: netns.DeviceName()}
+	var ep *tap.Endpoint
+	if err := ns.Do(func() (err error) {
+		ep, err = tap.Open(l.dev, tap.Options{MTU: 1500})
+		return err
+	}); err != nil {
+		t.Fatalf("open TAP in %s: %v", ns, err)
+	}
+	if err := ns.ConfigureLink(l.dev, kernelAddr, 1500); err != nil {
+		ep.Close()
+		t.Fatal(err)
+	}
+	l.leases = startDHCPServer(t, ns, l.dev)
+	l.stack = stack.New(stack.Config{NoIPv6: true})
+	t.Cleanup(func() { stacktest.Closed(t, l.stack) })
+	if err := l.stack.AddNIC(l.dev, ep); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// start starts a client and waits for its first lease.
+func (l *dhcpLink) start(t *testing.T, cfg dhcp.ClientConfig) (*dhcp.Client, dhcp.ClientLease) {
+	t.Helper()
+	bound := make(chan dhcp.ClientLease, 4)
+	cfg.Notify = func(e dhcp.Event) {
+		if e.Kind == dhcp.LeaseBound {
+			bound <- e.Lease
+		}
+	}
+	c, err := l.stack.StartDHCP(context.Background(), l.dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	select {
+	case lease := <-bound:
+		return c, lease
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no lease from dnsmasq in 30 s: %d DISCOVERs, %d OFFERs, %d REQUESTs, %d ACKs, %d NAKs",
+			c.Stats.OutDiscovers.Load(), c.Stats.InOffers.Load(), c.Stats.OutRequests.Load(), c.Stats.InAcks.Load(), c.Stats.InNaks.Load())
+	}
+	return nil, dhcp.ClientLease{}
+}
+
+// dnsmasqHolds reports whether dnsmasq's lease file names a.
+func (l *dhcpLink) dnsmasqHolds(a netip.Addr) bool {
+	b, _ := os.ReadFile(l.leases)
+	return slices.Contains(strings.Fields(string(b)), a.String())
+}
+
+func TestDHCPLeaseFromDnsmasq(t *testing.T) {
+	l := newDHCPLink(t)
+	c, lease := l.start(t, dhcp.ClientConfig{Hostname: "gonet"})
+	a := lease.Addr.Addr()
+	router := kernelAddr.Addr()
+	if !inPool(a) || lease.Addr.Bits() != 24 || lease.Server != router {
+		t.Errorf("lease of %v from %v, want one of %v-%v/24 from %v", lease.Addr, lease.Server, dhcpFirst, dhcpLast, router)
+	}
+	if !slices.Equal(lease.Routers, []netip.Addr{router}) || !slices.Equal(lease.DNS, []netip.Addr{router}) ||
+		!slices.Equal(lease.Search, []string{dhcpSearch}) || lease.MTU != dhcpMTU {
+		t.Errorf("options: routers %v, DNS %v, search %v, MTU %d; want %v, %v, [%s], %d", lease.Routers, lease.DNS,
+			lease.Search, lease.MTU, router, router, dhcpSearch, dhcpMTU)
+	}
+	if lease.LeaseTime != 2*time.Minute || lease.T1 != time.Minute || lease.T2 != 105*time.Second {
+		t.Errorf("times: lease %v, T1 %v, T2 %v; want 2m, 1m, 1m45s", lease.LeaseTime, lease.T1, lease.T2)
+	}
+	// Applied: the default route through the router, the MTU.
+	if !slices.ContainsFunc(l.stack.Routes(), func(r ipv4.Route) bool { return r.Dst.Bits() == 0 && r.Gateway == router }) {
+		t.Errorf("no default route via %v: %v", router, l.stack.Routes())
+	}
+	if ifc, _ := l.stack.IPv4().Interface(l.dev); ifc.MTU() != dhcpMTU {
+		t.Errorf("IPv4 MTU %d, want the lease's %d", ifc.MTU(), dhcpMTU)
+	}
+	// The kernel reaches GoNet on its leased address.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := l.ns.Run(ctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", a.String()); err != nil {
+		t.Errorf("kernel pings %v: %v\n%s", a, err, out)
+	}
+	if !l.dnsmasqHolds(a) {
+		t.Errorf("dnsmasq's lease file lacks %v", a)
+	}
+	// RELEASE: dnsmasq drops the lease, and the address leaves the NIC.
+	if err := c.Release(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.dnsmasqHolds(a); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dnsmasq keeps the lease of %v after RELEASE", a)
+		}
+	}
+	if l.stack.IPv4().IsLocal(a) || len(l.stack.Routes()) != 0 {
+		t.Errorf("after RELEASE: %v local %v, routes %v", a, l.stack.IPv4().IsLocal(a), l.stack.Routes())
+	}
+}
+
+// TestDHCPNakFromDnsmasq: a remembered address from another network is
+// asked for (INIT-REBOOT), dnsmasq says NAK, and the client starts over
+// and gets one of the pool's.
+func TestDHCPNakFromDnsmasq(t *testing.T) {
+	l := newDHCPLink(t)
+	wrong := netip.MustParsePrefix("10.98.0.7/24")
+	c, lease := l.start(t, dhcp.ClientConfig{Remembered: &dhcp.ClientLease{Addr: wrong}})
+	if !inPool(lease.Addr.Addr()) {
+		t.Errorf("lease of %v after the NAK, want one of %v-%v", lease.Addr, dhcpFirst, dhcpLast)
+	}
+	if n := c.Stats.InNaks.Load(); n != 1 {
+		t.Errorf("InNaks = %d, want 1", n)
+	}
+}
+
+// TestDHCPInitRebootKeepsTheAddress: a client that remembers its lease
+// asks for it again and dnsmasq grants it without a DISCOVER.
+func TestDHCPInitRebootKeepsTheAddress(t *testing.T) {
+	l := newDHCPLink(t)
+	c, first := l.start(t, dhcp.ClientConfig{})
+	c.Close() // the address stays, as when a host restarts without releasing
+	if err := l.stack.IPv4().RemoveAddress(first.Addr.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	c2, again := l.start(t, dhcp.ClientConfig{Remembered: &first})
+	if again.Addr != first.Addr {
+		t.Errorf("INIT-REBOOT got %v, want the remembered %v", again.Addr, first.Addr)
+	}
+	if n := c2.Stats.OutDiscovers.Load(); n != 0 {
+		t.Errorf("%d DISCOVERs after INIT-REBOOT, want none", n)
+	}
+}
+
+// TestDaemonUpWithDHCP runs `gonet up -addr dhcp` on a TAP whose kernel
+// side runs dnsmasq: the ready line shows the lease and its server, the
+// kernel pings the leased address, and SIGTERM gives the lease back.
+func TestDaemonUpWithDHCP(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	netnstest.RequireTool(t, "dnsmasq")
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	// The TAP exists before gonet opens it, so that dnsmasq serves its
+	// kernel side from the first DISCOVER.
+	if _, err := ns.IP(context.Background(), "tuntap", "add", "dev", dev, "mode", "tap"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	leases := startDHCPServer(t, ns, dev)
+	leaseFile := filepath.Join(t.TempDir(), "gonet.lease")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", "dhcp", "-no-ipv6", "-dhcp-lease", leaseFile,
+		"-control", filepath.Join(t.TempDir(), "up.sock"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatalf("gonet up printed nothing; stderr: %s", stderr.String())
+	}
+	ready := lines.Text()
+	f := strings.Fields(ready)
+	want := "gonet: up " + dev + " ADDR MAC (dhcp from " + kernelAddr.Addr().String() + ")"
+	if len(f) != 8 || strings.Join(f[:3], " ") != "gonet: up "+dev || strings.Join(f[5:], " ") != "(dhcp from "+kernelAddr.Addr().String()+")" {
+		t.Fatalf("ready line %q, want %q", ready, want)
+	}
+	p, err := netip.ParsePrefix(f[3])
+	if err != nil || !inPool(p.Addr()) {
+		t.Fatalf("ready line's address %q is not one of dnsmasq's: %v", f[3], err)
+	}
+	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer pcancel()
+	if out, err := ns.Run(pctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", p.Addr().String()); err != nil {
+		t.Errorf("kernel pings %v: %v\n%s", p.Addr(), err, out)
+	}
+	if saved, err := dhcp.LoadLease(leaseFile); err != nil || saved.Addr != p {
+		t.Errorf("-dhcp-lease holds %+v, %v; want the lease of %v", saved, err, p)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var counters strings.Builder
+	for lines.Scan() {
+		counters.WriteString(lines.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gonet up after SIGTERM: %v; stderr: %s", err, stderr.String())
+	}
+	if want := "DHCPClient." + dev + ".OutReleases 1"; !strings.Contains(counters.String(), want) {
+		t.Errorf("counters lack %q:\n%s", want, counters.String())
+	}
+	dl := &dhcpLink{leases: leases}
+	for deadline := time.Now().Add(5 * time.Second); dl.dnsmasqHolds(p.Addr()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("dnsmasq keeps the lease of %v after SIGTERM", p.Addr())
+			break
+		}
+	}
+	if !strings.Contains(stderr.String(), "DHCP lease obtained") {
+		t.Errorf("no \"DHCP lease obtained\" in the log:\n%s", stderr.String())
+	}
+}
