@@ -115,7 +115,7 @@ func (l *dhcpLink) start(t *testing.T, cfg dhcp.ClientConfig) (*dhcp.Client, dhc
 			bound <- e.Lease
 		}
 	}
-	c, err := l.stack.StartDHCP(context.Background(), l.dev, cfg)
+	c, err := dhcp.StartOn(context.Background(), l.stack, l.dev, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

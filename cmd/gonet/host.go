@@ -596,7 +596,7 @@ func (h *host) startDHCP(c *linkConfig, timeout time.Duration) error {
 	}
 	// The client outlives the command's context: Close releases the
 	// lease (RFC 2131 section 4.4.6) before the stack stops.
-	client, err := h.stack.StartDHCP(context.Background(), h.nic, cfg)
+	client, err := dhcp.StartOn(context.Background(), h.stack, h.nic, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package stack_test
+package dhcp_test
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/gonetstack/gonet/stack"
 )
 
-// TestStartDHCPConfiguresTheNIC joins two stacks in memory: one serves
+// TestStartOnConfiguresTheNIC joins two stacks in memory: one serves
 // DHCP on 10.7.0.1, the other has no address and asks for one. The
 // client's DISCOVER leaves from 0.0.0.0 and the broadcast replies reach it
 // before it has an address; the lease it gets is applied (address, default
 // route, MTU) and the hosts then reach each other; Release takes it off
 // again.
-func TestStartDHCPConfiguresTheNIC(t *testing.T) {
+func TestStartOnConfiguresTheNIC(t *testing.T) {
 	epS, epC := pipe.New(1500, net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2})
 	srvStack, cl := stack.New(stack.Config{NoIPv6: true}), stack.New(stack.Config{NoIPv6: true})
 	t.Cleanup(func() { srvStack.Close(); cl.Close() })
@@ -46,7 +46,7 @@ func TestStartDHCPConfiguresTheNIC(t *testing.T) {
 	t.Cleanup(func() { sc.Close() })
 
 	events := make(chan dhcp.Event, 8)
-	c, err := cl.StartDHCP(context.Background(), "eth0", dhcp.ClientConfig{Notify: func(e dhcp.Event) { events <- e }})
+	c, err := dhcp.StartOn(context.Background(), cl, "eth0", dhcp.ClientConfig{Notify: func(e dhcp.Event) { events <- e }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,86 @@
+package dhcp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/udp"
+)
+
+// Stack is what a client needs of the GoNet stack whose NIC it
+// configures: a *stack.Stack. (Package stack does not import this one, so
+// that embedding the stack brings in no DHCP encoder.)
+type Stack interface {
+	ListenUDP(laddr netip.AddrPort) (*udp.Conn, error)
+	HardwareAddr(nicName string) (net.HardwareAddr, error)
+	AddAddress(nicName string, addr netip.Prefix) error
+	RemoveAddress(nicName string, addr netip.Addr) error
+	SetDefaultGateway(gw netip.Addr, nicName string) error
+	RemoveRoute(dst netip.Prefix, gw netip.Addr, nicName string) bool
+	SetLinkMTU(nicName string, mtu int) (int, error)
+	AddStats(prefix string, st any)
+	Clock() clock.Clock
+	Logger() *slog.Logger
+}
+
+// StartOn starts a client on the named NIC of s: it asks for an address
+// and applies the lease (address, default route, MTU) until ctx ends,
+// Close or Release. Its socket is UDP on 0.0.0.0:68 bound to the NIC
+// (udp.Conn.BindToDevice), so that it broadcasts there from 0.0.0.0
+// before the NIC has an address. Its counters join the stack's under
+// DHCPClient.<nic>. cfg's Clock, Logger and Name default to the stack's
+// and the NIC's.
+func StartOn(ctx context.Context, s Stack, nicName string, cfg ClientConfig) (*Client, error) {
+	hw, err := s.HardwareAddr(nicName)
+	if err != nil {
+		return nil, fmt.Errorf("dhcp: client on %s: %w", nicName, err)
+	}
+	c, err := s.ListenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ClientPort))
+	if err != nil {
+		return nil, fmt.Errorf("dhcp: client on %s: %w", nicName, err)
+	}
+	if err := c.BindToDevice(nicName); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dhcp: client on %s: %w", nicName, err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = s.Clock()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = s.Logger()
+	}
+	if cfg.Name == "" {
+		cfg.Name = nicName
+	}
+	client := StartClient(ctx, c, stackHost{s: s, nic: nicName, hw: hw}, cfg)
+	s.AddStats("DHCPClient."+nicName, &client.Stats)
+	return client, nil
+}
+
+// stackHost is a stack's NIC as its client configures it.
+type stackHost struct {
+	s   Stack
+	nic string
+	hw  net.HardwareAddr
+}
+
+func (h stackHost) HardwareAddr() net.HardwareAddr { return h.hw }
+
+func (h stackHost) AddAddress(a netip.Prefix) error { return h.s.AddAddress(h.nic, a) }
+
+func (h stackHost) RemoveAddress(a netip.Addr) error { return h.s.RemoveAddress(h.nic, a) }
+
+func (h stackHost) AddDefaultRoute(gw netip.Addr) error { return h.s.SetDefaultGateway(gw, h.nic) }
+
+func (h stackHost) RemoveDefaultRoute(gw netip.Addr) {
+	h.s.RemoveRoute(netip.PrefixFrom(netip.IPv4Unspecified(), 0), gw, h.nic)
+}
+
+func (h stackHost) SetMTU(mtu int) int {
+	got, _ := h.s.SetLinkMTU(h.nic, mtu)
+	return got
+}
