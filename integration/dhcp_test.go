@@ -215,6 +215,39 @@ func TestDHCPInitRebootKeepsTheAddress(t *testing.T) {
 	}
 }
 
+// newDHCPTap makes a namespace with a TAP device whose kernel side runs
+// dnsmasq, for gonet to open: the TAP exists before gonet does, so that
+// dnsmasq serves it from the first DISCOVER.
+func newDHCPTap(t *testing.T) (*netns.NS, string, string) {
+	t.Helper()
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	if _, err := ns.IP(context.Background(), "tuntap", "add", "dev", dev, "mode", "tap"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	return ns, dev, startDHCPServer(t, ns, dev)
+}
+
+// TestPingWithDHCP: gonet ping takes up's -addr dhcp, and pings the
+// router the lease names once the lease is bound.
+func TestPingWithDHCP(t *testing.T) {
+	netnstest.RequireTool(t, "dnsmasq")
+	bin := buildGonet(t)
+	ns, dev, _ := newDHCPTap(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := ns.Run(ctx, bin, "ping", "-tap", dev, "-addr", "dhcp", "-no-ipv6", "-c", "2", "-i", "0.2", kernelAddr.Addr().String())
+	if err != nil {
+		t.Fatalf("gonet ping -addr dhcp: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "2 received") {
+		t.Errorf("gonet ping -addr dhcp:\n%s", out)
+	}
+}
+
 // TestDaemonUpWithDHCP runs `gonet up -addr dhcp` on a TAP whose kernel
 // side runs dnsmasq: the ready line shows the lease and its server, the
 // kernel pings the leased address, and SIGTERM gives the lease back.
@@ -222,17 +255,7 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	netnstest.RequireTool(t, "ping")
 	netnstest.RequireTool(t, "dnsmasq")
 	bin := buildGonet(t)
-	ns := netnstest.New(t)
-	dev := netns.DeviceName()
-	// The TAP exists before gonet opens it, so that dnsmasq serves its
-	// kernel side from the first DISCOVER.
-	if _, err := ns.IP(context.Background(), "tuntap", "add", "dev", dev, "mode", "tap"); err != nil {
-		t.Fatal(err)
-	}
-	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
-		t.Fatal(err)
-	}
-	leases := startDHCPServer(t, ns, dev)
+	ns, dev, leases := newDHCPTap(t)
 	leaseFile := filepath.Join(t.TempDir(), "gonet.lease")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
