@@ -258,6 +258,14 @@ var (
 // StartClient starts a client that configures host over conn, in its own
 // goroutine, until ctx ends (the configuration stays), Close or Release.
 func StartClient(ctx context.Context, conn ClientConn, host Host, cfg ClientConfig) *Client {
+	c := newClient(ctx, conn, host, cfg)
+	go c.read()
+	go c.run(ctx)
+	return c
+}
+
+// newClient makes a client in INIT, its goroutines not started.
+func newClient(ctx context.Context, conn ClientConn, host Host, cfg ClientConfig) *Client {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -282,8 +290,8 @@ func StartClient(ctx context.Context, conn ClientConn, host Host, cfg ClientConf
 		c.log = c.log.With("nic", cfg.Name)
 	}
 	c.fsm.ctx = ctx
-	go c.read()
-	go c.run(ctx)
+	c.fsm.timer = c.clk.NewTimer(time.Hour)
+	c.fsm.timer.Stop()
 	return c
 }
 
@@ -354,8 +362,6 @@ func (c *Client) read() {
 // run is the state machine's goroutine.
 func (c *Client) run(ctx context.Context) {
 	f := &c.fsm
-	f.timer = c.clk.NewTimer(time.Hour)
-	f.timer.Stop()
 	defer func() {
 		f.timer.Stop()
 		c.conn.Close()
