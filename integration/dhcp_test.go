@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -248,9 +249,66 @@ func TestPingWithDHCP(t *testing.T) {
 	}
 }
 
+// dhcpDaemon is a running `gonet up -addr dhcp`.
+type dhcpDaemon struct {
+	cmd    *exec.Cmd
+	lines  *bufio.Scanner
+	stderr bytes.Buffer
+	addr   netip.Prefix // the ready line's
+}
+
+// startDHCPDaemon runs gonet up -addr dhcp on dev with the lease file and
+// checks its ready line: "gonet: up DEV ADDR MAC (dhcp from SERVER)".
+func startDHCPDaemon(t *testing.T, ctx context.Context, bin string, ns *netns.NS, dev, leaseFile string) *dhcpDaemon {
+	t.Helper()
+	d := &dhcpDaemon{cmd: ns.Command(ctx, bin, "up", "-tap", dev, "-addr", "dhcp", "-dhcp-lease", leaseFile,
+		"-control", filepath.Join(t.TempDir(), "up.sock"))}
+	stdout, err := d.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Stderr = &d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cmd.Process.Kill() })
+	d.lines = bufio.NewScanner(stdout)
+	if !d.lines.Scan() {
+		t.Fatalf("gonet up printed nothing; stderr: %s", d.stderr.String())
+	}
+	ready := d.lines.Text()
+	f := strings.Fields(ready)
+	server := "(dhcp from " + kernelAddr.Addr().String() + ")"
+	if len(f) != 8 || strings.Join(f[:3], " ") != "gonet: up "+dev || strings.Join(f[5:], " ") != server {
+		t.Fatalf("ready line %q, want %q", ready, "gonet: up "+dev+" ADDR MAC "+server)
+	}
+	if d.addr, err = netip.ParsePrefix(f[3]); err != nil || !inPool(d.addr.Addr()) {
+		t.Fatalf("ready line's address %q is not one of dnsmasq's: %v", f[3], err)
+	}
+	return d
+}
+
+// stop sends SIGTERM and returns the counters gonet up prints as it exits.
+func (d *dhcpDaemon) stop(t *testing.T) string {
+	t.Helper()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var counters strings.Builder
+	for d.lines.Scan() {
+		counters.WriteString(d.lines.Text() + "\n")
+	}
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("gonet up after SIGTERM: %v; stderr: %s", err, d.stderr.String())
+	}
+	return counters.String()
+}
+
 // TestDaemonUpWithDHCP runs `gonet up -addr dhcp` on a TAP whose kernel
 // side runs dnsmasq: the ready line shows the lease and its server, the
-// kernel pings the leased address, and SIGTERM gives the lease back.
+// kernel pings the leased address, SIGTERM gives the lease back, and a
+// restart asks for the address in -dhcp-lease first (INIT-REBOOT) and gets
+// it without a DISCOVER.
 func TestDaemonUpWithDHCP(t *testing.T) {
 	netnstest.RequireTool(t, "ping")
 	netnstest.RequireTool(t, "dnsmasq")
@@ -259,32 +317,8 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	leaseFile := filepath.Join(t.TempDir(), "gonet.lease")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", "dhcp", "-no-ipv6", "-dhcp-lease", leaseFile,
-		"-control", filepath.Join(t.TempDir(), "up.sock"))
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatalf("gonet up printed nothing; stderr: %s", stderr.String())
-	}
-	ready := lines.Text()
-	f := strings.Fields(ready)
-	want := "gonet: up " + dev + " ADDR MAC (dhcp from " + kernelAddr.Addr().String() + ")"
-	if len(f) != 8 || strings.Join(f[:3], " ") != "gonet: up "+dev || strings.Join(f[5:], " ") != "(dhcp from "+kernelAddr.Addr().String()+")" {
-		t.Fatalf("ready line %q, want %q", ready, want)
-	}
-	p, err := netip.ParsePrefix(f[3])
-	if err != nil || !inPool(p.Addr()) {
-		t.Fatalf("ready line's address %q is not one of dnsmasq's: %v", f[3], err)
-	}
+	d := startDHCPDaemon(t, ctx, bin, ns, dev, leaseFile)
+	p := d.addr
 	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer pcancel()
 	if out, err := ns.Run(pctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", p.Addr().String()); err != nil {
@@ -293,18 +327,9 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	if saved, err := dhcp.LoadLease(leaseFile); err != nil || saved.Addr != p {
 		t.Errorf("-dhcp-lease holds %+v, %v; want the lease of %v", saved, err, p)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	var counters strings.Builder
-	for lines.Scan() {
-		counters.WriteString(lines.Text() + "\n")
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("gonet up after SIGTERM: %v; stderr: %s", err, stderr.String())
-	}
-	if want := "DHCPClient." + dev + ".OutReleases 1"; !strings.Contains(counters.String(), want) {
-		t.Errorf("counters lack %q:\n%s", want, counters.String())
+	counters := d.stop(t)
+	if want := "DHCPClient." + dev + ".OutReleases 1"; !strings.Contains(counters, want) {
+		t.Errorf("counters lack %q:\n%s", want, counters)
 	}
 	dl := &dhcpLink{leases: leases}
 	for deadline := time.Now().Add(5 * time.Second); dl.dnsmasqHolds(p.Addr()); time.Sleep(20 * time.Millisecond) {
@@ -313,7 +338,16 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 			break
 		}
 	}
-	if !strings.Contains(stderr.String(), "DHCP lease obtained") {
-		t.Errorf("no \"DHCP lease obtained\" in the log:\n%s", stderr.String())
+	if !strings.Contains(d.stderr.String(), "DHCP lease obtained") {
+		t.Errorf("no \"DHCP lease obtained\" in the log:\n%s", d.stderr.String())
+	}
+
+	again := startDHCPDaemon(t, ctx, bin, ns, dev, leaseFile)
+	if again.addr != p {
+		t.Errorf("restarted with -dhcp-lease on %v, want the kept %v", again.addr, p)
+	}
+	counters = again.stop(t)
+	if !strings.Contains(counters, "DHCPClient."+dev+".OutRequests") || strings.Contains(counters, "DHCPClient."+dev+".OutDiscovers") {
+		t.Errorf("the restart sent DISCOVERs, want INIT-REBOOT's REQUEST alone:\n%s", counters)
 	}
 }
