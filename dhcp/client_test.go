@@ -792,3 +792,72 @@ func TestLongLeaseTimesDoNotOverflow(t *testing.T) {
 		t.Errorf("lease %v, T1 %v, T2 %v; want %v, %v, %v", l.LeaseTime, l.T1, l.T2, long, long/2, long-long/8)
 	}
 }
+
+// TestClientProbeOutcomes pins what the client does with each verdict of
+// the address probe: free or unable to tell, the address is used (the
+// latter counted); in use, declined (TestClientDeclinesAddressInUse).
+func TestClientProbeOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		err        error
+		probeError uint64
+	}{
+		{"the address is free", nil, 0},
+		{"the probe cannot tell: the address is used", os.ErrDeadlineExceeded, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			probe := func(context.Context, netip.Addr) (bool, error) { return false, tt.err }
+			f := newCfix(t, cfixOpts{client: dhcp.ClientConfig{Probe: probe}})
+			l := f.bind(t)
+			if l.Addr.Addr() != first {
+				t.Errorf("bound to %v", l.Addr)
+			}
+			if got := f.c.Stats.ProbeErrors.Load(); got != tt.probeError {
+				t.Errorf("ProbeErrors = %d, want %d", got, tt.probeError)
+			}
+		})
+	}
+}
+
+// TestClientStartsOverWhenTheHostRefusesTheAddress: an address the stack
+// will not take (another NIC holds it) is as good as in use: no lease, and
+// a new DISCOVER ten seconds later.
+func TestClientStartsOverWhenTheHostRefusesTheAddress(t *testing.T) {
+	f := newCfix(t, cfixOpts{})
+	f.host.mu.Lock()
+	f.host.refuse = true
+	f.host.mu.Unlock()
+	f.expectMsg(t, layers.DHCPMsgTypeDiscover)
+	_, req := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+	waitStat(t, "ConfigErrors", &f.c.Stats.ConfigErrors, 1)
+	f.waitState(t, dhcp.Init)
+	if _, ok := f.c.Lease(); ok {
+		t.Error("a lease the host refused is reported")
+	}
+	f.host.mu.Lock()
+	f.host.refuse = false
+	f.host.mu.Unlock()
+	at := f.advanceTo(t)
+	if wait := at.Sub(req.at); wait != 10*time.Second {
+		t.Errorf("started over after %v, want 10 s", wait)
+	}
+	f.bind(t)
+}
+
+// TestClientWaitsBeforeItsFirstDiscover: with InitWait, the first
+// DISCOVER waits a random time below it (RFC 2131 section 4.4.1).
+func TestClientWaitsBeforeItsFirstDiscover(t *testing.T) {
+	f := newCfix(t, cfixOpts{client: dhcp.ClientConfig{InitWait: 10 * time.Second}})
+	f.waitState(t, dhcp.Init)
+	select {
+	case d := <-f.net.sent:
+		t.Fatalf("sent %d bytes before the wait", len(d.b))
+	default:
+	}
+	at := f.advanceTo(t)
+	if wait := at.Sub(t0); wait < 0 || wait >= 10*time.Second {
+		t.Errorf("first DISCOVER after %v, want under 10 s", wait)
+	}
+	f.bind(t)
+}
