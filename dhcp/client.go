@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -70,10 +71,10 @@ type Host interface {
 	AddAddress(a netip.Prefix) error
 	// RemoveAddress takes it away, with the routes that went through it.
 	RemoveAddress(a netip.Addr) error
-	// AddDefaultRoute routes 0.0.0.0/0 through gw on the NIC.
-	AddDefaultRoute(gw netip.Addr) error
-	// RemoveDefaultRoute removes that route.
-	RemoveDefaultRoute(gw netip.Addr)
+	// AddRoute routes dst through gw on the NIC (gw invalid: on-link).
+	AddRoute(dst netip.Prefix, gw netip.Addr) error
+	// RemoveRoute removes that route.
+	RemoveRoute(dst netip.Prefix, gw netip.Addr)
 	// SetMTU sets the NIC's IPv4 MTU, at most the link's; zero restores
 	// the link's. It returns the MTU in force.
 	SetMTU(mtu int) int
@@ -239,7 +240,7 @@ type fsm struct {
 	naks    int        // NAKs since the last lease: spaces out restarts
 
 	applied *ClientLease // the lease applied to the host
-	gateway netip.Addr   // the default route installed, when valid
+	routes  []Route      // the routes installed
 	probing *ClientLease // the lease being checked
 }
 
@@ -818,8 +819,9 @@ func (c *Client) bind(l ClientLease) {
 }
 
 // configure applies l to the host, over what the previous lease applied:
-// the address with its subnet (option 1), the default route through the
-// first router (option 3), the MTU (option 26). It reports false when the
+// the address with its subnet (option 1), the classless static routes
+// (option 121) or else the default route through the first router (option
+// 3), the MTU (option 26). It reports false when the
 // host refused the address.
 func (c *Client) configure(l ClientLease) bool {
 	f := &c.fsm
@@ -833,21 +835,7 @@ func (c *Client) configure(l ClientLease) bool {
 			return false
 		}
 	}
-	gw, _ := l.Gateway()
-	if f.gateway != gw {
-		if f.gateway.IsValid() {
-			c.host.RemoveDefaultRoute(f.gateway)
-			f.gateway = netip.Addr{}
-		}
-		if gw.IsValid() {
-			if err := c.host.AddDefaultRoute(gw); err != nil {
-				c.Stats.ConfigErrors.Inc()
-				c.log.Error("DHCP router not applied", "router", gw.String(), "err", err)
-			} else {
-				f.gateway = gw
-			}
-		}
-	}
+	c.setRoutes(l.routes())
 	if f.applied == nil || f.applied.MTU != l.MTU {
 		c.host.SetMTU(l.MTU)
 	}
@@ -858,14 +846,53 @@ func (c *Client) configure(l ClientLease) bool {
 	return true
 }
 
+// setRoutes makes the routes the client installed want: those it no longer
+// wants are removed, the new ones added (a route whose gateway the NIC
+// does not reach on-link is refused by the host, logged and counted).
+func (c *Client) setRoutes(want []Route) {
+	f := &c.fsm
+	var kept []Route
+	for _, r := range f.routes {
+		if slices.Contains(want, r) {
+			kept = append(kept, r)
+		} else {
+			c.host.RemoveRoute(r.Dst, r.Gateway)
+		}
+	}
+	// On-link routes first: a router may be reachable only through one
+	// of them (RFC 3442 section 4's example of a router off the subnet).
+	want = slices.Clone(want)
+	slices.SortStableFunc(want, func(a, b Route) int { return cmpBool(a.Gateway.IsValid(), b.Gateway.IsValid()) })
+	for _, r := range want {
+		if slices.Contains(kept, r) {
+			continue
+		}
+		if err := c.host.AddRoute(r.Dst, r.Gateway); err != nil {
+			c.Stats.ConfigErrors.Inc()
+			c.log.Error("DHCP route not applied", "dst", r.Dst.String(), "router", r.Gateway.String(), "err", err)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	f.routes = kept
+}
+
+// cmpBool orders false before true.
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
 // unconfigure takes the applied lease off the host: its route, address
 // and MTU, as Linux does when an address goes.
 func (c *Client) unconfigure() {
 	f := &c.fsm
-	if f.gateway.IsValid() {
-		c.host.RemoveDefaultRoute(f.gateway)
-		f.gateway = netip.Addr{}
-	}
+	c.setRoutes(nil)
 	if f.applied != nil {
 		if err := c.host.RemoveAddress(f.applied.Addr.Addr()); err != nil {
 			c.Stats.ConfigErrors.Inc()

@@ -35,6 +35,8 @@ func FuzzLeaseFromAck(f *testing.F) {
 	ack.Options.Update(dhcpv4.OptRenewTimeValue(10 * time.Minute))
 	ack.Options.Update(dhcpv4.OptRebindingTimeValue(20 * time.Minute))
 	f.Add(ack.ToBytes())
+	ack.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionClasslessStaticRoute, []byte{0, 10, 0, 2, 2, 12, 172, 16, 10, 0, 2, 3, 24, 192, 168, 9, 0, 0, 0, 0}))
+	f.Add(ack.ToBytes())
 	ack.Options.Update(dhcpv4.OptRebindingTimeValue(2 * time.Hour))
 	ack.Options.Update(dhcpv4.OptGeneric(dhcpv4.OptionIPAddressLeaseTime, []byte{0xff, 0xff, 0xff, 0xff}))
 	f.Add(ack.ToBytes())
@@ -57,6 +59,14 @@ func FuzzLeaseFromAck(f *testing.F) {
 		}
 		if l.MTU != 0 && l.MTU < 68 {
 			t.Errorf("MTU %d", l.MTU)
+		}
+		if len(l.Routes) > maxRoutes {
+			t.Errorf("%d routes", len(l.Routes))
+		}
+		for _, r := range l.Routes {
+			if !r.Dst.IsValid() || !r.Dst.Addr().Is4() || r.Dst != r.Dst.Masked() || r.Gateway.IsValid() && !r.Gateway.Is4() {
+				t.Errorf("route %v", r)
+			}
 		}
 		for _, r := range append(l.Routers, l.DNS...) {
 			if !r.Is4() {
@@ -84,12 +94,12 @@ func (c *recordConn) Close() error { return nil }
 // recordHost is a NIC that holds one address.
 type recordHost struct{ prefix netip.Prefix }
 
-func (h *recordHost) HardwareAddr() net.HardwareAddr   { return net.HardwareAddr{2, 0, 0, 0, 0, 1} }
-func (h *recordHost) AddAddress(a netip.Prefix) error  { h.prefix = a; return nil }
-func (h *recordHost) RemoveAddress(a netip.Addr) error { h.prefix = netip.Prefix{}; return nil }
-func (h *recordHost) AddDefaultRoute(netip.Addr) error { return nil }
-func (h *recordHost) RemoveDefaultRoute(netip.Addr)    {}
-func (h *recordHost) SetMTU(mtu int) int               { return mtu }
+func (h *recordHost) HardwareAddr() net.HardwareAddr          { return net.HardwareAddr{2, 0, 0, 0, 0, 1} }
+func (h *recordHost) AddAddress(a netip.Prefix) error         { h.prefix = a; return nil }
+func (h *recordHost) RemoveAddress(a netip.Addr) error        { h.prefix = netip.Prefix{}; return nil }
+func (h *recordHost) AddRoute(netip.Prefix, netip.Addr) error { return nil }
+func (h *recordHost) RemoveRoute(netip.Prefix, netip.Addr)    {}
+func (h *recordHost) SetMTU(mtu int) int                      { return mtu }
 
 // fuzzReply builds a server's reply of type typ to the client's open
 // transaction, granting a for an hour.

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -128,7 +129,8 @@ func (n *memNet) inject(m *dhcpv4.DHCPv4) {
 type fakeHost struct {
 	mu      sync.Mutex
 	prefix  netip.Prefix
-	gateway netip.Addr
+	gateway netip.Addr   // the default route's
+	routes  []dhcp.Route // every route
 	mtu     int
 	refuse  bool // AddAddress fails
 }
@@ -157,19 +159,40 @@ func (h *fakeHost) RemoveAddress(a netip.Addr) error {
 	return nil
 }
 
-func (h *fakeHost) AddDefaultRoute(gw netip.Addr) error {
+func (h *fakeHost) AddRoute(dst netip.Prefix, gw netip.Addr) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.gateway = gw
+	r := dhcp.Route{Dst: dst, Gateway: gw}
+	if slices.Contains(h.routes, r) {
+		return os.ErrExist
+	}
+	// As the stack: a router must be on-link, on the address's subnet or
+	// an on-link route's.
+	onLink := !gw.IsValid() || h.prefix.Contains(gw) ||
+		slices.ContainsFunc(h.routes, func(o dhcp.Route) bool { return !o.Gateway.IsValid() && o.Dst.Contains(gw) })
+	if !onLink {
+		return os.ErrInvalid
+	}
+	h.routes = append(h.routes, r)
+	if dst.Bits() == 0 {
+		h.gateway = gw
+	}
 	return nil
 }
 
-func (h *fakeHost) RemoveDefaultRoute(gw netip.Addr) {
+func (h *fakeHost) RemoveRoute(dst netip.Prefix, gw netip.Addr) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.gateway == gw {
+	h.routes = slices.DeleteFunc(h.routes, func(r dhcp.Route) bool { return r == dhcp.Route{Dst: dst, Gateway: gw} })
+	if dst.Bits() == 0 && h.gateway == gw {
 		h.gateway = netip.Addr{}
 	}
+}
+
+func (h *fakeHost) routeList() []dhcp.Route {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.routes)
 }
 
 func (h *fakeHost) SetMTU(mtu int) int {
@@ -860,4 +883,70 @@ func TestClientWaitsBeforeItsFirstDiscover(t *testing.T) {
 		t.Errorf("first DISCOVER after %v, want under 10 s", wait)
 	}
 	f.bind(t)
+}
+
+// TestClientInstallsClasslessStaticRoutes: option 121 (RFC 3442) replaces
+// the Router option: its routes are installed, on-link ones first so that
+// a router off the subnet is reachable, the default route among them; a
+// renewal with other routes swaps them, and expiry removes them.
+func TestClientInstallsClasslessStaticRoutes(t *testing.T) {
+	f := newCfix(t, cfixOpts{noServer: true})
+	disc, _ := f.expectMsg(t, layers.DHCPMsgTypeDiscover)
+	if params := opt(disc, layers.DHCPOptParamsRequest); !bytes.Contains(params, []byte{121}) {
+		t.Errorf("option 121 not asked for: %v", params)
+	}
+	offer := replyTo(disc, dhcpv4.MessageTypeOffer)
+	offer.YourIPAddr = first.AsSlice()
+	f.net.inject(offer)
+	req, _ := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+	far := netip.MustParseAddr("192.168.9.1")
+	opt121 := []byte{
+		0, 192, 168, 9, 1, // default via 192.168.9.1, reached through the last
+		12, 172, 16, 10, 1, 0, 3, // 172.16.0.0/12 via 10.1.0.3
+		24, 192, 168, 9, 0, 0, 0, 0, // 192.168.9.0/24 on-link
+	}
+	f.net.inject(ackFor(req, first, dhcpv4.OptIPAddressLeaseTime(time.Hour), dhcpv4.OptSubnetMask(net.CIDRMask(24, 32)),
+		dhcpv4.OptRouter(net.IP(server.AsSlice())), dhcpv4.OptGeneric(dhcpv4.OptionClasslessStaticRoute, opt121)))
+	l := f.event(t, dhcp.LeaseBound).Lease
+	onLink := dhcp.Route{Dst: netip.MustParsePrefix("192.168.9.0/24")}
+	def := dhcp.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: far}
+	private := dhcp.Route{Dst: netip.MustParsePrefix("172.16.0.0/12"), Gateway: dnsAddr}
+	if want := []dhcp.Route{def, private, onLink}; !slices.Equal(l.Routes, want) {
+		t.Errorf("lease routes %v, want %v", l.Routes, want)
+	}
+	if got, want := f.host.routeList(), []dhcp.Route{onLink, def, private}; !slices.Equal(got, want) {
+		t.Errorf("host routes %v, want %v (the Router option ignored)", got, want)
+	}
+	f.waitState(t, dhcp.Bound)
+	f.advanceTo(t) // T1
+	renew, _ := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+	f.net.inject(ackFor(renew, first, dhcpv4.OptIPAddressLeaseTime(time.Hour), dhcpv4.OptSubnetMask(net.CIDRMask(24, 32)),
+		dhcpv4.OptRouter(net.IP(server.AsSlice()))))
+	f.event(t, dhcp.LeaseRenewed)
+	if got, want := f.host.routeList(), []dhcp.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: server}}; !slices.Equal(got, want) {
+		t.Errorf("after a renewal without option 121: routes %v, want %v", got, want)
+	}
+}
+
+func TestClasslessRoutesMalformedIgnoredWhole(t *testing.T) {
+	for name, v := range map[string][]byte{
+		"a width over 32":        {33, 1, 2, 3, 4, 5, 10, 0, 0, 1},
+		"cut short":              {24, 192, 168, 9, 10, 0, 0},
+		"a second route cut off": {0, 10, 0, 0, 1, 8, 10},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newCfix(t, cfixOpts{noServer: true})
+			disc, _ := f.expectMsg(t, layers.DHCPMsgTypeDiscover)
+			offer := replyTo(disc, dhcpv4.MessageTypeOffer)
+			offer.YourIPAddr = first.AsSlice()
+			f.net.inject(offer)
+			req, _ := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+			f.net.inject(ackFor(req, first, dhcpv4.OptIPAddressLeaseTime(time.Hour), dhcpv4.OptSubnetMask(net.CIDRMask(24, 32)),
+				dhcpv4.OptRouter(net.IP(server.AsSlice())), dhcpv4.OptGeneric(dhcpv4.OptionClasslessStaticRoute, v)))
+			l := f.event(t, dhcp.LeaseBound).Lease
+			if len(l.Routes) != 0 || l.Routers[0] != server {
+				t.Errorf("routes %v, routers %v: want none, and the Router option used", l.Routes, l.Routers)
+			}
+		})
+	}
 }

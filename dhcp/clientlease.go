@@ -25,8 +25,14 @@ type ClientLease struct {
 	// Server is the server's identifier (option 54): where renewals go.
 	Server netip.Addr
 	// Routers are the routers on the client's subnet (option 3), in the
-	// server's order of preference; the first is the default gateway.
+	// server's order of preference; the first is the default gateway
+	// unless Routes is given.
 	Routers []netip.Addr
+	// Routes are the classless static routes (option 121, RFC 3442),
+	// which replace the default route through Routers when present
+	// ("the DHCP client MUST ignore the Router option"); a route with an
+	// invalid Gateway is on-link.
+	Routes []Route
 	// DNS are the name servers (option 6).
 	DNS []netip.Addr
 	// Domain is the domain name (option 15).
@@ -70,6 +76,24 @@ func (l *ClientLease) at(d time.Duration) time.Time {
 func (l *ClientLease) Expired(now time.Time) bool {
 	e := l.Expiry()
 	return !e.IsZero() && !now.Before(e)
+}
+
+// Route is a classless static route (RFC 3442).
+type Route struct {
+	Dst     netip.Prefix
+	Gateway netip.Addr // invalid: on-link (router 0.0.0.0)
+}
+
+// routes is what the lease installs: its static routes when it has some,
+// else a default route through Gateway.
+func (l *ClientLease) routes() []Route {
+	if len(l.Routes) > 0 {
+		return l.Routes
+	}
+	if gw, ok := l.Gateway(); ok {
+		return []Route{{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Gateway: gw}}
+	}
+	return nil
 }
 
 // Gateway is the default gateway: the first router on the leased subnet.
@@ -133,6 +157,7 @@ func leaseFromAck(m *dhcpv4.DHCPv4, start time.Time) (ClientLease, error) {
 	}
 	l.Addr = netip.PrefixFrom(a, bits)
 	l.Routers = addrList(m.Options.Get(dhcpv4.OptionRouter))
+	l.Routes = classlessRoutes(m.Options.Get(dhcpv4.OptionClasslessStaticRoute))
 	l.DNS = addrList(m.Options.Get(dhcpv4.OptionDomainNameServer))
 	l.Domain = strings.TrimSuffix(m.DomainName(), ".")
 	if labels := m.DomainSearch(); labels != nil {
@@ -173,6 +198,36 @@ func addrList(v []byte) []netip.Addr {
 		if !a.IsUnspecified() && !a.IsMulticast() && a != netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 			out = append(out, a)
 		}
+	}
+	return out
+}
+
+// maxRoutes bounds the static routes a lease installs: option 121's 255
+// bytes (long options are concatenated, RFC 3396) hold at most 51.
+const maxRoutes = 64
+
+// classlessRoutes decodes option 121 (RFC 3442 section 3): each route is
+// its prefix length, the significant octets of its destination (length
+// over 8, rounded up), and its router. A malformed option is ignored
+// whole, as section 3 requires; a destination with host bits set is
+// masked; a router of 0.0.0.0 means on-link.
+func classlessRoutes(v []byte) []Route {
+	var out []Route
+	for len(v) > 0 {
+		bits := int(v[0])
+		n := (bits + 7) / 8
+		if bits > 32 || len(v) < 1+n+4 || len(out) == maxRoutes {
+			return nil
+		}
+		var dst [4]byte
+		copy(dst[:], v[1:1+n])
+		gw := netip.AddrFrom4([4]byte(v[1+n : 1+n+4]))
+		r := Route{Dst: netip.PrefixFrom(netip.AddrFrom4(dst), bits).Masked()}
+		if !gw.IsUnspecified() {
+			r.Gateway = gw
+		}
+		out = append(out, r)
+		v = v[1+n+4:]
 	}
 	return out
 }

@@ -17,6 +17,9 @@ import (
 // section 9.8): those it applies or keeps.
 var requested = []dhcpv4.OptionCode{
 	dhcpv4.OptionSubnetMask,
+	// RFC 3442 section 4: a client that takes classless static routes
+	// asks for them before the Router option.
+	dhcpv4.OptionClasslessStaticRoute,
 	dhcpv4.OptionRouter,
 	dhcpv4.OptionDomainNameServer,
 	dhcpv4.OptionDomainName,

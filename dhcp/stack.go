@@ -19,7 +19,7 @@ type Stack interface {
 	HardwareAddr(nicName string) (net.HardwareAddr, error)
 	AddAddress(nicName string, addr netip.Prefix) error
 	RemoveAddress(nicName string, addr netip.Addr) error
-	SetDefaultGateway(gw netip.Addr, nicName string) error
+	AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error
 	RemoveRoute(dst netip.Prefix, gw netip.Addr, nicName string) bool
 	SetLinkMTU(nicName string, mtu int) (int, error)
 	AddStats(prefix string, st any)
@@ -74,11 +74,11 @@ func (h stackHost) AddAddress(a netip.Prefix) error { return h.s.AddAddress(h.ni
 
 func (h stackHost) RemoveAddress(a netip.Addr) error { return h.s.RemoveAddress(h.nic, a) }
 
-func (h stackHost) AddDefaultRoute(gw netip.Addr) error { return h.s.SetDefaultGateway(gw, h.nic) }
-
-func (h stackHost) RemoveDefaultRoute(gw netip.Addr) {
-	h.s.RemoveRoute(netip.PrefixFrom(netip.IPv4Unspecified(), 0), gw, h.nic)
+func (h stackHost) AddRoute(dst netip.Prefix, gw netip.Addr) error {
+	return h.s.AddRoute(dst, gw, h.nic)
 }
+
+func (h stackHost) RemoveRoute(dst netip.Prefix, gw netip.Addr) { h.s.RemoveRoute(dst, gw, h.nic) }
 
 func (h stackHost) SetMTU(mtu int) int {
 	got, _ := h.s.SetLinkMTU(h.nic, mtu)

@@ -43,21 +43,22 @@ func inPool(a netip.Addr) bool { return dhcpFirst.Compare(a) <= 0 && a.Compare(d
 
 // startDHCPServer runs dnsmasq as DHCP server (no DNS) on dev, the kernel
 // side of the TAP at kernelAddr, until the test ends; it returns the lease
-// file dnsmasq keeps.
-func startDHCPServer(t *testing.T, ns *netns.NS, dev string) string {
+// file dnsmasq keeps. extra are more of dnsmasq's arguments.
+func startDHCPServer(t *testing.T, ns *netns.NS, dev string, extra ...string) string {
 	t.Helper()
 	netnstest.RequireTool(t, "dnsmasq")
 	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
-	cmd := ns.Command(ctx, "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
-		"--interface="+dev, "--bind-interfaces", "--user=root", "--pid-file=", "--log-facility=-", "--log-dhcp",
-		"--dhcp-authoritative", "--dhcp-leasefile="+leases,
-		"--dhcp-range="+dhcpFirst.String()+","+dhcpLast.String()+",255.255.255.0,2m",
-		"--dhcp-option=option:router,"+kernelAddr.Addr().String(),
-		"--dhcp-option=option:dns-server,"+kernelAddr.Addr().String(),
-		"--dhcp-option=option:domain-search,"+dhcpSearch,
-		"--dhcp-option=26,1400")
+	args := append([]string{"--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
+		"--interface=" + dev, "--bind-interfaces", "--user=root", "--pid-file=", "--log-facility=-", "--log-dhcp",
+		"--dhcp-authoritative", "--dhcp-leasefile=" + leases,
+		"--dhcp-range=" + dhcpFirst.String() + "," + dhcpLast.String() + ",255.255.255.0,2m",
+		"--dhcp-option=option:router," + kernelAddr.Addr().String(),
+		"--dhcp-option=option:dns-server," + kernelAddr.Addr().String(),
+		"--dhcp-option=option:domain-search," + dhcpSearch,
+		"--dhcp-option=26,1400"}, extra...)
+	cmd := ns.Command(ctx, "dnsmasq", args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		cancel()
@@ -82,7 +83,7 @@ type dhcpLink struct {
 	leases string // dnsmasq's lease file
 }
 
-func newDHCPLink(t *testing.T) *dhcpLink {
+func newDHCPLink(t *testing.T, dnsmasqArgs ...string) *dhcpLink {
 	t.Helper()
 	netnstest.RequireTool(t, "dnsmasq")
 	ns := netnstest.New(t)
@@ -98,7 +99,7 @@ func newDHCPLink(t *testing.T) *dhcpLink {
 		ep.Close()
 		t.Fatal(err)
 	}
-	l.leases = startDHCPServer(t, ns, l.dev)
+	l.leases = startDHCPServer(t, ns, l.dev, dnsmasqArgs...)
 	l.stack = stack.New(stack.Config{NoIPv6: true})
 	t.Cleanup(func() { stacktest.Closed(t, l.stack) })
 	if err := l.stack.AddNIC(l.dev, ep); err != nil {
@@ -180,6 +181,26 @@ func TestDHCPLeaseFromDnsmasq(t *testing.T) {
 	}
 	if l.stack.IPv4().IsLocal(a) || len(l.stack.Routes()) != 0 {
 		t.Errorf("after RELEASE: %v local %v, routes %v", a, l.stack.IPv4().IsLocal(a), l.stack.Routes())
+	}
+}
+
+// TestDHCPClasslessRoutesFromDnsmasq: dnsmasq's option 121 (RFC 3442)
+// replaces its Router option; both its routes are installed.
+func TestDHCPClasslessRoutesFromDnsmasq(t *testing.T) {
+	other := netip.MustParseAddr("10.99.0.3")
+	l := newDHCPLink(t, "--dhcp-option=option:classless-static-route,0.0.0.0/0,"+kernelAddr.Addr().String()+",172.16.0.0/12,"+other.String())
+	_, lease := l.start(t, dhcp.ClientConfig{})
+	want := []dhcp.Route{
+		{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: kernelAddr.Addr()},
+		{Dst: netip.MustParsePrefix("172.16.0.0/12"), Gateway: other},
+	}
+	if !slices.Equal(lease.Routes, want) {
+		t.Errorf("lease routes %v, want %v", lease.Routes, want)
+	}
+	for _, r := range want {
+		if !slices.ContainsFunc(l.stack.Routes(), func(o ipv4.Route) bool { return o.Dst == r.Dst && o.Gateway == r.Gateway }) {
+			t.Errorf("no route %v via %v: %v", r.Dst, r.Gateway, l.stack.Routes())
+		}
 	}
 }
 
