@@ -272,18 +272,19 @@ func TestPingWithDHCP(t *testing.T) {
 
 // dhcpDaemon is a running `gonet up -addr dhcp`.
 type dhcpDaemon struct {
-	cmd    *exec.Cmd
-	lines  *bufio.Scanner
-	stderr bytes.Buffer
-	addr   netip.Prefix // the ready line's
+	cmd     *exec.Cmd
+	lines   *bufio.Scanner
+	stderr  bytes.Buffer
+	addr    netip.Prefix // the ready line's
+	control string       // its control socket
 }
 
 // startDHCPDaemon runs gonet up -addr dhcp on dev with the lease file and
 // checks its ready line: "gonet: up DEV ADDR MAC (dhcp from SERVER)".
 func startDHCPDaemon(t *testing.T, ctx context.Context, bin string, ns *netns.NS, dev, leaseFile string) *dhcpDaemon {
 	t.Helper()
-	d := &dhcpDaemon{cmd: ns.Command(ctx, bin, "up", "-tap", dev, "-addr", "dhcp", "-dhcp-lease", leaseFile,
-		"-control", filepath.Join(t.TempDir(), "up.sock"))}
+	d := &dhcpDaemon{control: filepath.Join(t.TempDir(), "up.sock")}
+	d.cmd = ns.Command(ctx, bin, "up", "-tap", dev, "-addr", "dhcp", "-dhcp-lease", leaseFile, "-control", d.control)
 	stdout, err := d.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -344,6 +345,11 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	defer pcancel()
 	if out, err := ns.Run(pctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", p.Addr().String()); err != nil {
 		t.Errorf("kernel pings %v: %v\n%s", p.Addr(), err, out)
+	}
+	// gonet addr shows the lease's address with the time it has left.
+	out, err := ns.Run(pctx, bin, "addr", "-control", d.control)
+	if err != nil || !strings.Contains(string(out), p.String()) || !strings.Contains(string(out), "sec preferred_lft") {
+		t.Errorf("gonet addr: %v\n%s", err, out)
 	}
 	if saved, err := dhcp.LoadLease(leaseFile); err != nil || saved.Addr != p {
 		t.Errorf("-dhcp-lease holds %+v, %v; want the lease of %v", saved, err, p)
