@@ -78,6 +78,9 @@ type Host interface {
 	// SetMTU sets the NIC's IPv4 MTU, at most the link's; zero restores
 	// the link's. It returns the MTU in force.
 	SetMTU(mtu int) int
+	// SetDNS gives the stack's resolver the lease's name servers and
+	// search domains (options 6, 15 and 119); none when the lease ends.
+	SetDNS(servers []netip.Addr, search []string)
 }
 
 // ClientConn is the client's socket: UDP on 0.0.0.0:68 that sends through
@@ -821,7 +824,8 @@ func (c *Client) bind(l ClientLease) {
 // configure applies l to the host, over what the previous lease applied:
 // the address with its subnet (option 1), the classless static routes
 // (option 121) or else the default route through the first router (option
-// 3), the MTU (option 26). It reports false when the
+// 3), the MTU (option 26), the name servers and search list (options 6,
+// 15, 119) for the resolver. It reports false when the
 // host refused the address.
 func (c *Client) configure(l ClientLease) bool {
 	f := &c.fsm
@@ -838,6 +842,9 @@ func (c *Client) configure(l ClientLease) bool {
 	c.setRoutes(l.routes())
 	if f.applied == nil || f.applied.MTU != l.MTU {
 		c.host.SetMTU(l.MTU)
+	}
+	if f.applied == nil || !slices.Equal(f.applied.DNS, l.DNS) || !slices.Equal(f.applied.Search, l.Search) {
+		c.host.SetDNS(l.DNS, l.Search)
 	}
 	f.applied = &l
 	c.mu.Lock()
@@ -888,8 +895,8 @@ func cmpBool(a, b bool) int {
 	return -1
 }
 
-// unconfigure takes the applied lease off the host: its route, address
-// and MTU, as Linux does when an address goes.
+// unconfigure takes the applied lease off the host: its routes, address,
+// MTU and name servers.
 func (c *Client) unconfigure() {
 	f := &c.fsm
 	c.setRoutes(nil)
@@ -899,6 +906,9 @@ func (c *Client) unconfigure() {
 		}
 		if f.applied.MTU != 0 {
 			c.host.SetMTU(0)
+		}
+		if len(f.applied.DNS) > 0 || len(f.applied.Search) > 0 {
+			c.host.SetDNS(nil, nil)
 		}
 	}
 	f.applied = nil

@@ -99,6 +99,7 @@ func (h *recordHost) AddAddress(a netip.Prefix) error         { h.prefix = a; re
 func (h *recordHost) RemoveAddress(a netip.Addr) error        { h.prefix = netip.Prefix{}; return nil }
 func (h *recordHost) AddRoute(netip.Prefix, netip.Addr) error { return nil }
 func (h *recordHost) RemoveRoute(netip.Prefix, netip.Addr)    {}
+func (h *recordHost) SetDNS([]netip.Addr, []string)           {}
 func (h *recordHost) SetMTU(mtu int) int                      { return mtu }
 
 // fuzzReply builds a server's reply of type typ to the client's open

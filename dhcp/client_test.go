@@ -131,6 +131,8 @@ type fakeHost struct {
 	prefix  netip.Prefix
 	gateway netip.Addr   // the default route's
 	routes  []dhcp.Route // every route
+	dns     []netip.Addr
+	search  []string
 	mtu     int
 	refuse  bool // AddAddress fails
 }
@@ -203,6 +205,12 @@ func (h *fakeHost) SetMTU(mtu int) int {
 	}
 	h.mtu = mtu
 	return mtu
+}
+
+func (h *fakeHost) SetDNS(servers []netip.Addr, search []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dns, h.search = servers, search
 }
 
 func (h *fakeHost) addr() (netip.Prefix, bool) {
@@ -420,6 +428,11 @@ func TestClientObtainsLeaseAndAppliesIt(t *testing.T) {
 	if prefix != netip.PrefixFrom(first, 24) || gw != server || m != mtu {
 		t.Errorf("host has %v via %v MTU %d; want %v/24 via %v MTU %d", prefix, gw, m, first, server, mtu)
 	}
+	f.host.mu.Lock()
+	if !slices.Equal(f.host.dns, []netip.Addr{dnsAddr}) {
+		t.Errorf("host DNS %v, want %v", f.host.dns, dnsAddr)
+	}
+	f.host.mu.Unlock()
 	if got, ok := f.c.Lease(); !ok || got.Addr != l.Addr {
 		t.Errorf("Lease() = %v, %v", got, ok)
 	}
@@ -534,6 +547,11 @@ func TestClientLeaseExpiryRemovesAddress(t *testing.T) {
 	if prefix.IsValid() || gw.IsValid() || m != linkMTU {
 		t.Errorf("host keeps %v via %v MTU %d after expiry", prefix, gw, m)
 	}
+	f.host.mu.Lock()
+	if f.host.dns != nil {
+		t.Errorf("host keeps DNS %v after expiry", f.host.dns)
+	}
+	f.host.mu.Unlock()
 	if _, ok := f.c.Lease(); ok {
 		t.Error("Lease() still reports the expired lease")
 	}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/udp"
 )
 
@@ -22,13 +23,15 @@ type Stack interface {
 	AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error
 	RemoveRoute(dst netip.Prefix, gw netip.Addr, nicName string) bool
 	SetLinkMTU(nicName string, mtu int) (int, error)
+	SetDNS(cfg stack.DNSConfig) error
 	AddStats(prefix string, st any)
 	Clock() clock.Clock
 	Logger() *slog.Logger
 }
 
 // StartOn starts a client on the named NIC of s: it asks for an address
-// and applies the lease (address, default route, MTU) until ctx ends,
+// and applies the lease (address, routes, MTU, and the name servers and
+// search list for s.Resolver) until ctx ends,
 // Close or Release. Its socket is UDP on 0.0.0.0:68 bound to the NIC
 // (udp.Conn.BindToDevice), so that it broadcasts there from 0.0.0.0
 // before the NIC has an address. Its counters join the stack's under
@@ -79,6 +82,17 @@ func (h stackHost) AddRoute(dst netip.Prefix, gw netip.Addr) error {
 }
 
 func (h stackHost) RemoveRoute(dst netip.Prefix, gw netip.Addr) { h.s.RemoveRoute(dst, gw, h.nic) }
+
+func (h stackHost) SetDNS(servers []netip.Addr, search []string) {
+	cfg := stack.DNSConfig{Search: search}
+	for _, a := range servers {
+		cfg.Servers = append(cfg.Servers, netip.AddrPortFrom(a, 53))
+	}
+	if err := h.s.SetDNS(cfg); err != nil {
+		// A search domain the resolver will not take: the servers alone.
+		h.s.SetDNS(stack.DNSConfig{Servers: cfg.Servers})
+	}
+}
 
 func (h stackHost) SetMTU(mtu int) int {
 	got, _ := h.s.SetLinkMTU(h.nic, mtu)

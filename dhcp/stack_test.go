@@ -76,6 +76,9 @@ func TestStartOnConfiguresTheNIC(t *testing.T) {
 	if ifc, _ := cl.IPv4().Interface("eth0"); ifc.MTU() != 1400 {
 		t.Errorf("MTU %d, want the lease's 1400", ifc.MTU())
 	}
+	if dns := cl.DNS(); len(dns.Servers) != 1 || dns.Servers[0] != netip.MustParseAddrPort("10.7.0.3:53") {
+		t.Errorf("stack DNS %+v, want the lease's 10.7.0.3:53", dns)
+	}
 	if m := cl.Metrics()["DHCPClient.eth0.Bound"]; m.Value != 1 {
 		t.Errorf("DHCPClient.eth0.Bound = %+v, want a count of 1", m)
 	}
@@ -88,8 +91,8 @@ func TestStartOnConfiguresTheNIC(t *testing.T) {
 	if err := c.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if len(cl.Routes()) != 0 {
-		t.Errorf("routes left after Release: %v", cl.Routes())
+	if len(cl.Routes()) != 0 || len(cl.DNS().Servers) != 0 {
+		t.Errorf("routes %v and DNS %v left after Release", cl.Routes(), cl.DNS())
 	}
 	if ifc, _ := cl.IPv4().Interface("eth0"); ifc.MTU() != 1500 {
 		t.Errorf("MTU %d after Release, want the link's 1500", ifc.MTU())

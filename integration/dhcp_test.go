@@ -36,12 +36,13 @@ var (
 	dhcpLast   = netip.MustParseAddr("10.99.0.60")
 	dhcpMTU    = 1400
 	dhcpSearch = "gonet.test"
+	wwwAddr    = netip.MustParseAddr("10.99.0.7") // www.gonet.test in dnsmasq's DNS
 )
 
 // inPool reports whether a is one of dnsmasq's addresses.
 func inPool(a netip.Addr) bool { return dhcpFirst.Compare(a) <= 0 && a.Compare(dhcpLast) <= 0 }
 
-// startDHCPServer runs dnsmasq as DHCP server (no DNS) on dev, the kernel
+// startDHCPServer runs dnsmasq as DHCP and DNS server on dev, the kernel
 // side of the TAP at kernelAddr, until the test ends; it returns the lease
 // file dnsmasq keeps. extra are more of dnsmasq's arguments.
 func startDHCPServer(t *testing.T, ns *netns.NS, dev string, extra ...string) string {
@@ -50,7 +51,9 @@ func startDHCPServer(t *testing.T, ns *netns.NS, dev string, extra ...string) st
 	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
-	args := append([]string{"--keep-in-foreground", "--conf-file=/dev/null", "--port=0",
+	// DNS too, for www.gonet.test alone: no upstream, no /etc/hosts.
+	args := append([]string{"--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts",
+		"--local=/" + dhcpSearch + "/", "--address=/www." + dhcpSearch + "/" + wwwAddr.String(),
 		"--interface=" + dev, "--bind-interfaces", "--user=root", "--pid-file=", "--log-facility=-", "--log-dhcp",
 		"--dhcp-authoritative", "--dhcp-leasefile=" + leases,
 		"--dhcp-range=" + dhcpFirst.String() + "," + dhcpLast.String() + ",255.255.255.0,2m",
@@ -161,6 +164,16 @@ func TestDHCPLeaseFromDnsmasq(t *testing.T) {
 	if ifc, _ := l.stack.IPv4().Interface(l.dev); ifc.MTU() != dhcpMTU {
 		t.Errorf("IPv4 MTU %d, want the lease's %d", ifc.MTU(), dhcpMTU)
 	}
+	// The resolver asks the lease's name server: dnsmasq.
+	if dns := l.stack.DNS(); !slices.Equal(dns.Servers, []netip.AddrPort{netip.AddrPortFrom(router, 53)}) ||
+		!slices.Equal(dns.Search, []string{dhcpSearch}) {
+		t.Errorf("stack DNS %+v, want the lease's", dns)
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if got, err := l.stack.Resolver().LookupNetIP(rctx, "ip4", "www."+dhcpSearch+"."); err != nil || !slices.Equal(got, []netip.Addr{wwwAddr}) {
+		t.Errorf("www.%s through the lease's DNS server: %v, %v; want %v", dhcpSearch, got, err, wwwAddr)
+	}
 	// The kernel reaches GoNet on its leased address.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -179,8 +192,8 @@ func TestDHCPLeaseFromDnsmasq(t *testing.T) {
 			t.Fatalf("dnsmasq keeps the lease of %v after RELEASE", a)
 		}
 	}
-	if l.stack.IPv4().IsLocal(a) || len(l.stack.Routes()) != 0 {
-		t.Errorf("after RELEASE: %v local %v, routes %v", a, l.stack.IPv4().IsLocal(a), l.stack.Routes())
+	if l.stack.IPv4().IsLocal(a) || len(l.stack.Routes()) != 0 || len(l.stack.DNS().Servers) != 0 {
+		t.Errorf("after RELEASE: %v local %v, routes %v, DNS %v", a, l.stack.IPv4().IsLocal(a), l.stack.Routes(), l.stack.DNS())
 	}
 }
 
