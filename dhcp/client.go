@@ -109,6 +109,10 @@ type ClientConfig struct {
 	// ten seconds (section 3.1 step 5). An error is logged and the address
 	// used. Nil: no probe.
 	Probe func(ctx context.Context, a netip.Addr) (inUse bool, err error)
+	// NoProbe leaves out the probe StartOn gives a client by default
+	// (the stack's RFC 5227 probing, 4 to 7 s before each new address):
+	// for a link where no other host can hold the address.
+	NoProbe bool
 	// InitWait bounds the random wait before the first DISCOVER that
 	// section 4.4.1 suggests (one to ten seconds) so that hosts powered
 	// on together do not ask at once; zero, as dhclient's initial-delay,
@@ -210,7 +214,8 @@ type Client struct {
 
 	in     chan *dhcpv4.DHCPv4 // decoded replies from read
 	probed chan probeResult
-	stop   chan bool // Release (true) or Close (false)
+	lost   chan netip.Addr // addresses address conflict detection gave up (Conflict)
+	stop   chan bool       // Release (true) or Close (false)
 	done   chan struct{}
 
 	mu     sync.Mutex
@@ -245,6 +250,7 @@ type fsm struct {
 	applied *ClientLease // the lease applied to the host
 	routes  []Route      // the routes installed
 	probing *ClientLease // the lease being checked
+	gone    bool         // the applied address left the NIC without us (conflict)
 }
 
 type probeResult struct {
@@ -263,9 +269,14 @@ var (
 // goroutine, until ctx ends (the configuration stays), Close or Release.
 func StartClient(ctx context.Context, conn ClientConn, host Host, cfg ClientConfig) *Client {
 	c := newClient(ctx, conn, host, cfg)
+	c.start(ctx)
+	return c
+}
+
+// start runs the client's goroutines.
+func (c *Client) start(ctx context.Context) {
 	go c.read()
 	go c.run(ctx)
-	return c
 }
 
 // newClient makes a client in INIT, its goroutines not started.
@@ -283,6 +294,7 @@ func newClient(ctx context.Context, conn ClientConn, host Host, cfg ClientConfig
 		log:    logs.OrDiscard(cfg.Logger),
 		in:     make(chan *dhcpv4.DHCPv4, 16),
 		probed: make(chan probeResult, 1),
+		lost:   make(chan netip.Addr, 1),
 		stop:   make(chan bool),
 		done:   make(chan struct{}),
 	}
@@ -333,6 +345,19 @@ func (c *Client) halt(release bool) error {
 		return nil
 	case <-c.done:
 		return errStopped
+	}
+}
+
+// Conflict tells the client that another host claimed a, an address it
+// leased, and that it was given up (RFC 5227 section 2.4, the stack's
+// defence): the NIC no longer holds it. The client declines it and starts
+// over. It does not block.
+func (c *Client) Conflict(a netip.Addr) {
+	select {
+	case c.lost <- a:
+	case <-c.done:
+	default:
+		// One already waits: the client is starting over.
 	}
 }
 
@@ -389,6 +414,8 @@ func (c *Client) run(ctx context.Context) {
 			c.timeout()
 		case r := <-c.probed:
 			c.probeDone(r)
+		case a := <-c.lost:
+			c.conflict(a)
 		case release := <-c.stop:
 			if release {
 				c.release()
@@ -752,6 +779,26 @@ func (c *Client) decline(l ClientLease) {
 	c.wake(c.clk.Now().Add(declineWait))
 }
 
+// conflict acts on the loss of a bound address to another host (Conflict):
+// the lease is over (RFC 5227 section 2.4 (a) and (b): the host "MUST
+// immediately cease using this address"), the server is told with a
+// DHCPDECLINE so that it offers another, and the client starts over ten
+// seconds later, as after a probe found the address in use.
+func (c *Client) conflict(a netip.Addr) {
+	f := &c.fsm
+	if f.applied == nil || f.applied.Addr.Addr() != a {
+		return
+	}
+	l := *f.applied
+	c.Stats.Lost.Inc()
+	f.gone = true // the stack removed it
+	c.unconfigure()
+	c.log.Warn("DHCP lease lost: another host took the address", "addr", l.Addr.String(), "server", l.Server.String())
+	c.notify(LeaseLost, l)
+	c.newExchange()
+	c.decline(l)
+}
+
 // declineWait is how long a client that declined an address waits before
 // it starts over (RFC 2131 section 3.1 step 5: "a minimum of ten
 // seconds").
@@ -901,7 +948,9 @@ func (c *Client) unconfigure() {
 	f := &c.fsm
 	c.setRoutes(nil)
 	if f.applied != nil {
-		if err := c.host.RemoveAddress(f.applied.Addr.Addr()); err != nil {
+		if f.gone {
+			f.gone = false
+		} else if err := c.host.RemoveAddress(f.applied.Addr.Addr()); err != nil {
 			c.Stats.ConfigErrors.Inc()
 		}
 		if f.applied.MTU != 0 {

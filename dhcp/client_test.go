@@ -968,3 +968,37 @@ func TestClasslessRoutesMalformedIgnoredWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestClientDeclinesAnAddressTakenAfterBinding: address conflict detection
+// gave the bound address up to another host (Conflict, RFC 5227 section
+// 2.4): the lease is lost, the server told with a DECLINE, and the client
+// gets another address after ten seconds.
+func TestClientDeclinesAnAddressTakenAfterBinding(t *testing.T) {
+	f := newCfix(t, cfixOpts{})
+	f.bind(t)
+	f.host.mu.Lock()
+	f.host.prefix = netip.Prefix{} // the stack removed it
+	f.host.mu.Unlock()
+	f.c.Conflict(first)
+	if e := f.event(t, dhcp.LeaseLost); e.Lease.Addr.Addr() != first {
+		t.Errorf("lost %v", e.Lease.Addr)
+	}
+	dec, d := f.expectMsg(t, layers.DHCPMsgTypeDecline)
+	if optAddr(dec, layers.DHCPOptRequestIP) != first || optAddr(dec, layers.DHCPOptServerID) != server {
+		t.Errorf("DECLINE of %v to %v", optAddr(dec, layers.DHCPOptRequestIP), optAddr(dec, layers.DHCPOptServerID))
+	}
+	f.event(t, dhcp.AddressDeclined)
+	f.waitState(t, dhcp.Init)
+	if _, gw, _ := f.host.state(); gw.IsValid() {
+		t.Errorf("default route via %v kept", gw)
+	}
+	if at := f.advanceTo(t); at.Sub(d.at) != 10*time.Second {
+		t.Errorf("started over %v after the DECLINE, want 10 s", at.Sub(d.at))
+	}
+	if l := f.bind(t); l.Addr.Addr() != second {
+		t.Errorf("bound to %v after losing %v, want %v", l.Addr, first, second)
+	}
+	if n := f.c.Stats.ConfigErrors.Load(); n != 0 {
+		t.Errorf("ConfigErrors = %d: the address the stack removed was removed again", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/dhcp"
 	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/stack"
@@ -17,10 +18,15 @@ import (
 // client's DISCOVER leaves from 0.0.0.0 and the broadcast replies reach it
 // before it has an address; the lease it gets is applied (address, default
 // route, MTU) and the hosts then reach each other; Release takes it off
-// again.
+// again. The address is probed for first, with the stack's address
+// conflict detection, and defended once assigned.
 func TestStartOnConfiguresTheNIC(t *testing.T) {
 	epS, epC := pipe.New(1500, net.HardwareAddr{2, 0, 0, 0, 0, 1}, net.HardwareAddr{2, 0, 0, 0, 0, 2})
-	srvStack, cl := stack.New(stack.Config{NoIPv6: true}), stack.New(stack.Config{NoIPv6: true})
+	// The client's probe (RFC 5227) with short timers: no one else is on
+	// the pipe.
+	fast := arp.ACDConfig{ProbeWait: time.Millisecond, ProbeMin: time.Millisecond, ProbeMax: 2 * time.Millisecond,
+		AnnounceWait: time.Millisecond, AnnounceInterval: time.Millisecond}
+	srvStack, cl := stack.New(stack.Config{NoIPv6: true}), stack.New(stack.Config{NoIPv6: true, ARP: arp.Config{ACD: fast}})
 	t.Cleanup(func() { srvStack.Close(); cl.Close() })
 	if err := srvStack.AddNIC("eth0", epS); err != nil {
 		t.Fatal(err)
@@ -76,6 +82,13 @@ func TestStartOnConfiguresTheNIC(t *testing.T) {
 	if ifc, _ := cl.IPv4().Interface("eth0"); ifc.MTU() != 1400 {
 		t.Errorf("MTU %d, want the lease's 1400", ifc.MTU())
 	}
+	ca, err := cl.ARP("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := ca.Defended(want.Addr()); !ok || p != arp.DefendOnce {
+		t.Errorf("the lease's address defended: %v, %v; want %v", p, ok, arp.DefendOnce)
+	}
 	if dns := cl.DNS(); len(dns.Servers) != 1 || dns.Servers[0] != netip.MustParseAddrPort("10.7.0.3:53") {
 		t.Errorf("stack DNS %+v, want the lease's 10.7.0.3:53", dns)
 	}
@@ -96,6 +109,9 @@ func TestStartOnConfiguresTheNIC(t *testing.T) {
 	}
 	if ifc, _ := cl.IPv4().Interface("eth0"); ifc.MTU() != 1500 {
 		t.Errorf("MTU %d after Release, want the link's 1500", ifc.MTU())
+	}
+	if _, ok := ca.Defended(want.Addr()); ok {
+		t.Error("the released address still defended")
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(srv.Leases()) != 0 {

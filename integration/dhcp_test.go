@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/dhcp"
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
@@ -103,7 +104,11 @@ func newDHCPLink(t *testing.T, dnsmasqArgs ...string) *dhcpLink {
 		t.Fatal(err)
 	}
 	l.leases = startDHCPServer(t, ns, l.dev, dnsmasqArgs...)
-	l.stack = stack.New(stack.Config{NoIPv6: true})
+	// The client probes each address (RFC 5227) before it takes it; the
+	// kernel answers a probe at once, so the timers are short.
+	fast := arp.ACDConfig{ProbeWait: 50 * time.Millisecond, ProbeMin: 50 * time.Millisecond, ProbeMax: 100 * time.Millisecond,
+		AnnounceWait: 50 * time.Millisecond, AnnounceInterval: 50 * time.Millisecond}
+	l.stack = stack.New(stack.Config{NoIPv6: true, ARP: arp.Config{ACD: fast}})
 	t.Cleanup(func() { stacktest.Closed(t, l.stack) })
 	if err := l.stack.AddNIC(l.dev, ep); err != nil {
 		t.Fatal(err)
@@ -214,6 +219,27 @@ func TestDHCPClasslessRoutesFromDnsmasq(t *testing.T) {
 		if !slices.ContainsFunc(l.stack.Routes(), func(o ipv4.Route) bool { return o.Dst == r.Dst && o.Gateway == r.Gateway }) {
 			t.Errorf("no route %v via %v: %v", r.Dst, r.Gateway, l.stack.Routes())
 		}
+	}
+}
+
+// TestDHCPDeclinesAnAddressTheKernelHolds: the kernel holds the first
+// address of dnsmasq's pool, which dnsmasq offers (sequentially, without
+// its own ping check); the client's probe finds it in use, the client
+// declines it, and ten seconds later takes the next.
+func TestDHCPDeclinesAnAddressTheKernelHolds(t *testing.T) {
+	l := newDHCPLink(t, "--dhcp-sequential-ip", "--no-ping")
+	if _, err := l.ns.IP(context.Background(), "addr", "add", netip.PrefixFrom(dhcpFirst, 24).String(), "dev", l.dev); err != nil {
+		t.Fatal(err)
+	}
+	c, lease := l.start(t, dhcp.ClientConfig{})
+	if lease.Addr.Addr() == dhcpFirst || !inPool(lease.Addr.Addr()) {
+		t.Errorf("lease of %v, want one of the pool other than the kernel's %v", lease.Addr, dhcpFirst)
+	}
+	if c.Stats.Conflicts.Load() != 1 || c.Stats.OutDeclines.Load() != 1 {
+		t.Errorf("Conflicts = %d, OutDeclines = %d; want 1 and 1", c.Stats.Conflicts.Load(), c.Stats.OutDeclines.Load())
+	}
+	if m := l.stack.Metrics()["ARP."+l.dev+".ProbeConflicts"]; m.Value != 1 {
+		t.Errorf("ARP.%s.ProbeConflicts = %d, want 1", l.dev, m.Value)
 	}
 }
 

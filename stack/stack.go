@@ -367,7 +367,8 @@ func (s *Stack) HardwareAddr(nicName string) (net.HardwareAddr, error) {
 
 // RemoveAddress takes an IPv4 address off the named NIC with the routes
 // that lived on it: its subnet's on-link route and the routes through
-// gateways only that subnet reached, as Linux does. Sockets bound to it
+// gateways only that subnet reached, as Linux does; address conflict
+// detection stops defending it. Sockets bound to it
 // stay open, and what they send fails for want of a source.
 func (s *Stack) RemoveAddress(nicName string, addr netip.Addr) error {
 	n, err := s.nic(nicName)
@@ -383,6 +384,7 @@ func (s *Stack) RemoveAddress(nicName string, addr netip.Addr) error {
 	if err := s.ip.RemoveAddress(addr); err != nil {
 		return fmt.Errorf("stack: %w", err)
 	}
+	n.arp.StopDefending(addr)
 	s.env.Log.Info("address removed", "nic", nicName, "addr", addr.String())
 	return nil
 }

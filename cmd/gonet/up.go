@@ -48,7 +48,9 @@ and applies what the lease carries: the subnet mask, the default route
 through the first router, the interface MTU; the DNS servers and search
 domains are kept for a resolver. The client renews the lease at T1,
 rebinds at T2, gives the address up when the lease expires or a server
-refuses it, and gives it back (DHCPRELEASE) on SIGINT or SIGTERM.
+refuses it, and gives it back (DHCPRELEASE) on SIGINT or SIGTERM. Each
+new address is probed for first (RFC 5227, 4 to 7 s), declined if
+another host holds it, and defended once when in use.
 -dhcp-lease FILE keeps the lease across restarts, to ask for the same
 address first. GoNet waits up to a minute for its first lease.
 
