@@ -12,7 +12,7 @@ import (
 // The client's transitions, as RFC 2131 section 4.4 and its figure 5 have
 // them: what each state sends, what moves it on (a reply, a timeout, the
 // probe's verdict, a conflict), and the retransmissions of section 4.1.
-// run (client.go) calls them; they alone touch c.fsm.
+// They run in run's goroutine (client.go), as all that touches c.fsm does.
 
 // wake sets the state's one timer to at.
 func (c *Client) wake(at time.Time) { c.fsm.timer.Reset(at.Sub(c.clk.Now())) }
