@@ -102,7 +102,10 @@ type ClientConfig struct {
 	Hostname string
 	// Remembered is a lease held before (LoadLease): the client asks for
 	// its address again first (INIT-REBOOT, RFC 2131 section 3.2), and
-	// starts over with a DISCOVER if the server says NAK or is silent.
+	// starts over with a DISCOVER if a server says NAK. If none answers,
+	// it uses the remembered lease until it expires, as section 3.2
+	// allows (renewing it from T1 as usual), or starts over when it has
+	// expired.
 	Remembered *ClientLease
 	// Probe checks that an address is free before the client uses it
 	// (RFC 5227's probing, package arp): inUse true makes the client

@@ -1002,3 +1002,46 @@ func TestClientDeclinesAnAddressTakenAfterBinding(t *testing.T) {
 		t.Errorf("ConfigErrors = %d: the address the stack removed was removed again", n)
 	}
 }
+
+// TestClientUsesARememberedLeaseNoServerAnswers pins RFC 2131 section 3.2
+// step 2: an INIT-REBOOT nobody answers falls back to the remembered lease
+// while it has not expired, and to DISCOVER once it has.
+func TestClientUsesARememberedLeaseNoServerAnswers(t *testing.T) {
+	tests := []struct {
+		name  string
+		start time.Time // the remembered lease's, of an hour
+		use   bool
+	}{
+		{"half an hour left: used", t0.Add(-30 * time.Minute), true},
+		{"expired: DISCOVER", t0.Add(-2 * time.Hour), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := dhcp.ClientLease{Addr: netip.PrefixFrom(second, 24), Server: server, Routers: []netip.Addr{server},
+				Start: tt.start, LeaseTime: time.Hour, T1: 30 * time.Minute, T2: 52*time.Minute + 30*time.Second}
+			f := newCfix(t, cfixOpts{noServer: true, client: dhcp.ClientConfig{Remembered: &r}})
+			for range 4 {
+				f.expectMsg(t, layers.DHCPMsgTypeRequest)
+				f.advanceTo(t)
+			}
+			if !tt.use {
+				f.expectMsg(t, layers.DHCPMsgTypeDiscover)
+				return
+			}
+			l := f.event(t, dhcp.LeaseBound).Lease
+			if l.Addr != r.Addr || !l.Start.Equal(r.Start) {
+				t.Errorf("bound to %v from %v, want the remembered %v from %v", l.Addr, l.Start, r.Addr, r.Start)
+			}
+			if p, gw, _ := f.host.state(); p != r.Addr || gw != server {
+				t.Errorf("host has %v via %v", p, gw)
+			}
+			// T1 passed already: a renewal is due at once, unicast.
+			f.waitState(t, dhcp.Bound)
+			f.advanceTo(t)
+			req, d := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+			if d.to != netip.AddrPortFrom(server, dhcp.ServerPort) || ipAddr(req.ClientIP) != second {
+				t.Errorf("renewal to %v with ciaddr %v", d.to, req.ClientIP)
+			}
+		})
+	}
+}

@@ -126,6 +126,12 @@ func (c *Client) timeout() {
 	case Requesting, Rebooting:
 		if f.tries >= maxRequests {
 			c.Stats.RequestTimeouts.Inc()
+			if l, ok := c.usable(now); ok && f.state == Rebooting {
+				c.log.Info("DHCP server silent: using the remembered lease", "addr", l.Addr.String(),
+					"server", l.Server.String(), "expires", l.Expiry().String())
+				c.accept(l)
+				return
+			}
 			c.log.Debug("DHCP REQUEST unanswered: starting over", "state", f.state.String(), "tries", f.tries)
 			c.discover()
 			return
@@ -149,6 +155,19 @@ func (c *Client) timeout() {
 		c.transmit()
 		c.wakeBefore(f.applied.Expiry())
 	}
+}
+
+// usable returns the remembered lease when the client may still use it
+// after its INIT-REBOOT went unanswered (RFC 2131 section 3.2 step 2:
+// "for the remainder of the unexpired lease"): a whole lease, with its
+// server and times, that has not expired at now.
+func (c *Client) usable(now time.Time) (ClientLease, bool) {
+	r := c.cfg.Remembered
+	if r == nil || !r.Server.IsValid() || r.LeaseTime <= 0 || r.Start.IsZero() || r.Expired(now) ||
+		!(0 < r.T1 && r.T1 < r.T2 && r.T2 < r.LeaseTime) {
+		return ClientLease{}, false
+	}
+	return *r, true
 }
 
 // wakeBefore sets the timer for the next REQUEST in RENEWING or REBINDING
@@ -308,6 +327,14 @@ func (c *Client) ack(m *dhcpv4.DHCPv4) {
 		c.Stats.InBadAck.Inc()
 		return
 	}
+	c.accept(l)
+}
+
+// accept takes a lease an ACK granted, or the remembered one (usable):
+// an address new to the NIC is probed for first, then the lease is
+// applied.
+func (c *Client) accept(l ClientLease) {
+	f := &c.fsm
 	f.sent = nil
 	f.timer.Stop()
 	if c.cfg.Probe != nil && (f.applied == nil || f.applied.Addr.Addr() != l.Addr.Addr()) {

@@ -561,9 +561,11 @@ func (h *host) configure(c *linkConfig) error {
 }
 
 // dhcpTimeout bounds the wait for a lease, as dhclient's timeout (60
-// seconds): DISCOVERs at 0, 4, 12, 28 and 60 seconds or so (RFC 2131
-// section 4.1), the fifth with a few seconds for its answer.
-const dhcpTimeout = 65 * time.Second
+// seconds) does: DISCOVERs at 0, 4, 12, 28 and 60 seconds or so (RFC 2131
+// section 4.1); or with -dhcp-lease and no server answering, INIT-REBOOT's
+// REQUESTs until 64 s at most, then the remembered lease, probed for (up
+// to 7 s).
+const dhcpTimeout = 75 * time.Second
 
 // startDHCP starts -addr dhcp's client and waits up to timeout for its
 // first lease. With -dhcp-lease it asks first for the address the file
