@@ -45,8 +45,8 @@ need none.
 
 -addr dhcp asks a DHCP server on the link for the IPv4 address (RFC 2131),
 and applies what the lease carries: the subnet mask, the default route
-through the first router, the interface MTU; the DNS servers and search
-domains are kept for a resolver. The client renews the lease at T1,
+through the first router (or the classless static routes), the interface
+MTU, and the DNS servers and search domains for the stack's resolver. The client renews the lease at T1,
 rebinds at T2, gives the address up when the lease expires or a server
 refuses it, and gives it back (DHCPRELEASE) on SIGINT or SIGTERM. Each
 new address is probed for first (RFC 5227, 4 to 7 s), declined if
