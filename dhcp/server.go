@@ -1,12 +1,16 @@
 // Package dhcp is GoNet's Dynamic Host Configuration Protocol for IPv4
-// (RFC 2131, options from RFC 2132): the server a gateway runs for its
-// guests, over GoNet's own UDP sockets.
+// (RFC 2131, options from RFC 2132), over GoNet's own UDP sockets: the
+// server a gateway runs for its guests, and the client a host runs to be
+// given its address (StartOn).
 //
-// Messages are encoded and decoded by github.com/insomniacslk/dhcp/dhcpv4;
-// this package holds the protocol: the addresses a server hands out and
-// the options it gives (config.go), which address a client gets
-// (leases.go), and what the server answers to each message, and where
-// (RFC 2131 sections 4.3 and 4.1, this file).
+// Messages are encoded and decoded by github.com/insomniacslk/dhcp/dhcpv4
+// for both; this package holds the protocol. The server: the addresses it
+// hands out and the options it gives (config.go), which address a client
+// gets (leases.go), and what it answers to each message, and where (RFC
+// 2131 sections 4.3 and 4.1, this file). The client: section 4.4's state
+// machine (client.go, clientstate.go), its messages (clientmsg.go), the
+// lease it reads from an ACK and keeps across restarts (clientlease.go),
+// and what it applies to the stack (clienthost.go, stack.go).
 package dhcp
 
 import (
@@ -404,7 +408,9 @@ func (s *Server) reply(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, a netip.Addr,
 		lt := s.cfg.LeaseTime.Truncate(time.Second)
 		m.Options.Update(dhcpv4.OptIPAddressLeaseTime(lt))
 		m.Options.Update(dhcpv4.OptRenewTimeValue((lt / 2).Truncate(time.Second)))
-		m.Options.Update(dhcpv4.OptRebindingTimeValue((lt * 7 / 8).Truncate(time.Second)))
+		// Seven eighths as the lease less an eighth: 2^32 seconds in
+		// nanoseconds times seven overflows.
+		m.Options.Update(dhcpv4.OptRebindingTimeValue((lt - lt/8).Truncate(time.Second)))
 	}
 	return m
 }

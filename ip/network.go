@@ -121,6 +121,13 @@ type Network interface {
 	ReportError(orig []byte, kind ErrorKind)
 }
 
+// DeviceRouter is a Network that can route out one named interface only,
+// for sockets bound to a device (Linux's SO_BINDTODEVICE): a DHCP client
+// broadcasts on the link it configures before it has an address there.
+type DeviceRouter interface {
+	RouteVia(dst netip.Addr, iface string) (Route, error)
+}
+
 // ErrorKind is why a datagram was not delivered, in words both families'
 // error messages have: each maps it to its own type and code (RFC 792,
 // RFC 4443) on the way out, and back on the way in.

@@ -7,8 +7,10 @@ import (
 )
 
 // RemoveAddress takes a off its interface, with the on-link route of its
-// subnet unless another address of the interface is on it. Sockets bound
-// to a stay open; what they send fails for want of a source, as on Linux.
+// subnet unless another address of the interface is on it, and then the
+// routes through gateways no on-link route of the interface reaches any
+// more, as Linux does (fib_sync_down_addr). Sockets bound to a stay open;
+// what they send fails for want of a source, as on Linux.
 // Address conflict detection calls it for an address given up to another
 // station (RFC 5227 section 2.4).
 func (p *Protocol) RemoveAddress(a netip.Addr) error {
@@ -24,6 +26,9 @@ func (p *Protocol) RemoveAddress(a netip.Addr) error {
 			return nil
 		}
 		t.routes = slices.DeleteFunc(t.routes, func(r Route) bool { return r == Route{Dst: on, Iface: gone.iface} })
+		t.routes = slices.DeleteFunc(t.routes, func(r Route) bool {
+			return r.Iface == gone.iface && r.Gateway.IsValid() && !t.onLink(r.Gateway, r.Iface)
+		})
 		return nil
 	})
 }

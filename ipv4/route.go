@@ -27,7 +27,8 @@ type LinkOutput interface {
 type Interface struct {
 	p    *Protocol
 	name string
-	mtu  int
+	mtu  atomic.Int32 // the link's, or lower from the network's configuration (SetLinkMTU)
+	link int          // the link's MTU, which SetLinkMTU never exceeds
 	out  LinkOutput
 	caps link.Capabilities // the link's offloads (offload.go)
 	igmp ip.Transport      // the interface's group management (multicast.go)
@@ -39,7 +40,17 @@ type Interface struct {
 func (i *Interface) Name() string { return i.name }
 
 // MTU returns the interface's MTU.
-func (i *Interface) MTU() int { return i.mtu }
+func (i *Interface) MTU() int { return int(i.mtu.Load()) }
+
+// SetLinkMTU sets the interface's MTU to one the network configured (a
+// DHCP server's Interface MTU option, RFC 2132 section 5.1), within the
+// minimum of 68 (RFC 791) and the link's own MTU, which a larger value
+// could not cross; it returns the MTU in force.
+func (i *Interface) SetLinkMTU(mtu int) int {
+	mtu = min(max(mtu, 68), i.link)
+	i.mtu.Store(int32(mtu))
+	return mtu
+}
 
 // HasAddress reports whether a is assigned to the interface.
 func (i *Interface) HasAddress(a netip.Addr) bool {
@@ -131,7 +142,8 @@ func (p *Protocol) AddOffloadInterface(name string, mtu int, caps link.Capabilit
 	if mtu < 68 {
 		return nil, fmt.Errorf("ipv4: interface %s: MTU %d below the minimum of 68 (RFC 791)", name, mtu)
 	}
-	i := &Interface{p: p, name: name, mtu: mtu, out: out, caps: caps}
+	i := &Interface{p: p, name: name, link: mtu, out: out, caps: caps}
+	i.mtu.Store(int32(mtu))
 	err := p.tables.update(func(t *table) error {
 		for _, o := range t.ifaces {
 			if o.name == name {
@@ -182,18 +194,33 @@ func (p *Protocol) AddRoute(r Route) error {
 	r.Dst = r.Dst.Masked()
 	return p.tables.update(func(t *table) error {
 		if r.Gateway.IsValid() {
-			onLink := false
-			for _, o := range t.routes {
-				if o.Iface == r.Iface && !o.Gateway.IsValid() && o.Dst.Contains(r.Gateway) {
-					onLink = true
-				}
-			}
-			if !onLink {
+			if !t.onLink(r.Gateway, r.Iface) {
 				return fmt.Errorf("ipv4: route %v: gateway %v is not on a subnet of %s", r.Dst, r.Gateway, r.Iface.name)
 			}
 		}
 		t.routes = append(t.routes, r)
 		return nil
+	})
+}
+
+// RemoveRoute removes the route r names by destination, gateway and
+// interface; it reports whether there was one.
+func (p *Protocol) RemoveRoute(r Route) bool {
+	r.Dst = r.Dst.Masked()
+	removed := false
+	_ = p.tables.update(func(t *table) error {
+		n := len(t.routes)
+		t.routes = slices.DeleteFunc(t.routes, func(o Route) bool { return o == r })
+		removed = len(t.routes) < n
+		return nil
+	})
+	return removed
+}
+
+// onLink reports whether an on-link route of iface covers a.
+func (t *table) onLink(a netip.Addr, iface *Interface) bool {
+	return slices.ContainsFunc(t.routes, func(r Route) bool {
+		return r.Iface == iface && !r.Gateway.IsValid() && r.Dst.Contains(a)
 	})
 }
 
@@ -224,8 +251,14 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 		}
 		return ip.Route{}, ErrNoRoute
 	}
+	return p.lookup(t, dst, nil)
+}
+
+// lookup is Route's longest prefix match, over only's routes when only is
+// not nil.
+func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, error) {
 	for _, r := range t.routes {
-		if !r.Dst.Contains(dst) {
+		if !r.Dst.Contains(dst) || only != nil && r.Iface != only {
 			continue
 		}
 		src, ok := r.Iface.SourceFor(dst)
@@ -246,9 +279,34 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 	return ip.Route{}, ErrNoRoute
 }
 
+// RouteVia finds how to reach dst out the named interface only, as a
+// socket bound to a device (Linux's SO_BINDTODEVICE) sends: by the
+// interface's routes, or straight onto its link for the limited broadcast.
+// An interface with no address yet sends a limited broadcast from
+// 0.0.0.0, the source RFC 1122 section 3.2.1.3 (a) allows a host that is
+// still learning its address (a DHCP client, RFC 2131 section 4.1).
+func (p *Protocol) RouteVia(dst netip.Addr, ifaceName string) (ip.Route, error) {
+	i, ok := p.Interface(ifaceName)
+	if !ok {
+		return ip.Route{}, fmt.Errorf("ipv4: no interface %s: %w", ifaceName, ErrNoRoute)
+	}
+	if dst == limitedBroadcast {
+		src, ok := i.SourceFor(dst)
+		if !ok {
+			src = netip.IPv4Unspecified()
+		}
+		return i.route(src, dst, true), nil
+	}
+	ri, err := p.lookup(p.tables.load(), dst, i)
+	if err != nil {
+		return ip.Route{}, fmt.Errorf("ipv4: %v via %s: %w", dst, ifaceName, err)
+	}
+	return ri, nil
+}
+
 // route is a route out of i from src to nextHop.
 func (i *Interface) route(src, nextHop netip.Addr, bcast bool) ip.Route {
-	return ip.Route{Src: src, NextHop: nextHop, Bcast: bcast, MTU: i.mtu, Offloads: i.caps, Iface: i}
+	return ip.Route{Src: src, NextHop: nextHop, Bcast: bcast, MTU: i.MTU(), Offloads: i.caps, Iface: i}
 }
 
 // routeIface is the interface a route leaves through, nil for local

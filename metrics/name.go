@@ -23,7 +23,7 @@ const NICLabel = "nic"
 // nicScoped are the layers whose dotted names carry a NIC's name after the
 // layer ("NIC.tap0.RxFrames"): the NIC becomes a label, so that one metric
 // sums or compares across NICs, as node_exporter's device label does.
-var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "IGMP": true, "TAP": true}
+var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "IGMP": true, "TAP": true, "DHCPClient": true}
 
 // unitWords are the units Prometheus wants at the end of a name (before
 // _total), wherever the field's name puts them ("BytesToHost").

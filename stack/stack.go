@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -100,6 +101,7 @@ type Stack struct {
 
 	mu     sync.Mutex
 	nics   []*nic
+	extra  map[string]any // counters of protocols running on the stack (AddStats)
 	closed bool
 
 	// mcastMu guards joins, the multicast groups joined on each NIC,
@@ -354,6 +356,78 @@ func (s *Stack) Neighbors(nicName string) ([]Neighbor, error) {
 	return n.arp.Entries(), nil
 }
 
+// HardwareAddr returns the named NIC's link-layer address.
+func (s *Stack) HardwareAddr(nicName string) (net.HardwareAddr, error) {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return nil, err
+	}
+	return n.eth.HardwareAddr(), nil
+}
+
+// RemoveAddress takes an IPv4 address off the named NIC with the routes
+// that lived on it: its subnet's on-link route and the routes through
+// gateways only that subnet reached, as Linux does; address conflict
+// detection stops defending it. Sockets bound to it
+// stay open, and what they send fails for want of a source.
+func (s *Stack) RemoveAddress(nicName string, addr netip.Addr) error {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return err
+	}
+	if !addr.Is4() {
+		return fmt.Errorf("stack: remove %v from %s: not an IPv4 address (IPv6 addresses are neighbour discovery's)", addr, nicName)
+	}
+	if !n.iface.HasAddress(addr) {
+		return fmt.Errorf("stack: remove %v: not an address of %s", addr, nicName)
+	}
+	if err := s.ip.RemoveAddress(addr); err != nil {
+		return fmt.Errorf("stack: %w", err)
+	}
+	n.arp.StopDefending(addr)
+	s.env.Log.Info("address removed", "nic", nicName, "addr", addr.String())
+	return nil
+}
+
+// RemoveRoute removes the route to dst through gw (invalid gw: on-link)
+// on the named NIC; it reports whether there was one.
+func (s *Stack) RemoveRoute(dst netip.Prefix, gw netip.Addr, nicName string) bool {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return false
+	}
+	if dst.Addr().Is6() {
+		return n.iface6 != nil && s.ip6.RemoveRoute(ipv6.Route{Dst: dst, Gateway: gw, Iface: n.iface6})
+	}
+	return s.ip.RemoveRoute(ipv4.Route{Dst: dst, Gateway: gw, Iface: n.iface})
+}
+
+// SetLinkMTU sets the named NIC's IPv4 MTU to one the network configured
+// (a DHCP server's, RFC 2132 section 5.1), within 68 and the link's own
+// MTU; zero restores the link's. It returns the MTU in force.
+func (s *Stack) SetLinkMTU(nicName string, mtu int) (int, error) {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return 0, err
+	}
+	if mtu == 0 {
+		mtu = n.eth.MTU()
+	}
+	return n.iface.SetLinkMTU(mtu), nil
+}
+
+// AddStats adds the counters of a protocol that runs on the stack (a
+// struct of stats.Counter and stats.Gauge fields, as every layer's Stats)
+// to Metrics under prefix, as a DHCP client's under DHCPClient.<nic>.
+func (s *Stack) AddStats(prefix string, st any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.extra == nil {
+		s.extra = map[string]any{}
+	}
+	s.extra[prefix] = st
+}
+
 // Routes returns the routing table.
 func (s *Stack) Routes() []ipv4.Route { return s.ip.Routes() }
 
@@ -395,6 +469,9 @@ func (s *Stack) Metrics() stats.Snapshot {
 		if n.nd != nil {
 			m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
 		}
+	}
+	for prefix, st := range s.extra {
+		m.Add(prefix, st)
 	}
 	s.mu.Unlock()
 	m.Add("IPv4", &s.ip.Stats)

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,9 +23,10 @@ const queueLen = 1024
 type Conn struct {
 	p      *Protocol
 	laddr  netip.AddrPort
-	v6only bool           // on ::, IPv6 only (ListenV6Only)
-	reuse  bool           // the port shared (ListenMulticast)
-	raddr  netip.AddrPort // a forwarded flow's peer (forward.go); zero otherwise
+	v6only bool                   // on ::, IPv6 only (ListenV6Only)
+	reuse  bool                   // the port shared (ListenMulticast)
+	raddr  netip.AddrPort         // a forwarded flow's peer (forward.go); zero otherwise
+	device atomic.Pointer[string] // the interface it sends through (BindToDevice); nil: any
 
 	queue chan *buffer.Packet
 	// queued counts bytes in queue against the read buffer; mu guards it.
@@ -215,6 +217,27 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 	return n, net.UDPAddrFromAddrPort(from), nil
 }
 
+// BindToDevice makes the endpoint send through the named interface only,
+// as Linux's SO_BINDTODEVICE does: to the limited broadcast straight onto
+// that link, from 0.0.0.0 while the interface has no address yet (RFC 1122
+// section 3.2.1.3), which a DHCP client needs. It binds sends only:
+// datagrams from any interface are still received. An empty name unbinds.
+// Call it before the endpoint sends; the family must support it (IPv4).
+func (c *Conn) BindToDevice(name string) error {
+	if name != "" {
+		nw, err := c.p.nets.For(netip.IPv4Unspecified())
+		if _, ok := nw.(ip.DeviceRouter); err != nil || !ok || c.v6only || c.laddr.Addr().Is6() && !c.laddr.Addr().IsUnspecified() {
+			return c.opError("bind to device", netip.AddrPort{}, syscall.EAFNOSUPPORT)
+		}
+	}
+	if name == "" {
+		c.device.Store(nil)
+	} else {
+		c.device.Store(&name)
+	}
+	return nil
+}
+
 // WriteToUDPAddrPort sends b as one datagram to addr.
 func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	select {
@@ -229,7 +252,11 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 		opts := c.sendOpts()
 		o = &opts
 	}
-	if err := c.p.send(c.binding(), c.laddr, addr, b, o); err != nil {
+	var dev string
+	if d := c.device.Load(); d != nil {
+		dev = *d
+	}
+	if err := c.p.send(c.binding(), c.laddr, addr, dev, b, o); err != nil {
 		return 0, c.opError("write", addr, err)
 	}
 	return len(b), nil

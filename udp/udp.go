@@ -316,8 +316,10 @@ func maxPayload(dst netip.Addr) int {
 }
 
 // send builds and sends one datagram from b's address and port laddr to
-// raddr, with the endpoint's multicast options o when raddr is a group.
-func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte, o *mcastOpts) error {
+// raddr, with the endpoint's multicast options o when raddr is a group,
+// through the interface named device when it is not empty
+// (Conn.BindToDevice).
+func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, device string, data []byte, o *mcastOpts) error {
 	// An endpoint sends within the families its binding takes, as the
 	// kernel's sockets of one family do.
 	if !b.Reaches(raddr.Addr()) || raddr.Port() == 0 {
@@ -336,6 +338,8 @@ func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, data []byte, 
 	if raddr.Addr().IsMulticast() && o != nil {
 		ri, err = multicastRoute(nw, raddr.Addr(), o)
 		sp.TTL, sp.MulticastLoop = o.ttl, !o.noLoop
+	} else if dr, ok := nw.(ip.DeviceRouter); ok && device != "" {
+		ri, err = dr.RouteVia(raddr.Addr(), device)
 	} else {
 		ri, err = nw.Route(raddr.Addr())
 	}

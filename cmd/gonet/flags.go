@@ -46,6 +46,35 @@ func (f *addrsFlag) Set(s string) error {
 	return nil
 }
 
+// addrFlag is -addr as up and ping take it: addresses (addrsFlag), or
+// "dhcp" for an IPv4 address from a DHCP server.
+type addrFlag struct {
+	addrs *addrsFlag
+	dhcp  *bool
+}
+
+func (f addrFlag) String() string {
+	if f.addrs == nil {
+		return ""
+	}
+	s := f.addrs.String()
+	if *f.dhcp {
+		s = strings.Join([]string{"dhcp", s}, ",")
+	}
+	return strings.TrimSuffix(s, ",")
+}
+
+func (f addrFlag) Set(s string) error {
+	if !strings.EqualFold(s, "dhcp") {
+		return f.addrs.Set(s)
+	}
+	if *f.dhcp {
+		return errors.New("dhcp is given twice")
+	}
+	*f.dhcp = true
+	return nil
+}
+
 // parseHostPrefix parses a host address with its prefix length, of either
 // family.
 func parseHostPrefix(s string) (netip.Prefix, error) {

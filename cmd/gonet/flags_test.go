@@ -277,6 +277,33 @@ func TestParseUpTakesAddressesOfBothFamilies(t *testing.T) {
 	}
 }
 
+func TestParseUpTakesDHCP(t *testing.T) {
+	tests := []struct {
+		behaviour string
+		args      []string
+		addrs     int
+	}{
+		{"dhcp alone", []string{"-addr", "dhcp"}, 0},
+		{"dhcp in capitals, IPv4 only", []string{"-no-ipv6", "-addr", "DHCP"}, 0},
+		{"dhcp beside an IPv6 address and router", []string{"-addr", "fd00::2/64", "-addr", "dhcp", "-gw", "fd00::1"}, 1},
+		{"dhcp with a lease file", []string{"-addr", "dhcp", "-dhcp-lease", "/tmp/lease.json"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.behaviour, func(t *testing.T) {
+			c, err := parseUp(append([]string{"-tap", "tap0"}, tt.args...))
+			if err != nil {
+				t.Fatalf("parseUp(%q): %v", tt.args, err)
+			}
+			if !c.link.dhcp || len(c.link.addrs) != tt.addrs {
+				t.Errorf("parseUp(%q): dhcp %v, addrs %v", tt.args, c.link.dhcp, c.link.addrs)
+			}
+		})
+	}
+	if _, err := parsePing([]string{"-tap", "tap0", "-addr", "dhcp", "10.0.0.1"}); err != nil {
+		t.Errorf("ping -addr dhcp to an IPv4 DEST: %v", err)
+	}
+}
+
 func TestUpRejectsBadAddressMixes(t *testing.T) {
 	tests := []struct {
 		behaviour string
@@ -300,6 +327,10 @@ func TestUpRejectsBadAddressMixes(t *testing.T) {
 		{"an IPv6 /0", []string{"-addr", "fd00::2/0"}, "/0"},
 		{"slaac is no address", []string{"-addr", "slaac"}, "SLAAC needs no -addr"},
 		{"a zone on a global gateway", []string{"-addr", "fd00::2/64", "-gw", "fd00::1%tap0"}, "a zone is for link-local"},
+		{"dhcp beside an IPv4 address", []string{"-addr", "dhcp", "-addr", "10.0.0.2/24"}, "the DHCP server gives the IPv4 address"},
+		{"dhcp twice", []string{"-addr", "dhcp", "-addr", "DHCP"}, "dhcp is given twice"},
+		{"an IPv4 gateway with dhcp", []string{"-addr", "dhcp", "-gw", "10.0.0.1"}, "the DHCP server gives the IPv4 router"},
+		{"a lease file without dhcp", []string{"-addr", "10.0.0.2/24", "-dhcp-lease", "/tmp/l"}, "there is none without -addr dhcp"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.behaviour, func(t *testing.T) {

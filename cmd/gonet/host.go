@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gonetstack/gonet/dhcp"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/ipv6"
@@ -59,6 +60,12 @@ type linkConfig struct {
 	// addrs are -addr's, IPv4 and IPv6, in the order given: the first
 	// is the ready line's.
 	addrs []netip.Prefix
+	// dhcp is -addr dhcp: the IPv4 address, router, DNS servers and MTU
+	// from a DHCP server (RFC 2131).
+	dhcp bool
+	// dhcpLease is -dhcp-lease: the file that keeps the lease across
+	// restarts, for INIT-REBOOT; empty: none.
+	dhcpLease string
 	// gws are -gw's, at most one per family; none: no default route
 	// but what routers advertise.
 	gws    []netip.Addr
@@ -89,7 +96,8 @@ type linkConfig struct {
 func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.mtu = defaultMTU
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
-	fs.Var((*addrsFlag)(&c.addrs), "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64 (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
+	fs.Var(addrFlag{(*addrsFlag)(&c.addrs), &c.dhcp}, "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64, or dhcp to ask a DHCP server for the IPv4 address, router, DNS servers and MTU (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
+	fs.StringVar(&c.dhcpLease, "dhcp-lease", "", "with -addr dhcp, keep the lease in `FILE` and ask for its address again at the next start (RFC 2131 INIT-REBOOT)")
 	fs.Var((*gatewaysFlag)(&c.gws), "gw", "route everything off-link through the gateway at `ADDR`, on an -addr's network, or for IPv6 a router's link-local address (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
@@ -194,9 +202,18 @@ func (c *linkConfig) check() error {
 
 // checkAddrs checks -addr and -gw against each other and -no-ipv6.
 func (c *linkConfig) checkAddrs() error {
+	if c.dhcp {
+		for _, p := range c.addrs {
+			if p.Addr().Is4() {
+				return usagef("-addr %v with -addr dhcp: the DHCP server gives the IPv4 address; give one or the other", p)
+			}
+		}
+	} else if c.dhcpLease != "" {
+		return usagef("-dhcp-lease keeps a DHCP lease, and there is none without -addr dhcp")
+	}
 	if c.noIPv6 {
-		if len(c.addrs) == 0 {
-			return usagef("-addr is required with -no-ipv6: GoNet's address and prefix, as in 10.0.0.2/24")
+		if len(c.addrs) == 0 && !c.dhcp {
+			return usagef("-addr is required with -no-ipv6: GoNet's address and prefix, as in 10.0.0.2/24, or dhcp")
 		}
 		for _, p := range c.addrs {
 			if p.Addr().Is6() {
@@ -222,6 +239,9 @@ func (c *linkConfig) checkAddrs() error {
 func (c *linkConfig) checkGateway(gw netip.Addr) error {
 	if gw.Is6() && c.noIPv6 {
 		return usagef("-gw %v is IPv6, and -no-ipv6 turns IPv6 off", gw)
+	}
+	if gw.Is4() && c.dhcp {
+		return usagef("-gw %v with -addr dhcp: the DHCP server gives the IPv4 router", gw)
 	}
 	onLink := gw.Is6() && gw.IsLinkLocalUnicast()
 	var nets []string
@@ -357,6 +377,10 @@ type host struct {
 	// ring is the shared-memory link, whose counters are under
 	// "Ring.<nic>."; nil on other links.
 	ring *shm.Endpoint
+	// dhcp is -addr dhcp's client, nil without; lease is the lease it
+	// held when the host came up.
+	dhcp  *dhcp.Client
+	lease dhcp.ClientLease
 }
 
 // Metrics returns the stack's counters and gauges with the kernel's
@@ -517,8 +541,13 @@ func (h *host) configure(c *linkConfig) error {
 		if err != nil {
 			return err
 		}
-		if len(c.addrs) == 0 {
+		if len(c.addrs) == 0 && !c.dhcp {
 			h.addrs = ready
+		}
+	}
+	if c.dhcp {
+		if err := h.startDHCP(c, dhcpTimeout); err != nil {
+			return err
 		}
 	}
 	// The gateways last: an IPv6 one on an -addr's network is on-link
@@ -529,6 +558,60 @@ func (h *host) configure(c *linkConfig) error {
 		}
 	}
 	return nil
+}
+
+// dhcpTimeout bounds the wait for a lease, as dhclient's timeout (60
+// seconds) does: DISCOVERs at 0, 4, 12, 28 and 60 seconds or so (RFC 2131
+// section 4.1); or with -dhcp-lease and no server answering, INIT-REBOOT's
+// REQUESTs until 64 s at most, then the remembered lease, probed for (up
+// to 7 s).
+const dhcpTimeout = 75 * time.Second
+
+// startDHCP starts -addr dhcp's client and waits up to timeout for its
+// first lease. With -dhcp-lease it asks first for the address the file
+// holds, and keeps every lease it gets there.
+func (h *host) startDHCP(c *linkConfig, timeout time.Duration) error {
+	log := h.stack.Logger()
+	var cfg dhcp.ClientConfig
+	if c.dhcpLease != "" {
+		switch l, err := dhcp.LoadLease(c.dhcpLease); {
+		case err == nil:
+			cfg.Remembered = &l
+		case !errors.Is(err, fs.ErrNotExist):
+			log.Warn("DHCP lease file unreadable: asking for a new lease", "file", c.dhcpLease, "err", err)
+		}
+	}
+	bound := make(chan dhcp.ClientLease, 1)
+	cfg.Notify = func(e dhcp.Event) {
+		if e.Kind != dhcp.LeaseBound && e.Kind != dhcp.LeaseRenewed {
+			return
+		}
+		if c.dhcpLease != "" {
+			if err := dhcp.SaveLease(c.dhcpLease, e.Lease); err != nil {
+				log.Warn("DHCP lease not kept", "file", c.dhcpLease, "err", err)
+			}
+		}
+		select {
+		case bound <- e.Lease:
+		default:
+		}
+	}
+	// The client outlives the command's context: Close releases the
+	// lease (RFC 2131 section 4.4.6) before the stack stops.
+	client, err := dhcp.StartOn(context.Background(), h.stack, h.nic, cfg)
+	if err != nil {
+		return err
+	}
+	h.dhcp = client
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case h.lease = <-bound:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("no DHCP lease on %s after %v: %d DISCOVERs sent, %d OFFERs and %d ACKs received", h.nic, timeout,
+			client.Stats.OutDiscovers.Load(), client.Stats.InOffers.Load(), client.Stats.InAcks.Load())
+	}
 }
 
 // awaitDAD waits until each of addrs has passed duplicate address
@@ -584,10 +667,39 @@ func addrState(list []stack.Address6, addr netip.Addr) (ndp.AddrState, bool) {
 	return 0, false
 }
 
+// releaseDHCP gives the lease back, as a clean shutdown does (RFC 2131
+// section 4.4.6), and waits up to timeout for the DHCPRELEASE to leave the
+// NIC: closing the stack closes the link at once and drops what is still
+// queued. The RELEASE is unicast to the server: when ARP has not resolved
+// the server yet, a request goes out first and the RELEASE after the
+// answer, two frames.
+func (h *host) releaseDHCP(timeout time.Duration) {
+	l, ok := h.dhcp.Lease()
+	frames := 1
+	if ok {
+		neigh, _ := h.stack.Neighbors(h.nic)
+		if !slices.ContainsFunc(neigh, func(e stack.Neighbor) bool { return e.IP == l.Server && e.Expires.After(time.Now()) }) {
+			frames = 2
+		}
+	}
+	sent := func() int64 { return h.stack.Metrics()["NIC."+h.nic+".TxFrames"].Value }
+	before := sent()
+	h.dhcp.Release()
+	if !ok {
+		return
+	}
+	for deadline := time.Now().Add(timeout); sent() < before+int64(frames) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // Close stops the stack, which closes the link under it and the capture
 // file if there is one. A capture cut short by a write error (a full disk)
 // is reported here, since the frames themselves flowed on regardless.
 func (h *host) Close() error {
+	if h.dhcp != nil {
+		h.releaseDHCP(time.Second)
+	}
 	err := errors.Join(h.stack.Close(), h.kernel.Close())
 	if h.capture != nil {
 		if cerr := h.capture.Err(); cerr != nil {

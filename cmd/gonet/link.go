@@ -64,6 +64,14 @@ type neighInfo struct {
 func (h *host) linkInfo() linkInfo {
 	now := h.stack.Clock().Now()
 	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), Addresses: []addrInfo{}, Neighbors: []neighInfo{}}
+	if h.dhcp != nil {
+		// The lease's address, as ip addr shows one dhclient set: with
+		// the time left until it expires.
+		if l, ok := h.dhcp.Lease(); ok {
+			left := lifetimeLeft(l.Expiry(), now)
+			li.Addresses = append(li.Addresses, addrInfo{Prefix: l.Addr, State: "preferred", ValidLft: left, PreferredLft: left})
+		}
+	}
 	for _, p := range h.addrs {
 		if p.Addr().Is4() {
 			li.Addresses = append(li.Addresses, addrInfo{Prefix: p, State: "preferred", ValidLft: forever, PreferredLft: forever})

@@ -41,7 +41,7 @@ func ipHeaderLen(dst netip.Addr) int {
 var pingCommand = &command{
 	name:    "ping",
 	summary: "ping an address from a GoNet host on a TAP device",
-	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN]... [-gw ADDR]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
+	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN | -addr dhcp]... [-gw ADDR]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
 	about: `Brings up a GoNet stack on the TAP device, as gonet up does, and sends ICMP
 echo requests to DEST (an IPv4 or IPv6 address, a link-local one with its
 zone, as fe80::1%tap0) with the stack's own ping client, ICMP or ICMPv6 by
@@ -100,9 +100,9 @@ func parsePing(args []string) (*pingConfig, error) {
 	}
 	maxSize := maxPingSize
 	switch {
-	case c.dest.Is4() && !hasIPv4(c.link.addrs):
+	case c.dest.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp:
 		// IPv6 forms its own addresses; IPv4 has only -addr's.
-		return nil, usagef("-addr is required for an IPv4 DEST: GoNet's IPv4 address and prefix, as in 10.0.0.2/24")
+		return nil, usagef("-addr is required for an IPv4 DEST: GoNet's IPv4 address and prefix, as in 10.0.0.2/24, or dhcp")
 	case c.dest.Is6() && c.link.noIPv6:
 		return nil, usagef("DEST %v is IPv6, and -no-ipv6 turns IPv6 off", c.dest)
 	case c.dest.Is6():

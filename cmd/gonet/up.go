@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH} [-addr ADDR/NN]... [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH} [-addr ADDR/NN | -addr dhcp]... [-dhcp-lease FILE] [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike and on both families; http (TCP
@@ -42,10 +43,22 @@ address detection finds no other node with it; -gw repeats, once per
 family. With IPv6, -addr is optional: the link-local address and SLAAC
 need none.
 
+-addr dhcp asks a DHCP server on the link for the IPv4 address (RFC 2131),
+and applies what the lease carries: the subnet mask, the default route
+through the first router (or the classless static routes), the interface
+MTU, and the DNS servers and search domains for the stack's resolver. The client renews the lease at T1,
+rebinds at T2, gives the address up when the lease expires or a server
+refuses it, and gives it back (DHCPRELEASE) on SIGINT or SIGTERM. Each
+new address is probed for first (RFC 5227, 4 to 7 s), declined if
+another host holds it, and defended once when in use.
+-dhcp-lease FILE keeps the lease across restarts, to ask for the same
+address first. GoNet waits up to a minute for its first lease.
+
 When ready, its IPv6 addresses through duplicate address detection, it
 prints one line, "gonet: up TAP ADDR/PREFIX MAC [ADDR/PREFIX]...", on
 stdout: the first -addr (or the link-local address), the MAC, then the
-other -addr. The addresses SLAAC forms later are in the log. On SIGINT or
+other -addr; with -addr dhcp, the lease's address first and "(dhcp from
+SERVER)" last. The addresses SLAAC forms later are in the log. On SIGINT or
 SIGTERM it shuts down, prints the stack's counters and exits 0. It logs
 its events on stderr, one a line, as text or JSON (-log-format) at
 -log-level and above. The kernel's side of the TAP device is left for you
@@ -190,13 +203,23 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 // the link-local address), then any further addresses, so that a script
 // that reads the first four fields reads them as it did when GoNet had
 // one IPv4 address.
+//
+// With -addr dhcp the first address is the lease's, and the line ends
+// with "(dhcp from SERVER)".
 func readyLine(h *host) string {
 	f := []string{"gonet: up", h.nic, "", h.mac.String()}
-	if len(h.addrs) > 0 {
-		f[2] = h.addrs[0].String()
-		for _, p := range h.addrs[1:] {
+	addrs := h.addrs
+	if h.dhcp != nil {
+		addrs = append([]netip.Prefix{h.lease.Addr}, addrs...)
+	}
+	if len(addrs) > 0 {
+		f[2] = addrs[0].String()
+		for _, p := range addrs[1:] {
 			f = append(f, p.String())
 		}
+	}
+	if h.dhcp != nil {
+		f = append(f, "(dhcp from "+h.lease.Server.String()+")")
 	}
 	return strings.Join(f, " ")
 }
