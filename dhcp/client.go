@@ -113,6 +113,10 @@ type ClientConfig struct {
 	// ten seconds (section 3.1 step 5). An error is logged and the address
 	// used. Nil: no probe.
 	Probe func(ctx context.Context, a netip.Addr) (inUse bool, err error)
+	// NoDNS leaves the stack's resolver as it is: the lease's name
+	// servers and search domains are kept in the lease, not applied (a
+	// host whose DNS is configured by hand, as dhclient's supersede).
+	NoDNS bool
 	// NoProbe leaves out the probe StartOn gives a client by default
 	// (the stack's RFC 5227 probing, 4 to 7 s before each new address):
 	// for a link where no other host can hold the address.

@@ -28,7 +28,7 @@ func (c *Client) configure(l ClientLease) bool {
 	if f.applied == nil || f.applied.MTU != l.MTU {
 		c.host.SetMTU(l.MTU)
 	}
-	if f.applied == nil || !slices.Equal(f.applied.DNS, l.DNS) || !slices.Equal(f.applied.Search, l.Search) {
+	if !c.cfg.NoDNS && (f.applied == nil || !slices.Equal(f.applied.DNS, l.DNS) || !slices.Equal(f.applied.Search, l.Search)) {
 		c.host.SetDNS(l.DNS, l.Search)
 	}
 	f.applied = &l
@@ -94,7 +94,7 @@ func (c *Client) unconfigure() {
 		if f.applied.MTU != 0 {
 			c.host.SetMTU(0)
 		}
-		if len(f.applied.DNS) > 0 || len(f.applied.Search) > 0 {
+		if !c.cfg.NoDNS && (len(f.applied.DNS) > 0 || len(f.applied.Search) > 0) {
 			c.host.SetDNS(nil, nil)
 		}
 	}

@@ -7,12 +7,15 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
 
+	"github.com/gonetstack/gonet/internal/netns"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/stack"
 )
 
@@ -143,5 +146,35 @@ func TestResolverAgainstDnsmasq(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, _ := c.Read(b); string(b[:n]) != "hello from the kernel" {
 		t.Errorf("read %q from kernel:8053", b[:n])
+	}
+}
+
+// gonet ping takes a name, resolved over GoNet through the DNS server -dns
+// names and completed in -search's domain, and pings the address it has.
+func TestGonetPingResolvesItsDestination(t *testing.T) {
+	netnstest.RequireTool(t, "dnsmasq")
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// The TAP is made and addressed first, so that dnsmasq can bind to
+	// the kernel's address before gonet ping opens the device.
+	if out, err := ns.IP(ctx, "tuntap", "add", "dev", dev, "mode", "tap"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	startNamespaceDnsmasq(t, &host{ns: ns, dev: dev})
+	args := []string{"ping", "-tap", dev, "-addr", gonetAddr.String(), "-dns", kernelAddr.Addr().String(), "-search", "lan",
+		"-c", "2", "-i", "0.2", "-W", "3", "kernel"}
+	out, err := ns.Run(ctx, bin, args...)
+	if err != nil {
+		t.Fatalf("gonet %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if !strings.HasPrefix(string(out), "PING kernel ("+kernelAddr.Addr().String()+")") ||
+		!strings.Contains(string(out), "2 packets transmitted, 2 received") {
+		t.Errorf("gonet %s:\n%s", strings.Join(args, " "), out)
 	}
 }

@@ -176,11 +176,13 @@ func (c *dnsPacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
 
 func (c *dnsPacketConn) WriteTo(b []byte, a net.Addr) (int, error) { return c.pc.WriteTo(b, a) }
 
-// lookup resolves host for network ("tcp4" takes IPv4 addresses only,
-// "tcp6" IPv6, others both) with the stack's search list: a name with no
-// dot is tried in each search domain first, any other name as it is
-// first; a name ending in a dot is absolute and tried alone.
-func (s *Stack) lookup(ctx context.Context, network, host string) ([]netip.Addr, error) {
+// LookupNetIP resolves host as net.Resolver.LookupNetIP does, with the
+// stack's search list: a name with no dot is tried in each search domain
+// first, any other name as it is first; a name ending in a dot is
+// absolute and tried alone. network is "ip", "ip4" or "ip6" (or a
+// transport's, "tcp4" meaning IPv4 alone); an IPv4-mapped address comes
+// back unmapped.
+func (s *Stack) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	family := "ip"
 	switch {
 	case strings.HasSuffix(network, "4"):

@@ -146,7 +146,7 @@ func (s *Stack) dialName(ctx context.Context, network, host, port string) (net.C
 	if err != nil {
 		return nil, fail(err)
 	}
-	addrs, err := s.lookup(ctx, network, host)
+	addrs, err := s.LookupNetIP(ctx, network, host)
 	if err != nil {
 		return nil, fail(err)
 	}

@@ -131,6 +131,52 @@ func (f *gatewaysFlag) Set(s string) error {
 	return nil
 }
 
+// dnsFlag is the DNS servers -dns gives, repeatable: an address, or an
+// address and port ("10.0.0.1", "[fd00::1]:5353"); port 53 by default.
+type dnsFlag []netip.AddrPort
+
+func (f *dnsFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	s := make([]string, len(*f))
+	for i, a := range *f {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (f *dnsFlag) Set(s string) error {
+	ap, err := netip.ParseAddrPort(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return fmt.Errorf("%q is neither an address nor an address and port, as in 10.0.0.1 or [fd00::1]:53", s)
+		}
+		ap = netip.AddrPortFrom(a, 53)
+	}
+	if err := checkHostAddr(ap.Addr()); err != nil {
+		return err
+	}
+	*f = append(*f, ap)
+	return nil
+}
+
+// searchFlag is the search domains -search gives, repeatable.
+type searchFlag []string
+
+func (f *searchFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return strings.Join(*f, ",")
+}
+
+func (f *searchFlag) Set(s string) error {
+	*f = append(*f, s)
+	return nil
+}
+
 // family names an address's family as messages do.
 func family(a netip.Addr) string {
 	if a.Is4() {
@@ -140,12 +186,11 @@ func family(a netip.Addr) string {
 }
 
 // parseHostAddr parses a literal unicast address of either family, with a
-// zone for a link-local IPv6 one (fe80::1%tap0). GoNet has no resolver,
-// so names are refused.
+// zone for a link-local IPv6 one (fe80::1%tap0).
 func parseHostAddr(s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
-		return netip.Addr{}, errors.New("not an IP address, as in 10.0.0.1 or fd00::1 (GoNet has no name resolver)")
+		return netip.Addr{}, errors.New("not an IP address, as in 10.0.0.1 or fd00::1")
 	}
 	if a.Zone() != "" && !a.IsLinkLocalUnicast() {
 		return netip.Addr{}, errors.New("a zone is for link-local addresses (fe80::/10) only")

@@ -217,7 +217,7 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"MTU not a number", with("-mtu", "big"), "-mtu"},
 		{"gateway off the network", with("-gw", "10.0.1.1"), "not on -addr's network 10.0.0.0/24"},
 		{"gateway is our own address", with("-gw", "10.0.0.2"), "GoNet's own address"},
-		{"gateway by name", with("-gw", "router"), "no name resolver"},
+		{"gateway by name", with("-gw", "router"), "not an IP address"},
 		{"gateway IPv6 with no IPv6 -addr", with("-gw", "fd00::1"), "not on the network of an IPv6 -addr"},
 		{"http root missing", with("-serve", "http", "-http-root", filepath.Join(t.TempDir(), "nope")), "-http-root"},
 		{"http root is a file", with("-http-root", file), "not a directory"},
@@ -398,6 +398,8 @@ func TestParsePingAcceptsGoodFlags(t *testing.T) {
 			pingConfig{dest: netip.MustParseAddr("fe80::1%tap0"), size: 56, interval: time.Second, timeout: 2 * time.Second}},
 		{"the largest IPv6 payload", append(slices.Clone(link), "-s", "65527", "fd00::1"),
 			pingConfig{dest: netip.MustParseAddr("fd00::1"), size: 65527, interval: time.Second, timeout: 2 * time.Second}},
+		{"a destination by name, and its DNS server", append(slices.Clone(link), "-dns", "10.0.0.1", "-dns", "[fd00::1]:5353", "-search", "lan", "printer"),
+			pingConfig{name: "printer", size: 56, interval: time.Second, timeout: 2 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -405,7 +407,7 @@ func TestParsePingAcceptsGoodFlags(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parsePing(%q): %v", tt.args, err)
 			}
-			if c.dest != tt.want.dest || c.count != tt.want.count || c.size != tt.want.size ||
+			if c.dest != tt.want.dest || c.name != tt.want.name || c.count != tt.want.count || c.size != tt.want.size ||
 				c.interval != tt.want.interval || c.timeout != tt.want.timeout {
 				t.Errorf("parsePing(%q) = dest %v -c %d -s %d -i %v -W %v; want dest %v -c %d -s %d -i %v -W %v",
 					tt.args, c.dest, c.count, c.size, c.interval, c.timeout,
@@ -428,7 +430,10 @@ func TestPingRejectsBadFlagsWithExitCode2(t *testing.T) {
 	}{
 		{"no DEST", link, "missing DEST"},
 		{"two DESTs", with("10.0.0.1", "10.0.0.3"), `unexpected argument "10.0.0.3"`},
-		{"DEST by name", with("example.com"), "no name resolver"},
+		{"DEST by name without a DNS server", with("printer.lan"), "give -dns, the DNS server to ask, or -addr dhcp"},
+		{"DEST neither an address nor a name", with("printer lan"), "nor a host name"},
+		{"a DNS server that is no address", with("-dns", "dns.lan", "10.0.0.1"), `invalid value "dns.lan" for flag -dns`},
+		{"a multicast DNS server", with("-dns", "224.0.0.251", "10.0.0.1"), "multicast"},
 		{"DEST the IPv6 loopback", with("::1"), "loopback"},
 		{"DEST IPv6 without IPv6", with("-no-ipv6", "fd00::1"), "-no-ipv6 turns IPv6 off"},
 		{"DEST with a zone not link-local", with("fd00::1%tap0"), "a zone is for link-local"},

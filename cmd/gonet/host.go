@@ -90,6 +90,10 @@ type linkConfig struct {
 	// acd probes -addr's IPv4 addresses before using them and defends
 	// them once (RFC 5227; -acd).
 	acd bool
+	// dns and search are -dns's servers and -search's domains for the
+	// stack's resolver; given, they win over a DHCP lease's.
+	dns    []netip.AddrPort
+	search []string
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -102,6 +106,8 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
+	fs.Var((*dnsFlag)(&c.dns), "dns", "resolve names with the DNS server at `ADDR` (or ADDR:PORT), over GoNet (repeatable, asked in turn; default: a DHCP lease's, else none)")
+	fs.Var((*searchFlag)(&c.search), "search", "complete a name with no dot in `DOMAIN` first (repeatable; default: a DHCP lease's)")
 	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, 4 to 7 s), then defend them once")
 	c.registerCapture(fs)
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M); the process's GOMEMLIMIT is this plus 64M, with GOGC off, unless the environment sets them")
@@ -545,6 +551,11 @@ func (h *host) configure(c *linkConfig) error {
 			h.addrs = ready
 		}
 	}
+	if len(c.dns) > 0 || len(c.search) > 0 {
+		if err := h.stack.SetDNS(stack.DNSConfig{Servers: c.dns, Search: c.search}); err != nil {
+			return err
+		}
+	}
 	if c.dhcp {
 		if err := h.startDHCP(c, dhcpTimeout); err != nil {
 			return err
@@ -572,7 +583,9 @@ const dhcpTimeout = 75 * time.Second
 // holds, and keeps every lease it gets there.
 func (h *host) startDHCP(c *linkConfig, timeout time.Duration) error {
 	log := h.stack.Logger()
-	var cfg dhcp.ClientConfig
+	// -dns or -search configured the resolver by hand: the lease's
+	// servers and domains are kept in it, not applied.
+	cfg := dhcp.ClientConfig{NoDNS: len(c.dns) > 0 || len(c.search) > 0}
 	if c.dhcpLease != "" {
 		switch l, err := dhcp.LoadLease(c.dhcpLease); {
 		case err == nil:

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gonetstack/gonet/clock"
@@ -57,8 +58,10 @@ PATH, over a shared-memory ring.`,
 
 // pingConfig is gonet ping's command line, parsed.
 type pingConfig struct {
-	link     linkConfig
+	link linkConfig
+	// dest is DEST's address: given, or resolved over GoNet from name.
 	dest     netip.Addr
+	name     string
 	count    int           // 0: until interrupted
 	size     int           // ICMP payload bytes
 	interval time.Duration // between requests
@@ -93,13 +96,24 @@ func parsePing(args []string) (*pingConfig, error) {
 		return nil, usagef("unexpected argument %q after DEST %q", pos[1], pos[0])
 	}
 	if c.dest, err = parseHostAddr(pos[0]); err != nil {
-		return nil, usagef("DEST %q: %v", pos[0], err)
+		if _, perr := netip.ParseAddr(pos[0]); perr == nil || !validHostName(pos[0]) {
+			return nil, usagef("DEST %q: %v, nor a host name", pos[0], err)
+		}
+		// A name, resolved once the stack is up.
+		c.name = pos[0]
 	}
 	if err := c.link.check(); err != nil {
 		return nil, err
 	}
 	maxSize := maxPingSize
 	switch {
+	case c.name != "":
+		if len(c.link.dns) == 0 && !c.link.dhcp {
+			return nil, usagef("DEST %q is a name: give -dns, the DNS server to ask, or -addr dhcp", c.name)
+		}
+		if !c.link.noIPv6 {
+			maxSize = min(maxPingSize, maxPing6Size)
+		}
 	case c.dest.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp:
 		// IPv6 forms its own addresses; IPv4 has only -addr's.
 		return nil, usagef("-addr is required for an IPv4 DEST: GoNet's IPv4 address and prefix, as in 10.0.0.2/24, or dhcp")
@@ -136,7 +150,15 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 	}
 	defer h.Close()
 
-	fmt.Fprintf(out.stdout, "PING %v (%v) %d(%d) bytes of data.\n", c.dest, c.dest, c.size, c.size+ipHeaderLen(c.dest)+icmpEchoHeaderLen)
+	shown := c.dest.String()
+	if c.name != "" {
+		if c.dest, err = resolvePingDest(ctx, h, c); err != nil {
+			fmt.Fprintf(out.stderr, "gonet ping: %v\n", err)
+			return exitFail
+		}
+		shown = c.name
+	}
+	fmt.Fprintf(out.stdout, "PING %s (%v) %d(%d) bytes of data.\n", shown, c.dest, c.size, c.size+ipHeaderLen(c.dest)+icmpEchoHeaderLen)
 	var st pingStats
 	start := time.Now()
 	// Requests go out every interval, counted from one start to the
@@ -169,12 +191,58 @@ func runPing(ctx context.Context, cmd *command, out *output, args []string) int 
 		st.add(rtt)
 		fmt.Fprintf(out.stdout, "%d bytes from %v: icmp_seq=%d time=%s ms\n", c.size+icmpEchoHeaderLen, c.dest, seq, formatMS(rtt))
 	}
-	fmt.Fprintf(out.stdout, "\n--- %v ping statistics ---\n", c.dest)
+	fmt.Fprintf(out.stdout, "\n--- %s ping statistics ---\n", shown)
 	st.writeSummary(out.stdout, time.Since(start))
 	if st.received() == 0 {
 		return exitFail
 	}
 	return exitOK
+}
+
+// resolvePingDest resolves DEST's name over the stack: an address of a
+// family the host can send from, IPv4 first when it has an IPv4 address
+// (as the kernel's ping without -4 or -6 takes the resolver's first).
+func resolvePingDest(ctx context.Context, h *host, c *pingConfig) (netip.Addr, error) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	network := "ip"
+	switch {
+	case c.link.noIPv6:
+		network = "ip4"
+	case !hasIPv4(h.addrs) && h.lease.Addr.Addr() == (netip.Addr{}):
+		network = "ip6"
+	}
+	addrs, err := h.stack.LookupNetIP(rctx, network, c.name)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%s: %w", c.name, err)
+	}
+	for _, a := range addrs {
+		if a.Is6() && c.size > maxPing6Size || a.Is4() && c.size > maxPingSize {
+			continue
+		}
+		return a, nil
+	}
+	return netip.Addr{}, fmt.Errorf("%s: no address takes -s %d", c.name, c.size)
+}
+
+// validHostName reports whether s can be a host name to resolve: labels of
+// letters, digits, hyphens and underscores, with an optional final dot.
+func validHostName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // hasIPv4 reports whether addrs holds an IPv4 address.
