@@ -105,13 +105,13 @@ type Stats struct {
 // Endpoint carries frames over a stream connection. It implements
 // link.Endpoint.
 type Endpoint struct {
-	name  string // the socket's path or the connection's address, for errors
-	mtu   int
-	mac   net.HardwareAddr
-	ln    net.Listener // Listen's; nil for New and Dial
+	name string // the socket's path or the connection's address, for errors
+	mtu  int
+	mac  net.HardwareAddr
+	ln   net.Listener // Listen's; nil for New and Dial
 	// endWithPeer is Options.EndWithPeer.
 	endWithPeer bool
-	stats Stats
+	stats       Stats
 
 	// mu guards conn, the connection writes go to, nil when there is
 	// none, and closed, which bars a new one.
