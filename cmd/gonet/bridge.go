@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -46,7 +47,8 @@ to bring up or to put in a bridge or a namespace. -connect attaches the
 UNIX socket where gonet up -socket PATH (or QEMU with -netdev stream,
 server=on) listens, and connects again whenever that peer goes and comes
 back. -listen makes a UNIX socket where any number of peers connect (QEMU
-with server=off), each a port of its own while it stays. A port whose
+with server=off), each a port of its own while it stays; a file already
+at its PATH is an error, not replaced. A port whose
 device or peer fails is removed, and logged; the others go on. A port
 slower than the rest drops what its queue (-queue frames) cannot hold,
 counted, rather than holding the others up.
@@ -169,16 +171,18 @@ type bridgeDaemon struct {
 	svc   *serviceGroup // -listen's and -connect's goroutines, the control socket
 	names []string      // the ports of the command line, for the ready line
 
-	mu sync.Mutex
-	// seen is every port that has been on the bridge, so that the
-	// counters at the end count the ports gone too.
-	seen []*bridge.Port
+	// mu guards live and gone: the ports on the bridge now, and the
+	// counters of those gone, by name, so that the counters at the end
+	// count every port the bridge has had without holding on to any.
+	mu   sync.Mutex
+	live map[*bridge.Port]struct{}
+	gone stats.Snapshot
 }
 
 // startBridge opens the ports of c and starts the bridge. On error nothing
 // is left running.
 func startBridge(ctx context.Context, log *slog.Logger, c *bridgeConfig) (_ *bridgeDaemon, err error) {
-	d := &bridgeDaemon{c: c, log: log, svc: newServiceGroup(ctx),
+	d := &bridgeDaemon{c: c, log: log, svc: newServiceGroup(ctx), live: map[*bridge.Port]struct{}{}, gone: stats.Snapshot{},
 		br: bridge.New(bridge.Config{AgeingTime: c.ageing, TableSize: c.tableSize, QueueLen: c.queue, Logger: log})}
 	defer func() {
 		if err != nil {
@@ -193,7 +197,7 @@ func startBridge(ctx context.Context, log *slog.Logger, c *bridgeConfig) (_ *bri
 		if err != nil {
 			return nil, err
 		}
-		if err := d.addPort(ep.Name(), ep); err != nil {
+		if _, err := d.addPort(ep.Name(), ep); err != nil {
 			return nil, err
 		}
 		d.names = append(d.names, ep.Name())
@@ -229,17 +233,40 @@ func startBridge(ctx context.Context, log *slog.Logger, c *bridgeConfig) (_ *bri
 	return d, nil
 }
 
-// addPort adds ep to the bridge as port name.
-func (d *bridgeDaemon) addPort(name string, ep link.Endpoint) error {
+// addPort adds ep to the bridge as port name. It returns the port, nil
+// when it has failed already.
+func (d *bridgeDaemon) addPort(name string, ep link.Endpoint) (*bridge.Port, error) {
 	if err := d.br.AddPort(name, ep); err != nil {
-		return err
+		return nil, err
 	}
-	if p := d.br.Port(name); p != nil {
-		d.mu.Lock()
-		d.seen = append(d.seen, p)
-		d.mu.Unlock()
+	p := d.br.Port(name)
+	if p == nil {
+		return nil, nil
 	}
-	return nil
+	d.mu.Lock()
+	d.live[p] = struct{}{}
+	d.mu.Unlock()
+	go func() {
+		<-p.Done()
+		d.retire(p)
+	}()
+	return p, nil
+}
+
+// retire keeps the counters of p, gone from the bridge, and lets go of p.
+func (d *bridgeDaemon) retire(p *bridge.Port) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.live[p]; !ok {
+		return
+	}
+	delete(d.live, p)
+	stats.WalkSamples("Port."+p.Name(), p.Stats(), func(name string, x stats.Sample) {
+		if x.Kind == stats.KindCounter {
+			x.Value += d.gone[name].Value
+			d.gone[name] = x
+		}
+	})
 }
 
 // streamPort returns a port on conn, a peer's stream connection: it leaves
@@ -279,7 +306,7 @@ func (d *bridgeDaemon) accept(ctx context.Context, ln net.Listener) error {
 		n++
 		ep, err := d.streamPort(conn)
 		if err == nil {
-			err = d.addPort("listen"+strconv.Itoa(n), ep)
+			_, err = d.addPort("listen"+strconv.Itoa(n), ep)
 		}
 		if err != nil {
 			d.log.Warn("bridge: -listen: a peer not attached", "err", err)
@@ -298,19 +325,22 @@ func (d *bridgeDaemon) keepConnected(ctx context.Context, name, path string) {
 	var dialer net.Dialer
 	for {
 		conn, err := dialer.DialContext(ctx, "unix", path)
+		var p *bridge.Port
 		if err == nil {
 			var ep *stream.Endpoint
 			if ep, err = d.streamPort(conn); err == nil {
-				err = d.addPort(name, ep)
+				p, err = d.addPort(name, ep)
 			}
 		}
 		if err == nil {
 			d.log.Info("bridge: connected", "port", name, "socket", path)
 			backoff = 50 * time.Millisecond
-			select {
-			case <-d.br.Port(name).Done():
-			case <-ctx.Done():
-				return
+			if p != nil {
+				select {
+				case <-p.Done():
+				case <-ctx.Done():
+					return
+				}
 			}
 			continue
 		}
@@ -341,10 +371,11 @@ func (d *bridgeDaemon) metrics() stats.Snapshot {
 	snap := stats.Take("Bridge", d.br.Stats())
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, p := range d.seen {
+	maps.Copy(snap, d.gone)
+	for p := range d.live {
 		stats.WalkSamples("Port."+p.Name(), p.Stats(), func(name string, x stats.Sample) {
-			if old, ok := snap[name]; ok && x.Kind == stats.KindCounter {
-				x.Value += old.Value
+			if x.Kind == stats.KindCounter {
+				x.Value += snap[name].Value
 			}
 			snap[name] = x
 		})
