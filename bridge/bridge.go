@@ -161,7 +161,7 @@ func (b *Bridge) AddPort(name string, ep link.Endpoint) error {
 	b.mu.Unlock()
 	go p.readLoop()
 	go p.writeLoop()
-	b.log.Info("bridge: port added", "port", name, "mac", ep.MAC(), "mtu", ep.MTU())
+	b.log.Info("bridge: port added", "port", name, "mac", ep.MAC().String(), "mtu", ep.MTU())
 	return nil
 }
 

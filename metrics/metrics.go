@@ -40,6 +40,8 @@ var sources = map[string]string{
 	"DNS":     "dns.Stats, the gateway's DNS forwarder",
 	"DHCP":    "dhcp.Stats, the gateway's DHCP server",
 	"TAP":     "the kernel's own counters of the TAP device (IFLA_STATS64), as ip -s link shows them",
+	"Bridge":  "bridge.Stats, gonet bridge's filtering database and ports lost",
+	"Port":    "bridge.PortStats, a port of gonet bridge (the nic label names it)",
 }
 
 // Help returns the HELP text of the value GoNet calls dotted: that name as

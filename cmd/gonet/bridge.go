@@ -32,7 +32,7 @@ var bridgeCommand = &command{
 	name:    "bridge",
 	summary: "switch Ethernet frames between TAP devices and GoNet stacks or VMs on UNIX sockets, as a learning bridge",
 	usage: "gonet bridge [-tap NAME]... [-connect PATH]... [-listen PATH] [-mtu N] [-ageing DURATION] [-table-size N] " +
-		"[-queue N] [-control PATH] [-log-level LEVEL] [-log-format text|json]",
+		"[-queue N] [-control PATH] [-metrics [HOST]:PORT] [-log-level LEVEL] [-log-format text|json]",
 	about: `Runs a learning Ethernet bridge (IEEE 802.1D, without the spanning tree)
 whose ports are TAP devices and UNIX stream sockets carrying frames each
 behind its 32-bit big-endian length, as QEMU's -netdev stream sends them.
@@ -57,7 +57,9 @@ When ready it prints "gonet: bridge up PORT...", the TAP devices and the
 sockets, on stdout. On SIGINT or SIGTERM it closes every port, prints the
 counters and exits 0. With -control PATH it serves its counters there for
 gonet stats -control PATH, and its ports and its table of stations as JSON
-at ` + bridgeStatusPath + `.`,
+at ` + bridgeStatusPath + `; with -metrics it serves them to Prometheus at
+http://[HOST]:PORT/metrics (gonet_bridge_*, and gonet_port_* with the
+port's name as the nic label).`,
 	flags: func() *flag.FlagSet { fs, _ := bridgeFlags(); return fs },
 	run:   runBridge,
 }
@@ -76,6 +78,7 @@ type bridgeConfig struct {
 	tableSize int
 	queue     int
 	control   string
+	metrics   metricsConfig
 	log       logConfig
 }
 
@@ -105,6 +108,7 @@ func bridgeFlags() (*flag.FlagSet, *bridgeConfig) {
 	fs.IntVar(&c.tableSize, "table-size", bridge.DefaultTableSize, "remember at most `N` stations; the one seen longest ago makes room")
 	fs.IntVar(&c.queue, "queue", bridge.DefaultQueueLen, "queue at most `N` frames for each port; more are dropped and counted")
 	fs.StringVar(&c.control, "control", "", "serve the counters and the station table on the Unix socket `PATH`")
+	c.metrics.register(fs)
 	c.log.register(fs, slog.LevelInfo)
 	return fs, c
 }
@@ -230,6 +234,9 @@ func startBridge(ctx context.Context, log *slog.Logger, c *bridgeConfig) (_ *bri
 		})
 		d.svc.run(func(ctx context.Context) error { return serveControlHandler(ctx, ln, mux) })
 	}
+	if _, err := c.metrics.start(d.svc, log, d.metrics); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -334,7 +341,7 @@ func (d *bridgeDaemon) keepConnected(ctx context.Context, name, path string) {
 		}
 		if err == nil {
 			d.log.Info("bridge: connected", "port", name, "socket", path)
-			backoff = 50 * time.Millisecond
+			start := time.Now()
 			if p != nil {
 				select {
 				case <-p.Done():
@@ -342,12 +349,18 @@ func (d *bridgeDaemon) keepConnected(ctx context.Context, name, path string) {
 					return
 				}
 			}
-			continue
-		}
-		if ctx.Err() != nil {
+			// A peer that stayed gets its successor at once; one that
+			// accepts and goes at once (a listener dying as it is
+			// reached) is tried again only after a wait, which grows.
+			if time.Since(start) >= redialDelay {
+				backoff = 50 * time.Millisecond
+				continue
+			}
+		} else if ctx.Err() != nil {
 			return
+		} else {
+			d.log.Debug("bridge: -connect: no peer yet", "socket", path, "err", err)
 		}
-		d.log.Debug("bridge: -connect: no peer yet", "socket", path, "err", err)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
