@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,15 +172,7 @@ func (b *Bridge) publishLocked() {
 	for _, p := range b.byName {
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, func(x, y *Port) int {
-		switch {
-		case x.name < y.name:
-			return -1
-		case x.name > y.name:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ps, func(x, y *Port) int { return strings.Compare(x.name, y.name) })
 	b.ports.Store(&ps)
 }
 

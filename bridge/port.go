@@ -35,6 +35,9 @@ type PortStats struct {
 	// QueueFull counts frames for this port dropped because its transmit
 	// queue was full: the port's endpoint is slower than what comes in.
 	QueueFull stats.Counter
+	// Leaving counts frames for this port dropped because it was leaving
+	// the bridge: queued, or on their way, when it failed or was removed.
+	Leaving stats.Counter
 	// TooBig counts frames for this port longer than its MTU allows.
 	TooBig stats.Counter
 	// OffloadDropped counts frames for this port carrying a TCP super-
@@ -173,6 +176,7 @@ func (p *Port) enqueue(batch *buffer.Batch) {
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
 	if p.qclosed {
+		p.stats.Leaving.Add(uint64(len(batch.Pkts)))
 		batch.Release()
 		return
 	}
@@ -221,6 +225,7 @@ func (p *Port) drain() {
 		select {
 		case batch := <-p.txq:
 			p.stats.Queued.Add(-int64(len(batch.Pkts)))
+			p.stats.Leaving.Add(uint64(len(batch.Pkts)))
 			batch.Release()
 		default:
 			return
