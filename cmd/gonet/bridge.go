@@ -54,7 +54,8 @@ slower than the rest drops what its queue (-queue frames) cannot hold,
 counted, rather than holding the others up.
 
 When ready it prints "gonet: bridge up PORT...", the TAP devices and the
-sockets, on stdout. On SIGINT or SIGTERM it closes every port, prints the
+sockets, on stdout; a -connect peer becomes a port when it answers, before
+or after. On SIGINT or SIGTERM it closes every port, prints the
 counters and exits 0. With -control PATH it serves its counters there for
 gonet stats -control PATH, and its ports and its table of stations as JSON
 at ` + bridgeStatusPath + `; with -metrics it serves them to Prometheus at
