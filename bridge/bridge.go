@@ -203,14 +203,14 @@ func (b *Bridge) detach(p *Port, cause error) {
 	delete(b.byName, p.name)
 	b.publishLocked()
 	b.mu.Unlock()
-	p.shutdown()
-	b.fdb.flush(p)
 	if cause != nil {
 		b.stats.PortsLost.Inc()
 		b.log.Warn("bridge: port failed; removed", "port", p.name, "err", cause)
 	} else {
 		b.log.Info("bridge: port removed", "port", p.name)
 	}
+	p.shutdown()
+	b.fdb.flush(p)
 }
 
 // Port returns port name, or nil when there is none.

@@ -66,8 +66,8 @@ type Port struct {
 	qmu     sync.Mutex
 	qclosed bool
 
-	done     chan struct{} // closed when the port leaves the bridge
-	stopped  chan struct{} // closed when its goroutines have ended
+	leaving  chan struct{} // closed when the port starts leaving the bridge
+	stopped  chan struct{} // closed when it has left: its goroutines ended
 	running  atomic.Int32  // its goroutines still running
 	downOnce sync.Once
 
@@ -84,7 +84,7 @@ func newPort(b *Bridge, name string, ep link.Endpoint) *Port {
 		maxFrame:  link.MaxFrame(ep.MTU()),
 		b:         b,
 		txq:       make(chan *buffer.Batch, b.cfg.QueueLen),
-		done:      make(chan struct{}),
+		leaving:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		decisions: make([]decision, buffer.MaxBatch),
 		outs:      make(map[*Port]*buffer.Batch),
@@ -105,8 +105,9 @@ func (p *Port) Endpoint() link.Endpoint { return p.ep }
 // Stats returns the port's live counters.
 func (p *Port) Stats() *PortStats { return &p.stats }
 
-// Done is closed when the port has left the bridge, removed or failed.
-func (p *Port) Done() <-chan struct{} { return p.done }
+// Done is closed when the port has left the bridge, removed or failed: its
+// goroutines have ended and its stations are forgotten.
+func (p *Port) Done() <-chan struct{} { return p.stopped }
 
 // shutdown stops the port: no frame is queued for it from now on, and its
 // endpoint is closed, which wakes its reader; its writer empties the
@@ -116,14 +117,17 @@ func (p *Port) shutdown() {
 		p.qmu.Lock()
 		p.qclosed = true
 		p.qmu.Unlock()
-		close(p.done)
+		close(p.leaving)
 		p.ep.Close()
 	})
 }
 
-// exit marks one of the port's goroutines ended.
+// exit marks one of the port's goroutines ended. After the last, the
+// stations its reader may have learnt as the port was leaving are
+// forgotten too.
 func (p *Port) exit() {
 	if p.running.Add(-1) == 0 {
+		p.b.fdb.flush(p)
 		close(p.stopped)
 	}
 	p.b.wg.Done()
@@ -133,7 +137,7 @@ func (p *Port) exit() {
 // anyway, the endpoint has failed and the port goes.
 func (p *Port) failed(err error) {
 	select {
-	case <-p.done:
+	case <-p.leaving:
 	default:
 		p.b.detach(p, err)
 	}
@@ -211,7 +215,7 @@ func (p *Port) writeLoop() {
 				p.drain()
 				return
 			}
-		case <-p.done:
+		case <-p.leaving:
 			p.drain()
 			return
 		}
@@ -220,7 +224,7 @@ func (p *Port) writeLoop() {
 
 // drain releases what is left in the queue once no more comes.
 func (p *Port) drain() {
-	<-p.done
+	<-p.leaving
 	for {
 		select {
 		case batch := <-p.txq:
