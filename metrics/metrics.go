@@ -42,6 +42,8 @@ var sources = map[string]string{
 	"DHCP":       "dhcp.Stats, the gateway's DHCP server",
 	"DHCPClient": "dhcp.ClientStats, a NIC's DHCP client (RFC 2131)",
 	"TAP":        "the kernel's own counters of the TAP device (IFLA_STATS64), as ip -s link shows them",
+	"Bridge":     "bridge.Stats, gonet bridge's filtering database and ports lost",
+	"Port":       "bridge.PortStats, a port of gonet bridge (the nic label names it)",
 }
 
 // Help returns the HELP text of the value GoNet calls dotted: that name as

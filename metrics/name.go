@@ -22,8 +22,9 @@ const NICLabel = "nic"
 
 // nicScoped are the layers whose dotted names carry a NIC's name after the
 // layer ("NIC.tap0.RxFrames"): the NIC becomes a label, so that one metric
-// sums or compares across NICs, as node_exporter's device label does.
-var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "IGMP": true, "TAP": true, "DHCPClient": true}
+// sums or compares across NICs, as node_exporter's device label does. A
+// bridge's ports ("Port.tap0.Flooded") are its NICs.
+var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "IGMP": true, "TAP": true, "DHCPClient": true, "Port": true}
 
 // unitWords are the units Prometheus wants at the end of a name (before
 // _total), wherever the field's name puts them ("BytesToHost").

@@ -47,6 +47,8 @@ func TestNameFollowsPrometheusConventions(t *testing.T) {
 		{"ECN's run of acronyms", "TCP.ECNCEReceived", counter, "gonet_tcp_ecnce_received_total", ""},
 		{"digits stay with their word", "X.Ipv4Drops", counter, "gonet_x_ipv4_drops_total", ""},
 		{"a NIC-scoped layer without a NIC", "NIC.RxFrames", counter, "gonet_nic_rx_frames_total", ""},
+		{"a bridge's port is its NIC", "Port.tap0.QueueFull", counter, "gonet_port_queue_full_total", "tap0"},
+		{"the bridge's own", "Bridge.TableFull", counter, "gonet_bridge_table_full_total", ""},
 		{"what a name may not hold becomes _", "My-Layer.Drops", counter, "gonet_my_layer_drops_total", ""},
 	}
 	for _, tt := range tests {

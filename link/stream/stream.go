@@ -62,7 +62,16 @@ type Options struct {
 	// MAC is the stack's hardware address on the link; nil means a random
 	// locally administered unicast address.
 	MAC net.HardwareAddr
+	// EndWithPeer makes an endpoint of New or Dial report the end of its
+	// one connection: ReadBatch returns ErrPeerGone instead of waiting for
+	// Close, so that an owner of many such links (a bridge's ports) can
+	// let a dead one go. Listen, which takes the next peer, ignores it.
+	EndWithPeer bool
 }
+
+// ErrPeerGone is what ReadBatch returns, with Options.EndWithPeer, once the
+// connection of a New or Dial endpoint has ended.
+var ErrPeerGone = errors.New("stream: the peer has gone")
 
 // Stats are the endpoint's counters.
 type Stats struct {
@@ -96,11 +105,13 @@ type Stats struct {
 // Endpoint carries frames over a stream connection. It implements
 // link.Endpoint.
 type Endpoint struct {
-	name  string // the socket's path or the connection's address, for errors
-	mtu   int
-	mac   net.HardwareAddr
-	ln    net.Listener // Listen's; nil for New and Dial
-	stats Stats
+	name string // the socket's path or the connection's address, for errors
+	mtu  int
+	mac  net.HardwareAddr
+	ln   net.Listener // Listen's; nil for New and Dial
+	// endWithPeer is Options.EndWithPeer.
+	endWithPeer bool
+	stats       Stats
 
 	// mu guards conn, the connection writes go to, nil when there is
 	// none, and closed, which bars a new one.
@@ -171,7 +182,7 @@ func Listen(path string, opts Options) (*Endpoint, error) {
 }
 
 func newEndpoint(name string, opts Options) (*Endpoint, error) {
-	e := &Endpoint{name: name, mtu: opts.MTU, done: make(chan struct{})}
+	e := &Endpoint{name: name, mtu: opts.MTU, endWithPeer: opts.EndWithPeer, done: make(chan struct{})}
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
@@ -232,6 +243,9 @@ func (e *Endpoint) drop(conn net.Conn) {
 // New and Dial, whose one connection has ended, only Close.
 func (e *Endpoint) nextConn() error {
 	if e.ln == nil {
+		if e.endWithPeer {
+			return fmt.Errorf("%s: %w", e.name, ErrPeerGone)
+		}
 		<-e.done
 		return link.ErrClosed
 	}

@@ -808,3 +808,34 @@ func TestWriteBatchIsOneSystemCall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With EndWithPeer, the end of New's one connection is an error from
+// ReadBatch, after the frames read before it; without, ReadBatch waits for
+// Close.
+func TestEndWithPeerReportsTheConnectionsEnd(t *testing.T) {
+	raw, cb := socketpair(t)
+	e, err := New(cb, Options{MAC: macA, EndWithPeer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	good := frameBytes(60, 1)
+	if _, err := raw.Write(framed(good)); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	pool := buffer.NewPool()
+	checkFrames(t, readAll(t, e, pool, 1), [][]byte{good})
+	in := readBufs(pool, e.MTU(), 4)
+	defer release(in)
+	done := make(chan error, 1)
+	go func() { _, err := e.ReadBatch(in); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrPeerGone) {
+			t.Errorf("ReadBatch after the peer closed: %v, want ErrPeerGone", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ReadBatch still waiting after the peer closed")
+	}
+}

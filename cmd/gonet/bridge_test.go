@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/link/stream"
+	"github.com/gonetstack/gonet/stack"
+)
+
+func TestBridgeRejectsBadFlagsWithExit2(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "no ports"},
+		{[]string{"-tap", "a", "-tap", "a"}, "given twice"},
+		{[]string{"-tap", "a/b"}, "not a valid interface name"},
+		{[]string{"-tap", "a", "-mtu", "20"}, "-mtu 20 is outside"},
+		{[]string{"-tap", "a", "-ageing", "0s"}, "-ageing 0s"},
+		{[]string{"-tap", "a", "-table-size", "0"}, "-table-size 0"},
+		{[]string{"-tap", "a", "-queue", "0"}, "-queue 0"},
+		{[]string{"-tap", "a", "extra"}, "unexpected argument"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := run(context.Background(), append([]string{"bridge"}, tt.args...), &stdout, &stderr)
+			if code != exitUsage {
+				t.Errorf("exit code %d, want %d", code, exitUsage)
+			}
+			if msg := stderr.String(); !strings.Contains(msg, tt.want) || strings.Count(msg, "\n") != 1 {
+				t.Errorf("stderr %q, want one line with %q", msg, tt.want)
+			}
+		})
+	}
+}
+
+// vmStack is a GoNet stack on a stream link, as a VM or gonet up -socket
+// would be on the bridge.
+func vmStack(t *testing.T, ep *stream.Endpoint, addr string) *stack.Stack {
+	t.Helper()
+	s := stack.New(stack.Config{})
+	if err := s.AddNIC("eth0", ep); err != nil {
+		ep.Close()
+		t.Fatal(err)
+	}
+	if err := s.AddAddress("eth0", netip.MustParsePrefix(addr)); err != nil {
+		s.Close()
+		t.Fatal(err)
+	}
+	return s
+}
+
+// echo serves TCP echo on s's port 7 until the listener closes.
+func echo(t *testing.T, s *stack.Stack) {
+	ln, err := s.Listen("tcp", ":7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+}
+
+func echoOnce(t *testing.T, s *stack.Stack, to string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := s.DialContext(ctx, "tcp", to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	msg := strings.Repeat("frames through the bridge. ", 10000)
+	go io.WriteString(conn, msg)
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
+		t.Errorf("echo of %d bytes from %s: %v", len(msg), to, err)
+	}
+}
+
+// A stack that connects to -listen and one that listens where -connect
+// points talk TCP through gonet bridge; when the listening one dies and
+// another takes its socket, the bridge connects to that one; the control
+// socket shows the ports, the stations and the counters.
+func TestBridgeJoinsStacksOnSockets(t *testing.T) {
+	dir := shortTempDir(t)
+	listenPath := filepath.Join(dir, "br.sock")
+	connectPath := filepath.Join(dir, "vm.sock")
+	ctl := filepath.Join(dir, "ctl.sock")
+	mac := net.HardwareAddr{2, 0, 0, 0, 0xb, 1}
+
+	// The stack the bridge connects to is there first, as gonet up
+	// -socket would be.
+	epB, err := stream.Listen(connectPath, stream.Options{MAC: mac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := vmStack(t, epB, "10.0.2.2/24")
+	echo(t, b)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr strings.Builder
+	exited := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"bridge", "-listen", listenPath, "-connect", connectPath, "-control", ctl, "-log-level", "debug"}, stdoutW, &stderr)
+		stdoutW.Close()
+		exited <- code
+	}()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdoutR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case line := <-lines:
+		if want := "gonet: bridge up " + listenPath + " " + connectPath; line != want {
+			t.Fatalf("ready line %q, want %q", line, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no ready line in 10s; stderr %q", stderr.String())
+	}
+
+	epA, err := stream.Dial(listenPath, stream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := vmStack(t, epA, "10.0.2.100/24")
+	defer a.Close()
+	echoOnce(t, a, "10.0.2.2:7")
+
+	// The peer dies; another takes its socket, with its MAC as a
+	// restarted gonet up -mac would.
+	b.Close()
+	epB2, err := stream.Listen(connectPath, stream.Options{MAC: mac})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := vmStack(t, epB2, "10.0.2.2/24")
+	defer b2.Close()
+	echo(t, b2)
+	echoOnce(t, a, "10.0.2.2:7")
+
+	body, err := askControl(context.Background(), ctl, http.MethodGet, bridgeStatusPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bi bridgeInfo
+	if err := json.Unmarshal(body, &bi); err != nil {
+		t.Fatal(err)
+	}
+	var ports []string
+	for _, p := range bi.Ports {
+		ports = append(ports, p.Name)
+	}
+	if strings.Join(ports, " ") != "connect0 listen1" {
+		t.Errorf("ports %v, want connect0 and listen1", ports)
+	}
+	stations := map[string]string{}
+	for _, s := range bi.Stations {
+		stations[s.MAC] = s.Port
+	}
+	if stations[mac.String()] != "connect0" || stations[epA.MAC().String()] != "listen1" {
+		t.Errorf("stations %v, want %v on connect0 and %v on listen1", stations, mac, epA.MAC())
+	}
+	st, err := fetchStatus(context.Background(), ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counters["Bridge.PortsLost"] != 1 || st.Counters["Port.listen1.RxFrames"] < 100 {
+		t.Errorf("counters: Bridge.PortsLost %d, Port.listen1.RxFrames %d; want 1 and a transfer's",
+			st.Counters["Bridge.PortsLost"], st.Counters["Port.listen1.RxFrames"])
+	}
+
+	cancel()
+	select {
+	case code := <-exited:
+		if code != exitOK {
+			t.Errorf("exit code %d, stderr %q", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gonet bridge still running 10s after the signal")
+	}
+	var rest strings.Builder
+	for line := range lines {
+		rest.WriteString(line + "\n")
+	}
+	if !strings.Contains(rest.String(), "Bridge.Learnt ") || !strings.Contains(rest.String(), "Port.connect0.TxFrames ") {
+		t.Errorf("the counters printed on exit lack the bridge's or a port's:\n%s", rest.String())
+	}
+	if _, err := os.Lstat(listenPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the -listen socket outlived the bridge: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "port failed; removed") {
+		t.Errorf("the log does not tell of the port lost:\n%s", stderr.String())
+	}
+}
