@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,5 +144,63 @@ func TestBridgeJoinsTheKernelOnATAPToGoNetOnASocket(t *testing.T) {
 	}
 	if !strings.Contains(br.stderr.String(), "port failed; removed") {
 		t.Errorf("the bridge's log does not tell of the daemon lost:\n%s", br.stderr.String())
+	}
+}
+
+// The kernel on a TAP port pings and fetches from two GoNet daemons
+// attached to gonet bridge over shared-memory rings; when one is killed,
+// the bridge drops its port and the kernel still reaches the other.
+func TestBridgeJoinsTheKernelToGoNetsOnRings(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	netnstest.RequireTool(t, "curl")
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	dir, err := os.MkdirTemp("", "gonet-bridge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ring := filepath.Join(dir, "ring.sock")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+
+	br := startDaemon(t, ctx, ns, "gonet: bridge up "+dev+" "+ring, bin, "bridge", "-tap", dev, "-ring-listen", ring)
+	second := netip.MustParsePrefix("10.99.0.3/24")
+	up1 := startDaemon(t, ctx, ns, "gonet: up ring0 "+gonetAddr.String(), bin,
+		"up", "-ring", ring, "-addr", gonetAddr.String(), "-serve", "http", "-control", "none")
+	startDaemon(t, ctx, ns, "gonet: up ring0 "+second.String(), bin,
+		"up", "-ring", ring, "-addr", second.String(), "-serve", "http", "-control", "none")
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	h := &host{ns: ns, dev: dev}
+	for _, a := range []netip.Prefix{gonetAddr, second} {
+		h.run(t, 20*time.Second, "ping", "-c", "3", "-i", "0.2", "-W", "2", "-s", "1400", a.Addr().String())
+		page := h.run(t, 20*time.Second, "curl", "-sSf", "--max-time", "10", "http://"+a.Addr().String()+"/")
+		if !strings.Contains(page, "TCP.") {
+			t.Errorf("%v: GoNet's status page through the bridge lacks its counters:\n%s", a, page)
+		}
+	}
+	if err := up1.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	up1.cmd.Wait()
+	h.run(t, 20*time.Second, "ping", "-c", "3", "-i", "0.2", "-W", "2", second.Addr().String())
+
+	if err := br.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var counters strings.Builder
+	for br.lines.Scan() {
+		counters.WriteString(br.lines.Text() + "\n")
+	}
+	if err := br.cmd.Wait(); err != nil {
+		t.Fatalf("gonet bridge after SIGTERM: %v; stderr: %s", err, br.stderr.String())
+	}
+	for _, want := range []string{"Bridge.PortsLost 1\n", "Port.ring1.RxFrames ", "Port.ring2.RxFrames "} {
+		if !strings.Contains(counters.String(), want) {
+			t.Errorf("counters lack %q:\n%s\nlog:\n%s", want, counters.String(), br.stderr.String())
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gonetstack/gonet/bridge"
 	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/shm"
 	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/link/tap"
 	"github.com/gonetstack/gonet/services"
@@ -31,7 +32,7 @@ import (
 var bridgeCommand = &command{
 	name:    "bridge",
 	summary: "switch Ethernet frames between TAP devices and GoNet stacks or VMs on UNIX sockets, as a learning bridge",
-	usage: "gonet bridge [-tap NAME]... [-connect PATH]... [-listen PATH] [-mtu N] [-ageing DURATION] [-table-size N] " +
+	usage: "gonet bridge [-tap NAME]... [-connect PATH]... [-listen PATH] [-ring-listen PATH] [-mtu N] [-ageing DURATION] [-table-size N] " +
 		"[-queue N] [-control PATH] [-metrics [HOST]:PORT] [-log-level LEVEL] [-log-format text|json]",
 	about: `Runs a learning Ethernet bridge (IEEE 802.1D, without the spanning tree)
 whose ports are TAP devices and UNIX stream sockets carrying frames each
@@ -48,7 +49,9 @@ UNIX socket where gonet up -socket PATH (or QEMU with -netdev stream,
 server=on) listens, and connects again whenever that peer goes and comes
 back. -listen makes a UNIX socket where any number of peers connect (QEMU
 with server=off), each a port of its own while it stays; a file already
-at its PATH is an error, not replaced. A port whose
+at its PATH is an error, not replaced. -ring-listen does the same for
+GoNet processes on shared-memory rings: each gonet up -ring PATH that
+attaches is a port, its frames crossing without a system call each. A port whose
 device or peer fails is removed, and logged; the others go on. A port
 slower than the rest drops what its queue (-queue frames) cannot hold,
 counted, rather than holding the others up.
@@ -71,16 +74,17 @@ const bridgeStatusPath = services.StatusPrefix + "bridge.json"
 
 // bridgeConfig is gonet bridge's command line, parsed.
 type bridgeConfig struct {
-	taps      []string
-	connects  []string
-	listen    string
-	mtu       int
-	ageing    time.Duration
-	tableSize int
-	queue     int
-	control   string
-	metrics   metricsConfig
-	log       logConfig
+	taps       []string
+	connects   []string
+	listen     string
+	ringListen string
+	mtu        int
+	ageing     time.Duration
+	tableSize  int
+	queue      int
+	control    string
+	metrics    metricsConfig
+	log        logConfig
 }
 
 func bridgeFlags() (*flag.FlagSet, *bridgeConfig) {
@@ -104,6 +108,7 @@ func bridgeFlags() (*flag.FlagSet, *bridgeConfig) {
 		return nil
 	})
 	fs.StringVar(&c.listen, "listen", "", "listen on the UNIX socket `PATH`; every peer that connects is a port")
+	fs.StringVar(&c.ringListen, "ring-listen", "", "listen on the UNIX socket `PATH` for shared-memory rings; every gonet up -ring PATH that attaches is a port")
 	fs.IntVar(&c.mtu, "mtu", 1500, "the MTU `N` of every port, "+strconv.Itoa(minMTU)+".."+strconv.Itoa(stream.MaxMTU))
 	fs.DurationVar(&c.ageing, "ageing", bridge.DefaultAgeingTime, "forget a station after `DURATION` without a frame from it")
 	fs.IntVar(&c.tableSize, "table-size", bridge.DefaultTableSize, "remember at most `N` stations; the one seen longest ago makes room")
@@ -122,8 +127,10 @@ func parseBridge(args []string) (*bridgeConfig, error) {
 	switch {
 	case fs.NArg() > 0:
 		return nil, usagef("unexpected argument %q: bridge takes only flags", fs.Arg(0))
-	case len(c.taps) == 0 && len(c.connects) == 0 && c.listen == "":
-		return nil, usagef("no ports: give -tap, -connect or -listen")
+	case len(c.taps) == 0 && len(c.connects) == 0 && c.listen == "" && c.ringListen == "":
+		return nil, usagef("no ports: give -tap, -connect, -listen or -ring-listen")
+	case c.listen != "" && c.listen == c.ringListen:
+		return nil, usagef("-listen and -ring-listen are two sockets: give two paths")
 	case c.mtu < minMTU || c.mtu > stream.MaxMTU:
 		return nil, usagef("-mtu %d is outside %d..%d", c.mtu, minMTU, stream.MaxMTU)
 	case c.ageing <= 0:
@@ -214,6 +221,16 @@ func startBridge(ctx context.Context, log *slog.Logger, c *bridgeConfig) (_ *bri
 		}
 		d.svc.run(func(ctx context.Context) error { return d.accept(ctx, ln) })
 		d.names = append(d.names, c.listen)
+	}
+	if c.ringListen != "" {
+		// No offloads, as on the TAP devices: a frame from a ring may
+		// go out on any port.
+		ln, err := shm.Listen(c.ringListen, shm.Options{MTU: c.mtu})
+		if err != nil {
+			return nil, fmt.Errorf("-ring-listen: %w", err)
+		}
+		d.svc.run(func(ctx context.Context) error { return d.acceptRings(ctx, ln) })
+		d.names = append(d.names, c.ringListen)
 	}
 	for i, path := range c.connects {
 		name := "connect" + strconv.Itoa(i)
@@ -318,6 +335,41 @@ func (d *bridgeDaemon) accept(ctx context.Context, ln net.Listener) error {
 		}
 		if err != nil {
 			d.log.Warn("bridge: -listen: a peer not attached", "err", err)
+		}
+	}
+}
+
+// acceptRings makes a port of every GoNet process that attaches a ring to
+// ln, until ctx is done.
+func (d *bridgeDaemon) acceptRings(ctx context.Context, ln *shm.Listener) error {
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer ln.Close()
+	for n := 0; ; {
+		ep, err := ln.Accept()
+		if ctx.Err() != nil {
+			if ep != nil {
+				ep.Close()
+			}
+			return nil
+		}
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("-ring-listen: %w", err)
+			}
+			// A peer's failed handshake, counted by the listener, or
+			// out of descriptors: wait a little rather than spin.
+			d.log.Warn("bridge: -ring-listen: a peer not attached", "err", err)
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		n++
+		if _, err := d.addPort("ring"+strconv.Itoa(n), ep); err != nil {
+			d.log.Warn("bridge: -ring-listen: a peer not attached", "err", err)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/link/shm"
 	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/stack"
 )
@@ -217,5 +218,97 @@ func TestBridgeJoinsStacksOnSockets(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "port failed; removed") {
 		t.Errorf("the log does not tell of the port lost:\n%s", stderr.String())
+	}
+}
+
+// GoNet stacks on shared-memory rings attached to -ring-listen talk TCP
+// through the bridge, with a stack on a stream socket (-listen) beside
+// them; a ring's stack that goes is a port lost, and the others go on.
+func TestBridgeJoinsStacksOnRings(t *testing.T) {
+	dir := shortTempDir(t)
+	ringPath := filepath.Join(dir, "ring.sock")
+	listenPath := filepath.Join(dir, "br.sock")
+	ctl := filepath.Join(dir, "ctl.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdoutR, stdoutW := io.Pipe()
+	var stderr strings.Builder
+	exited := make(chan int, 1)
+	go func() {
+		code := run(ctx, []string{"bridge", "-ring-listen", ringPath, "-listen", listenPath, "-control", ctl}, stdoutW, &stderr)
+		stdoutW.Close()
+		exited <- code
+	}()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdoutR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	select {
+	case line := <-lines:
+		if want := "gonet: bridge up " + listenPath + " " + ringPath; line != want {
+			t.Fatalf("ready line %q, want %q", line, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no ready line in 10s")
+	}
+
+	ringStack := func(addr string) *stack.Stack {
+		ep, err := shm.Dial(ringPath, shm.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := stack.New(stack.Config{})
+		if err := s.AddNIC("eth0", ep); err != nil {
+			ep.Close()
+			t.Fatal(err)
+		}
+		if err := s.AddAddress("eth0", netip.MustParsePrefix(addr)); err != nil {
+			s.Close()
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := ringStack("10.0.3.1/24")
+	defer a.Close()
+	b := ringStack("10.0.3.2/24")
+	echo(t, b)
+	epC, err := stream.Dial(listenPath, stream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := vmStack(t, epC, "10.0.3.3/24")
+	defer c.Close()
+	echo(t, c)
+
+	echoOnce(t, a, "10.0.3.2:7")
+	echoOnce(t, a, "10.0.3.3:7")
+	b.Close()
+	echoOnce(t, a, "10.0.3.3:7")
+
+	st, err := fetchStatus(context.Background(), ctl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Counters["Bridge.PortsLost"] != 1 || st.Counters["Port.ring1.RxFrames"] < 100 {
+		t.Errorf("counters: Bridge.PortsLost %d, Port.ring1.RxFrames %d; want 1 and two transfers'",
+			st.Counters["Bridge.PortsLost"], st.Counters["Port.ring1.RxFrames"])
+	}
+	cancel()
+	select {
+	case code := <-exited:
+		if code != exitOK {
+			t.Errorf("exit code %d, stderr %q", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("gonet bridge still running 10s after the signal")
+	}
+	for range lines {
+	}
+	if _, err := os.Lstat(ringPath); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the -ring-listen socket outlived the bridge: %v", err)
 	}
 }
