@@ -99,6 +99,18 @@ type address struct {
 	iface  *Interface
 }
 
+// Addresses returns the addresses assigned to iface, with their prefixes,
+// in the order they were added.
+func (p *Protocol) Addresses(iface *Interface) []netip.Prefix {
+	var out []netip.Prefix
+	for _, a := range p.tables.load().addrs {
+		if a.iface == iface {
+			out = append(out, a.prefix)
+		}
+	}
+	return out
+}
+
 // table is an immutable snapshot of interfaces, addresses and routes: the
 // data path reads it without locks; changes copy it.
 type table struct {

@@ -2,6 +2,7 @@ package stack
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
@@ -16,6 +17,25 @@ type Address6 = ndp.Address
 
 // Neighbor6 is a NIC's neighbour cache entry (RFC 4861 section 7.3).
 type Neighbor6 = ndp.Neighbor
+
+// Addresses returns the named NIC's usable addresses of both families, with
+// their prefixes: IPv4's, then IPv6's past duplicate address detection
+// (preferred or deprecated), the link-local one included.
+func (s *Stack) Addresses(nicName string) ([]netip.Prefix, error) {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return nil, err
+	}
+	out := s.ip.Addresses(n.iface)
+	if n.nd != nil {
+		for _, a := range n.nd.Addresses() {
+			if a.State == ndp.Preferred || a.State == ndp.Deprecated {
+				out = append(out, a.Prefix)
+			}
+		}
+	}
+	return out, nil
+}
 
 // Addresses6 returns the named NIC's IPv6 addresses: the link-local one,
 // static ones and those SLAAC formed, tentative and duplicate ones

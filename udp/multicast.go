@@ -48,9 +48,11 @@ func (p *Protocol) SetMembership(m Membership) {
 // ListenMulticast is Listen with the port shared (SO_REUSEADDR): other
 // endpoints bound by ListenMulticast to the same address and port bind
 // too, and each receives the datagrams to the groups it joined. Unicast
-// datagrams to the port go to one of them.
+// datagrams to the port go to one of them. The IPv6 wildcard takes IPv6
+// only, as Go's net.ListenMulticastUDP("udp6", ...) binds it, so that an
+// IPv4 listener shares the port beside it.
 func (p *Protocol) ListenMulticast(laddr netip.AddrPort) (*Conn, error) {
-	return p.listenOpts(laddr, false, true)
+	return p.listenOpts(laddr, laddr.Addr() == netip.IPv6Unspecified(), true)
 }
 
 // membership is a group an endpoint joined, on an interface.
