@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -43,7 +42,7 @@ func kernelServer(t *testing.T) (*iperf3.Server, string) {
 			ln.Close()
 			continue // the UDP port is taken; try another
 		}
-		srv := &iperf3.Server{Timeout: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
+		srv := &iperf3.Server{Timeout: 5 * time.Second}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- srv.Serve(ctx, ln, pc) }()
@@ -217,6 +216,13 @@ func checkResult(t *testing.T, res iperf3.Result, cfg iperf3.Config) {
 	}
 	if res.Received.Bytes > res.Sent.Bytes {
 		t.Errorf("received %d bytes, more than the %d sent", res.Received.Bytes, res.Sent.Bytes)
+	}
+	for _, s := range res.Streams {
+		// Streams are matched by id across the sides: a mismatch
+		// shows as a stream receiving more than it sent.
+		if s.Received.Bytes > s.Sent.Bytes {
+			t.Errorf("stream %d received %d bytes, more than the %d sent", s.ID, s.Received.Bytes, s.Sent.Bytes)
+		}
 	}
 	want := max(cfg.Parallel, 1)
 	if len(res.Streams) != want {

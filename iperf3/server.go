@@ -1,12 +1,14 @@
 package iperf3
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -97,6 +99,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, pc net.PacketConn) 
 	if pc != nil {
 		wg.Go(func() { s.readUDP(pc) })
 	}
+	// seq numbers the connections in the order they were accepted,
+	// which is the order iperf3's client opens its streams in.
+	var seq uint64
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -106,14 +111,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, pc net.PacketConn) 
 			cancel()
 			return fmt.Errorf("iperf3: server on %v: %w", ln.Addr(), err)
 		}
-		wg.Go(func() { s.handle(ctx, c, pc) })
+		seq++
+		n := seq
+		wg.Go(func() { s.handle(ctx, c, n, pc) })
 	}
 }
 
 // handle reads the cookie a new connection begins with and makes it the
 // control connection of a new test, a stream of the running one, or
 // turns it away.
-func (s *Server) handle(ctx context.Context, c net.Conn, pc net.PacketConn) {
+func (s *Server) handle(ctx context.Context, c net.Conn, seq uint64, pc net.PacketConn) {
 	c.SetReadDeadline(time.Now().Add(s.timeout()))
 	cookie, err := readCookie(c)
 	c.SetReadDeadline(time.Time{})
@@ -135,7 +142,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn, pc net.PacketConn) {
 		s.test = nil
 		s.mu.Unlock()
 		s.report(t, err)
-	case t.addTCP(cookie, c):
+	case t.addTCP(cookie, c, seq):
 	default:
 		// One test at a time, as iperf3's server runs them.
 		s.Stats.Denied.Inc()
@@ -205,6 +212,7 @@ type serverTest struct {
 	accepting bool // between CREATE_STREAMS and TEST_START
 	streams   []*stream
 	tcpConns  []net.Conn
+	tcpSeqs   []uint64           // the order the TCP streams were accepted in
 	udpPeers  map[string]*stream // by the client's address
 	peerAddrs []net.Addr         // the UDP streams' clients, by stream
 	arrived   chan struct{}      // a token per stream made
@@ -365,6 +373,7 @@ func (t *serverTest) awaitStreams(ctx context.Context) error {
 	t.mu.Lock()
 	t.accepting = false
 	t.mu.Unlock()
+	t.numberTCP()
 	return nil
 }
 
@@ -379,7 +388,7 @@ func (t *serverTest) newStream() *stream {
 
 // addTCP takes c as a stream of the test if the test awaits TCP streams
 // and c's cookie is its own.
-func (t *serverTest) addTCP(cookie Cookie, c net.Conn) bool {
+func (t *serverTest) addTCP(cookie Cookie, c net.Conn, seq uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.accepting || t.udp || cookie != t.cookie || len(t.streams) >= t.params.Parallel {
@@ -387,7 +396,26 @@ func (t *serverTest) addTCP(cookie Cookie, c net.Conn) bool {
 	}
 	t.newStream()
 	t.tcpConns = append(t.tcpConns, c)
+	t.tcpSeqs = append(t.tcpSeqs, seq)
 	return true
+}
+
+// numberTCP gives the TCP streams their ids in the order they were
+// accepted, the order the client made them in and numbered them by:
+// their cookies may have been read in another.
+func (t *serverTest) numberTCP() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	order := make([]int, len(t.tcpConns))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(t.tcpSeqs[i], t.tcpSeqs[j]) })
+	conns := make([]net.Conn, len(order))
+	for i, k := range order {
+		conns[i] = t.tcpConns[k]
+	}
+	t.tcpConns = conns
 }
 
 // udpDatagram takes a datagram that came to the UDP endpoint: a hello
