@@ -662,6 +662,12 @@ func (g *serviceGroup) startUDP(s *stack.Stack, list []services.Service) error {
 // caller stops them.
 func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
 	for _, svc := range list {
+		if svc.ServeBoth != nil {
+			if err := g.startBoth(s, svc); err != nil {
+				return err
+			}
+			continue
+		}
 		if svc.ServeTCP == nil {
 			continue
 		}
@@ -675,6 +681,28 @@ func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
 			return svc.ServeTCP(ctx, ln)
 		})
 	}
+	return nil
+}
+
+// startBoth listens on a service's well-known port for TCP and binds it
+// for UDP, on every address of s, and runs the service on both until
+// Stop (iperf3's, whose UDP streams are set up over TCP).
+func (g *serviceGroup) startBoth(s *stack.Stack, svc services.Service) error {
+	laddr := ":" + strconv.Itoa(int(svc.Port))
+	ln, err := s.Listen("tcp", laddr)
+	if err != nil {
+		return fmt.Errorf("%s: listening on TCP %v: %w", svc.Name, laddr, err)
+	}
+	conn, err := s.ListenPacket("udp", laddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%s: binding UDP %v: %w", svc.Name, laddr, err)
+	}
+	g.run(func(ctx context.Context) error {
+		defer ln.Close()
+		defer conn.Close()
+		return svc.ServeBoth(ctx, ln, conn)
+	})
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gonetstack/gonet/iperf3"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
 )
@@ -208,11 +209,16 @@ func startUpServices(ctx context.Context, log *slog.Logger, c *upConfig, h *host
 	status := stackStatus{h}
 	list := slices.Clone(c.services)
 	for i := range list {
-		if list[i].Name == "http" {
+		switch list[i].Name {
+		case "http":
 			handler := services.HTTPHandler(c.httpRoot, status)
 			list[i].ServeTCP = func(ctx context.Context, ln net.Listener) error {
 				return services.ServeHTTP(ctx, ln, handler)
 			}
+		case "iperf3":
+			// The daemon's log gets a line per test.
+			srv := &iperf3.Server{Logger: log}
+			list[i].ServeBoth = srv.Serve
 		}
 	}
 	g := newServiceGroup(ctx)
