@@ -277,12 +277,29 @@ func (c *client) run(ctx context.Context) (Result, error) {
 					return Result{}, errors.New("iperf3: DISPLAY_RESULTS before the server's results")
 				}
 				writeState(c.ctrl, IperfDone)
+				c.linger()
 				return c.result(*theirs), nil
 			default:
 				return Result{}, fmt.Errorf("iperf3: unexpected %v from the server", m.state)
 			}
 		}
 	}
+}
+
+// lingerTimeout bounds the wait for the server to close the control
+// connection after IPERF_DONE.
+const lingerTimeout = 2 * time.Second
+
+// linger waits for the server to close the control connection, after
+// half-closing it, so that IPERF_DONE has reached the server before the
+// caller can tear its stack down: a stack closed at once may never send
+// it, and iperf3's server waits for it without a timeout.
+func (c *client) linger() {
+	if cw, ok := c.ctrl.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.ctrl.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.Copy(io.Discard, c.ctrl)
 }
 
 // createStreams opens the test's streams, one after the other as
