@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,11 +216,7 @@ func TestDaemonServesIperf3(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Logf("%v: gonet up ended", time.Since(start))
-	}()
+	defer cmd.Process.Kill() // on failure; SIGTERM ends it otherwise
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() {
 		t.Fatalf("gonet up printed nothing; stderr: %s", stderr.String())
@@ -234,6 +231,24 @@ func TestDaemonServesIperf3(t *testing.T) {
 	}
 	rep.check(t, 1, true, out)
 	t.Logf("%v: gonet up served the stock client", time.Since(start))
+	// The server's counters are the daemon's: it prints them on SIGTERM.
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var counters strings.Builder
+	for lines.Scan() {
+		counters.WriteString(lines.Text() + "\n")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gonet up after SIGTERM: %v; stderr: %s", err, stderr.String())
+	}
+	// Zeros are left out: no failed test, no client denied.
+	if c := counters.String(); !strings.Contains(c, "Iperf3.Tests 1\n") || strings.Contains(c, "Iperf3.Failed") || strings.Contains(c, "Iperf3.Denied") {
+		t.Errorf("counters: want Iperf3.Tests 1 and no failure:\n%s", c)
+	}
+	if !strings.Contains(stderr.String(), "iperf3 test done") {
+		t.Errorf("the daemon's log has no line for the test:\n%s", stderr.String())
+	}
 
 	// gonet iperf3 on a second TAP of the namespace, made beforehand
 	// so that the kernel's side is up when the test starts.

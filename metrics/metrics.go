@@ -39,6 +39,7 @@ var sources = map[string]string{
 	"Gateway": "gateway.Stats, the gateway's relayed flows and refusals",
 	"DNS":     "dns.Stats, the gateway's DNS forwarder",
 	"DHCP":    "dhcp.Stats, the gateway's DHCP server",
+	"Iperf3":  "iperf3.ServerStats, the iperf3 server of gonet up -serve iperf3",
 	"TAP":     "the kernel's own counters of the TAP device (IFLA_STATS64), as ip -s link shows them",
 }
 

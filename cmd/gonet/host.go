@@ -20,6 +20,7 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/iperf3"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"
@@ -357,6 +358,9 @@ type host struct {
 	// ring is the shared-memory link, whose counters are under
 	// "Ring.<nic>."; nil on other links.
 	ring *shm.Endpoint
+	// iperf3 are the counters of the -serve iperf3 server, under
+	// "Iperf3."; nil without it.
+	iperf3 *iperf3.ServerStats
 }
 
 // Metrics returns the stack's counters and gauges with the kernel's
@@ -366,6 +370,9 @@ func (h *host) Metrics() stats.Snapshot {
 	h.kernel.addTo(m, h.nic)
 	if h.ring != nil {
 		m.Add("Ring."+h.nic, h.ring.Stats())
+	}
+	if h.iperf3 != nil {
+		m.Add("Iperf3", h.iperf3)
 	}
 	return m
 }

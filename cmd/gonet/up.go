@@ -179,6 +179,9 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	if h.ring != nil {
 		stats.Walk("Ring."+h.nic, h.ring.Stats(), func(n string, v int64) { counters[n] = v })
 	}
+	if h.iperf3 != nil {
+		stats.Walk("Iperf3", h.iperf3, func(n string, v int64) { counters[n] = v })
+	}
 	if err := stats.Write(out.stdout, counters, false); err != nil {
 		log.Error("writing the counters", "err", err)
 		code = exitFail
@@ -218,6 +221,7 @@ func startUpServices(ctx context.Context, log *slog.Logger, c *upConfig, h *host
 		case "iperf3":
 			// The daemon's log gets a line per test.
 			srv := &iperf3.Server{Logger: log}
+			h.iperf3 = &srv.Stats
 			list[i].ServeBoth = srv.Serve
 		}
 	}
