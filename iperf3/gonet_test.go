@@ -119,3 +119,18 @@ func TestServerRefusesWhatItDoesNotTake(t *testing.T) {
 	}
 	waitFor(t, func() bool { return srv.Stats.Refused.Load() == 1 })
 }
+
+func TestServerTakesTestsBackToBack(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	srv := gonetServer(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The second starts the moment the first has its results: the
+	// server must be idle by then, not deny it.
+	for i := range 2 {
+		if _, err := iperf3.Run(ctx, b.DialContext, iperf3.Config{Addr: serverAddr, Duration: time.Second, UDP: i == 1}); err != nil {
+			t.Fatalf("test %d: %v", i+1, err)
+		}
+	}
+	waitFor(t, func() bool { return srv.Stats.Tests.Load() == 2 })
+}

@@ -138,9 +138,12 @@ func (s *Server) handle(ctx context.Context, c net.Conn, seq uint64, pc net.Pack
 	switch {
 	case t.ctrl == c:
 		err := t.run(ctx)
+		// Idle before the client sees the connection close, so that
+		// a client that starts its next test at once is not denied.
 		s.mu.Lock()
 		s.test = nil
 		s.mu.Unlock()
+		c.Close()
 		s.report(t, err)
 	case t.addTCP(cookie, c, seq):
 	default:
@@ -271,11 +274,11 @@ func (t *serverTest) refuse(r *refusal) {
 }
 
 // run drives the test on its control connection, from PARAM_EXCHANGE to
-// IPERF_DONE, and closes everything it opened.
+// IPERF_DONE, and closes the streams; the caller closes the control
+// connection.
 func (t *serverTest) run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { t.ctrl.Close() })
 	defer stop()
-	defer t.ctrl.Close()
 	defer t.closeStreams()
 	t.ctrl.SetDeadline(time.Now().Add(t.timeout))
 
