@@ -19,8 +19,8 @@ import (
 
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
-	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/iperf3"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/link/pcap"
