@@ -7,19 +7,24 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
 )
 
 // Defaults of a test, iperf3's: a 10-second test, one stream, 128 KiB
-// TCP blocks, 1460-byte UDP datagrams (an Ethernet MTU's TCP segment, so
-// that neither family fragments) at 1 Mbit/s.
+// TCP blocks, UDP datagrams the size of the TCP segment an Ethernet MTU
+// takes (iperf3 takes its control connection's MSS), so that they are
+// not fragmented, at 1 Mbit/s.
 const (
 	DefaultDuration = 10 * time.Second
 	DefaultTCPLen   = 128 << 10
-	DefaultUDPLen   = 1460
-	DefaultUDPRate  = 1 << 20
+	// DefaultUDPLen is the UDP datagram over IPv4: 1500 - 20 - 20.
+	DefaultUDPLen = 1460
+	// DefaultUDPLen6 is the UDP datagram over IPv6: 1500 - 40 - 20.
+	DefaultUDPLen6 = 1440
+	DefaultUDPRate = 1 << 20
 )
 
 // Dialer opens a connection as net.Dialer.DialContext does; GoNet's
@@ -40,7 +45,8 @@ type Config struct {
 	// unlimited for TCP and DefaultUDPRate for UDP.
 	Rate uint64
 	// Len is the block length (-l): a TCP write's, a UDP datagram's
-	// payload; DefaultTCPLen or DefaultUDPLen when zero.
+	// payload; DefaultTCPLen, or DefaultUDPLen (DefaultUDPLen6 to an
+	// IPv6 server) when zero.
 	Len int
 	// Duration of the test (-t), whole seconds as iperf3 sends it;
 	// DefaultDuration when zero.
@@ -59,6 +65,9 @@ func (c Config) normalized() Config {
 		c.Len = DefaultTCPLen
 		if c.UDP {
 			c.Len = DefaultUDPLen
+			if ap, err := netip.ParseAddrPort(c.Addr); err == nil && ap.Addr().Unmap().Is6() {
+				c.Len = DefaultUDPLen6
+			}
 		}
 	}
 	if c.UDP && c.Rate == 0 {

@@ -77,6 +77,26 @@ func TestClientAndServerOverTwoStacks(t *testing.T) {
 	}
 }
 
+func TestClientAndServerOverIPv6(t *testing.T) {
+	for _, udp := range []bool{false, true} {
+		a, b := stacktest.Pair(t, stacktest.Options{IPv6: true})
+		srv := gonetServer(t, a)
+		cfg := iperf3.Config{Addr: netip.AddrPortFrom(stacktest.AddrA6.Addr(), iperf3.Port).String(),
+			UDP: udp, Rate: 20e6, Duration: time.Second}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := iperf3.Run(ctx, b.DialContext, cfg)
+		cancel()
+		if err != nil {
+			t.Fatalf("UDP %v: Run: %v", udp, err)
+		}
+		checkResult(t, res, cfg)
+		if udp && res.Config.Len != iperf3.DefaultUDPLen6 {
+			t.Errorf("UDP over IPv6: %d-byte datagrams by default, want %d", res.Config.Len, iperf3.DefaultUDPLen6)
+		}
+		waitFor(t, func() bool { return srv.Stats.Tests.Load() == 1 })
+	}
+}
+
 func TestServerDeniesASecondClient(t *testing.T) {
 	a, b := stacktest.Pair(t, stacktest.Options{})
 	srv := gonetServer(t, a)

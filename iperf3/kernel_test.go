@@ -229,10 +229,7 @@ func checkResult(t *testing.T, res iperf3.Result, cfg iperf3.Config) {
 		t.Errorf("%d streams, want %d", len(res.Streams), want)
 	}
 	if cfg.UDP {
-		l := uint64(cfg.Len)
-		if l == 0 {
-			l = iperf3.DefaultUDPLen
-		}
+		l := uint64(res.Config.Len) // with the default filled in
 		if got := uint64(res.Sent.Packets) * l; got != res.Sent.Bytes {
 			t.Errorf("sender: %d packets of %d bytes is %d bytes, but it reports %d", res.Sent.Packets, l, got, res.Sent.Bytes)
 		}
