@@ -102,12 +102,12 @@ func (c Config) params() Params {
 	p := Params{Time: int(c.Duration / time.Second), Parallel: c.Parallel, Len: c.Len,
 		Bandwidth: c.Rate, PacingTimer: 1000, Version: "gonet"}
 	if c.UDP {
-		p.UDP = on()
+		p.UDP = true
 	} else {
-		p.TCP = on()
+		p.TCP = true
 	}
 	if c.Reverse {
-		p.Reverse = on()
+		p.Reverse = true
 	}
 	return p
 }

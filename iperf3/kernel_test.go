@@ -7,7 +7,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,11 +95,16 @@ func TestStockClientAgainstServerOnLoopback(t *testing.T) {
 		{"reverse udp", []string{"-R", "-u", "-b", "20M"}, 1, true},
 		{"parallel tcp", []string{"-P", "4"}, 4, false},
 		{"parallel udp", []string{"-P", "3", "-u", "-b", "5M"}, 3, true},
+		{"ended by a byte count", []string{"-n", "5M", "-l", "64K"}, 1, false},
+		{"64-bit udp counters", []string{"-u", "-b", "10M", "--udp-counters-64bit", "-l", "1000"}, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, addr := kernelServer(t)
 			host, port, _ := net.SplitHostPort(addr)
-			args := append([]string{"-c", host, "-p", port, "-t", "1", "-J"}, tc.args...)
+			args := append([]string{"-c", host, "-p", port, "-J"}, tc.args...)
+			if !slices.Contains(tc.args, "-n") {
+				args = append(args, "-t", "1") // one end condition only
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			out, err := exec.CommandContext(ctx, bin, args...).Output()
@@ -123,6 +130,24 @@ func TestStockClientAgainstServerOnLoopback(t *testing.T) {
 			waitFor(t, func() bool { return srv.Stats.Tests.Load() == 1 })
 		})
 	}
+}
+
+func TestStockClientIsToldWhatTheServerRefuses(t *testing.T) {
+	bin := needIperf3(t)
+	srv, addr := kernelServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, bin, "-c", host, "-p", port, "-t", "1", "-J", "--bidir").Output()
+	var rep stockReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("output not JSON (%v):\n%s", err, out)
+	}
+	// iperf3's own words for IEUNIMP.
+	if !strings.Contains(rep.Error, "not implemented") {
+		t.Errorf("error %q, want iperf3's \"not implemented\"", rep.Error)
+	}
+	waitFor(t, func() bool { return srv.Stats.Refused.Load() == 1 })
 }
 
 // waitFor polls cond for up to five seconds: the server counts a test

@@ -184,29 +184,37 @@ func readJSON(r io.Reader, what string, v any) error {
 }
 
 // Params are the test parameters the client sends after PARAM_EXCHANGE,
-// with iperf3's names. iperf3 tests a flag's presence, not its value
-// ("reverse" present means reverse mode), so the flags are pointers
-// that are left out when off.
+// with iperf3's names; what iperf3 sends that GoNet does not act on
+// (window, MSS, TOS, congestion...) is ignored.
 type Params struct {
-	TCP          *bool  `json:"tcp,omitempty"`
-	UDP          *bool  `json:"udp,omitempty"`
+	TCP          Flag   `json:"tcp,omitempty"`
+	UDP          Flag   `json:"udp,omitempty"`
 	Omit         int    `json:"omit"`
 	Time         int    `json:"time"`
 	Num          uint64 `json:"num"`
 	BlockCount   uint64 `json:"blockcount"`
 	Parallel     int    `json:"parallel"`
-	Reverse      *bool  `json:"reverse,omitempty"`
-	Bidir        *bool  `json:"bidirectional,omitempty"`
+	Reverse      Flag   `json:"reverse,omitempty"`
+	Bidir        Flag   `json:"bidirectional,omitempty"`
 	Len          int    `json:"len"`
 	Bandwidth    uint64 `json:"bandwidth,omitempty"`
 	PacingTimer  int    `json:"pacing_timer,omitempty"`
-	Counters64   *bool  `json:"udp_counters_64bit,omitempty"`
-	ServerOutput *bool  `json:"get_server_output,omitempty"`
+	Counters64   Flag   `json:"udp_counters_64bit,omitempty"`
+	ServerOutput Flag   `json:"get_server_output,omitempty"`
 	Version      string `json:"client_version,omitempty"`
 }
 
-// on is the value of a flag that is set.
-func on() *bool { t := true; return &t }
+// Flag is a parameter that counts by its presence: iperf3 sends some as
+// true ("reverse"), others as 1 ("udp_counters_64bit"), and reads
+// neither's value, so any value present sets it. An unset flag is left
+// out when sent: "reverse": false would mean reverse to iperf3.
+type Flag bool
+
+// UnmarshalJSON sets the flag whatever its value.
+func (f *Flag) UnmarshalJSON([]byte) error {
+	*f = true
+	return nil
+}
 
 // Results are what each side sends the other after EXCHANGE_RESULTS:
 // the client first, then the server.

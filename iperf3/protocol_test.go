@@ -51,7 +51,7 @@ func TestStateMessagesAreOneSignedByte(t *testing.T) {
 
 func TestJSONIsFramedByABigEndianLength(t *testing.T) {
 	var buf bytes.Buffer
-	if err := writeJSON(&buf, "parameters", Params{TCP: on(), Time: 2, Parallel: 4, Len: 1000}); err != nil {
+	if err := writeJSON(&buf, "parameters", Params{TCP: true, Time: 2, Parallel: 4, Len: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	b := buf.Bytes()
@@ -78,7 +78,7 @@ func TestJSONIsFramedByABigEndianLength(t *testing.T) {
 	if err := readJSON(bytes.NewReader(b), "parameters", &p); err != nil {
 		t.Fatal(err)
 	}
-	if p.TCP == nil || p.UDP != nil || p.Parallel != 4 {
+	if !p.TCP || p.UDP || p.Parallel != 4 {
 		t.Errorf("read back %+v", p)
 	}
 }
@@ -260,5 +260,23 @@ func TestPacerKeepsToItsRate(t *testing.T) {
 	}
 	if el := time.Since(unlimited.start); el > 50*time.Millisecond {
 		t.Errorf("an unlimited pacer slept %v", el)
+	}
+}
+
+func TestFlagsCountByPresence(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want Params
+	}{
+		{`{"udp":true,"reverse":true}`, Params{UDP: true, Reverse: true}},
+		{`{"tcp":true,"udp_counters_64bit":1,"get_server_output":1}`, Params{TCP: true, Counters64: true, ServerOutput: true}},
+		// iperf3 reads no flag's value: present is set.
+		{`{"tcp":true,"reverse":0}`, Params{TCP: true, Reverse: true}},
+		{`{"tcp":true}`, Params{TCP: true}},
+	} {
+		var p Params
+		if err := json.Unmarshal([]byte(tc.text), &p); err != nil || p != tc.want {
+			t.Errorf("%s: %+v, %v; want %+v", tc.text, p, err, tc.want)
+		}
 	}
 }

@@ -246,15 +246,15 @@ func (r *refusal) Error() string { return "iperf3: refused: " + r.why }
 func (t *serverTest) check() error {
 	p := t.params
 	switch {
-	case p.Bidir != nil:
+	case bool(p.Bidir):
 		return &refusal{errUnimplmented, "bidirectional tests are not implemented"}
 	case p.Parallel < 1 || p.Parallel > maxStreams:
 		return &refusal{errNumStreams, fmt.Sprintf("%d parallel streams, outside 1..%d", p.Parallel, maxStreams)}
-	case t.udp && (p.Len < headerLen(p.Counters64 != nil) || p.Len > maxDatagram):
-		return &refusal{errUDPBlockSize, fmt.Sprintf("UDP block of %d bytes, outside %d..%d", p.Len, headerLen(p.Counters64 != nil), maxDatagram)}
+	case t.udp && (p.Len < headerLen(bool(p.Counters64)) || p.Len > maxDatagram):
+		return &refusal{errUDPBlockSize, fmt.Sprintf("UDP block of %d bytes, outside %d..%d", p.Len, headerLen(bool(p.Counters64)), maxDatagram)}
 	case !t.udp && (p.Len < 1 || p.Len > maxTCPBlock):
 		return &refusal{errBlockSize, fmt.Sprintf("TCP block of %d bytes, outside 1..%d", p.Len, maxTCPBlock)}
-	case p.UDP == nil && p.TCP == nil:
+	case !bool(p.UDP) && !bool(p.TCP):
 		return &refusal{errUnimplmented, "neither TCP nor UDP (SCTP?)"}
 	case t.udp && t.pc == nil:
 		return &refusal{errUnimplmented, "UDP tests: the server has no UDP endpoint"}
@@ -288,7 +288,7 @@ func (t *serverTest) run(ctx context.Context) error {
 	if err := readJSON(t.ctrl, "parameters", &t.params); err != nil {
 		return err
 	}
-	t.udp, t.reverse = t.params.UDP != nil, t.params.Reverse != nil
+	t.udp, t.reverse = bool(t.params.UDP), bool(t.params.Reverse)
 	if err := t.check(); err != nil {
 		t.refuse(err.(*refusal))
 		return err
@@ -383,7 +383,7 @@ func (t *serverTest) awaitStreams(ctx context.Context) error {
 // newStream makes the next stream; t.mu is held.
 func (t *serverTest) newStream() *stream {
 	s := &stream{id: streamID(len(t.streams)), sender: t.reverse, udp: t.udp,
-		wide: t.params.Counters64 != nil, counting: true}
+		wide: bool(t.params.Counters64), counting: true}
 	t.streams = append(t.streams, s)
 	t.arrived <- struct{}{}
 	return s
