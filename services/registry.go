@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"strings"
+
+	"github.com/gonetstack/gonet/iperf3"
 )
 
 // Service is one service the daemon can run, with its well-known port.
@@ -20,6 +22,11 @@ type Service struct {
 	// form; http's serves the status pages of no stack, and the daemon
 	// runs its own with HTTPHandler and ServeHTTP instead.
 	ServeTCP func(ctx context.Context, ln net.Listener) error
+	// ServeBoth runs a service that needs its TCP listener and its UDP
+	// endpoint together, on the same port (iperf3: tests are run over
+	// TCP, and UDP tests' streams come to the UDP port). Such a service
+	// has neither ServeUDP nor ServeTCP.
+	ServeBoth func(ctx context.Context, ln net.Listener, conn net.PacketConn) error
 }
 
 // known lists the services in port order, which is the order Lookup and
@@ -30,6 +37,7 @@ var known = []Service{
 	{Name: "daytime", Port: 13, ServeUDP: ServeDaytimeUDP, ServeTCP: ServeDaytimeTCP}, // RFC 867
 	{Name: "chargen", Port: 19, ServeUDP: ServeChargenUDP, ServeTCP: ServeChargenTCP}, // RFC 864
 	{Name: "http", Port: 80, ServeTCP: serveHTTPDefault},                              // RFC 9110; TCP only
+	{Name: "iperf3", Port: iperf3.Port, ServeBoth: ServeIperf3},                       // ESnet's iperf3; no RFC
 }
 
 // Known returns every service Lookup knows, in port order.
@@ -89,4 +97,12 @@ func isKnown(name string) bool {
 		}
 	}
 	return false
+}
+
+// ServeIperf3 runs an iperf3 server (package iperf3) on ln and conn, for
+// the stock iperf3 client and gonet iperf3, one test at a time, until
+// ctx is done.
+func ServeIperf3(ctx context.Context, ln net.Listener, conn net.PacketConn) error {
+	srv := &iperf3.Server{}
+	return srv.Serve(ctx, ln, conn)
 }

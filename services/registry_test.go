@@ -14,6 +14,7 @@ func TestLookupParsesTheCommandLineList(t *testing.T) {
 		wantPorts []uint16
 	}{
 		{"one service", "echo", []string{"echo"}, []uint16{7}},
+		{"iperf3", "iperf3", []string{"iperf3"}, []uint16{5201}},
 		{"every service, in port order", "echo,discard,chargen,daytime,http",
 			[]string{"echo", "discard", "daytime", "chargen", "http"}, []uint16{7, 9, 13, 19, 80}},
 		{"spaces and case do not matter", " Daytime , ECHO ", []string{"echo", "daytime"}, []uint16{7, 13}},
@@ -67,11 +68,21 @@ func TestLookupNamesEveryUnknownService(t *testing.T) {
 
 func TestKnownServicesHaveTheirForms(t *testing.T) {
 	for _, s := range Known() {
+		if s.Name == "iperf3" {
+			// TCP and UDP together on one port.
+			if s.ServeBoth == nil || s.ServeUDP != nil || s.ServeTCP != nil {
+				t.Errorf("iperf3: want ServeBoth alone")
+			}
+			continue
+		}
 		if wantUDP := s.Name != "http"; (s.ServeUDP != nil) != wantUDP {
 			t.Errorf("%s: has UDP form %v, want %v", s.Name, s.ServeUDP != nil, wantUDP)
 		}
 		if s.ServeTCP == nil {
 			t.Errorf("%s: has no TCP form", s.Name)
+		}
+		if s.ServeBoth != nil {
+			t.Errorf("%s: has a ServeBoth", s.Name)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gonetstack/gonet/dhcp"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
+	"github.com/gonetstack/gonet/iperf3"
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
@@ -387,6 +388,9 @@ type host struct {
 	// held when the host came up.
 	dhcp  *dhcp.Client
 	lease dhcp.ClientLease
+	// iperf3 are the counters of the -serve iperf3 server, under
+	// "Iperf3."; nil without it.
+	iperf3 *iperf3.ServerStats
 }
 
 // Metrics returns the stack's counters and gauges with the kernel's
@@ -396,6 +400,9 @@ func (h *host) Metrics() stats.Snapshot {
 	h.kernel.addTo(m, h.nic)
 	if h.ring != nil {
 		m.Add("Ring."+h.nic, h.ring.Stats())
+	}
+	if h.iperf3 != nil {
+		m.Add("Iperf3", h.iperf3)
 	}
 	return m
 }
@@ -787,6 +794,12 @@ func (g *serviceGroup) startUDP(s *stack.Stack, list []services.Service) error {
 // caller stops them.
 func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
 	for _, svc := range list {
+		if svc.ServeBoth != nil {
+			if err := g.startBoth(s, svc); err != nil {
+				return err
+			}
+			continue
+		}
 		if svc.ServeTCP == nil {
 			continue
 		}
@@ -800,6 +813,28 @@ func (g *serviceGroup) startTCP(s *stack.Stack, list []services.Service) error {
 			return svc.ServeTCP(ctx, ln)
 		})
 	}
+	return nil
+}
+
+// startBoth listens on a service's well-known port for TCP and binds it
+// for UDP, on every address of s, and runs the service on both until
+// Stop (iperf3's, whose UDP streams are set up over TCP).
+func (g *serviceGroup) startBoth(s *stack.Stack, svc services.Service) error {
+	laddr := ":" + strconv.Itoa(int(svc.Port))
+	ln, err := s.Listen("tcp", laddr)
+	if err != nil {
+		return fmt.Errorf("%s: listening on TCP %v: %w", svc.Name, laddr, err)
+	}
+	conn, err := s.ListenPacket("udp", laddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("%s: binding UDP %v: %w", svc.Name, laddr, err)
+	}
+	g.run(func(ctx context.Context) error {
+		defer ln.Close()
+		defer conn.Close()
+		return svc.ServeBoth(ctx, ln, conn)
+	})
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gonetstack/gonet/iperf3"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
 )
@@ -191,6 +192,9 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	if h.ring != nil {
 		stats.Walk("Ring."+h.nic, h.ring.Stats(), func(n string, v int64) { counters[n] = v })
 	}
+	if h.iperf3 != nil {
+		stats.Walk("Iperf3", h.iperf3, func(n string, v int64) { counters[n] = v })
+	}
 	if err := stats.Write(out.stdout, counters, false); err != nil {
 		log.Error("writing the counters", "err", err)
 		code = exitFail
@@ -231,11 +235,17 @@ func startUpServices(ctx context.Context, log *slog.Logger, c *upConfig, h *host
 	status := stackStatus{h}
 	list := slices.Clone(c.services)
 	for i := range list {
-		if list[i].Name == "http" {
+		switch list[i].Name {
+		case "http":
 			handler := services.HTTPHandler(c.httpRoot, status)
 			list[i].ServeTCP = func(ctx context.Context, ln net.Listener) error {
 				return services.ServeHTTP(ctx, ln, handler)
 			}
+		case "iperf3":
+			// The daemon's log gets a line per test.
+			srv := &iperf3.Server{Logger: log}
+			h.iperf3 = &srv.Stats
+			list[i].ServeBoth = srv.Serve
 		}
 	}
 	g := newServiceGroup(ctx)
