@@ -91,6 +91,7 @@ func Start(s *stack.Stack, nic, host string) (*Responder, error) {
 		r.conns = append(r.conns, c)
 		r.wg.Go(func() { r.serve(c, g) })
 	}
+	s.AddStats("MDNS."+nic, &r.Stats)
 	return r, nil
 }
 

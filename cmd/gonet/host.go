@@ -95,6 +95,9 @@ type linkConfig struct {
 	// stack's resolver; given, they win over a DHCP lease's.
 	dns    []netip.AddrPort
 	search []string
+	// hostname is up's -hostname, which the DHCP client sends (option
+	// 12); empty: host.hostname's default.
+	hostname string
 }
 
 // register adds the TAP and host flags to fs, writing into c.
@@ -373,6 +376,7 @@ type host struct {
 	stack *stack.Stack
 	nic   string           // the NIC's name in the stack: the TAP device's, or socketNIC
 	mac   net.HardwareAddr // GoNet's address on the link
+	name  string           // -hostname; empty: hostname's default
 	// addrs are the addresses the ready line shows: -addr's, or
 	// without any the link-local address.
 	addrs []netip.Prefix
@@ -510,7 +514,7 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 	log.Info("collector set", "gogc", gcPercent(gc.Percent), "gogc_from_env", gc.PercentFromEnv,
 		"gomemlimit", gc.Limit, "gomemlimit_from_env", gc.LimitFromEnv)
 	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log, NoIPv6: c.noIPv6, NDP: nd})
-	h := &host{stack: s, nic: nic, mac: ep.MAC(), capture: capture}
+	h := &host{stack: s, nic: nic, mac: ep.MAC(), name: c.hostname, capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
 		s.Close()
 		ep.Close()
@@ -523,6 +527,16 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 		return nil, err
 	}
 	return h, nil
+}
+
+// hostname is the host's name: -hostname, or gonet- and the last three
+// bytes of its MAC, which tell hosts on one link apart as the MAC does.
+func (h *host) hostname() string {
+	if h.name != "" {
+		return h.name
+	}
+	m := h.mac
+	return fmt.Sprintf("gonet-%02x%02x%02x", m[len(m)-3], m[len(m)-2], m[len(m)-1])
 }
 
 // dadTimeout bounds the wait for duplicate address detection: RFC 4862
@@ -592,7 +606,7 @@ func (h *host) startDHCP(c *linkConfig, timeout time.Duration) error {
 	log := h.stack.Logger()
 	// -dns or -search configured the resolver by hand: the lease's
 	// servers and domains are kept in it, not applied.
-	cfg := dhcp.ClientConfig{NoDNS: len(c.dns) > 0 || len(c.search) > 0}
+	cfg := dhcp.ClientConfig{NoDNS: len(c.dns) > 0 || len(c.search) > 0, Hostname: h.hostname()}
 	if c.dhcpLease != "" {
 		switch l, err := dhcp.LoadLease(c.dhcpLease); {
 		case err == nil:

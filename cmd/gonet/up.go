@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gonetstack/gonet/iperf3"
+	"github.com/gonetstack/gonet/mdns"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
 )
@@ -93,6 +94,10 @@ type upConfig struct {
 	control  string // control socket; empty: the default; noControl: none
 	metrics  metricsConfig
 	log      logConfig
+	// mdns answers multicast DNS for hostname.local (-mdns, -hostname;
+	// empty hostname: gonet- and the MAC's last three bytes).
+	mdns     bool
+	hostname string
 }
 
 func upFlags() (*flag.FlagSet, *upConfig) {
@@ -113,6 +118,8 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
 	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss, stats, addr and neigh on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
+	fs.BoolVar(&c.mdns, "mdns", true, "answer multicast DNS queries (RFC 6762) for -hostname.local with the NIC's addresses, over IPv4 and IPv6; -mdns=false does not")
+	fs.StringVar(&c.hostname, "hostname", "", "the host's `NAME`, one label: answered as NAME.local over mDNS, and sent to a DHCP server (default: gonet- and the MAC's last three bytes, as gonet-5e1001)")
 	c.metrics.register(fs)
 	c.log.register(fs, slog.LevelInfo)
 	return fs, c
@@ -130,6 +137,10 @@ func parseUp(args []string) (*upConfig, error) {
 	if err := c.link.check(); err != nil {
 		return nil, err
 	}
+	if c.hostname != "" && !validHostName(c.hostname) || strings.Contains(c.hostname, ".") {
+		return nil, usagef("-hostname %q is not one label of letters, digits and hyphens", c.hostname)
+	}
+	c.link.hostname = c.hostname
 	for _, s := range c.services {
 		if s.Name == "http" {
 			c.http = true
@@ -168,6 +179,18 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 		log.Error("starting the services", "nic", h.nic, "err", err)
 		h.Close()
 		return exitFail
+	}
+
+	if c.mdns {
+		r, err := mdns.Start(h.stack, h.nic, h.hostname())
+		if err != nil {
+			log.Error("starting the mDNS responder", "nic", h.nic, "err", err)
+			svc.Stop()
+			h.Close()
+			return exitFail
+		}
+		defer r.Close()
+		log.Info("mDNS responder", "nic", h.nic, "name", r.Name())
 	}
 
 	fmt.Fprintln(out.stdout, readyLine(h))

@@ -1,0 +1,131 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/gonetstack/gonet/internal/netns"
+	"github.com/gonetstack/gonet/internal/testkit/netnstest"
+)
+
+// `gonet up` answers multicast DNS for its name with no flag asking for
+// it: a legacy resolver on the kernel (RFC 6762 section 6.7: a query from
+// a port other than 5353, answered unicast) asks 224.0.0.251 and ff02::fb
+// for gonet-<the MAC's last three bytes>.local and gets GoNet's addresses
+// of each family. (dig would not do: it takes no answer from an address
+// other than the one it asked.)
+func TestDaemonAnswersMDNSForItsName(t *testing.T) {
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-addr", daemon6GoNet.String(), "-control", "none")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("gonet up's log:\n%s", stderr.String())
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatal("gonet up printed no ready line")
+	}
+	f := strings.Fields(lines.Text())
+	if len(f) < 5 {
+		t.Fatalf("ready line %q", lines.Text())
+	}
+	mac, err := net.ParseMAC(f[4])
+	if err != nil {
+		t.Fatalf("ready line %q: %v", lines.Text(), err)
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	name := fmt.Sprintf("gonet-%02x%02x%02x.local", mac[3], mac[4], mac[5])
+	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
+		t.Fatal(err)
+	}
+	addKernelIPv6(t, ns, dev, daemon6Kernel)
+	// The kernel sends to the group out of the TAP.
+	if _, err := ns.IP(ctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		network, group string
+		qtype          uint16
+		want           string
+	}{
+		{"udp4", "224.0.0.251:5353", mdns.TypeA, daemon4GoNet.Addr().String()},
+		{"udp6", "[ff02::fb%" + dev + "]:5353", mdns.TypeAAAA, daemon6GoNet.Addr().String()},
+	} {
+		q := new(mdns.Msg)
+		q.SetQuestion(name+".", c.qtype)
+		raw, err := q.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		waitFor(t, "GoNet's answer over "+c.network, 10*time.Second, func() bool {
+			got = nil
+			err := ns.Do(func() error {
+				pc, err := net.ListenPacket(c.network, ":0")
+				if err != nil {
+					return err
+				}
+				defer pc.Close()
+				to, err := net.ResolveUDPAddr(c.network, c.group)
+				if err != nil {
+					return err
+				}
+				if _, err := pc.WriteTo(raw, to); err != nil {
+					return err
+				}
+				pc.SetReadDeadline(time.Now().Add(time.Second))
+				buf := make([]byte, 1500)
+				n, _, err := pc.ReadFrom(buf)
+				if err != nil {
+					return nil // no answer yet
+				}
+				var m mdns.Msg
+				if err := m.Unpack(buf[:n]); err != nil {
+					return err
+				}
+				for _, rr := range m.Answer {
+					switch v := rr.(type) {
+					case *mdns.A:
+						got = append(got, v.A.String())
+					case *mdns.AAAA:
+						got = append(got, v.AAAA.String())
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.Contains(got, c.want)
+		})
+	}
+}
