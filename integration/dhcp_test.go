@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	mdns "github.com/miekg/dns"
 
 	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/dhcp"
@@ -293,7 +296,8 @@ func newDHCPTap(t *testing.T) (*netns.NS, string, string) {
 }
 
 // TestPingWithDHCP: gonet ping takes up's -addr dhcp, and pings the
-// router the lease names once the lease is bound.
+// router the lease names once the lease is bound, and a name, resolved
+// through the lease's DNS server and completed in its search domain.
 func TestPingWithDHCP(t *testing.T) {
 	netnstest.RequireTool(t, "dnsmasq")
 	bin := buildGonet(t)
@@ -307,6 +311,17 @@ func TestPingWithDHCP(t *testing.T) {
 	if !strings.Contains(string(out), "2 received") {
 		t.Errorf("gonet ping -addr dhcp:\n%s", out)
 	}
+	// www.gonet.test is the kernel's too.
+	if _, err := ns.IP(ctx, "addr", "add", netip.PrefixFrom(wwwAddr, 24).String(), "dev", dev); err != nil {
+		t.Fatal(err)
+	}
+	out, err = ns.Run(ctx, bin, "ping", "-tap", dev, "-addr", "dhcp", "-no-ipv6", "-c", "2", "-i", "0.2", "www")
+	if err != nil {
+		t.Fatalf("gonet ping -addr dhcp www: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "PING www ("+wwwAddr.String()+")") || !strings.Contains(string(out), "2 received") {
+		t.Errorf("gonet ping -addr dhcp www:\n%s", out)
+	}
 }
 
 // dhcpDaemon is a running `gonet up -addr dhcp`.
@@ -314,8 +329,9 @@ type dhcpDaemon struct {
 	cmd     *exec.Cmd
 	lines   *bufio.Scanner
 	stderr  bytes.Buffer
-	addr    netip.Prefix // the ready line's
-	control string       // its control socket
+	addr    netip.Prefix     // the ready line's
+	mac     net.HardwareAddr // the ready line's
+	control string           // its control socket
 }
 
 // startDHCPDaemon runs gonet up -addr dhcp on dev with the lease file and
@@ -345,6 +361,9 @@ func startDHCPDaemon(t *testing.T, ctx context.Context, bin string, ns *netns.NS
 	}
 	if d.addr, err = netip.ParsePrefix(f[3]); err != nil || !inPool(d.addr.Addr()) {
 		t.Fatalf("ready line's address %q is not one of dnsmasq's: %v", f[3], err)
+	}
+	if d.mac, err = net.ParseMAC(f[4]); err != nil {
+		t.Fatalf("ready line's MAC %q: %v", f[4], err)
 	}
 	return d
 }
@@ -385,6 +404,14 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	if out, err := ns.Run(pctx, "ping", "-c", "2", "-i", "0.2", "-W", "2", p.Addr().String()); err != nil {
 		t.Errorf("kernel pings %v: %v\n%s", p.Addr(), err, out)
 	}
+	// It answers multicast DNS for its name with no flag asking for it.
+	if _, err := ns.IP(pctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
+		t.Fatal(err)
+	}
+	name := mdnsName(d.mac)
+	waitFor(t, "GoNet's mDNS answer for "+name, 10*time.Second, func() bool {
+		return slices.Contains(askMDNS(t, ns, "udp4", "224.0.0.251:5353", name, mdns.TypeA), p.Addr().String())
+	})
 	// gonet addr shows the lease's address with the time it has left.
 	out, err := ns.Run(pctx, bin, "addr", "-control", d.control)
 	if err != nil || !strings.Contains(string(out), p.String()) || !strings.Contains(string(out), "sec preferred_lft") {

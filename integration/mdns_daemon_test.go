@@ -63,7 +63,7 @@ func TestDaemonAnswersMDNSForItsName(t *testing.T) {
 		for lines.Scan() {
 		}
 	}()
-	name := fmt.Sprintf("gonet-%02x%02x%02x.local", mac[3], mac[4], mac[5])
+	name := mdnsName(mac)
 	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
 		t.Fatal(err)
 	}
@@ -80,52 +80,66 @@ func TestDaemonAnswersMDNSForItsName(t *testing.T) {
 		{"udp4", "224.0.0.251:5353", mdns.TypeA, daemon4GoNet.Addr().String()},
 		{"udp6", "[ff02::fb%" + dev + "]:5353", mdns.TypeAAAA, daemon6GoNet.Addr().String()},
 	} {
-		q := new(mdns.Msg)
-		q.SetQuestion(name+".", c.qtype)
-		raw, err := q.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
 		waitFor(t, "GoNet's answer over "+c.network, 10*time.Second, func() bool {
-			got = nil
-			err := ns.Do(func() error {
-				pc, err := net.ListenPacket(c.network, ":0")
-				if err != nil {
-					return err
-				}
-				defer pc.Close()
-				to, err := net.ResolveUDPAddr(c.network, c.group)
-				if err != nil {
-					return err
-				}
-				if _, err := pc.WriteTo(raw, to); err != nil {
-					return err
-				}
-				pc.SetReadDeadline(time.Now().Add(time.Second))
-				buf := make([]byte, 1500)
-				n, _, err := pc.ReadFrom(buf)
-				if err != nil {
-					return nil // no answer yet
-				}
-				var m mdns.Msg
-				if err := m.Unpack(buf[:n]); err != nil {
-					return err
-				}
-				for _, rr := range m.Answer {
-					switch v := rr.(type) {
-					case *mdns.A:
-						got = append(got, v.A.String())
-					case *mdns.AAAA:
-						got = append(got, v.AAAA.String())
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return slices.Contains(got, c.want)
+			return slices.Contains(askMDNS(t, ns, c.network, c.group, name, c.qtype), c.want)
 		})
 	}
+}
+
+// mdnsName is the name gonet up answers for by default: gonet- and the
+// last three bytes of its MAC, under .local.
+func mdnsName(mac net.HardwareAddr) string {
+	return fmt.Sprintf("gonet-%02x%02x%02x.local", mac[3], mac[4], mac[5])
+}
+
+// askMDNS asks the mDNS group (224.0.0.251:5353, or [ff02::fb%dev]:5353
+// over "udp6") for name's records of qtype from a kernel socket in ns, as a
+// legacy resolver (RFC 6762 section 6.7), and returns the addresses of the
+// answer that comes within a second, none if none does.
+func askMDNS(t *testing.T, ns *netns.NS, network, group, name string, qtype uint16) []string {
+	t.Helper()
+	q := new(mdns.Msg)
+	q.SetQuestion(name+".", qtype)
+	raw, err := q.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	err = ns.Do(func() error {
+		pc, err := net.ListenPacket(network, ":0")
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		to, err := net.ResolveUDPAddr(network, group)
+		if err != nil {
+			return err
+		}
+		if _, err := pc.WriteTo(raw, to); err != nil {
+			return err
+		}
+		pc.SetReadDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 1500)
+		n, _, err := pc.ReadFrom(buf)
+		if err != nil {
+			return nil // no answer
+		}
+		var m mdns.Msg
+		if err := m.Unpack(buf[:n]); err != nil {
+			return err
+		}
+		for _, rr := range m.Answer {
+			switch v := rr.(type) {
+			case *mdns.A:
+				got = append(got, v.A.String())
+			case *mdns.AAAA:
+				got = append(got, v.AAAA.String())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
