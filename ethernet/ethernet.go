@@ -82,6 +82,7 @@ type NIC struct {
 	stopping atomic.Bool
 	log      nicLog      // log.go
 	filter   filterState // filter.go
+	flush    flushState  // flush.go
 	Stats    Stats
 }
 
@@ -148,6 +149,7 @@ func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 	}
 	select {
 	case n.tx <- pkt:
+		n.flush.queuedOne()
 	case <-n.done:
 		n.Stats.TxDroppedClose.Inc()
 		pkt.Release()
@@ -298,6 +300,7 @@ func (n *NIC) transmit() {
 		if sent < len(batch) && !isClosed(err) {
 			n.writeFailed(err, len(batch)-sent)
 		}
+		n.flush.handledSome(len(batch))
 		clear(batch)
 		batch = batch[:0]
 	}

@@ -131,6 +131,10 @@ func (c *RouterConfig) setDefaults(nicMTU int) error {
 type advertiser struct {
 	cfg  RouterConfig
 	wake chan struct{} // capacity one: next has moved earlier
+	// stop asks the goroutine to cease advertising (StopAdvertising),
+	// which closes stopped once its final advertisement is sent.
+	stop, stopped chan struct{}
+	stopOnce      sync.Once
 
 	mu       sync.Mutex
 	next     time.Time // the next multicast advertisement
@@ -154,7 +158,7 @@ func (p *Protocol) Advertise(cfg RouterConfig) error {
 	if err := cfg.setDefaults(p.nic.MTU()); err != nil {
 		return fmt.Errorf("ndp: advertise on %s: %w", p.nic.Name(), err)
 	}
-	a := &advertiser{cfg: cfg, wake: make(chan struct{}, 1)}
+	a := &advertiser{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	p.mu.Lock()
 	switch {
 	case p.closed:
@@ -180,10 +184,13 @@ func (p *Protocol) Advertise(cfg RouterConfig) error {
 // section 5.4).
 func (p *Protocol) advertise(a *advertiser) {
 	defer p.wg.Done()
+	defer close(a.stopped)
 	select {
 	case <-p.llDone:
 	case <-p.done:
 		return
+	case <-a.stop:
+		return // nothing advertised, nothing to withdraw
 	}
 	now := p.env.Clock.Now()
 	a.mu.Lock()
@@ -215,8 +222,28 @@ func (p *Protocol) advertise(a *advertiser) {
 			t.Stop()
 			p.sendFinalAdvertisements(a)
 			return
+		case <-a.stop:
+			t.Stop()
+			p.sendFinalAdvertisements(a)
+			return
 		}
 	}
+}
+
+// StopAdvertising makes an advertising interface cease to (section
+// 6.2.5): it returns once the final advertisement, with a Router Lifetime
+// of zero, is handed to the NIC, so that a stack about to close its link
+// sends it while the link still carries it. Close does the same for an
+// interface still advertising. It does nothing on a host.
+func (p *Protocol) StopAdvertising() {
+	p.mu.Lock()
+	a := p.adv
+	p.mu.Unlock()
+	if a == nil {
+		return
+	}
+	a.stopOnce.Do(func() { close(a.stop) })
+	<-a.stopped
 }
 
 // sendAdvertisement sends a multicast advertisement if its time has come,

@@ -537,11 +537,17 @@ func (s *Stack) Sync(ctx context.Context) error {
 	return nil
 }
 
+// lastWordsTimeout bounds Close's wait for the frames the stack sent as it
+// began closing to leave its NICs: a link that takes nothing does not hold
+// the shutdown.
+const lastWordsTimeout = 200 * time.Millisecond
+
 // Close stops every goroutine of the stack, closes its NICs, and releases
 // every buffer it holds. Sockets left open are not closed: their owners
 // still hold them, and their queues are released when they close.
 //
-// The order matters: first the NICs' receive sides, so nothing more is
+// The order matters: first the link's last words (a router's final
+// advertisement), flushed out; then the NICs' receive sides, so nothing more is
 // dealt upwards; then the goroutines that hold packets and send (pings, the
 // IPv4 dealer and its assemblers, ARP resolutions); then the NICs' transmit
 // sides they send through.
@@ -554,6 +560,19 @@ func (s *Stack) Close() error {
 	s.closed = true
 	nics := s.nics
 	s.mu.Unlock()
+	// The link's last words first, while it still carries them: a
+	// router's final advertisement (RFC 4861 section 6.2.5), written out
+	// before StopReceive closes the endpoints.
+	for _, n := range nics {
+		if n.nd != nil {
+			n.nd.StopAdvertising()
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lastWordsTimeout)
+	for _, n := range nics {
+		n.eth.Flush(ctx)
+	}
+	cancel()
 	var first error
 	for _, n := range nics {
 		if err := n.eth.StopReceive(); err != nil && first == nil {
