@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -51,8 +52,16 @@ func inPool(a netip.Addr) bool { return dhcpFirst.Compare(a) <= 0 && a.Compare(d
 // file dnsmasq keeps. extra are more of dnsmasq's arguments.
 func startDHCPServer(t *testing.T, ns *netns.NS, dev string, extra ...string) string {
 	t.Helper()
+	leases, _ := startDHCPServerStoppable(t, ns, dev, extra...)
+	return leases
+}
+
+// startDHCPServerStoppable is startDHCPServer with a function that stops
+// dnsmasq before the test ends: a server that vanishes.
+func startDHCPServerStoppable(t *testing.T, ns *netns.NS, dev string, extra ...string) (leases string, stop func()) {
+	t.Helper()
 	netnstest.RequireTool(t, "dnsmasq")
-	leases := filepath.Join(t.TempDir(), "dnsmasq.leases")
+	leases = filepath.Join(t.TempDir(), "dnsmasq.leases")
 	ctx, cancel := context.WithCancel(context.Background())
 	var out bytes.Buffer
 	// DNS too, for www.gonet.test alone: no upstream, no /etc/hosts.
@@ -71,14 +80,20 @@ func startDHCPServer(t *testing.T, ns *netns.NS, dev string, extra ...string) st
 		cancel()
 		t.Fatalf("start dnsmasq: %v", err)
 	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			cmd.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		cancel()
-		cmd.Wait()
+		stop()
 		if t.Failed() {
 			t.Logf("dnsmasq:\n%s", out.String())
 		}
 	})
-	return leases
+	return leases, stop
 }
 
 // dhcpLink is a TAP in a namespace with dnsmasq on its kernel side, and a
@@ -91,6 +106,13 @@ type dhcpLink struct {
 }
 
 func newDHCPLink(t *testing.T, dnsmasqArgs ...string) *dhcpLink {
+	t.Helper()
+	return newDHCPLinkWith(t, func(ns *netns.NS, dev string) string { return startDHCPServer(t, ns, dev, dnsmasqArgs...) })
+}
+
+// newDHCPLinkWith is newDHCPLink with the server started by start, which
+// returns its lease file.
+func newDHCPLinkWith(t *testing.T, start func(ns *netns.NS, dev string) string) *dhcpLink {
 	t.Helper()
 	netnstest.RequireTool(t, "dnsmasq")
 	ns := netnstest.New(t)
@@ -106,7 +128,7 @@ func newDHCPLink(t *testing.T, dnsmasqArgs ...string) *dhcpLink {
 		ep.Close()
 		t.Fatal(err)
 	}
-	l.leases = startDHCPServer(t, ns, l.dev, dnsmasqArgs...)
+	l.leases = start(ns, l.dev)
 	// The client probes each address (RFC 5227) before it takes it; the
 	// kernel answers a probe at once, so the timers are short.
 	fast := arp.ACDConfig{ProbeWait: 50 * time.Millisecond, ProbeMin: 50 * time.Millisecond, ProbeMax: 100 * time.Millisecond,
@@ -442,5 +464,113 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	counters = again.stop(t)
 	if !strings.Contains(counters, "DHCPClient."+dev+".OutRequests") || strings.Contains(counters, "DHCPClient."+dev+".OutDiscovers") {
 		t.Errorf("the restart sent DISCOVERs, want INIT-REBOOT's REQUEST alone:\n%s", counters)
+	}
+}
+
+// A lease's life against dnsmasq, at its shortest lease, two minutes: the
+// client renews it from its server at T1 (60 s, RFC 2131 section 4.4.5);
+// when the server vanishes, the renewal and the rebinding go unanswered
+// and the lease expires at its end, taking the address off the NIC; and
+// when the server moves to another address, the client rebinds at T2
+// (105 s) by broadcast to whichever server answers. The three run in
+// parallel, about two minutes in all. Timings closer than dnsmasq allows are tested
+// against the package's own server on a virtual clock.
+func TestDHCPLeaseLifeWithDnsmasq(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two minutes of lease lifetime (-short)")
+	}
+	t.Run("renewed from its server at T1", func(t *testing.T) {
+		t.Parallel()
+		l, _ := newDHCPLinkStoppable(t)
+		events := make(chan dhcp.Event, 8)
+		c, lease := l.startEvents(t, events)
+		renewed := waitEvent(t, events, dhcp.LeaseRenewed, 90*time.Second)
+		if renewed.Lease.Addr != lease.Addr || renewed.Lease.Server != kernelAddr.Addr() {
+			t.Errorf("renewed %v from %v, want %v from %v", renewed.Lease.Addr, renewed.Lease.Server, lease.Addr, kernelAddr.Addr())
+		}
+		if c.Stats.OutRequests.Load() < 2 {
+			t.Errorf("OutRequests %d: no renewal REQUEST", c.Stats.OutRequests.Load())
+		}
+	})
+	t.Run("expired when the server vanishes", func(t *testing.T) {
+		t.Parallel()
+		l, stop := newDHCPLinkStoppable(t)
+		events := make(chan dhcp.Event, 8)
+		_, lease := l.startEvents(t, events)
+		stop()
+		waitEvent(t, events, dhcp.LeaseLost, 150*time.Second)
+		if addrs, _ := l.stack.Addresses(l.dev); slices.ContainsFunc(addrs, func(p netip.Prefix) bool { return p.Addr() == lease.Addr.Addr() }) {
+			t.Errorf("the expired lease's %v is still on the NIC: %v", lease.Addr, addrs)
+		}
+	})
+	t.Run("rebound when the server moves", func(t *testing.T) {
+		t.Parallel()
+		l, stop := newDHCPLinkStoppable(t)
+		events := make(chan dhcp.Event, 8)
+		_, lease := l.startEvents(t, events)
+		// Before T1: the server goes, and comes back at another
+		// address, unknown to the client, which unicasts its renewal
+		// to the old one in vain until T2.
+		stop()
+		moved := netip.MustParsePrefix("10.99.0.9/24")
+		if _, err := l.ns.IP(context.Background(), "addr", "del", kernelAddr.String(), "dev", l.dev); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.ns.IP(context.Background(), "addr", "add", moved.String(), "dev", l.dev); err != nil {
+			t.Fatal(err)
+		}
+		startDHCPServer(t, l.ns, l.dev)
+		rebound := waitEvent(t, events, dhcp.LeaseRenewed, 150*time.Second)
+		if rebound.Lease.Addr != lease.Addr || rebound.Lease.Server != moved.Addr() {
+			t.Errorf("rebound %v from %v, want %v from %v", rebound.Lease.Addr, rebound.Lease.Server, lease.Addr, moved.Addr())
+		}
+	})
+}
+
+// newDHCPLinkStoppable is newDHCPLink whose dnsmasq can be stopped.
+func newDHCPLinkStoppable(t *testing.T) (*dhcpLink, func()) {
+	t.Helper()
+	var stop func()
+	l := newDHCPLinkWith(t, func(ns *netns.NS, dev string) string {
+		leases, s := startDHCPServerStoppable(t, ns, dev)
+		stop = s
+		return leases
+	})
+	return l, stop
+}
+
+// startEvents starts a client reporting every event on events, and waits
+// for its first lease.
+func (l *dhcpLink) startEvents(t *testing.T, events chan dhcp.Event) (*dhcp.Client, dhcp.ClientLease) {
+	t.Helper()
+	c, err := dhcp.StartOn(context.Background(), l.stack, l.dev, dhcp.ClientConfig{
+		Notify: func(e dhcp.Event) {
+			select {
+			case events <- e:
+			default:
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, waitEvent(t, events, dhcp.LeaseBound, 30*time.Second).Lease
+}
+
+// waitEvent waits for an event of kind, skipping others.
+func waitEvent(t *testing.T, events chan dhcp.Event, kind dhcp.EventKind, within time.Duration) dhcp.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case e := <-events:
+			if e.Kind == kind {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %v event within %v", kind, within)
+			return dhcp.Event{}
+		}
 	}
 }
