@@ -108,14 +108,21 @@ func parseIperf3(args []string) (*iperf3Config, error) {
 	if c.host == "" {
 		return nil, usagef("missing -c HOST, the iperf3 server to test against")
 	}
+	byName := false
 	if c.server, err = parseHostAddr(c.host); err != nil {
-		return nil, usagef("-c %q: %v", c.host, err)
+		if _, perr := netip.ParseAddr(c.host); perr == nil || !validHostName(c.host) {
+			return nil, usagef("-c %q: %v, nor a host name", c.host, err)
+		}
+		byName = true // resolved over GoNet when the test dials
 	}
 	if err := c.link.check(); err != nil {
 		return nil, err
 	}
 	switch {
-	case c.server.Is4() && !hasIPv4(c.link.addrs):
+	case byName && len(c.link.dns) == 0 && !c.link.dhcp:
+		return nil, usagef("-c %q is a name: give -dns, the DNS server to ask, or -addr dhcp", c.host)
+	case byName:
+	case c.server.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp:
 		return nil, usagef("-addr is required for an IPv4 server: GoNet's IPv4 address and prefix, as in 10.0.0.2/24")
 	case c.server.Is6() && c.link.noIPv6:
 		return nil, usagef("server %v is IPv6, and -no-ipv6 turns IPv6 off", c.server)
@@ -126,7 +133,11 @@ func parseIperf3(args []string) (*iperf3Config, error) {
 	case c.test.UDP && c.test.Len != 0 && c.test.Len < iperf3.HeaderLen:
 		return nil, usagef("-l %d is shorter than the UDP header iperf3 puts in each datagram, %d bytes", c.test.Len, iperf3.HeaderLen)
 	}
-	c.test.Addr = net.JoinHostPort(c.server.String(), strconv.Itoa(c.port))
+	host := c.host
+	if !byName {
+		host = c.server.String()
+	}
+	c.test.Addr = net.JoinHostPort(host, strconv.Itoa(c.port))
 	return c, nil
 }
 

@@ -47,6 +47,8 @@ func TestParseIperf3(t *testing.T) {
 			iperf3.Config{Addr: "10.0.0.1:5202", UDP: true, Reverse: true, Parallel: 4, Rate: 50e6, Len: 1024, Duration: 2 * time.Second}},
 		{"IPv6", []string{"-c", "fd00::1"},
 			iperf3.Config{Addr: "[fd00::1]:5201", Parallel: 1, Duration: 10 * time.Second}},
+		{"a name, resolved over GoNet", []string{"-dns", "10.0.0.1", "-c", "server.lan"},
+			iperf3.Config{Addr: "server.lan:5201", Parallel: 1, Duration: 10 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,7 +70,8 @@ func TestParseIperf3Refuses(t *testing.T) {
 		mention string
 	}{
 		{"no server", []string{"-tap", "t", "-addr", "10.0.0.2/24"}, "missing -c"},
-		{"a name", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-c", "example.com"}, "not an IP address"},
+		{"a name without a DNS server", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-c", "server.lan"}, "give -dns"},
+		{"neither an address nor a name", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-c", "server lan"}, "nor a host name"},
 		{"no IPv4 address", []string{"-tap", "t", "-c", "10.0.0.1"}, "-addr is required"},
 		{"too many streams", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-c", "10.0.0.1", "-P", "129"}, "-P 129"},
 		{"UDP block under the header", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-c", "10.0.0.1", "-u", "-l", "8"}, "-l 8"},
