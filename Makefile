@@ -46,11 +46,11 @@ build:
 demo:
 	$(GO) run ./cmd/gonet demo
 
-## bench: the benchmark suite (issue 5; root; about 21 minutes on 2 cores, and up
+## bench: the benchmark suite (issue 5; root; about 24 minutes on 2 cores, and up
 ## to 4 more when other processes keep the CPUs busy, which it waits out):
 ## GoNet against gVisor netstack and the Linux kernel, every workload 3 times,
-## the IPv6 variants of ping, bulk and request-response included (issue 12;
-## about 3 of the 21 minutes), and GoNet's gateway daemon against pasta and
+## the IPv6 variants of ping, bulk and request-response 5 times with GoNet's
+## IPv4 twins (issue 12; about 6 of the 24 minutes), and GoNet's gateway daemon against pasta and
 ## slirp4netns (issue 11);
 ## writes BENCHMARKS.md and bench/results/ (JSON, plots, profiles), and runs
 ## the stack's own Go benchmarks (allocations per packet) for the report

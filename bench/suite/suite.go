@@ -165,8 +165,11 @@ func (p point) workloadOf(g group) string {
 
 // repsOf is how many repetitions g runs.
 func (s *Suite) repsOf(g group) int {
-	if g.family == gatewayFamily && s.Plan.Gateway.Reps > 0 {
+	switch {
+	case g.family == gatewayFamily && s.Plan.Gateway.Reps > 0:
 		return min(s.Plan.Reps, s.Plan.Gateway.Reps)
+	case g.ipv6 && s.Plan.Reps6 > 0:
+		return s.Plan.Reps6
 	}
 	return s.Plan.Reps
 }
@@ -232,7 +235,11 @@ func (s *Suite) Run(ctx context.Context) error {
 	}
 	fmt.Fprintf(s.Log, "bench: %s run: %d measurements; %s\n", s.Plan.Name, s.total, strings.Join(families, "; "))
 
-	for rep := 1; rep <= s.Plan.Reps; rep++ {
+	reps := 0
+	for _, g := range groups {
+		reps = max(reps, s.repsOf(g))
+	}
+	for rep := 1; rep <= reps; rep++ {
 		for _, g := range groups {
 			if rep > s.repsOf(g) {
 				continue

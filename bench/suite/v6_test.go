@@ -269,3 +269,27 @@ func TestIPv6PointsPairGoNetWithItsIPv4Twin(t *testing.T) {
 		}
 	}
 }
+
+// The IPv6 variants run Reps6 repetitions, the others Reps: the paired
+// ratio their 5% bound is judged by needs more than three on two shared
+// cores.
+func TestIPv6VariantsRunTheirOwnRepetitions(t *testing.T) {
+	for _, c := range []struct {
+		plan   Plan
+		v4, v6 int
+	}{
+		{Full, 3, 5},
+		{Quick, 1, 1},
+	} {
+		s := &Suite{Plan: c.plan}
+		for _, g := range s.groups() {
+			want := c.v4
+			if g.ipv6 {
+				want = c.v6
+			}
+			if got := s.repsOf(g); got != want {
+				t.Errorf("%s plan: %s runs %d repetitions, want %d", c.plan.Name, g.workload, got, want)
+			}
+		}
+	}
+}

@@ -146,7 +146,11 @@ func (r *report) ipv6Section() {
 	r.p("## 8. IPv6 (issue 12)\n\n")
 	r.p("The IPv6 variants of ping (ICMPv6 datagram sockets), bulk TCP and request-response: the same load generators and handlers, from the client's fd77::1 to the server's fd77::2 (a unique local /64 beside the IPv4 /24, on the same links), each on set-ups of its own run right after its IPv4 workload, so that both meet the same machine. ")
 	r.p("GoNet's address goes through duplicate address detection as its defaults have it, and a workload starts once the client's `ping -6` is answered; gVisor has `ipv6.NewProtocol` as its defaults make it, which run no duplicate address detection; the kernel's addresses on both ends are `nodad`. ")
-	r.p("Durations are the IPv4 workloads' (%v a ping point, %v bulk, %v request-response).\n\n", p.PingDur, p.BulkDur, p.RRDur)
+	r.p("Durations are the IPv4 workloads' (%v a ping point, %v bulk, %v request-response)", p.PingDur, p.BulkDur, p.RRDur)
+	if p.Reps6 > p.Reps {
+		r.p("; the IPv6 points run %d repetitions, those beyond the IPv4 workloads' %d at the end of the run", p.Reps6, p.Reps)
+	}
+	r.p(".\n\n")
 
 	r.p("### IPv6 against IPv4, stack by stack\n\n")
 	r.p("Each stack's IPv6 figure over its own IPv4 figure at the same point: above 1 is IPv6 faster for Gbit/s, slower for µs. ")

@@ -123,7 +123,7 @@ func run(args []string) error {
 		plan = suite.Quick
 	}
 	if *reps > 0 {
-		plan.Reps, plan.Gateway.Reps = *reps, *reps
+		plan.Reps, plan.Reps6, plan.Gateway.Reps = *reps, *reps, *reps
 	}
 	if *mtus != "" {
 		plan.Gateway.MTUs = nil
