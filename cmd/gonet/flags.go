@@ -25,11 +25,7 @@ func (f *addrsFlag) String() string {
 	if f == nil {
 		return ""
 	}
-	s := make([]string, len(*f))
-	for i, p := range *f {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ",")
+	return joinList(*f)
 }
 
 func (f *addrsFlag) Set(s string) error {
@@ -109,11 +105,7 @@ func (f *gatewaysFlag) String() string {
 	if f == nil {
 		return ""
 	}
-	s := make([]string, len(*f))
-	for i, a := range *f {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
+	return joinList(*f)
 }
 
 func (f *gatewaysFlag) Set(s string) error {
@@ -139,11 +131,7 @@ func (f *dnsFlag) String() string {
 	if f == nil {
 		return ""
 	}
-	s := make([]string, len(*f))
-	for i, a := range *f {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
+	return joinList(*f)
 }
 
 func (f *dnsFlag) Set(s string) error {
@@ -175,6 +163,16 @@ func (f *searchFlag) String() string {
 func (f *searchFlag) Set(s string) error {
 	*f = append(*f, s)
 	return nil
+}
+
+// joinList is a repeatable flag's values as flag.Value.String gives them:
+// comma-separated.
+func joinList[T fmt.Stringer](list []T) string {
+	s := make([]string, len(list))
+	for i, v := range list {
+		s[i] = v.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // family names an address's family as messages do.
