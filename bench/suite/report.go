@@ -585,7 +585,7 @@ func (r *report) profiles() {
 		return
 	}
 	r.p("### Where the CPU goes (CPU profiles)\n\n")
-	r.p("Separate runs after the measured ones, with the server's CPU profile on: \"bulk\" is %v kernel→stack then %v stack→kernel on one stream, \"rr\" %v of 1-byte request-response on one connection. Categories sort each sample by the function it was in.\n\n",
+	r.p("Separate runs after the measured ones, with the server's CPU profile on: \"bulk\" is %v kernel→stack then %v stack→kernel on one stream (GoNet's \"bulk6\" the same over IPv6), \"rr\" %v of 1-byte request-response on one connection. Categories sort each sample by the function it was in.\n\n",
 		r.res.Plan.ProfileDur, r.res.Plan.ProfileDur, r.res.Plan.ProfileDur)
 	// Categories side by side.
 	var cats []string
