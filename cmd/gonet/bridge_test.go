@@ -1,19 +1,15 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gonetstack/gonet/link/shm"
 	"github.com/gonetstack/gonet/link/stream"
@@ -48,56 +44,8 @@ func TestBridgeRejectsBadFlagsWithExit2(t *testing.T) {
 	}
 }
 
-// vmStack is a GoNet stack on a stream link, as a VM or gonet up -socket
-// would be on the bridge.
-func vmStack(t *testing.T, ep *stream.Endpoint, addr string) *stack.Stack {
-	t.Helper()
-	s := stack.New(stack.Config{})
-	if err := s.AddNIC("eth0", ep); err != nil {
-		ep.Close()
-		t.Fatal(err)
-	}
-	if err := s.AddAddress("eth0", netip.MustParsePrefix(addr)); err != nil {
-		s.Close()
-		t.Fatal(err)
-	}
-	return s
-}
-
-// echo serves TCP echo on s's port 7 until the listener closes.
-func echo(t *testing.T, s *stack.Stack) {
-	ln, err := s.Listen("tcp", ":7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-}
-
-func echoOnce(t *testing.T, s *stack.Stack, to string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	conn, err := s.DialContext(ctx, "tcp", to)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	msg := strings.Repeat("frames through the bridge. ", 10000)
-	go io.WriteString(conn, msg)
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
-		t.Errorf("echo of %d bytes from %s: %v", len(msg), to, err)
-	}
-}
+// bridgeMsg is what the bridge tests echo through it.
+var bridgeMsg = strings.Repeat("frames through the bridge. ", 10000)
 
 // A stack that connects to -listen and one that listens where -connect
 // points talk TCP through gonet bridge; when the listening one dies and
@@ -116,43 +64,21 @@ func TestBridgeJoinsStacksOnSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := vmStack(t, epB, "10.0.2.2/24")
+	b := peerStack(t, epB, stack.Config{}, "10.0.2.2/24")
 	echo(t, b)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr strings.Builder
-	exited := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"bridge", "-listen", listenPath, "-connect", connectPath, "-control", ctl, "-log-level", "debug"}, stdoutW, &stderr)
-		stdoutW.Close()
-		exited <- code
-	}()
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdoutR)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	select {
-	case line := <-lines:
-		if want := "gonet: bridge up " + listenPath + " " + connectPath; line != want {
-			t.Fatalf("ready line %q, want %q", line, want)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no ready line in 10s; stderr %q", stderr.String())
+	br := startInProcess(t, "bridge", "-listen", listenPath, "-connect", connectPath, "-control", ctl, "-log-level", "debug")
+	if line, want := br.readyLine(t), "gonet: bridge up "+listenPath+" "+connectPath; line != want {
+		t.Fatalf("ready line %q, want %q", line, want)
 	}
 
 	epA, err := stream.Dial(listenPath, stream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := vmStack(t, epA, "10.0.2.100/24")
+	a := peerStack(t, epA, stack.Config{}, "10.0.2.100/24")
 	defer a.Close()
-	echoOnce(t, a, "10.0.2.2:7")
+	echoed(t, a, "10.0.2.2:7", bridgeMsg)
 
 	// The peer dies; another takes its socket, with its MAC as a
 	// restarted gonet up -mac would.
@@ -161,10 +87,10 @@ func TestBridgeJoinsStacksOnSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2 := vmStack(t, epB2, "10.0.2.2/24")
+	b2 := peerStack(t, epB2, stack.Config{}, "10.0.2.2/24")
 	defer b2.Close()
 	echo(t, b2)
-	echoOnce(t, a, "10.0.2.2:7")
+	echoed(t, a, "10.0.2.2:7", bridgeMsg)
 
 	body, err := askControl(context.Background(), ctl, http.MethodGet, bridgeStatusPath, nil)
 	if err != nil {
@@ -197,27 +123,15 @@ func TestBridgeJoinsStacksOnSockets(t *testing.T) {
 			st.Counters["Bridge.PortsLost"], st.Counters["Port.listen1.RxFrames"])
 	}
 
-	cancel()
-	select {
-	case code := <-exited:
-		if code != exitOK {
-			t.Errorf("exit code %d, stderr %q", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gonet bridge still running 10s after the signal")
-	}
-	var rest strings.Builder
-	for line := range lines {
-		rest.WriteString(line + "\n")
-	}
-	if !strings.Contains(rest.String(), "Bridge.Learnt ") || !strings.Contains(rest.String(), "Port.connect0.TxFrames ") {
-		t.Errorf("the counters printed on exit lack the bridge's or a port's:\n%s", rest.String())
+	rest := br.stop(t)
+	if !strings.Contains(rest, "Bridge.Learnt ") || !strings.Contains(rest, "Port.connect0.TxFrames ") {
+		t.Errorf("the counters printed on exit lack the bridge's or a port's:\n%s", rest)
 	}
 	if _, err := os.Lstat(listenPath); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the -listen socket outlived the bridge: %v", err)
 	}
-	if !strings.Contains(stderr.String(), "port failed; removed") {
-		t.Errorf("the log does not tell of the port lost:\n%s", stderr.String())
+	if !strings.Contains(br.stderr.String(), "port failed; removed") {
+		t.Errorf("the log does not tell of the port lost:\n%s", br.stderr.String())
 	}
 }
 
@@ -229,31 +143,9 @@ func TestBridgeJoinsStacksOnRings(t *testing.T) {
 	ringPath := filepath.Join(dir, "ring.sock")
 	listenPath := filepath.Join(dir, "br.sock")
 	ctl := filepath.Join(dir, "ctl.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr strings.Builder
-	exited := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"bridge", "-ring-listen", ringPath, "-listen", listenPath, "-control", ctl}, stdoutW, &stderr)
-		stdoutW.Close()
-		exited <- code
-	}()
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdoutR)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	select {
-	case line := <-lines:
-		if want := "gonet: bridge up " + listenPath + " " + ringPath; line != want {
-			t.Fatalf("ready line %q, want %q", line, want)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no ready line in 10s")
+	br := startInProcess(t, "bridge", "-ring-listen", ringPath, "-listen", listenPath, "-control", ctl)
+	if line, want := br.readyLine(t), "gonet: bridge up "+listenPath+" "+ringPath; line != want {
+		t.Fatalf("ready line %q, want %q", line, want)
 	}
 
 	ringStack := func(addr string) *stack.Stack {
@@ -261,16 +153,7 @@ func TestBridgeJoinsStacksOnRings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := stack.New(stack.Config{})
-		if err := s.AddNIC("eth0", ep); err != nil {
-			ep.Close()
-			t.Fatal(err)
-		}
-		if err := s.AddAddress("eth0", netip.MustParsePrefix(addr)); err != nil {
-			s.Close()
-			t.Fatal(err)
-		}
-		return s
+		return peerStack(t, ep, stack.Config{}, addr)
 	}
 	a := ringStack("10.0.3.1/24")
 	defer a.Close()
@@ -280,14 +163,14 @@ func TestBridgeJoinsStacksOnRings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := vmStack(t, epC, "10.0.3.3/24")
+	c := peerStack(t, epC, stack.Config{}, "10.0.3.3/24")
 	defer c.Close()
 	echo(t, c)
 
-	echoOnce(t, a, "10.0.3.2:7")
-	echoOnce(t, a, "10.0.3.3:7")
+	echoed(t, a, "10.0.3.2:7", bridgeMsg)
+	echoed(t, a, "10.0.3.3:7", bridgeMsg)
 	b.Close()
-	echoOnce(t, a, "10.0.3.3:7")
+	echoed(t, a, "10.0.3.3:7", bridgeMsg)
 
 	st, err := fetchStatus(context.Background(), ctl)
 	if err != nil {
@@ -297,17 +180,7 @@ func TestBridgeJoinsStacksOnRings(t *testing.T) {
 		t.Errorf("counters: Bridge.PortsLost %d, Port.ring1.RxFrames %d; want 1 and two transfers'",
 			st.Counters["Bridge.PortsLost"], st.Counters["Port.ring1.RxFrames"])
 	}
-	cancel()
-	select {
-	case code := <-exited:
-		if code != exitOK {
-			t.Errorf("exit code %d, stderr %q", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gonet bridge still running 10s after the signal")
-	}
-	for range lines {
-	}
+	br.stop(t)
 	if _, err := os.Lstat(ringPath); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the -ring-listen socket outlived the bridge: %v", err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/netip"
@@ -22,24 +21,7 @@ import (
 // stand-in prints the ring's counters among the stack's.
 func TestUpListensOnARing(t *testing.T) {
 	path := filepath.Join(shortTempDir(t), "ring.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr strings.Builder
-	exited := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"up", "-ring-listen", path, "-addr", "10.0.0.1/24", "-no-ipv6", "-serve", "echo", "-control", noControl}, stdoutW, &stderr)
-		stdoutW.Close()
-		exited <- code
-	}()
-	lines := make(chan string, 200)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdoutR)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	up := startInProcess(t, "up", "-ring-listen", path, "-addr", "10.0.0.1/24", "-no-ipv6", "-serve", "echo", "-control", noControl)
 	var ep *shm.Endpoint
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var err error
@@ -47,60 +29,23 @@ func TestUpListensOnARing(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dialling the ring for 10s: %v; stderr %q", err, stderr.String())
+			t.Fatalf("dialling the ring for 10s: %v; stderr %q", err, up.stderr.String())
 		}
 	}
-	select {
-	case line := <-lines:
-		if !regexp.MustCompile(`^gonet: up ring0 10\.0\.0\.1/24 ([0-9a-f]{2}:){5}[0-9a-f]{2}$`).MatchString(line) {
-			t.Fatalf("ready line %q", line)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no ready line in 10s; stderr %q", stderr.String())
+	if line := up.readyLine(t); !regexp.MustCompile(`^gonet: up ring0 10\.0\.0\.1/24 ([0-9a-f]{2}:){5}[0-9a-f]{2}$`).MatchString(line) {
+		t.Fatalf("ready line %q", line)
 	}
 	if !ep.Capabilities().TSO {
 		t.Error("no offloads on the ring, though both sides offer them")
 	}
 
-	s := stack.New(stack.Config{NoIPv6: true})
-	if err := s.AddNIC("eth0", ep); err != nil {
-		ep.Close()
-		t.Fatal(err)
-	}
-	if err := s.AddAddress("eth0", netip.MustParsePrefix("10.0.0.2/24")); err != nil {
-		t.Fatal(err)
-	}
-	dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer dcancel()
-	conn, err := s.DialContext(dctx, "tcp", "10.0.0.1:7")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	msg := strings.Repeat("bytes across the ring. ", 50000)
-	go io.WriteString(conn, msg)
-	got := make([]byte, len(msg))
-	if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
-		t.Errorf("echo of %d bytes: %v", len(msg), err)
-	}
-	conn.Close()
+	s := peerStack(t, ep, stack.Config{NoIPv6: true}, "10.0.0.2/24")
+	echoed(t, s, "10.0.0.1:7", strings.Repeat("bytes across the ring. ", 50000))
 	s.Close()
 
-	cancel()
-	select {
-	case code := <-exited:
-		if code != exitOK {
-			t.Errorf("exit code %d, stderr %q", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gonet up still running 10s after the signal")
-	}
-	var rest strings.Builder
-	for line := range lines {
-		rest.WriteString(line + "\n")
-	}
-	if !regexp.MustCompile(`Ring\.ring0\.RxBytes [1-9]`).MatchString(rest.String()) {
-		t.Errorf("the counters printed on exit do not show the ring's:\n%s", rest.String())
+	rest := up.stop(t)
+	if !regexp.MustCompile(`Ring\.ring0\.RxBytes [1-9]`).MatchString(rest) {
+		t.Errorf("the counters printed on exit do not show the ring's:\n%s", rest)
 	}
 }
 

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -42,69 +39,24 @@ func awaitPreferred(t *testing.T, s *stack.Stack, nic string, addr netip.Addr) {
 func TestUpServesBothFamilies(t *testing.T) {
 	dir := shortTempDir(t)
 	path := filepath.Join(dir, "vm.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr strings.Builder
-	exited := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"up", "-socket", path, "-addr", "10.0.2.2/24", "-addr", "fd00:2::2/64",
-			"-serve", "echo", "-control", noControl}, stdoutW, &stderr)
-		stdoutW.Close()
-		exited <- code
-	}()
-	lines := bufio.NewScanner(stdoutR)
-	if !lines.Scan() {
-		t.Fatalf("no ready line; stderr %q", stderr.String())
-	}
-	if line := lines.Text(); !regexp.MustCompile(`^gonet: up vm0 10\.0\.2\.2/24 ([0-9a-f]{2}:){5}[0-9a-f]{2} fd00:2::2/64$`).MatchString(line) {
+	up := startInProcess(t, "up", "-socket", path, "-addr", "10.0.2.2/24", "-addr", "fd00:2::2/64", "-serve", "echo", "-control", noControl)
+	if line := up.readyLine(t); !regexp.MustCompile(`^gonet: up vm0 10\.0\.2\.2/24 ([0-9a-f]{2}:){5}[0-9a-f]{2} fd00:2::2/64$`).MatchString(line) {
 		t.Fatalf("ready line %q, want the IPv4 address, the MAC, then the IPv6 address", line)
 	}
-	go io.Copy(io.Discard, stdoutR)
 
 	ep, err := stream.Dial(path, stream.Options{MTU: 1500})
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := stack.New(stack.Config{})
+	vm := peerStack(t, ep, stack.Config{}, "10.0.2.100/24", "fd00:2::100/64")
 	defer vm.Close()
-	if err := vm.AddNIC("eth0", ep); err != nil {
-		ep.Close()
-		t.Fatal(err)
-	}
-	for _, p := range []string{"10.0.2.100/24", "fd00:2::100/64"} {
-		if err := vm.AddAddress("eth0", netip.MustParsePrefix(p)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	awaitPreferred(t, vm, "eth0", netip.MustParseAddr("fd00:2::100"))
 	for _, dst := range []string{"[fd00:2::2]:7", "10.0.2.2:7"} {
 		t.Run(dst, func(t *testing.T) {
-			dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer dcancel()
-			conn, err := vm.DialContext(dctx, "tcp", dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			conn.SetDeadline(time.Now().Add(20 * time.Second))
-			msg := strings.Repeat("both families, one listener. ", 2000)
-			go io.WriteString(conn, msg)
-			got := make([]byte, len(msg))
-			if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
-				t.Errorf("echo of %d bytes: %v", len(msg), err)
-			}
+			echoed(t, vm, dst, strings.Repeat("both families, one listener. ", 2000))
 		})
 	}
-	cancel()
-	select {
-	case code := <-exited:
-		if code != exitOK {
-			t.Errorf("exit code %d, stderr %q", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gonet up still running 10s after the signal")
-	}
+	up.stop(t)
 }
 
 // TestUpRefusesAnIPv6AddressAnotherNodeHolds pins down that an -addr that

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -215,31 +214,9 @@ func TestUpServesEveryServiceOverTCP(t *testing.T) {
 func TestUpServesAVMOnASocket(t *testing.T) {
 	dir := shortTempDir(t)
 	path := filepath.Join(dir, "vm.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stdoutR, stdoutW := io.Pipe()
-	var stderr strings.Builder
-	exited := make(chan int, 1)
-	go func() {
-		code := run(ctx, []string{"up", "-socket", path, "-addr", "10.0.2.2/24", "-mtu", "65520", "-serve", "echo", "-control", noControl}, stdoutW, &stderr)
-		stdoutW.Close()
-		exited <- code
-	}()
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdoutR)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
-	select {
-	case line := <-lines:
-		if !regexp.MustCompile(`^gonet: up vm0 10\.0\.2\.2/24 ([0-9a-f]{2}:){5}[0-9a-f]{2}$`).MatchString(line) {
-			t.Fatalf("ready line %q", line)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no ready line in 10s; stderr %q", stderr.String())
+	up := startInProcess(t, "up", "-socket", path, "-addr", "10.0.2.2/24", "-mtu", "65520", "-serve", "echo", "-control", noControl)
+	if line := up.readyLine(t); !regexp.MustCompile(`^gonet: up vm0 10\.0\.2\.2/24 ([0-9a-f]{2}:){5}[0-9a-f]{2}$`).MatchString(line) {
+		t.Fatalf("ready line %q", line)
 	}
 
 	vm := func(t *testing.T) {
@@ -247,48 +224,16 @@ func TestUpServesAVMOnASocket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := stack.New(stack.Config{})
+		s := peerStack(t, ep, stack.Config{}, "10.0.2.100/24")
 		defer s.Close()
-		if err := s.AddNIC("eth0", ep); err != nil {
-			ep.Close()
-			t.Fatal(err)
-		}
-		if err := s.AddAddress("eth0", netip.MustParsePrefix("10.0.2.100/24")); err != nil {
-			t.Fatal(err)
-		}
-		dctx, dcancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer dcancel()
-		conn, err := s.DialContext(dctx, "tcp", "10.0.2.2:7")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		conn.SetDeadline(time.Now().Add(20 * time.Second))
-		msg := strings.Repeat("a VM's bytes through the socket. ", 10000)
-		go io.WriteString(conn, msg)
-		got := make([]byte, len(msg))
-		if _, err := io.ReadFull(conn, got); err != nil || string(got) != msg {
-			t.Errorf("echo of %d bytes: %v", len(msg), err)
-		}
+		echoed(t, s, "10.0.2.2:7", strings.Repeat("a VM's bytes through the socket. ", 10000))
 	}
 	t.Run("first connection", vm)
 	t.Run("after reconnecting", vm)
 
-	cancel()
-	select {
-	case code := <-exited:
-		if code != exitOK {
-			t.Errorf("exit code %d, stderr %q", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("gonet up still running 10s after the signal")
-	}
-	var rest strings.Builder
-	for line := range lines {
-		rest.WriteString(line + "\n")
-	}
-	if !strings.Contains(rest.String(), "TCP.PassiveOpens 2") {
-		t.Errorf("the counters printed on exit do not show two connections:\n%s", rest.String())
+	rest := up.stop(t)
+	if !strings.Contains(rest, "TCP.PassiveOpens 2") {
+		t.Errorf("the counters printed on exit do not show two connections:\n%s", rest)
 	}
 	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket outlived the daemon: %v", err)
