@@ -41,11 +41,12 @@ type Conn struct {
 	rcvbuf int
 	mcast  mcastOpts // multicast.go
 	closed bool
-	// peer is the endpoint's peer once connected (Connect), and softErr
-	// the error an ICMP message about it left for the next Read
-	// (icmp.go), which errWake wakes; mu guards both.
+	// peer is the endpoint's peer once connected (Connect); mu guards it.
+	// softErr is the error an ICMP message about it left for the next
+	// Read (icmp.go), which errWake wakes: atomic, because every Read
+	// looks and almost never finds one.
 	peer    netip.AddrPort
-	softErr error
+	softErr atomic.Pointer[error]
 	errWake chan struct{}
 	done    chan struct{}
 	readDL  *deadline.Deadline

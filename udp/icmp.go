@@ -60,9 +60,7 @@ func (c *Conn) connectedTo(remote netip.AddrPort) bool {
 // setError leaves err for the next Read (Linux's sk_err) and wakes a
 // reader waiting.
 func (c *Conn) setError(err error) {
-	c.mu.Lock()
-	c.softErr = err
-	c.mu.Unlock()
+	c.softErr.Store(&err)
 	select {
 	case c.errWake <- struct{}{}:
 	default:
@@ -71,9 +69,11 @@ func (c *Conn) setError(err error) {
 
 // takeError returns and clears the error an ICMP message left, if any.
 func (c *Conn) takeError() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	err := c.softErr
-	c.softErr = nil
-	return err
+	if c.softErr.Load() == nil { // the common case: a load, no write to share
+		return nil
+	}
+	if p := c.softErr.Swap(nil); p != nil {
+		return *p
+	}
+	return nil
 }
