@@ -82,17 +82,28 @@ func (r *gatewayRig) dial(addr string) (net.Conn, error) {
 	return c, err
 }
 
-// echoServer serves TCP echo on this process's loopback and returns its port.
+// echoServer serves TCP echo on this process's IPv4 loopback and returns
+// its port.
 func echoServer(t *testing.T) int {
 	return loopbackServer(t, func(c net.Conn) { io.Copy(c, c) })
 }
 
-// loopbackServer serves each connection to a port on this process's
+// echoServer6 is echoServer on the IPv6 loopback, ::1.
+func echoServer6(t *testing.T) int {
+	return loopbackServerOn(t, "tcp6", "[::1]:0", func(c net.Conn) { io.Copy(c, c) })
+}
+
+// loopbackServer serves each connection to a port on this process's IPv4
 // loopback with serve, in a goroutine of its own, and returns the port;
 // serve's connection is closed when it returns.
 func loopbackServer(tb testing.TB, serve func(net.Conn)) int {
+	return loopbackServerOn(tb, "tcp4", "127.0.0.1:0", serve)
+}
+
+// loopbackServerOn is loopbackServer listening on network's address.
+func loopbackServerOn(tb testing.TB, network, address string, serve func(net.Conn)) int {
 	tb.Helper()
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	l, err := net.Listen(network, address)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -112,6 +123,35 @@ func loopbackServer(tb testing.TB, serve func(net.Conn)) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// echoesToTheFIN writes data on c, a connection to an echo server, then
+// half-closes it, and checks that all of it comes back before the echo's
+// FIN.
+func echoesToTheFIN(t *testing.T, c net.Conn, data []byte, within time.Duration) {
+	t.Helper()
+	go func() {
+		c.Write(data)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	c.SetDeadline(time.Now().Add(within))
+	got, err := io.ReadAll(c)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("echoed %d of %d bytes, equal %v: %v", len(got), len(data), bytes.Equal(got, data), err)
+	}
+}
+
+// closedPort is a port on this process's loopback (network's address)
+// that nothing listens on: one that was listened on and closed.
+func closedPort(t *testing.T, network, address string) uint16 {
+	t.Helper()
+	l, err := net.Listen(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	l.Close()
+	return port
+}
+
 func TestGatewayTCP(t *testing.T) {
 	r := newGatewayRig(t, Config{Deny: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}})
 	port := echoServer(t)
@@ -123,22 +163,10 @@ func TestGatewayTCP(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		data := bytes.Repeat([]byte("gonet gateway "), 100_000)
-		go func() {
-			c.Write(data)
-			c.(*net.TCPConn).CloseWrite()
-		}()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
-		got, err := io.ReadAll(c)
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("echoed %d of %d bytes, equal %v: %v", len(got), len(data), bytes.Equal(got, data), err)
-		}
+		echoesToTheFIN(t, c, bytes.Repeat([]byte("gonet gateway "), 100_000), 20*time.Second)
 	})
 	t.Run("a refused host connect is ECONNREFUSED in the guest", func(t *testing.T) {
-		l, _ := net.Listen("tcp4", "127.0.0.1:0")
-		closed := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		_, err := r.dial(gwAddr(closed))
+		_, err := r.dial(gwAddr(int(closedPort(t, "tcp4", "127.0.0.1:0"))))
 		if !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("dial: %v, want ECONNREFUSED", err)
 		}
@@ -184,15 +212,7 @@ func TestGatewayCarriesBothWaysAtMTU65520(t *testing.T) {
 			defer c.Close()
 			data := make([]byte, 16<<20)
 			rand.Read(data)
-			go func() {
-				c.Write(data)
-				c.(*net.TCPConn).CloseWrite()
-			}()
-			c.SetDeadline(time.Now().Add(30 * time.Second))
-			got, err := io.ReadAll(c)
-			if err != nil || !bytes.Equal(got, data) {
-				t.Fatalf("echoed %d of %d bytes, equal %v: %v", len(got), len(data), bytes.Equal(got, data), err)
-			}
+			echoesToTheFIN(t, c, data, 30*time.Second)
 			m := r.s.Counters()
 			for _, name := range []string{"NIC.tap0.RxLinkErrors", "NIC.tap0.TxLinkErrors"} {
 				if m[name] != 0 {

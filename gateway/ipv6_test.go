@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -189,42 +188,17 @@ func setHopLimit255(c *net.IPConn) error {
 func TestGatewayIPv6TCP(t *testing.T) {
 	r := newGatewayRig6(t, Config{Deny: []netip.Prefix{denied6}})
 	n := r.gw.cfg.Network6
-	l, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
-	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	port := uint16(echoServer6(t))
 	t.Run("the gateway's ::2 reaches the host's ::1, both ways, to the FIN", func(t *testing.T) {
 		c, err := r.dial6(netip.AddrPortFrom(n.Gateway, port).String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		data := bytes.Repeat([]byte("gonet gateway over IPv6 "), 50_000)
-		go func() {
-			c.Write(data)
-			c.(*net.TCPConn).CloseWrite()
-		}()
-		c.SetDeadline(time.Now().Add(20 * time.Second))
-		got, err := io.ReadAll(c)
-		if err != nil || !bytes.Equal(got, data) {
-			t.Fatalf("echoed %d of %d bytes, equal %v: %v", len(got), len(data), bytes.Equal(got, data), err)
-		}
+		echoesToTheFIN(t, c, bytes.Repeat([]byte("gonet gateway over IPv6 "), 50_000), 20*time.Second)
 	})
 	t.Run("a refused host connect is ECONNREFUSED in the guest", func(t *testing.T) {
-		l, _ := net.Listen("tcp6", "[::1]:0")
-		closed := uint16(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
+		closed := closedPort(t, "tcp6", "[::1]:0")
 		if _, err := r.dial6(netip.AddrPortFrom(n.Gateway, closed).String()); !errors.Is(err, syscall.ECONNREFUSED) {
 			t.Fatalf("dial: %v, want ECONNREFUSED", err)
 		}
@@ -247,12 +221,7 @@ func TestGatewayIPv6TCP(t *testing.T) {
 
 func TestGatewayIPv6NoHostLoopbackRefuses(t *testing.T) {
 	r := newGatewayRig6(t, Config{NoHostLoopback: true})
-	l, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	dst := netip.AddrPortFrom(r.gw.cfg.Network6.Gateway, uint16(l.Addr().(*net.TCPAddr).Port))
+	dst := netip.AddrPortFrom(r.gw.cfg.Network6.Gateway, uint16(echoServer6(t)))
 	if _, err := r.dial6(dst.String()); !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("dial: %v, want ECONNREFUSED", err)
 	}
