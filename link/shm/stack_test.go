@@ -2,17 +2,12 @@ package shm
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"io"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/stack"
-	"github.com/gonetstack/gonet/stats"
 )
 
 // stackPair returns two stacks joined by a ring link, as two processes
@@ -24,15 +19,7 @@ func stackPair(t *testing.T, o Options) (a, b *stack.Stack, ea, eb *Endpoint) {
 	eb, ea = pair(t, o, o)
 	a, b = stack.New(stack.Config{}), stack.New(stack.Config{})
 	t.Cleanup(func() {
-		if t.Failed() {
-			for name, s := range map[string]*stack.Stack{"A": a, "B": b} {
-				var sb strings.Builder
-				stats.Write(&sb, s.Counters(), false)
-				t.Logf("stack %s counters:\n%s", name, sb.String())
-			}
-			t.Logf("A's link: %v", counters(ea))
-			t.Logf("B's link: %v", counters(eb))
-		}
+		stacktest.LogCountersOnFailure(t, map[string]*stack.Stack{"A": a, "B": b}, map[string]any{"A": ea.Stats(), "B": eb.Stats()})
 		stacktest.Closed(t, a)
 		stacktest.Closed(t, b)
 	})
@@ -66,51 +53,11 @@ func TestStacksTalkTCPOverTheRing(t *testing.T) {
 			if _, err := a.Ping(ctx, stacktest.AddrB.Addr(), 1000); err != nil {
 				t.Fatalf("ping: %v", err)
 			}
-			ln, err := b.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 7))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
-				io.Copy(c, c) // echo until A's FIN
-			}()
-			c, err := a.DialTCP(ctx, netip.AddrPortFrom(stacktest.AddrB.Addr(), 7))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
 			size := 16 << 20
 			if testing.Short() || raceEnabled {
 				size = 2 << 20
 			}
-			data := make([]byte, size)
-			rand.Read(data)
-			want := sha256.Sum256(data)
-			written := make(chan error, 1)
-			go func() {
-				_, err := c.Write(data)
-				if err == nil {
-					err = c.CloseWrite()
-				}
-				written <- err
-			}()
-			c.SetReadDeadline(time.Now().Add(60 * time.Second))
-			h := sha256.New()
-			n, err := io.Copy(h, c)
-			if err != nil {
-				t.Fatalf("reading the echo after %d bytes: %v", n, err)
-			}
-			if err := <-written; err != nil {
-				t.Fatalf("writing: %v", err)
-			}
-			if n != int64(size) || [32]byte(h.Sum(nil)) != want {
-				t.Fatalf("echo of %d bytes came back as %d bytes, SHA-256 equal %v", size, n, [32]byte(h.Sum(nil)) == want)
-			}
+			stacktest.EchoIntact(t, a, b, size, 60*time.Second)
 			for name, e := range map[string]*Endpoint{"A": ea, "B": eb} {
 				s := e.Stats()
 				if s.Garbage.Load() != 0 || s.TxErrors.Load() != 0 || s.PeerGone.Load() != 0 {

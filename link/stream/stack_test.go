@@ -2,20 +2,15 @@ package stream_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"io"
 	"net/netip"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/link/stream"
 	"github.com/gonetstack/gonet/stack"
-	"github.com/gonetstack/gonet/stats"
 )
 
 // streamPair returns two stacks joined by a stream link over a UNIX socket
@@ -39,15 +34,7 @@ func streamPair(t *testing.T, mtu int) (a, b *stack.Stack, ea, eb *stream.Endpoi
 	// the test wants no drop at all.
 	a, b = stack.New(stack.Config{NoIPv6: true}), stack.New(stack.Config{NoIPv6: true})
 	t.Cleanup(func() {
-		if t.Failed() {
-			for name, s := range map[string]*stack.Stack{"A": a, "B": b} {
-				var sb strings.Builder
-				stats.Write(&sb, s.Counters(), false)
-				t.Logf("stack %s counters:\n%s", name, sb.String())
-			}
-			t.Logf("A's link: %+v", linkCounters(ea))
-			t.Logf("B's link: %+v", linkCounters(eb))
-		}
+		stacktest.LogCountersOnFailure(t, map[string]*stack.Stack{"A": a, "B": b}, map[string]any{"A": ea.Stats(), "B": eb.Stats()})
 		stacktest.Closed(t, a)
 		stacktest.Closed(t, b)
 	})
@@ -79,11 +66,7 @@ func streamPair(t *testing.T, mtu int) (a, b *stack.Stack, ea, eb *stream.Endpoi
 	return a, b, ea, eb
 }
 
-func linkCounters(e *stream.Endpoint) map[string]int64 {
-	m := map[string]int64{}
-	stats.Walk("", e.Stats(), func(n string, v int64) { m[n] = v })
-	return m
-}
+func linkCounters(e *stream.Endpoint) map[string]int64 { return stacktest.LinkCounters(e.Stats()) }
 
 // Two GoNet stacks ping each other over the stream link and move 10 MiB
 // each way over TCP, checked by SHA-256.
@@ -102,48 +85,8 @@ func TestStacksTalkOverAUnixSocket(t *testing.T) {
 				}
 			}
 
-			ln, err := b.ListenTCP(netip.AddrPortFrom(netip.IPv4Unspecified(), 7))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ln.Close()
-			go func() {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
-				io.Copy(c, c) // echo until A's FIN
-			}()
-			c, err := a.DialTCP(ctx, netip.AddrPortFrom(stacktest.AddrB.Addr(), 7))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
 			const size = 10 << 20
-			data := make([]byte, size)
-			rand.Read(data)
-			want := sha256.Sum256(data)
-			written := make(chan error, 1)
-			go func() {
-				_, err := c.Write(data)
-				if err == nil {
-					err = c.CloseWrite()
-				}
-				written <- err
-			}()
-			c.SetReadDeadline(time.Now().Add(60 * time.Second))
-			h := sha256.New()
-			n, err := io.Copy(h, c)
-			if err != nil {
-				t.Fatalf("reading the echo after %d bytes: %v", n, err)
-			}
-			if err := <-written; err != nil {
-				t.Fatalf("writing: %v", err)
-			}
-			if n != size || [32]byte(h.Sum(nil)) != want {
-				t.Fatalf("echo of %d bytes came back as %d bytes, SHA-256 equal %v", size, n, [32]byte(h.Sum(nil)) == want)
-			}
+			stacktest.EchoIntact(t, a, b, size, 60*time.Second)
 			for name, e := range map[string]*stream.Endpoint{"A": ea, "B": eb} {
 				s := e.Stats()
 				if s.FramingErrors.Load() != 0 || s.RxErrors.Load() != 0 || s.TxErrors.Load() != 0 || s.TxDropped.Load() != 0 {
