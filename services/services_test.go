@@ -83,18 +83,23 @@ func startServer(t *testing.T, serve func(context.Context, net.PacketConn) error
 		stop: cancel,
 	}
 	go func() { s.done <- serve(ctx, s.conn) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-s.done:
-			if err != nil {
-				t.Errorf("service returned %v after its context was cancelled, want nil", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("service did not return within 10s of its context being cancelled")
-		}
-	})
+	t.Cleanup(func() { returnsOnCancel(t, cancel, s.done) })
 	return s
+}
+
+// returnsOnCancel cancels a service's context and checks that the
+// service then returns nil (on done) within 10 s.
+func returnsOnCancel(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("service returned %v after its context was cancelled, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("service did not return within 10s of its context being cancelled")
+	}
 }
 
 // client returns a loopback UDP socket closed when the test ends.

@@ -80,17 +80,7 @@ func startTCPWrapped(t *testing.T, serve func(context.Context, net.Listener) err
 		stop: cancel,
 	}
 	go func() { s.done <- serve(ctx, wrap(s.ln)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-s.done:
-			if err != nil {
-				t.Errorf("service returned %v after its context was cancelled, want nil", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("service did not return within 10s of its context being cancelled")
-		}
-	})
+	t.Cleanup(func() { returnsOnCancel(t, cancel, s.done) })
 	return s
 }
 
