@@ -16,10 +16,11 @@ import (
 // servers GoNet was given (SetDNS: by the daemon's flags or a DHCP lease),
 // never to the host's. Go's resolver takes its options, its search list
 // and its static entries (/etc/hosts) from the host; the stack's own
-// lookups (DialContext with a name) apply GoNet's search list themselves,
-// as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have it, and ask
-// Go's resolver for absolute names only, to which the host's search list
-// does not apply.
+// lookups (LookupNetIP, DialContext with a name, LookupAddr) answer from
+// GoNet's static table first (hosts.go), then apply GoNet's search list
+// themselves, as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have
+// it, and ask Go's resolver for absolute names only, to which the host's
+// search list does not apply.
 
 // DNSConfig is where the stack sends its DNS queries and how it completes
 // names.
@@ -32,12 +33,13 @@ type DNSConfig struct {
 	Search []string
 }
 
-// resolverState is the stack's DNS configuration and which server is
-// current.
+// resolverState is the stack's DNS configuration, which server is
+// current, and the static host table (hosts.go).
 type resolverState struct {
 	mu      sync.Mutex
 	cfg     DNSConfig
 	current int // index in cfg.Servers of the server queries go to
+	hosts   hostTable
 }
 
 // SetDNS sets the servers and search list the stack's resolver uses.
@@ -80,7 +82,9 @@ var errNoDNS = errors.New("no DNS servers configured (stack.SetDNS, gonet -dns, 
 
 // Resolver returns a resolver whose queries go over the stack to its DNS
 // servers: over UDP, and over TCP when an answer comes truncated, as Go's
-// resolver does. Every Lookup method of net.Resolver works with it.
+// resolver does. Every Lookup method of net.Resolver works with it. It
+// does not know the stack's static table (SetHosts), which the stack's
+// own LookupNetIP, LookupAddr and DialContext consult first.
 func (s *Stack) Resolver() *net.Resolver {
 	return &net.Resolver{PreferGo: true, StrictErrors: true, Dial: s.dialDNS}
 }
@@ -176,9 +180,10 @@ func (c *dnsPacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
 
 func (c *dnsPacketConn) WriteTo(b []byte, a net.Addr) (int, error) { return c.pc.WriteTo(b, a) }
 
-// LookupNetIP resolves host as net.Resolver.LookupNetIP does, with the
-// stack's search list: a name with no dot is tried in each search domain
-// first, any other name as it is first; a name ending in a dot is
+// LookupNetIP resolves host as net.Resolver.LookupNetIP does, from the
+// static table (SetHosts, AddHost) when it has host, else over DNS with
+// the stack's search list: a name with no dot is tried in each search
+// domain first, any other name as it is first; a name ending in a dot is
 // absolute and tried alone. network is "ip", "ip4" or "ip6" (or a
 // transport's, "tcp4" meaning IPv4 alone); an IPv4-mapped address comes
 // back unmapped.
@@ -189,6 +194,9 @@ func (s *Stack) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 		family = "ip4"
 	case strings.HasSuffix(network, "6"):
 		family = "ip6"
+	}
+	if addrs, ok := s.lookupStatic(host); ok {
+		return staticAnswer(host, family, addrs)
 	}
 	r := s.Resolver()
 	var firstErr error
