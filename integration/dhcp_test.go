@@ -456,6 +456,13 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	if !strings.Contains(d.stderr.String(), "DHCP lease obtained") {
 		t.Errorf("no \"DHCP lease obtained\" in the log:\n%s", d.stderr.String())
 	}
+	// With no flag but -addr dhcp, its resolver has the lease's server
+	// and search domain (TestPingWithDHCP resolves through them).
+	if !slices.ContainsFunc(strings.Split(d.stderr.String(), "\n"), func(line string) bool {
+		return strings.Contains(line, "DNS set") && strings.Contains(line, kernelAddr.Addr().String()+":53") && strings.Contains(line, dhcpSearch)
+	}) {
+		t.Errorf("no \"DNS set\" with the lease's server %v and domain %s in the log:\n%s", kernelAddr.Addr(), dhcpSearch, d.stderr.String())
+	}
 
 	again := startDHCPDaemon(t, ctx, bin, ns, dev, leaseFile)
 	if again.addr != p {
