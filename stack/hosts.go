@@ -18,7 +18,10 @@ import (
 // is answered from it alone: an address of the other family is not asked
 // of DNS, as neither glibc nor Go does. The table is GoNet's own and
 // empty until SetHosts or AddHost fill it: the host's /etc/hosts names
-// the host's neighbours, not those of the network GoNet is on.
+// the host's neighbours, not those of the network GoNet is on. (Go's
+// resolver, asked for the names the table lacks, reads the host's
+// /etc/hosts before its DNS servers, as nsswitch.conf says; net.Resolver
+// has no way to turn that off.)
 
 // HostEntry is a name and its static addresses.
 type HostEntry struct {
