@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 )
 
 // Static host entries: the stack's own lookups (LookupNetIP, DialContext
@@ -18,10 +19,10 @@ import (
 // is answered from it alone: an address of the other family is not asked
 // of DNS, as neither glibc nor Go does. The table is GoNet's own and
 // empty until SetHosts or AddHost fill it: the host's /etc/hosts names
-// the host's neighbours, not those of the network GoNet is on. (Go's
-// resolver, asked for the names the table lacks, reads the host's
-// /etc/hosts before its DNS servers, as nsswitch.conf says; net.Resolver
-// has no way to turn that off.)
+// the host's neighbours, not those of the network GoNet is on, and the
+// answers Go's resolver takes from it (before DNS, as nsswitch.conf says,
+// which net.Resolver cannot be told not to) are dropped as no such host
+// (lookupDNS). Stack.Resolver's own methods still give them.
 
 // HostEntry is a name and its static addresses.
 type HostEntry struct {
@@ -160,7 +161,13 @@ func (s *Stack) LookupAddr(ctx context.Context, addr netip.Addr) ([]string, erro
 		}
 		return names, nil
 	}
-	return s.Resolver().LookupAddr(ctx, addr.String())
+	dialed := new(atomic.Bool)
+	names, err := s.Resolver().LookupAddr(context.WithValue(ctx, dialedKey{}, dialed), addr.String())
+	if err == nil && !dialed.Load() {
+		// The machine's /etc/hosts answered (lookupDNS).
+		return nil, &net.DNSError{Err: "no such host (the machine's /etc/hosts has it, which GoNet does not read)", Name: addr.String(), IsNotFound: true}
+	}
+	return names, err
 }
 
 // ParseHosts reads a static table in the format of /etc/hosts (hosts(5)):

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -209,5 +210,53 @@ func TestSetHostsReplacesOrRefuses(t *testing.T) {
 	}
 	if got := a.Hosts(); len(got) != 1 || got[0].Name != "new" {
 		t.Errorf("Hosts() = %v after refusals, want new alone", got)
+	}
+}
+
+// machineHost returns a name the machine's /etc/hosts gives an IPv4
+// address, and that address; the test skips when it has none.
+func machineHost(t *testing.T) (string, netip.Addr) {
+	t.Helper()
+	b, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		t.Skipf("no /etc/hosts to read: %v", err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		if a, err := netip.ParseAddr(f[0]); err == nil && a.Is4() {
+			return f[1], a
+		}
+	}
+	t.Skip("the machine's /etc/hosts names no IPv4 address")
+	return "", netip.Addr{}
+}
+
+// The machine's /etc/hosts, which Go's resolver reads before asking DNS,
+// names the machine's neighbours, not GoNet's: the stack's own lookups
+// drop what it answers, and ask the search list's names and DNS as for
+// any other name.
+func TestStackLookupsIgnoreTheMachinesHostsFile(t *testing.T) {
+	name, addr := machineHost(t)
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	d := serveDNS(t, b)
+	a.SetDNS(stack.DNSConfig{Servers: []netip.AddrPort{netip.AddrPortFrom(stacktest.AddrB.Addr(), 53)}, Search: []string{"lan"}})
+	ctx := lookupCtx(t)
+	if got, err := a.Resolver().LookupNetIP(ctx, "ip4", name); err != nil || !slices.ContainsFunc(got, func(g netip.Addr) bool { return g.Unmap() == addr }) {
+		t.Skipf("Go's resolver does not answer %s from /etc/hosts here (%v, %v): nothing to ignore", name, got, err)
+	}
+	addrs, err := a.LookupNetIP(ctx, "ip4", name)
+	var de *net.DNSError
+	if !errors.As(err, &de) || !de.IsNotFound {
+		t.Errorf("LookupNetIP(%s) = %v, %v; want not found, as DNS says", name, addrs, err)
+	}
+	if asked := d.names("udp"); !slices.Contains(asked, name+".lan.") {
+		t.Errorf("DNS asked %v, want %s.lan. from the search list", asked, name)
+	}
+	if names, err := a.LookupAddr(ctx, addr); !errors.As(err, &de) || !de.IsNotFound {
+		t.Errorf("LookupAddr(%v) = %v, %v; want not found", addr, names, err)
 	}
 }

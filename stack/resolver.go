@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Names: the stack resolves them with the standard library's DNS client
@@ -19,8 +20,9 @@ import (
 // lookups (LookupNetIP, DialContext with a name, LookupAddr) answer from
 // GoNet's static table first (hosts.go), then apply GoNet's search list
 // themselves, as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have
-// it, and ask Go's resolver for absolute names only, to which the host's
-// search list does not apply.
+// it, ask Go's resolver for absolute names only, to which the host's
+// search list does not apply, and drop what it answers from the host's
+// /etc/hosts (lookupDNS).
 
 // DNSConfig is where the stack sends its DNS queries and how it completes
 // names.
@@ -94,6 +96,9 @@ func (s *Stack) Resolver() *net.Resolver {
 // current server; a connection closed without an answer makes the next
 // server current, so the resolver's next attempt goes there.
 func (s *Stack) dialDNS(ctx context.Context, network, _ string) (net.Conn, error) {
+	if dialed, ok := ctx.Value(dialedKey{}).(*atomic.Bool); ok {
+		dialed.Store(true)
+	}
 	s.dns.mu.Lock()
 	if len(s.dns.cfg.Servers) == 0 {
 		s.dns.mu.Unlock()
@@ -124,6 +129,25 @@ func (s *Stack) dialDNS(ctx context.Context, network, _ string) (net.Conn, error
 		return &dnsPacketConn{dnsConn: dc, pc: pc}, nil
 	}
 	return dc, nil
+}
+
+// dialedKey marks the context of one of the stack's own lookups with a
+// flag dialDNS sets: an answer Go's resolver gives without dialling came
+// from the machine's /etc/hosts, which it reads before DNS when
+// nsswitch.conf says "files dns", and net.Resolver cannot be told not
+// to. That file names the machine's neighbours, not those of the network
+// GoNet is on.
+type dialedKey struct{}
+
+// lookupDNS is r.LookupNetIP over DNS alone: an answer from the
+// machine's /etc/hosts is no such host.
+func lookupDNS(ctx context.Context, r *net.Resolver, family, name string) ([]netip.Addr, error) {
+	dialed := new(atomic.Bool)
+	addrs, err := r.LookupNetIP(context.WithValue(ctx, dialedKey{}, dialed), family, name)
+	if err == nil && !dialed.Load() {
+		return nil, &net.DNSError{Err: "no such host (the machine's /etc/hosts has it, which GoNet does not read)", Name: name, IsNotFound: true}
+	}
+	return addrs, err
 }
 
 // dnsFailed makes the server after the ith current, unless another
@@ -201,7 +225,7 @@ func (s *Stack) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 	r := s.Resolver()
 	var firstErr error
 	for _, name := range s.candidates(host) {
-		addrs, err := r.LookupNetIP(ctx, family, name)
+		addrs, err := lookupDNS(ctx, r, family, name)
 		if err == nil && len(addrs) > 0 {
 			for i, a := range addrs {
 				addrs[i] = a.Unmap()

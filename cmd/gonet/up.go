@@ -57,10 +57,9 @@ another host holds it, and defended once when in use.
 address first. GoNet waits up to a minute for its first lease.
 
 Names are resolved over GoNet, from a static table first (-host NAME=ADDR,
--hosts FILE in /etc/hosts's format; empty by default, never loaded from
-the machine's /etc/hosts), then from the DNS servers of -dns or the lease
-(Go's resolver, which asks them, still answers first the names the
-machine's /etc/hosts holds, as in any Go program). A flag that names
+-hosts FILE in /etc/hosts's format; empty by default), then from the DNS
+servers of -dns or the lease; never from the machine's /etc/hosts, which
+names its neighbours, not GoNet's. A flag that names
 a peer takes a name where it can be resolved when needed: -gw from the
 static table alone (DNS servers off the link are reached through the
 gateway), gonet ping's DEST and gonet iperf3's -c from either; -dns takes
