@@ -434,6 +434,12 @@ func TestDHCPTimingsBesideDhclient(t *testing.T) {
 		t1, t2 := 6*time.Second, 12*time.Second
 		_, stop := startDHCPServerStoppable(t, l.ns, l.br,
 			fmt.Sprintf("--dhcp-option=option:T1,%d", int(t1.Seconds())), fmt.Sprintf("--dhcp-option=option:T2,%d", int(t2.Seconds())))
+		// A DISCOVER before dnsmasq listens waits 4 s for its
+		// retransmission.
+		waitFor(t, "dnsmasq on port 67", 10*time.Second, func() bool {
+			out, _ := l.ns.Run(context.Background(), "ss", "-lun")
+			return strings.Contains(string(out), ":67 ")
+		})
 		events := make(chan dhcp.Event, 8)
 		c, err := dhcp.StartOn(context.Background(), l.stack, l.tap, dhcp.ClientConfig{
 			Notify: func(e dhcp.Event) {
