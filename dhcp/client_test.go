@@ -505,10 +505,15 @@ func TestClientRebindsAtT2ByBroadcast(t *testing.T) {
 	var last time.Time
 	for {
 		at := f.advanceTo(t)
-		_, d := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+		m, d := f.expectMsg(t, layers.DHCPMsgTypeRequest)
 		if d.to.Addr() == bcast {
 			if want := l.RebindAt(); !at.Equal(want) {
 				t.Errorf("rebinding at %v, want T2 %v", at, want)
+			}
+			// Section 2: secs counts from the start of the
+			// renewal process, T1.
+			if want := uint16((l.T2 - l.T1) / time.Second); m.Secs != want {
+				t.Errorf("rebinding secs %d, want %d, the seconds since T1", m.Secs, want)
 			}
 			break
 		}

@@ -197,7 +197,16 @@ func (c *Client) renew() {
 // broadcast, for any server to extend the lease.
 func (c *Client) rebind() {
 	f := &c.fsm
+	// secs counts on from T1: rebinding goes on with the renewal
+	// process (section 2: "seconds elapsed since client began address
+	// acquisition or renewal process"), as dhclient's does, so that a
+	// server that waits for secs to pass a threshold before answering,
+	// as a backup does, hears how long the client has been trying.
+	renewing, began := f.state == Renewing, f.begun
 	c.newExchange()
+	if renewing {
+		f.begun = began
+	}
 	f.reqStart = c.clk.Now()
 	c.setState(Rebinding)
 	c.send(c.message(msgFields{typ: dhcpv4.MessageTypeRequest, xid: f.xid, ciaddr: f.applied.Addr.Addr()}), broadcastServer)

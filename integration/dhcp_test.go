@@ -31,9 +31,11 @@ import (
 // GoNet's DHCP client against dnsmasq, the DHCP server of many home
 // routers and of libvirt, on the kernel's side of a TAP device in a
 // namespace: the lease and its options, a NAK, RELEASE, and gonet up
-// -addr dhcp. Renewal, rebinding and expiry need leases shorter than
-// dnsmasq's two-minute minimum and are tested against the package's own
-// server on a virtual clock (dhcp/client_test.go).
+// -addr dhcp. Renewal, rebinding and expiry are tested at dnsmasq's
+// two-minute minimum lease (TestDHCPLeaseLifeWithDnsmasq), at a T1 and T2
+// of seconds beside ISC dhclient (dhcp_dhclient_test.go), and closer
+// still against the package's own server on a virtual clock
+// (dhcp/client_test.go).
 
 // The pool dnsmasq leases from, and what it gives with a lease.
 var (
@@ -455,6 +457,13 @@ func TestDaemonUpWithDHCP(t *testing.T) {
 	}
 	if !strings.Contains(d.stderr.String(), "DHCP lease obtained") {
 		t.Errorf("no \"DHCP lease obtained\" in the log:\n%s", d.stderr.String())
+	}
+	// With no flag but -addr dhcp, its resolver has the lease's server
+	// and search domain (TestPingWithDHCP resolves through them).
+	if !slices.ContainsFunc(strings.Split(d.stderr.String(), "\n"), func(line string) bool {
+		return strings.Contains(line, "DNS set") && strings.Contains(line, kernelAddr.Addr().String()+":53") && strings.Contains(line, dhcpSearch)
+	}) {
+		t.Errorf("no \"DNS set\" with the lease's server %v and domain %s in the log:\n%s", kernelAddr.Addr(), dhcpSearch, d.stderr.String())
 	}
 
 	again := startDHCPDaemon(t, ctx, bin, ns, dev, leaseFile)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -174,6 +176,44 @@ func TestGonetPingResolvesItsDestination(t *testing.T) {
 		t.Fatalf("gonet %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	if !strings.HasPrefix(string(out), "PING kernel ("+kernelAddr.Addr().String()+")") ||
+		!strings.Contains(string(out), "2 packets transmitted, 2 received") {
+		t.Errorf("gonet %s:\n%s", strings.Join(args, " "), out)
+	}
+}
+
+// gonet ping with no DNS server at all: -hosts names the router and a host
+// beyond it, -gw takes the router by its name, and DEST is the far host's
+// name, both answered from the static table.
+func TestGonetPingByStaticNames(t *testing.T) {
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := ns.IP(ctx, "tuntap", "add", "dev", dev, "mode", "tap"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := ns.ConfigureLink(dev, kernelAddr, 1500); err != nil {
+		t.Fatal(err)
+	}
+	// The far host is the kernel's too, off GoNet's network: reached
+	// only through the gateway.
+	far := netip.MustParseAddr("10.98.0.1")
+	if _, err := ns.IP(ctx, "addr", "add", netip.PrefixFrom(far, 32).String(), "dev", "lo"); err != nil {
+		t.Fatal(err)
+	}
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	text := "# GoNet's names, not the machine's\n" + kernelAddr.Addr().String() + " router\n" + far.String() + " far.lab far\n"
+	if err := os.WriteFile(hosts, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"ping", "-tap", dev, "-no-ipv6", "-addr", gonetAddr.String(), "-hosts", hosts, "-gw", "router",
+		"-c", "2", "-i", "0.2", "-W", "3", "far"}
+	out, err := ns.Run(ctx, bin, args...)
+	if err != nil {
+		t.Fatalf("gonet %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if !strings.HasPrefix(string(out), "PING far ("+far.String()+")") ||
 		!strings.Contains(string(out), "2 packets transmitted, 2 received") {
 		t.Errorf("gonet %s:\n%s", strings.Join(args, " "), out)
 	}

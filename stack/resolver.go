@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Names: the stack resolves them with the standard library's DNS client
@@ -16,10 +17,12 @@ import (
 // servers GoNet was given (SetDNS: by the daemon's flags or a DHCP lease),
 // never to the host's. Go's resolver takes its options, its search list
 // and its static entries (/etc/hosts) from the host; the stack's own
-// lookups (DialContext with a name) apply GoNet's search list themselves,
-// as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have it, and ask
-// Go's resolver for absolute names only, to which the host's search list
-// does not apply.
+// lookups (LookupNetIP, DialContext with a name, LookupAddr) answer from
+// GoNet's static table first (hosts.go), then apply GoNet's search list
+// themselves, as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have
+// it, ask Go's resolver for absolute names only, to which the host's
+// search list does not apply, and drop what it answers from the host's
+// /etc/hosts (lookupDNS).
 
 // DNSConfig is where the stack sends its DNS queries and how it completes
 // names.
@@ -32,12 +35,13 @@ type DNSConfig struct {
 	Search []string
 }
 
-// resolverState is the stack's DNS configuration and which server is
-// current.
+// resolverState is the stack's DNS configuration, which server is
+// current, and the static host table (hosts.go).
 type resolverState struct {
 	mu      sync.Mutex
 	cfg     DNSConfig
 	current int // index in cfg.Servers of the server queries go to
+	hosts   hostTable
 }
 
 // SetDNS sets the servers and search list the stack's resolver uses.
@@ -80,7 +84,9 @@ var errNoDNS = errors.New("no DNS servers configured (stack.SetDNS, gonet -dns, 
 
 // Resolver returns a resolver whose queries go over the stack to its DNS
 // servers: over UDP, and over TCP when an answer comes truncated, as Go's
-// resolver does. Every Lookup method of net.Resolver works with it.
+// resolver does. Every Lookup method of net.Resolver works with it. It
+// does not know the stack's static table (SetHosts), which the stack's
+// own LookupNetIP, LookupAddr and DialContext consult first.
 func (s *Stack) Resolver() *net.Resolver {
 	return &net.Resolver{PreferGo: true, StrictErrors: true, Dial: s.dialDNS}
 }
@@ -90,6 +96,9 @@ func (s *Stack) Resolver() *net.Resolver {
 // current server; a connection closed without an answer makes the next
 // server current, so the resolver's next attempt goes there.
 func (s *Stack) dialDNS(ctx context.Context, network, _ string) (net.Conn, error) {
+	if dialed, ok := ctx.Value(dialedKey{}).(*atomic.Bool); ok {
+		dialed.Store(true)
+	}
 	s.dns.mu.Lock()
 	if len(s.dns.cfg.Servers) == 0 {
 		s.dns.mu.Unlock()
@@ -120,6 +129,25 @@ func (s *Stack) dialDNS(ctx context.Context, network, _ string) (net.Conn, error
 		return &dnsPacketConn{dnsConn: dc, pc: pc}, nil
 	}
 	return dc, nil
+}
+
+// dialedKey marks the context of one of the stack's own lookups with a
+// flag dialDNS sets: an answer Go's resolver gives without dialling came
+// from the machine's /etc/hosts, which it reads before DNS when
+// nsswitch.conf says "files dns", and net.Resolver cannot be told not
+// to. That file names the machine's neighbours, not those of the network
+// GoNet is on.
+type dialedKey struct{}
+
+// lookupDNS is r.LookupNetIP over DNS alone: an answer from the
+// machine's /etc/hosts is no such host.
+func lookupDNS(ctx context.Context, r *net.Resolver, family, name string) ([]netip.Addr, error) {
+	dialed := new(atomic.Bool)
+	addrs, err := r.LookupNetIP(context.WithValue(ctx, dialedKey{}, dialed), family, name)
+	if err == nil && !dialed.Load() {
+		return nil, &net.DNSError{Err: "no such host (the machine's /etc/hosts has it, which GoNet does not read)", Name: name, IsNotFound: true}
+	}
+	return addrs, err
 }
 
 // dnsFailed makes the server after the ith current, unless another
@@ -176,9 +204,10 @@ func (c *dnsPacketConn) ReadFrom(b []byte) (int, net.Addr, error) {
 
 func (c *dnsPacketConn) WriteTo(b []byte, a net.Addr) (int, error) { return c.pc.WriteTo(b, a) }
 
-// LookupNetIP resolves host as net.Resolver.LookupNetIP does, with the
-// stack's search list: a name with no dot is tried in each search domain
-// first, any other name as it is first; a name ending in a dot is
+// LookupNetIP resolves host as net.Resolver.LookupNetIP does, from the
+// static table (SetHosts, AddHost) when it has host, else over DNS with
+// the stack's search list: a name with no dot is tried in each search
+// domain first, any other name as it is first; a name ending in a dot is
 // absolute and tried alone. network is "ip", "ip4" or "ip6" (or a
 // transport's, "tcp4" meaning IPv4 alone); an IPv4-mapped address comes
 // back unmapped.
@@ -190,10 +219,13 @@ func (s *Stack) LookupNetIP(ctx context.Context, network, host string) ([]netip.
 	case strings.HasSuffix(network, "6"):
 		family = "ip6"
 	}
+	if addrs, ok := s.lookupStatic(host); ok {
+		return staticAnswer(host, family, addrs)
+	}
 	r := s.Resolver()
 	var firstErr error
 	for _, name := range s.candidates(host) {
-		addrs, err := r.LookupNetIP(ctx, family, name)
+		addrs, err := lookupDNS(ctx, r, family, name)
 		if err == nil && len(addrs) > 0 {
 			for i, a := range addrs {
 				addrs[i] = a.Unmap()

@@ -288,3 +288,95 @@ func TestSetDNSRefusesBadServersAndDomains(t *testing.T) {
 		t.Errorf("DNS() = %+v, want port 53 and the domain without its dot", got)
 	}
 }
+
+// serveDNSWith answers every UDP query on s's port 53 with the datagrams
+// replies makes of it, in order.
+func serveDNSWith(t *testing.T, s *stack.Stack, replies func(query []byte) [][]byte) {
+	t.Helper()
+	pc, err := s.ListenPacket("udp4", ":53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		pc.Close()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			for _, b := range replies(slices.Clone(buf[:n])) {
+				pc.WriteTo(b, from)
+			}
+		}
+	})
+}
+
+// Malformed answers neither crash the resolver nor poison a lookup: a
+// datagram that is no reply to the query (too short, another ID, another
+// question) is dropped and the real answer taken after it, as Go's
+// resolver guards against forgery; an answer whose records do not parse
+// fails the lookup.
+func TestResolverSurvivesMalformedAnswers(t *testing.T) {
+	good := func(query []byte) []byte {
+		var q mdns.Msg
+		if err := q.Unpack(query); err != nil || len(q.Question) != 1 {
+			return nil
+		}
+		r := new(mdns.Msg).SetReply(&q)
+		r.Answer = append(r.Answer, &mdns.A{Hdr: mdns.RR_Header{Name: q.Question[0].Name, Rrtype: mdns.TypeA, Class: mdns.ClassINET, Ttl: 60}, A: net.IPv4(10, 0, 0, 2)})
+		b, _ := r.Pack()
+		return b
+	}
+	tests := []struct {
+		behaviour string
+		replies   func(query []byte) [][]byte
+		ok        bool
+	}{
+		{"junk before the answer is dropped", func(q []byte) [][]byte {
+			otherID := good(q)
+			otherID[0] ^= 0xff
+			var other mdns.Msg
+			other.SetQuestion("elsewhere.test.", mdns.TypeA)
+			other.Id = uint16(q[0])<<8 | uint16(q[1])
+			other.Response = true
+			otherQ, _ := other.Pack()
+			return [][]byte{{}, {1, 2, 3}, q[:12], otherID, otherQ, good(q)}
+		}, true},
+		{"an answer cut short in its records fails", func(q []byte) [][]byte {
+			b := good(q)
+			return [][]byte{b[:len(b)-3]}
+		}, false},
+		{"a name pointing at itself fails", func(q []byte) [][]byte {
+			// The answer's name, after the header and the question,
+			// made a pointer to itself.
+			var m mdns.Msg
+			if err := m.Unpack(q); err != nil {
+				return nil
+			}
+			head, _ := new(mdns.Msg).SetReply(&m).Pack()
+			b, at := good(q), len(head)
+			b[at], b[at+1] = 0xc0|byte(at>>8), byte(at)
+			return [][]byte{b}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.behaviour, func(t *testing.T) {
+			a, b := stacktest.Pair(t, stacktest.Options{})
+			serveDNSWith(t, b, tt.replies)
+			a.SetDNS(stack.DNSConfig{Servers: []netip.AddrPort{netip.AddrPortFrom(stacktest.AddrB.Addr(), 53)}})
+			addrs, err := a.LookupNetIP(lookupCtx(t), "ip4", "host.test.")
+			if tt.ok && (err != nil || !slices.Equal(addrs, []netip.Addr{stacktest.AddrB.Addr()})) {
+				t.Errorf("lookup = %v, %v; want the real answer, 10.0.0.2", addrs, err)
+			}
+			if !tt.ok && err == nil {
+				t.Errorf("lookup = %v; want an error", addrs)
+			}
+			t.Logf("lookup = %v, %v", addrs, err)
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
 )
 
@@ -98,28 +99,76 @@ func parseHostPrefix(s string) (netip.Prefix, error) {
 // gatewaysFlag is the default gateways, at most one per family: -gw
 // repeats. An IPv6 router is usually known by its link-local address
 // (RFC 4861 section 4.2); a zone is accepted and dropped, since the
-// gateway is on the one link GoNet has.
-type gatewaysFlag []netip.Addr
-
-func (f *gatewaysFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return joinList(*f)
+// gateway is on the one link GoNet has. A name is kept in names, to be
+// looked up in the static table (-host, -hosts) once every flag is read:
+// the gateway is how DNS servers off the link are reached, so its name
+// is never asked of DNS.
+type gatewaysFlag struct {
+	addrs *[]netip.Addr
+	names *[]string
 }
 
-func (f *gatewaysFlag) Set(s string) error {
+func (f gatewaysFlag) String() string {
+	if f.addrs == nil {
+		return ""
+	}
+	return strings.Trim(joinList(*f.addrs)+","+strings.Join(*f.names, ","), ",")
+}
+
+func (f gatewaysFlag) Set(s string) error {
 	a, err := parseHostAddr(s)
 	if err != nil {
-		return err
+		if _, perr := netip.ParseAddr(s); perr == nil || !validHostName(s) {
+			return fmt.Errorf("%v, nor a host name", err)
+		}
+		*f.names = append(*f.names, s)
+		return nil
 	}
+	return addGateway(f.addrs, a)
+}
+
+// addGateway adds a to gws, refusing a second of its family.
+func addGateway(gws *[]netip.Addr, a netip.Addr) error {
 	a = a.WithZone("")
-	for _, g := range *f {
+	for _, g := range *gws {
 		if g.Is4() == a.Is4() {
 			return fmt.Errorf("a second %s gateway (%v already): give one per family", family(a), g)
 		}
 	}
-	*f = append(*f, a)
+	*gws = append(*gws, a)
+	return nil
+}
+
+// hostFlag is -host NAME=ADDR, a static entry for the stack's resolver,
+// repeatable: a name given twice has both addresses, in order.
+type hostFlag []stack.HostEntry
+
+func (f *hostFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	var s []string
+	for _, e := range *f {
+		for _, a := range e.Addrs {
+			s = append(s, e.Name+"="+a.String())
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+func (f *hostFlag) Set(s string) error {
+	name, addr, ok := strings.Cut(s, "=")
+	if !ok {
+		return errors.New("not NAME=ADDR, as in router=10.0.0.1")
+	}
+	if !validHostName(name) {
+		return fmt.Errorf("%q is not a host name", name)
+	}
+	a, err := parseHostAddr(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %v", addr, err)
+	}
+	*f = append(*f, stack.HostEntry{Name: strings.TrimSuffix(name, "."), Addrs: []netip.Addr{a}})
 	return nil
 }
 

@@ -217,7 +217,8 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"MTU not a number", with("-mtu", "big"), "-mtu"},
 		{"gateway off the network", with("-gw", "10.0.1.1"), "not on -addr's network 10.0.0.0/24"},
 		{"gateway is our own address", with("-gw", "10.0.0.2"), "GoNet's own address"},
-		{"gateway by name", with("-gw", "router"), "not an IP address"},
+		{"gateway by a name no -host gives", with("-gw", "router"), "-gw router is a name no -host or -hosts gives"},
+		{"gateway by something not a name", with("-gw", "router!"), "not an IP address, as in 10.0.0.1 or fd00::1, nor a host name"},
 		{"gateway IPv6 with no IPv6 -addr", with("-gw", "fd00::1"), "not on the network of an IPv6 -addr"},
 		{"http root missing", with("-serve", "http", "-http-root", filepath.Join(t.TempDir(), "nope")), "-http-root"},
 		{"http root is a file", with("-http-root", file), "not a directory"},
@@ -430,7 +431,7 @@ func TestPingRejectsBadFlagsWithExitCode2(t *testing.T) {
 	}{
 		{"no DEST", link, "missing DEST"},
 		{"two DESTs", with("10.0.0.1", "10.0.0.3"), `unexpected argument "10.0.0.3"`},
-		{"DEST by name without a DNS server", with("printer.lan"), "give -dns, the DNS server to ask, or -addr dhcp"},
+		{"DEST by name without a DNS server", with("printer.lan"), "give -dns, the DNS server to ask, -addr dhcp, or -host printer.lan=ADDR"},
 		{"DEST neither an address nor a name", with("printer lan"), "nor a host name"},
 		{"a DNS server that is no address", with("-dns", "dns.lan", "10.0.0.1"), `invalid value "dns.lan" for flag -dns`},
 		{"a multicast DNS server", with("-dns", "224.0.0.251", "10.0.0.1"), "multicast"},

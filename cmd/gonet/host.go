@@ -95,6 +95,15 @@ type linkConfig struct {
 	// stack's resolver; given, they win over a DHCP lease's.
 	dns    []netip.AddrPort
 	search []string
+	// hostArgs are -host's static entries, and hostsFile -hosts's
+	// file; static is the table they make, the file's entries first
+	// (loadHosts).
+	hostArgs  hostFlag
+	hostsFile string
+	static    []stack.HostEntry
+	// gwNames are -gw's names, which checkAddrs looks up in the static
+	// table and adds to gws.
+	gwNames []string
 	// hostname is up's -hostname, which the DHCP client sends (option
 	// 12); empty: host.hostname's default.
 	hostname string
@@ -106,12 +115,14 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
 	fs.Var(addrFlag{(*addrsFlag)(&c.addrs), &c.dhcp}, "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64, or dhcp to ask a DHCP server for the IPv4 address, router, DNS servers and MTU (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
 	fs.StringVar(&c.dhcpLease, "dhcp-lease", "", "with -addr dhcp, keep the lease in `FILE` and ask for its address again at the next start (RFC 2131 INIT-REBOOT)")
-	fs.Var((*gatewaysFlag)(&c.gws), "gw", "route everything off-link through the gateway at `ADDR`, on an -addr's network, or for IPv6 a router's link-local address (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
+	fs.Var(gatewaysFlag{&c.gws, &c.gwNames}, "gw", "route everything off-link through the gateway `ADDR|NAME`: an address on an -addr's network, or for IPv6 a router's link-local address, or a name -host or -hosts gives, never asked of DNS (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
-	fs.Var((*dnsFlag)(&c.dns), "dns", "resolve names with the DNS server at `ADDR` (or ADDR:PORT), over GoNet (repeatable, asked in turn; default: a DHCP lease's, else none)")
+	fs.Var((*dnsFlag)(&c.dns), "dns", "resolve names with the DNS server at `ADDR` (or ADDR:PORT), over GoNet; an address, not a name, since it is what names are resolved with (repeatable, asked in turn; default: a DHCP lease's, else none)")
 	fs.Var((*searchFlag)(&c.search), "search", "complete a name with no dot in `DOMAIN` first (repeatable; default: a DHCP lease's)")
+	fs.Var(&c.hostArgs, "host", "resolve the name to the address as `NAME=ADDR` says, from a static table asked before DNS, as /etc/hosts is (repeatable; a name given twice has both addresses)")
+	fs.StringVar(&c.hostsFile, "hosts", "", "add the static entries of `FILE`, in /etc/hosts's format, before -host's (default: none; the machine's /etc/hosts names its neighbours, not GoNet's)")
 	fs.BoolVar(&c.acd, "acd", false, "probe -addr's IPv4 addresses before using them and fail if another station holds one (RFC 5227 address conflict detection, 4 to 7 s), then defend them once")
 	c.registerCapture(fs)
 	fs.Var((*bytesFlag)(&c.memory), "memory", "bound the memory the stack holds for others to `BYTES`, as in 16M (default 512M); the process's GOMEMLIMIT is this plus 64M, with GOGC off, unless the environment sets them")
@@ -234,9 +245,73 @@ func (c *linkConfig) checkAddrs() error {
 			return usagef("-stable-iid forms IPv6 addresses, and -no-ipv6 turns IPv6 off")
 		}
 	}
+	if err := c.loadHosts(); err != nil {
+		return err
+	}
+	if err := c.gatewaysByName(); err != nil {
+		return err
+	}
 	for _, gw := range c.gws {
 		if err := c.checkGateway(gw); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// loadHosts makes the static table: -hosts's entries, then -host's.
+func (c *linkConfig) loadHosts() error {
+	c.static = nil
+	if c.hostsFile != "" {
+		f, err := os.Open(c.hostsFile)
+		if err != nil {
+			return usagef("-hosts: %v", err)
+		}
+		defer f.Close()
+		entries, err := stack.ParseHosts(f)
+		if err != nil {
+			return usagef("-hosts %s: %s", c.hostsFile, strings.TrimPrefix(err.Error(), "stack: hosts "))
+		}
+		c.static = entries
+	}
+	c.static = append(c.static, c.hostArgs...)
+	return nil
+}
+
+// staticAddrs returns name's addresses in the static table, as the
+// stack's lookups will: whatever the case, with or without a final dot.
+func (c *linkConfig) staticAddrs(name string) []netip.Addr {
+	name = strings.TrimSuffix(name, ".")
+	var addrs []netip.Addr
+	for _, e := range c.static {
+		if strings.EqualFold(e.Name, name) {
+			addrs = append(addrs, e.Addrs...)
+		}
+	}
+	return addrs
+}
+
+// gatewaysByName adds the addresses of -gw's names to the gateways: those
+// of each family the host routes itself (IPv4 unless -addr dhcp, whose
+// server gives the router; IPv6 unless -no-ipv6).
+func (c *linkConfig) gatewaysByName() error {
+	for _, name := range c.gwNames {
+		addrs := c.staticAddrs(name)
+		if len(addrs) == 0 {
+			return usagef("-gw %s is a name no -host or -hosts gives: a gateway's name is looked up there alone, since DNS servers off the link are reached through it", name)
+		}
+		n := 0
+		for _, a := range addrs {
+			if a.Is4() && c.dhcp || a.Is6() && c.noIPv6 {
+				continue
+			}
+			if err := addGateway(&c.gws, a); err != nil {
+				return usagef("-gw %s: %v", name, err)
+			}
+			n++
+		}
+		if n == 0 {
+			return usagef("-gw %s is %s, of no family GoNet routes itself here (with -addr dhcp the server gives the IPv4 router; -no-ipv6 turns IPv6 off)", name, joinList(addrs))
 		}
 	}
 	return nil
@@ -570,6 +645,11 @@ func (h *host) configure(c *linkConfig) error {
 		}
 		if len(c.addrs) == 0 && !c.dhcp {
 			h.addrs = ready
+		}
+	}
+	if len(c.static) > 0 {
+		if err := h.stack.SetHosts(c.static); err != nil {
+			return err
 		}
 	}
 	if len(c.dns) > 0 || len(c.search) > 0 {

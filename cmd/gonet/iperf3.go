@@ -19,7 +19,7 @@ import (
 var iperf3Command = &command{
 	name:    "iperf3",
 	summary: "measure bandwidth, loss and jitter against an iperf3 server, from a GoNet host",
-	usage:   "gonet iperf3 {-tap NAME | -ring PATH} [-addr ADDR/NN]... [-gw ADDR]... -c HOST [-p PORT] [-u] [-R] [-P N] [-b RATE] [-l LEN] [-t SECS] [-J] [link flags]",
+	usage:   "gonet iperf3 {-tap NAME | -ring PATH} [-addr ADDR/NN]... [-gw ADDR|NAME]... -c HOST [-p PORT] [-u] [-R] [-P N] [-b RATE] [-l LEN] [-t SECS] [-J] [link flags]",
 	about: `Brings up a GoNet stack on the TAP device (or ring), as gonet up does, and
 runs one iperf3 test from it against the iperf3 server at HOST (an IPv4 or
 IPv6 address): the stock iperf3 -s, or a GoNet daemon's -serve iperf3. The
@@ -48,7 +48,7 @@ func iperf3Flags() (*flag.FlagSet, *iperf3Config) {
 	fs := newFlagSet("iperf3")
 	c.link.register(fs)
 	c.link.registerRing(fs)
-	fs.StringVar(&c.host, "c", "", "run a test against the iperf3 server at `HOST` (an IP address)")
+	fs.StringVar(&c.host, "c", "", "run a test against the iperf3 server at `HOST`: an IP address, or a name from -host or -hosts, else asked over GoNet of -dns's server or the DHCP lease's")
 	fs.IntVar(&c.port, "p", c.port, "the server's `PORT`")
 	fs.BoolVar(&c.test.UDP, "u", false, "test UDP (default: TCP)")
 	fs.BoolVar(&c.test.Reverse, "R", false, "reverse: the server sends, GoNet receives")
@@ -119,8 +119,8 @@ func parseIperf3(args []string) (*iperf3Config, error) {
 		return nil, err
 	}
 	switch {
-	case byName && len(c.link.dns) == 0 && !c.link.dhcp:
-		return nil, usagef("-c %q is a name: give -dns, the DNS server to ask, or -addr dhcp", c.host)
+	case byName && len(c.link.dns) == 0 && !c.link.dhcp && c.link.staticAddrs(c.host) == nil:
+		return nil, usagef("-c %q is a name: give -dns, the DNS server to ask, -addr dhcp, or -host %s=ADDR", c.host, c.host)
 	case byName:
 	case c.server.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp:
 		return nil, usagef("-addr is required for an IPv4 server: GoNet's IPv4 address and prefix, as in 10.0.0.2/24")

@@ -42,10 +42,11 @@ func ipHeaderLen(dst netip.Addr) int {
 var pingCommand = &command{
 	name:    "ping",
 	summary: "ping an address from a GoNet host on a TAP device",
-	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN | -addr dhcp]... [-gw ADDR]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
+	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN | -addr dhcp]... [-gw ADDR|NAME]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
 	about: `Brings up a GoNet stack on the TAP device, as gonet up does, and sends ICMP
 echo requests to DEST (an IPv4 or IPv6 address, a link-local one with its
-zone, as fe80::1%tap0) with the stack's own ping client, ICMP or ICMPv6 by
+zone, as fe80::1%tap0, or a name: from -host or -hosts, else asked over
+GoNet of -dns's server or the DHCP lease's) with the stack's own ping client, ICMP or ICMPv6 by
 DEST's family, printing a line per reply and a summary as the kernel's
 ping does. The IPv6 addresses pass duplicate address detection first. Exits 0
 if any reply came back, 1 if none did, 2 on a bad command line. Ctrl-C
@@ -108,8 +109,8 @@ func parsePing(args []string) (*pingConfig, error) {
 	maxSize := maxPingSize
 	switch {
 	case c.name != "":
-		if len(c.link.dns) == 0 && !c.link.dhcp {
-			return nil, usagef("DEST %q is a name: give -dns, the DNS server to ask, or -addr dhcp", c.name)
+		if len(c.link.dns) == 0 && !c.link.dhcp && c.link.staticAddrs(c.name) == nil {
+			return nil, usagef("DEST %q is a name: give -dns, the DNS server to ask, -addr dhcp, or -host %s=ADDR", c.name, c.name)
 		}
 		if !c.link.noIPv6 {
 			maxSize = min(maxPingSize, maxPing6Size)

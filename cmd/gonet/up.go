@@ -22,7 +22,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH} [-addr ADDR/NN | -addr dhcp]... [-dhcp-lease FILE] [-gw ADDR]... [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH} [-addr ADDR/NN | -addr dhcp]... [-dhcp-lease FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike and on both families; http (TCP
@@ -55,6 +55,15 @@ new address is probed for first (RFC 5227, 4 to 7 s), declined if
 another host holds it, and defended once when in use.
 -dhcp-lease FILE keeps the lease across restarts, to ask for the same
 address first. GoNet waits up to a minute for its first lease.
+
+Names are resolved over GoNet, from a static table first (-host NAME=ADDR,
+-hosts FILE in /etc/hosts's format; empty by default), then from the DNS
+servers of -dns or the lease; never from the machine's /etc/hosts, which
+names its neighbours, not GoNet's. A flag that names
+a peer takes a name where it can be resolved when needed: -gw from the
+static table alone (DNS servers off the link are reached through the
+gateway), gonet ping's DEST and gonet iperf3's -c from either; -dns takes
+addresses only, since it is what names are resolved with.
 
 When ready, its IPv6 addresses through duplicate address detection, it
 prints one line, "gonet: up TAP ADDR/PREFIX MAC [ADDR/PREFIX]...", on
