@@ -409,6 +409,7 @@ func (e *Env) withRingServer(ctx context.Context, gonet string, ringSize int, cl
 		if err == nil {
 			if m != nil {
 				m["attempts"] = float64(attempt)
+				serverCounters(m, p.out.String())
 			}
 			return m, raw, serr
 		}
@@ -419,6 +420,37 @@ func (e *Env) withRingServer(ctx context.Context, gonet string, ringSize int, cl
 	}
 	return nil, nil, errors.Join(errs...)
 }
+
+// serverCounters adds to m the counters a serving GoNet printed as it
+// exited ("NAME VALUE" lines on stdout), as "c:server.NAME", and what they
+// say of the point: where UDP datagrams were lost (its socket's queue
+// full, UDP.RcvbufErrors, or before its stack), and what a transaction
+// cost the ring (eventfd wake-ups sent, sleeps of the reader). A pair of
+// the direct ring serves one point, so its counters are the point's.
+func serverCounters(m map[string]float64, out string) {
+	c := map[string]float64{}
+	for l := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || !strings.Contains(f[0], ".") {
+			continue
+		}
+		if v, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			c[f[0]] = float64(v)
+			m["c:server."+f[0]] = float64(v)
+		}
+	}
+	if _, udp := m["packets"]; udp {
+		m["server_rcvbuf_drops"] = c["UDP.RcvbufErrors"]
+		m["server_udp_in"] = c["UDP.InDatagrams"]
+	}
+	if tx := m["transactions"]; tx > 0 {
+		m["server_wakeups_per_transaction"] = c["Ring."+ringNIC+".WakeupsSent"] / tx
+		m["server_sleeps_per_transaction"] = c["Ring."+ringNIC+".Sleeps"] / tx
+	}
+}
+
+// ringNIC is the NIC gonet up names a ring link.
+const ringNIC = "ring0"
 
 func procLog(p *gatewayProc) string {
 	if s := strings.TrimSpace(p.out.String()); s != "" {
@@ -643,6 +675,7 @@ func runMKRR(ctx context.Context, e *Env, gonet string, d time.Duration) (map[st
 			"p50_us":         r.Latency.P50US,
 			"p99_us":         r.Latency.P99US,
 			"transactions_s": r.PerSecond,
+			"transactions":   float64(r.Transactions),
 		}, out, nil
 	})
 }

@@ -104,6 +104,12 @@ func TestMultikernelGoalsAreJudgedFromTheMedians(t *testing.T) {
 		mkRecord(mkUDP, "size=64,rate=0.8sat", setupRing, map[string]float64{"offered_mbit_s": 400, "loss_pct": 0.2}),
 		mkRecord(mkUDP, "size=1472,rate=max", setupRing, map[string]float64{"recv_mbit_s": 5000, "offered_mbit_s": 6000, "loss_pct": 20}),
 		mkRecord(mkUDP, "size=1472,rate=0.8sat", setupRing, map[string]float64{"offered_mbit_s": 4000, "loss_pct": 0}),
+		// Unpaced, the sender starves the receiver: a paced rate
+		// delivers more, and is the saturation the goal counts from.
+		mkRecord(mkUDP, "size=8192,rate=max", setupRing, map[string]float64{"recv_mbit_s": 700, "offered_mbit_s": 11000, "loss_pct": 93}),
+		mkRecord(mkUDP, "size=8192,rate=1000", setupRing, map[string]float64{"recv_mbit_s": 990, "offered_mbit_s": 1000, "loss_pct": 1}),
+		mkRecord(mkUDP, "size=8192,rate=0.8sat", setupRing, map[string]float64{"recv_mbit_s": 560, "offered_mbit_s": 560, "loss_pct": 0}),
+		mkRecord(mkUDP, "size=8192,rate=100", setupRing, map[string]float64{"recv_mbit_s": 100, "offered_mbit_s": 100, "loss_pct": 0, "lost": 0}),
 	}}
 	got := map[string]string{}
 	for _, g := range newReport(res).mkGoals() {
@@ -117,6 +123,7 @@ func TestMultikernelGoalsAreJudgedFromTheMedians(t *testing.T) {
 		// saturation itself: only the 80% point's loss counts.
 		{"UDP 64 B, no loss below 80% of saturation 0% at every rate ≤ 0.8 × saturation", "❌ not met | 64 B at 80% of saturation: 0.200% lost"},
 		{"UDP 1472 B, no loss below 80% of saturation 0% at every rate ≤ 0.8 × saturation", "✅ met"},
+		{"UDP 8192 B, no loss below 80% of saturation 0% at every rate ≤ 0.8 × saturation", "✅ met | no loss at 8192 B at 80% of saturation, 8192 B at 100 Mbit/s"},
 	} {
 		if g, ok := got[c.goal]; !ok || !strings.HasPrefix(g, c.want) {
 			t.Errorf("%s: %q, want it to start %q (all: %v)", c.goal, g, c.want, got)
@@ -172,7 +179,7 @@ func TestMultikernelPlanOrdersSaturationFirst(t *testing.T) {
 			udp = append(udp, p.name)
 		}
 	}
-	if want := []string{"size=64,rate=max", "size=64,rate=100", "size=64,rate=1000", "size=64,rate=0.8sat"}; !slices.Equal(udp, want) {
+	if want := []string{"size=64,rate=max", "size=64,rate=100", "size=64,rate=300", "size=64,rate=1000", "size=64,rate=0.8sat"}; !slices.Equal(udp, want) {
 		t.Errorf("64-byte points %v, want %v", udp, want)
 	}
 	if len(gs) != 2 || !slices.Equal(gs[1].stacks, []string{setupRing}) || len(gs[1].points) != len(Full.Multikernel.RingSizes) {

@@ -141,16 +141,17 @@ var Full = Plan{
 		IdleSettle:  2 * time.Second,
 	},
 	// About 4 minutes on two cores: 2 repetitions of 4 set-ups × (2 TCP
-	// points of 2 s, 1 RR of 1 s, 3 sizes × 4 UDP points of 1 s) and 5
+	// points of 2 s, 1 RR of 1 s, 3 sizes × 5 UDP points of 1 s) and 5
 	// ring sizes, each iperf3 test some 0.3 s more for its set-up, and
-	// each direct-ring point two processes started afresh.
+	// each direct-ring point two processes started afresh (one
+	// repetition took 85 s on a busy machine, before 300 Mbit/s).
 	Multikernel: MultikernelPlan{
 		Reps:          2,
 		TCPStreams:    []int{1, 4},
 		TCPDur:        2 * time.Second,
 		RRDur:         time.Second,
 		UDPSizes:      []int{64, 1472, 8192},
-		UDPRates:      []float64{100, 1000},
+		UDPRates:      []float64{100, 300, 1000},
 		UDPSaturation: true,
 		UDPDur:        time.Second,
 		RingSizes:     []int{8, 32, 128, 512, 2048},
