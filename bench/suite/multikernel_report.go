@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"gonum.org/v1/plot/plotter"
+
+	"github.com/gonetstack/gonet/link/shm"
 )
 
 var mkColor = map[string]color.Color{
@@ -308,9 +310,11 @@ func (r *report) multikernelSection(plots map[string]string, rel func(string) st
 
 	if len(r.points[mkRing]) > 0 {
 		r.p("### UDP loss against the ring's size\n\n")
-		r.p("The direct ring with `-ring-size N` descriptors each way (the listener's choice; data area %d MiB each way, so that from 2048 descriptors of 1514-byte frames the data area, not the descriptors, bounds what the ring holds), 1472-byte datagrams for %v at 80%% of the default ring's saturation at that size in the same repetition (%s Mbit/s when none was measured).\n\n",
-			4, mp.UDPDur, num(mp.RingRate))
+		r.p("The direct ring with `-ring-size N` descriptors each way (the listener's choice; the default is %d; the data area is %d MiB each way whatever N, so that from %d descriptors of 1514-byte frames the data area, not the descriptors, bounds what the ring holds), 1472-byte datagrams for %v at 80%% of the default ring's unpaced saturation at that size in the same repetition (%s Mbit/s when none was measured). The paper's figure: what a smaller ring loses when the receiver is late.\n\n",
+			shm.DefaultRingSize, shm.DefaultDataSize>>20, shm.DefaultDataSize/1514+1, mp.UDPDur, num(mp.RingRate))
 		r.mkTable(mkRing, "loss_pct", "loss, %", false)
+		r.mkTable(mkRing, "lost", "datagrams lost", false)
+		r.mkTable(mkRing, "server_rcvbuf_drops", "of those, dropped by the server's full socket queue (the rest were lost before its stack: the client's ring full)", false)
 		r.mkTable(mkRing, "offered_mbit_s", "offered Mbit/s", false)
 		r.mkTable(mkRing, "jitter_us", "jitter, µs", false)
 		r.plot(plots, "mk_ring", "UDP loss against ring size", rel)
