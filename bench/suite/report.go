@@ -213,7 +213,8 @@ func Report(res Results, outDir, mdPath string) error {
 	r.p("| CPUs (nproc) | %d |\n| CPU | %s |\n| memory | %d GiB |\n| kernel | %s |\n| Go | %s |\n| gVisor | gvisor.dev/gvisor %s |\n| GoNet | %s |\n\n",
 		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.GVisor, m.GoNet)
 
-	r.glance()
+	others, oerr := otherRecords(outDir, res.Machine)
+	r.glance(others)
 	r.p("## Set-up\n\n")
 	r.p("Each stack runs the same server, `bench/cmd/gonet-bench server`, in a process of its own (so its CPU time and memory are its own), serving the same handlers (`bench/handlers`: echo, discard, source, 1-byte request-response, UDP sink over `net.Conn` and `net.PacketConn`). ")
 	r.p("The load generators (`bench/load`) are the same Go programs for all three, run in a client network namespace on the kernel's own TCP/IP. Each stack gets fresh namespaces for each workload in each repetition:\n\n")
@@ -295,6 +296,9 @@ func Report(res Results, outDir, mdPath string) error {
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)
+	}
+	if oerr != nil {
+		r.p("\nThe other machines' runs of record could not be read: %v\n", oerr)
 	}
 	return os.WriteFile(mdPath, []byte(r.b.String()), 0o644)
 }
@@ -411,7 +415,8 @@ func (r *report) pingTargets(workload, what string) []target {
 	}}
 }
 
-func (r *report) glance() {
+// targets are the issues' targets, judged on this run.
+func (r *report) targets() []target {
 	var ts []target
 	med := r.med
 	ts = append(ts, r.bulkTargets("bulk", "")...)
@@ -475,7 +480,13 @@ func (r *report) glance() {
 	pause("Longest GC pause in bulk transfer (any point, any repetition)", "bulk", "gc_pause_max_us")
 	pause("Longest GC pause opening and holding 10000 connections", "scale", "gc_pause_max_us")
 	pause("One collection while 10000 connections are held (forced; longest)", "scale", "gc_forced_max_us")
+	return ts
+}
 
+// glance opens the report with the targets, why those missed are
+// missed, the other machines' verdicts (machines.go) and who wins where.
+func (r *report) glance(others []Results) {
+	ts := r.targets()
 	r.p("## At a glance: the issue's targets\n\n")
 	r.p("| workload | target | GoNet | GoNet/gVisor | GoNet/kernel | |\n|---|---|---|---|---|---|\n")
 	for _, t := range ts {
@@ -483,6 +494,7 @@ func (r *report) glance() {
 	}
 	r.p("\n")
 	r.whyNotMet(ts)
+	r.everyMachine(ts, others)
 
 	// Who wins each point, by its headline metric.
 	r.p("### Who wins where\n\n| workload | point | best | GoNet | gVisor | kernel |\n|---|---|---|---|---|---|\n")
@@ -574,7 +586,7 @@ func (r *report) profiles() {
 		return
 	}
 	r.p("### Where the CPU goes (CPU profiles)\n\n")
-	r.p("Separate runs after the measured ones, with the server's CPU profile on: \"bulk\" is %v kernel→stack then %v stack→kernel on one stream, \"rr\" %v of 1-byte request-response on one connection. Categories sort each sample by the function it was in.\n\n",
+	r.p("Separate runs after the measured ones, with the server's CPU profile on: \"bulk\" is %v kernel→stack then %v stack→kernel on one stream (GoNet's \"bulk6\" the same over IPv6), \"rr\" %v of 1-byte request-response on one connection. Categories sort each sample by the function it was in.\n\n",
 		r.res.Plan.ProfileDur, r.res.Plan.ProfileDur, r.res.Plan.ProfileDur)
 	// Categories side by side.
 	var cats []string

@@ -436,6 +436,11 @@ func (s *Suite) write() error {
 	if err := os.WriteFile(filepath.Join(s.OutDir, "results.json"), b, 0o644); err != nil {
 		return err
 	}
+	if s.Plan.Name == "full" && len(s.Only) == 0 {
+		if err := keepRecord(s.OutDir, s.res.Machine, b); err != nil {
+			return err
+		}
+	}
 	return Report(s.res, s.OutDir, s.mdPath())
 }
 
