@@ -195,9 +195,27 @@ type RRResult struct {
 // port and waiting for the 1-byte response before the next (netperf's
 // TCP_RR). The first 100 ms are a warm-up and not recorded.
 func RR(addr string, n int, dur time.Duration) (RRResult, error) {
+	return RROver(func(network, address string) (net.Conn, error) {
+		return net.DialTimeout(network, address, 5*time.Second)
+	}, hostPort(addr, handlers.RRPort), n, dur)
+}
+
+// Dialer opens a connection as net.Dial does: the kernel's, or a stack's
+// in the load generator's own process.
+type Dialer func(network, address string) (net.Conn, error)
+
+// RROver is RR over the connections dial opens to address, a server that
+// answers each byte with one (the RR handler, or an RFC 862 echo service):
+// how a GoNet stack in the load generator's process (package gnclient)
+// measures request-response over its own link.
+func RROver(dial Dialer, address string, n int, dur time.Duration) (RRResult, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return RRResult{}, err
+	}
 	conns := make([]net.Conn, n)
 	for i := range conns {
-		c, err := net.DialTimeout(tcpNet(addr), hostPort(addr, handlers.RRPort), 5*time.Second)
+		c, err := dial(tcpNet(host), address)
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.Close()

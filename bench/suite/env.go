@@ -57,6 +57,9 @@ type Env struct {
 	gw  *gatewayProc
 	tmp string // the gateway's pid file
 	etc string // the host namespace's /etc/netns/NAME
+	// procs are the multikernel family's daemons (a bridge, a server),
+	// stopped at Close, the last started first.
+	procs []*gatewayProc
 
 	cmd    *exec.Cmd
 	in     io.WriteCloser
@@ -393,6 +396,11 @@ func (e *Env) Close() error {
 func (e *Env) close() error {
 	register(e, false)
 	var errs []error
+	for i := len(e.procs) - 1; i >= 0; i-- {
+		if err := e.procs[i].stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if e.gw != nil {
 		if err := e.gw.stop(); err != nil {
 			errs = append(errs, err)

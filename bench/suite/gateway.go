@@ -537,17 +537,8 @@ func (e *Env) gatewayStat() (procStat, error) {
 // prepareGateways builds GoNet's daemon unless given one, and notes what
 // the family runs with.
 func (s *Suite) prepareGateways(ctx context.Context) error {
-	if s.GoNetBin == "" {
-		if s.Root == "" {
-			return errors.New("gateway family: no GoNet daemon given and no module to build it from")
-		}
-		s.GoNetBin = filepath.Join(filepath.Dir(s.Bin), "gonet")
-		fmt.Fprintf(s.Log, "bench: building GoNet's gateway daemon into %s\n", s.GoNetBin)
-		cmd := exec.CommandContext(ctx, goTool(), "build", "-o", s.GoNetBin, "./cmd/gonet")
-		cmd.Dir = s.Root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("gateway family: go build ./cmd/gonet in %s: %w: %s", s.Root, err, strings.TrimSpace(string(out)))
-		}
+	if err := s.buildGoNet(ctx); err != nil {
+		return fmt.Errorf("gateway family: %w", err)
 	}
 	if s.GvproxyBin == "" {
 		s.GvproxyBin = filepath.Join(filepath.Dir(s.Bin), "gvproxy")
@@ -562,6 +553,26 @@ func (s *Suite) prepareGateways(ctx context.Context) error {
 	}
 	g.Versions["gonet"] = s.res.Machine.GoNet
 	s.res.Gateway = g
+	return nil
+}
+
+// buildGoNet builds GoNet's daemon from Root next to Bin, unless the run
+// was given one or has built it already.
+func (s *Suite) buildGoNet(ctx context.Context) error {
+	if s.GoNetBin != "" {
+		return nil
+	}
+	if s.Root == "" {
+		return errors.New("no GoNet daemon given and no module to build it from")
+	}
+	bin := filepath.Join(filepath.Dir(s.Bin), "gonet")
+	fmt.Fprintf(s.Log, "bench: building GoNet's daemon into %s\n", bin)
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", bin, "./cmd/gonet")
+	cmd.Dir = s.Root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/gonet in %s: %w: %s", s.Root, err, strings.TrimSpace(string(out)))
+	}
+	s.GoNetBin = bin
 	return nil
 }
 
@@ -600,8 +611,9 @@ func gatewayVersion(name string) string {
 	return strings.TrimSpace(l)
 }
 
-// mergeEarlier puts a gateway-only run's records into the results an
-// earlier run left in OutDir, replacing the family's earlier records and
+// mergeEarlier puts a run's records of the gateway or multikernel family
+// into the results an earlier run left in OutDir, replacing the earlier
+// records of the workloads this run measured and
 // keeping everything else as it was measured, so that the report keeps
 // the stack comparison's numbers.
 func (s *Suite) mergeEarlier() error {
@@ -617,7 +629,7 @@ func (s *Suite) mergeEarlier() error {
 	if err := json.Unmarshal(b, &old); err != nil {
 		return fmt.Errorf("merging into %s: %w", path, err)
 	}
-	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return slices.Contains(gatewayWorkloads, r.Workload) })
+	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return slices.Contains(s.res.Workloads, r.Workload) })
 	old.Records = append(old.Records, s.res.Records...)
 	if len(old.Workloads) == 0 && len(old.Records) > 0 {
 		old.Workloads = []string{"ping", "short", "bulk", "rr", "udp", "scale"}
@@ -627,9 +639,15 @@ func (s *Suite) mergeEarlier() error {
 			old.Workloads = append(old.Workloads, w)
 		}
 	}
-	old.Plan.Gateway = s.res.Plan.Gateway
-	old.Gateway = s.res.Gateway
+	if s.res.Gateway != nil {
+		old.Plan.Gateway = s.res.Plan.Gateway
+		old.Gateway = s.res.Gateway
+	}
+	if s.res.Multikernel != nil {
+		old.Plan.Multikernel = s.res.Plan.Multikernel
+		old.Multikernel = s.res.Multikernel
+	}
 	s.res = old
-	fmt.Fprintf(s.Log, "bench: merged the gateway family into the earlier results in %s\n", path)
+	fmt.Fprintf(s.Log, "bench: merged this run's families into the earlier results in %s\n", path)
 	return nil
 }

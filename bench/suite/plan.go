@@ -43,6 +43,9 @@ type Plan struct {
 
 	// The gateway family (issue 11): each gateway at each guest MTU.
 	Gateway GatewayPlan `json:"gateway"`
+	// The multikernel family (issue 13): two GoNet processes over a ring,
+	// a bridge's rings, TAPs on a Linux bridge; the kernel over a veth.
+	Multikernel MultikernelPlan `json:"multikernel"`
 
 	// MicroBenchTime is -benchtime for the stack's own Go benchmarks
 	// (allocations per packet, layer by layer); 0: not run.
@@ -75,9 +78,30 @@ type GatewayPlan struct {
 	IdleSettle time.Duration `json:"idle_settle"`
 }
 
+// MultikernelPlan is what the multikernel family measures between the two
+// ends of each set-up.
+type MultikernelPlan struct {
+	Reps       int           `json:"reps,omitempty"` // 0: the plan's
+	TCPStreams []int         `json:"tcp_streams"`
+	TCPDur     time.Duration `json:"tcp_dur"` // whole seconds: iperf3's -t
+	RRDur      time.Duration `json:"rr_dur"`
+	UDPSizes   []int         `json:"udp_sizes"`
+	// UDPRates are the offered rates in Mbit/s; with UDPSaturation, each
+	// size's saturation (the sender unpaced) is measured first, and 80%
+	// of it offered besides these.
+	UDPRates      []float64     `json:"udp_rates_mbit_s"`
+	UDPSaturation bool          `json:"udp_saturation"`
+	UDPDur        time.Duration `json:"udp_dur"` // whole seconds
+	// RingSizes are the direct ring's descriptors per direction for the
+	// loss-against-ring-size points, 1472-byte datagrams at 80% of the
+	// default ring's saturation (RingRate Mbit/s when not measured).
+	RingSizes []int   `json:"ring_sizes"`
+	RingRate  float64 `json:"ring_rate_mbit_s"`
+}
+
 // Full is make bench: every workload at every size, three repetitions,
-// within about 24 minutes on two cores (the IPv6 variants, five times
-// over, 6 of them).
+// within about 28 minutes on two cores (the IPv6 variants, five times
+// over, 6 of them; the multikernel family, twice over, 4).
 var Full = Plan{
 	Name:         "full",
 	Reps:         3,
@@ -115,6 +139,23 @@ var Full = Plan{
 		UDPDur:      time.Second,
 		IdleConns:   2000,
 		IdleSettle:  2 * time.Second,
+	},
+	// About 4 minutes on two cores: 2 repetitions of 4 set-ups × (2 TCP
+	// points of 2 s, 1 RR of 1 s, 3 sizes × 5 UDP points of 1 s) and 5
+	// ring sizes, each iperf3 test some 0.3 s more for its set-up, and
+	// each direct-ring point two processes started afresh (one
+	// repetition took 85 s on a busy machine, before 300 Mbit/s).
+	Multikernel: MultikernelPlan{
+		Reps:          2,
+		TCPStreams:    []int{1, 4},
+		TCPDur:        2 * time.Second,
+		RRDur:         time.Second,
+		UDPSizes:      []int{64, 1472, 8192},
+		UDPRates:      []float64{100, 300, 1000},
+		UDPSaturation: true,
+		UDPDur:        time.Second,
+		RingSizes:     []int{8, 32, 128, 512, 2048},
+		RingRate:      1000,
 	},
 
 	MicroBenchTime: 200 * time.Millisecond,
@@ -156,6 +197,17 @@ var Quick = Plan{
 		UDPDur:      300 * time.Millisecond,
 		IdleConns:   50,
 		IdleSettle:  100 * time.Millisecond,
+	},
+	// Each set-up once at its smallest point (iperf3 runs whole seconds).
+	Multikernel: MultikernelPlan{
+		TCPStreams: []int{1},
+		TCPDur:     time.Second,
+		RRDur:      300 * time.Millisecond,
+		UDPSizes:   []int{64},
+		UDPRates:   []float64{100},
+		UDPDur:     time.Second,
+		RingSizes:  []int{64},
+		RingRate:   100,
 	},
 	QuietWait: 30 * time.Second,
 }

@@ -57,6 +57,12 @@ func (r *report) series(workload, metric string, x func(pt string) (float64, boo
 }
 
 func lineChart(title, xl, yl string, logX, logY bool, series map[string]xyErr, path string) (err error) {
+	return lines(title, xl, yl, logX, logY, series, path, server.Stacks, stackColor, stackTitle)
+}
+
+// lines draws a line per series, in order, each in its colour and under
+// its title in the legend.
+func lines(title, xl, yl string, logX, logY bool, series map[string]xyErr, path string, order []string, colors map[string]color.Color, titles map[string]string) (err error) {
 	if len(series) == 0 {
 		return errors.New("no data")
 	}
@@ -108,11 +114,14 @@ func lineChart(title, xl, yl string, logX, logY bool, series map[string]xyErr, p
 	}
 	if ymin == ymax || logY {
 		p.Y.Min, p.Y.Max = ymin/2, ymax*2
+		if ymax <= 0 && !logY {
+			p.Y.Min, p.Y.Max = 0, 1 // every value zero: no loss, say
+		}
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
-	for i, st := range server.Stacks {
+	for i, st := range order {
 		s, ok := series[st]
 		if !ok {
 			continue
@@ -121,17 +130,17 @@ func lineChart(title, xl, yl string, logX, logY bool, series map[string]xyErr, p
 		if err != nil {
 			return err
 		}
-		l.Color = stackColor[st]
+		l.Color = colors[st]
 		l.Width = vg.Points(2)
-		pts.Color = stackColor[st]
-		pts.Shape = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}}[i%3]
+		pts.Color = colors[st]
+		pts.Shape = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.SquareGlyph{}, draw.TriangleGlyph{}, draw.PyramidGlyph{}}[i%4]
 		eb, err := plotter.NewYErrorBars(s)
 		if err != nil {
 			return err
 		}
-		eb.Color = stackColor[st]
+		eb.Color = colors[st]
 		p.Add(l, pts, eb)
-		p.Legend.Add(stackTitle[st], l, pts)
+		p.Legend.Add(titles[st], l, pts)
 	}
 	return p.Save(16*vg.Centimeter, 11*vg.Centimeter, path)
 }
@@ -186,6 +195,7 @@ func writePlots(r *report, dir string) (map[string]string, error) {
 		add("bulk", r.bulkChart(path("bulk")))
 	}
 	r.writeGatewayPlots(path, add)
+	r.writeMultikernelPlots(path, add)
 	return out, errors.Join(errs...)
 }
 

@@ -195,8 +195,8 @@ func Report(res Results, outDir, mdPath string) error {
 
 	contended, measured := map[string]int{}, 0
 	for _, rec := range res.Records {
-		if slices.Contains(gatewayWorkloads, rec.Workload) {
-			continue // the gateway section counts its own
+		if familyWorkload(rec.Workload) {
+			continue // the families' sections count their own
 		}
 		if v, ok := rec.Metrics["others_cpu_frac"]; ok {
 			measured++
@@ -292,6 +292,7 @@ func Report(res Results, outDir, mdPath string) error {
 	r.profiles()
 	r.ipv6Section()
 	r.gatewaySection(plots, rel)
+	r.multikernelSection(plots, rel)
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)

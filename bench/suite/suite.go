@@ -55,6 +55,9 @@ type Results struct {
 	// Gateway describes the gateway family's run, which -only gateway
 	// merges into an earlier run's results.
 	Gateway *GatewayRun `json:"gateway,omitempty"`
+	// Multikernel describes the multikernel family's run, which -only
+	// multikernel merges likewise.
+	Multikernel *MultikernelRun `json:"multikernel,omitempty"`
 }
 
 // GatewayRun is when and with what the gateway family was measured.
@@ -168,6 +171,8 @@ func (s *Suite) repsOf(g group) int {
 	switch {
 	case g.family == gatewayFamily && s.Plan.Gateway.Reps > 0:
 		return min(s.Plan.Reps, s.Plan.Gateway.Reps)
+	case g.family == multikernelFamily && s.Plan.Multikernel.Reps > 0:
+		return min(s.Plan.Reps, s.Plan.Multikernel.Reps)
 	case g.ipv6 && s.Plan.Reps6 > 0:
 		return s.Plan.Reps6
 	}
@@ -205,14 +210,16 @@ func (s *Suite) Run(ctx context.Context) error {
 		s.res.Machine.GoNet = s.GoNetVersion
 	}
 	groups := append(s.groups(), s.gatewayGroups()...)
+	groups = append(groups, s.multikernelGroups()...)
 	if len(s.Only) > 0 {
 		groups = s.selected(groups)
 	}
-	stacksRun, gateways := false, false
+	stacksRun, gateways, multikernel := false, false, false
 	for _, g := range groups {
 		s.total += len(g.points) * len(g.stackList()) * s.repsOf(g)
 		stacksRun = stacksRun || g.family == ""
 		gateways = gateways || g.family == gatewayFamily
+		multikernel = multikernel || g.family == multikernelFamily
 		for _, p := range g.points {
 			if w := p.workloadOf(g); !slices.Contains(s.res.Workloads, w) {
 				s.res.Workloads = append(s.res.Workloads, w)
@@ -226,12 +233,20 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 		gwStarted = time.Now()
 	}
+	if multikernel {
+		if err := s.prepareMultikernel(ctx); err != nil {
+			return err
+		}
+	}
 	var families []string
 	if stacksRun {
 		families = append(families, fmt.Sprintf("stacks %s (%d repetitions)", strings.Join(server.Stacks, ", "), s.Plan.Reps))
 	}
 	if gateways {
 		families = append(families, fmt.Sprintf("gateways %s (%d repetitions)", strings.Join(s.gateways(), ", "), s.repsOf(group{family: gatewayFamily})))
+	}
+	if multikernel {
+		families = append(families, fmt.Sprintf("multikernel set-ups %s (%d repetitions)", strings.Join(MultikernelSetups, ", "), s.repsOf(group{family: multikernelFamily})))
 	}
 	fmt.Fprintf(s.Log, "bench: %s run: %d measurements; %s\n", s.Plan.Name, s.total, strings.Join(families, "; "))
 
@@ -259,6 +274,9 @@ func (s *Suite) Run(ctx context.Context) error {
 	if gateways {
 		s.res.Gateway.WallS = time.Since(gwStarted).Seconds()
 	}
+	if multikernel {
+		s.res.Multikernel.WallS = time.Since(s.res.Multikernel.Started).Seconds()
+	}
 	// Profiles and the stack's own benchmarks belong to the stack
 	// comparison; a gateway-only run has none of it.
 	if s.Plan.ProfileDur > 0 && stacksRun {
@@ -273,7 +291,7 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 	}
 	s.res.WallS = time.Since(s.res.Started).Seconds()
-	if gateways && !stacksRun {
+	if (gateways || multikernel) && !stacksRun {
 		if err := s.mergeEarlier(); err != nil {
 			return err
 		}
@@ -375,6 +393,11 @@ var headline = map[string]struct {
 	gwCRR:  {"conns_s", "connections/s"},
 	gwUDP:  {"loss_pct", "% lost"},
 	gwIdle: {"rss_per_flow", "B of RSS per flow"},
+
+	mkTCP:  {"gbit_s", "Gbit/s"},
+	mkRR:   {"mean_us", "µs mean"},
+	mkUDP:  {"loss_pct", "% lost"},
+	mkRing: {"loss_pct", "% lost"},
 }
 
 func (s *Suite) record(r Record, label string) {
@@ -426,6 +449,12 @@ func (s *Suite) mdPath() string {
 		return s.MDPath
 	}
 	return filepath.Join(s.OutDir, "BENCHMARKS.md")
+}
+
+// familyWorkload reports whether w belongs to a family of its own (the
+// gateways, the multikernel set-ups) rather than to the stack comparison.
+func familyWorkload(w string) bool {
+	return slices.Contains(gatewayWorkloads, w) || slices.Contains(multikernelWorkloads, w)
 }
 
 // PeerFailures are the gateway family's failed measurements of other
@@ -495,7 +524,7 @@ func Check(res Results) (missing []string, checked int) {
 			missing = append(missing, w+": not run")
 		}
 	}
-	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 && slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(gatewayWorkloads, w) }) {
+	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 && slices.ContainsFunc(want, func(w string) bool { return !familyWorkload(w) }) {
 		missing = append(missing, "profiles: none")
 	}
 	for _, p := range res.Profiles {

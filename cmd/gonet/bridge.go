@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/bits"
 	"net"
 	"net/http"
 	"slices"
@@ -32,7 +33,7 @@ import (
 var bridgeCommand = &command{
 	name:    "bridge",
 	summary: "switch Ethernet frames between TAP devices and GoNet stacks or VMs on UNIX sockets, as a learning bridge",
-	usage: "gonet bridge [-tap NAME]... [-connect PATH]... [-listen PATH] [-ring-listen PATH] [-mtu N] [-ageing DURATION] [-table-size N] " +
+	usage: "gonet bridge [-tap NAME]... [-connect PATH]... [-listen PATH] [-ring-listen PATH [-ring-size N]] [-mtu N] [-ageing DURATION] [-table-size N] " +
 		"[-queue N] [-control PATH] [-metrics [HOST]:PORT] [-log-level LEVEL] [-log-format text|json]",
 	about: `Runs a learning Ethernet bridge (IEEE 802.1D, without the spanning tree)
 whose ports are TAP devices and UNIX stream sockets carrying frames each
@@ -78,6 +79,7 @@ type bridgeConfig struct {
 	connects   []string
 	listen     string
 	ringListen string
+	ringSize   int // -ring-size: each ring port's descriptors; 0: shm's default
 	mtu        int
 	ageing     time.Duration
 	tableSize  int
@@ -109,6 +111,8 @@ func bridgeFlags() (*flag.FlagSet, *bridgeConfig) {
 	})
 	fs.StringVar(&c.listen, "listen", "", "listen on the UNIX socket `PATH`; every peer that connects is a port")
 	fs.StringVar(&c.ringListen, "ring-listen", "", "listen on the UNIX socket `PATH` for shared-memory rings; every gonet up -ring PATH that attaches is a port")
+	fs.IntVar(&c.ringSize, "ring-size", 0, "give each ring port's two directions `N` frame descriptors, a power of two in "+
+		strconv.Itoa(shm.MinRingSize)+".."+strconv.Itoa(shm.MaxRingSize)+" (default "+strconv.Itoa(shm.DefaultRingSize)+")")
 	fs.IntVar(&c.mtu, "mtu", 1500, "the MTU `N` of every port, "+strconv.Itoa(minMTU)+".."+strconv.Itoa(stream.MaxMTU))
 	fs.DurationVar(&c.ageing, "ageing", bridge.DefaultAgeingTime, "forget a station after `DURATION` without a frame from it")
 	fs.IntVar(&c.tableSize, "table-size", bridge.DefaultTableSize, "remember at most `N` stations; the one seen longest ago makes room")
@@ -131,6 +135,10 @@ func parseBridge(args []string) (*bridgeConfig, error) {
 		return nil, usagef("no ports: give -tap, -connect, -listen or -ring-listen")
 	case c.listen != "" && c.listen == c.ringListen:
 		return nil, usagef("-listen and -ring-listen are two sockets: give two paths")
+	case c.ringSize != 0 && c.ringListen == "":
+		return nil, usagef("-ring-size sizes the ring ports of -ring-listen: give that too")
+	case c.ringSize != 0 && (c.ringSize < shm.MinRingSize || c.ringSize > shm.MaxRingSize || bits.OnesCount(uint(c.ringSize)) != 1):
+		return nil, usagef("-ring-size %d is not a power of two in %d..%d", c.ringSize, shm.MinRingSize, shm.MaxRingSize)
 	case c.mtu < minMTU || c.mtu > stream.MaxMTU:
 		return nil, usagef("-mtu %d is outside %d..%d", c.mtu, minMTU, stream.MaxMTU)
 	case c.ageing <= 0:
@@ -225,7 +233,7 @@ func startBridge(ctx context.Context, log *slog.Logger, c *bridgeConfig) (_ *bri
 	if c.ringListen != "" {
 		// No offloads, as on the TAP devices: a frame from a ring may
 		// go out on any port.
-		ln, err := shm.Listen(c.ringListen, shm.Options{MTU: c.mtu})
+		ln, err := shm.Listen(c.ringListen, shm.Options{MTU: c.mtu, RingSize: c.ringSize})
 		if err != nil {
 			return nil, fmt.Errorf("-ring-listen: %w", err)
 		}

@@ -28,6 +28,8 @@ func TestBridgeRejectsBadFlagsWithExit2(t *testing.T) {
 		{[]string{"-tap", "a", "-ageing", "0s"}, "-ageing 0s"},
 		{[]string{"-tap", "a", "-table-size", "0"}, "-table-size 0"},
 		{[]string{"-tap", "a", "-queue", "0"}, "-queue 0"},
+		{[]string{"-tap", "a", "-ring-size", "64"}, "-ring-size sizes the ring ports of -ring-listen"},
+		{[]string{"-ring-listen", "/tmp/r.sock", "-ring-size", "100"}, "-ring-size 100 is not a power of two"},
 		{[]string{"-tap", "a", "extra"}, "unexpected argument"},
 	}
 	for _, tt := range tests {

@@ -101,6 +101,12 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 					t.Errorf("ring %q NIC %q mtu %d, want /run/ring.sock, ring0, 9000", c.link.ring, c.link.nicName(), c.link.mtu)
 				}
 			}},
+		{"a listened-for ring of 64 descriptors", []string{"-ring-listen", "/run/ring.sock", "-addr", "10.0.0.2/24", "-ring-size", "64"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.ringListen != "/run/ring.sock" || c.link.ringSize != 64 {
+					t.Errorf("ring-listen %q ring size %d, want /run/ring.sock, 64", c.link.ringListen, c.link.ringSize)
+				}
+			}},
 		{"the MTU's bounds", []string{"-tap", "t", "-addr", "10.0.0.2/24", "-mtu", "68"},
 			func(t *testing.T, c *upConfig) {
 				if c.link.mtu != 68 {
@@ -198,6 +204,10 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"a TAP and a ring", with("-ring", "/tmp/ring.sock"), "-tap and -ring are 2 links: give one"},
 		{"both ends of a ring", []string{"-ring", "/tmp/a.sock", "-ring-listen", "/tmp/b.sock", "-addr", "10.0.0.2/24"}, "-ring and -ring-listen are 2 links"},
 		{"ring MTU over a buffer", []string{"-ring", "/tmp/ring.sock", "-addr", "10.0.0.2/24", "-mtu", "65535"}, "-mtu 65535 is over 65522, the most a ring link carries"},
+		{"ring size on the dialling end", []string{"-ring", "/tmp/ring.sock", "-addr", "10.0.0.2/24", "-ring-size", "64"}, "-ring-size sizes the rings of -ring-listen"},
+		{"ring size on a TAP", with("-ring-size", "64"), "-ring-size sizes the rings of -ring-listen"},
+		{"ring size not a power of two", []string{"-ring-listen", "/tmp/ring.sock", "-addr", "10.0.0.2/24", "-ring-size", "1000"}, "-ring-size 1000 is not a power of two in 8..32768"},
+		{"ring size below the least", []string{"-ring-listen", "/tmp/ring.sock", "-addr", "10.0.0.2/24", "-ring-size", "4"}, "-ring-size 4 is not a power of two in 8..32768"},
 		{"socket MTU over a buffer", []string{"-socket", "/tmp/vm.sock", "-addr", "10.0.0.2/24", "-mtu", "65535"}, "-mtu 65535 is over 65522"},
 		{"no address, IPv4 only", []string{"-tap", "tap0", "-no-ipv6"}, "-addr is required with -no-ipv6"},
 		{"address without prefix", []string{"-tap", "t", "-addr", "10.0.0.2"}, "needs a prefix length"},

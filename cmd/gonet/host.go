@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/bits"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -58,6 +59,9 @@ type linkConfig struct {
 	// ring and ringListen are -ring and -ring-listen: a shared-memory
 	// ring link to another GoNet process, dialled or listened for.
 	ring, ringListen string
+	// ringSize is -ring-size, the listener's descriptors per ring; 0:
+	// shm.DefaultRingSize.
+	ringSize int
 	// addrs are -addr's, IPv4 and IPv6, in the order given: the first
 	// is the ready line's.
 	addrs []netip.Prefix
@@ -155,6 +159,8 @@ func (c *linkConfig) registerSocket(fs *flag.FlagSet) {
 func (c *linkConfig) registerRing(fs *flag.FlagSet) {
 	fs.StringVar(&c.ring, "ring", "", "instead of a TAP device, attach to another GoNet process over a shared-memory ring, dialling the UNIX socket `PATH` it listens on with -ring-listen (the NIC is then "+ringNIC+")")
 	fs.StringVar(&c.ringListen, "ring-listen", "", "instead of a TAP device, listen on the UNIX socket `PATH` for one GoNet process to attach with -ring, and wait for it before coming up (the NIC is then "+ringNIC+")")
+	fs.IntVar(&c.ringSize, "ring-size", 0, "with -ring-listen, give each of the ring's two directions `N` frame descriptors, a power of two in "+
+		strconv.Itoa(shm.MinRingSize)+".."+strconv.Itoa(shm.MaxRingSize)+" (default "+strconv.Itoa(shm.DefaultRingSize)+"; the listener's choice holds for both ends)")
 }
 
 // nicName is the name the NIC will have: the TAP device's, socketNIC or
@@ -171,6 +177,19 @@ func (c *linkConfig) nicName() string {
 
 // isRing reports whether the link is a shared-memory ring.
 func (c *linkConfig) isRing() bool { return c.ring != "" || c.ringListen != "" }
+
+// checkRingSize checks -ring-size: the listener sizes the rings (the
+// dialler takes what it is given), within what link/shm maps.
+func (c *linkConfig) checkRingSize() error {
+	switch n := c.ringSize; {
+	case n == 0:
+	case c.ringListen == "":
+		return usagef("-ring-size sizes the rings of -ring-listen, whose choice holds for both ends: give it there")
+	case n < shm.MinRingSize || n > shm.MaxRingSize || bits.OnesCount(uint(n)) != 1:
+		return usagef("-ring-size %d is not a power of two in %d..%d", n, shm.MinRingSize, shm.MaxRingSize)
+	}
+	return nil
+}
 
 // ringNIC names the NIC of a -ring or -ring-listen link.
 const ringNIC = "ring0"
@@ -194,6 +213,9 @@ func (c *linkConfig) check() error {
 		if c.mtu > shm.MaxMTU {
 			return usagef("-mtu %d is over %d, the most a ring link carries", c.mtu, shm.MaxMTU)
 		}
+	}
+	if err := c.checkRingSize(); err != nil {
+		return err
 	}
 	switch {
 	case c.isRing():
@@ -493,7 +515,7 @@ func openLink(ctx context.Context, c *linkConfig, log *slog.Logger) (link.Endpoi
 		// Offloads unless -impair, as on a TAP: the peer takes
 		// partial checksums and 64 KiB super-segments whole when it
 		// offers them too.
-		o := shm.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == ""}
+		o := shm.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == "", RingSize: c.ringSize}
 		if c.ring != "" {
 			ep, err := shm.Dial(c.ring, o)
 			if err != nil {
