@@ -291,6 +291,7 @@ func Report(res Results, outDir, mdPath string) error {
 	r.profiles()
 	r.ipv6Section()
 	r.gatewaySection(plots, rel)
+	r.issue16Sections(r.nextSection())
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)
@@ -416,6 +417,7 @@ func (r *report) glance() {
 	ts = append(ts, r.bulkTargets("bulk", "")...)
 	ts = append(ts, r.rrTargets("rr", "")...)
 	ts = append(ts, r.pingTargets("ping", "")...)
+	ts = append(ts, r.issue16Targets()...)
 	for _, pt := range r.points["short"] {
 		g, okg := med("short", pt, "gonet", "mbit_s")
 		vg, sg := r.ratio("short", pt, "gvisor", "mbit_s")
@@ -493,6 +495,7 @@ func (r *report) glance() {
 		{"ping", "mean_us", "µs", true}, {"short", "mbit_s", "Mbit/s", false}, {"bulk", "gbit_s", "Gbit/s", false},
 		{"rr", "mean_us", "µs", true}, {"udp", "recv_mbit_s", "Mbit/s", false}, {"scale", "mem_per_conn", "B/conn", true},
 		{"ping6", "mean_us", "µs", true}, {"bulk6", "gbit_s", "Gbit/s", false}, {"rr6", "mean_us", "µs", true},
+		{pacedPingWorkload, "mean_us", "µs", true}, {udpRRWorkload, "mean_us", "µs", true}, {overloadWorkload, "p99_us", "µs p99", true},
 	} {
 		for _, pt := range r.points[h.w] {
 			best, bestV := "", math.NaN()
