@@ -94,8 +94,8 @@ type GatewayPlan struct {
 }
 
 // Full is make bench: every workload at every size, three repetitions,
-// within about 29 minutes on two cores (the IPv6 variants, five times
-// over, 6 of them; issue 16's workloads 5).
+// within about 28 minutes on two cores (the IPv6 variants, five times
+// over, 6 of them; issue 16's workloads 4).
 var Full = Plan{
 	Name:         "full",
 	Reps:         3,
@@ -120,9 +120,9 @@ var Full = Plan{
 	BulkStreams6: []int{1},
 	RRConns6:     []int{1, 100},
 	ProfileDur:   3 * time.Second,
-	// Issue 16: about 5 minutes more on two cores (the paced and
-	// closed-loop pings 50 s, UDP request-response 50 s, the overload
-	// 90 s, the daemon 60 s).
+	// Issue 16: about 4 minutes more on two cores (measured: the paced
+	// and closed-loop pings 45 s, UDP request-response 40 s, the
+	// overload 70 s, the daemon 55 s, set-ups included).
 	PacedPingers:  []int{1000},
 	PacedInterval: 10 * time.Millisecond,
 	UDPRRSockets:  []int{1, 100},
