@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -59,7 +60,7 @@ func (s *Suite) daemonGroup() group {
 				workload: daemonBulk,
 				label:    fmt.Sprintf("%s, %d stream(s)", map[string]string{"up": "to discard", "down": "from chargen"}[dir], n),
 				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-					return runDaemonBulk(ctx, e, dir, n, p.BulkDur)
+					return runDaemonBulk(ctx, e, s.GoNetBin, dir, n, p.BulkDur)
 				},
 			})
 		}
@@ -70,7 +71,7 @@ func (s *Suite) daemonGroup() group {
 			workload: daemonRR,
 			label:    fmt.Sprintf("echo, %d connection(s)", n),
 			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-				return runDaemonRR(ctx, e, n, p.RRDur)
+				return runDaemonRR(ctx, e, s.GoNetBin, n, p.RRDur)
 			},
 		})
 	}
@@ -99,9 +100,8 @@ func (s *Suite) buildGoNet(ctx context.Context) error {
 
 // SetupDaemon runs gonet up in a client namespace as the gonet set-up runs
 // the library's server: a fresh TAP device with offloads (the daemon's
-// default), 10.77.0.2/24, MTU 1500, IPv6 beside IPv4; no control socket
-// and no mDNS, which would only add traffic. It returns once the client
-// reaches it.
+// default), 10.77.0.2/24, MTU 1500, IPv6 beside IPv4; no mDNS, which would
+// only add traffic. It returns once the client reaches it.
 func SetupDaemon(ctx context.Context, bin, gonet string) (e *Env, err error) {
 	e = &Env{Stack: "gonet", Addr: serverAddr.Addr().String(), bin: bin, stderr: &limitedBuffer{max: 64 << 10}}
 	register(e, true)
@@ -122,10 +122,16 @@ func SetupDaemon(ctx context.Context, bin, gonet string) (e *Env, err error) {
 			return e, err
 		}
 	}
+	// The control socket, a path on the host's file system whatever the
+	// namespace, is where the suite reads the daemon's counters
+	// (daemonCounters); Close removes the directory.
+	if e.tmp, err = os.MkdirTemp("", "gnbench-daemon-"); err != nil {
+		return e, err
+	}
 	dev := netns.DeviceName()
 	g := &gatewayProc{name: "gonet up", out: &limitedBuffer{max: 64 << 10}, exited: make(chan struct{})}
 	g.cmd = e.C.Command(context.Background(), gonet, "up", "-tap", dev, "-addr", serverAddr.String(),
-		"-mtu", strconv.Itoa(mtu), "-serve", "echo,discard,chargen", "-control", "none", "-mdns=false", "-log-level", "warn")
+		"-mtu", strconv.Itoa(mtu), "-serve", "echo,discard,chargen", "-control", daemonControl(e), "-mdns=false", "-log-level", "warn")
 	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	g.cmd.Stderr = g.out
 	stdout, err := g.cmd.StdoutPipe()
@@ -166,13 +172,40 @@ func SetupDaemon(ctx context.Context, bin, gonet string) (e *Env, err error) {
 	return e, e.waitReachable(ctx)
 }
 
+// daemonControl is the daemon's control socket.
+func daemonControl(e *Env) string { return filepath.Join(e.tmp, "control.sock") }
+
+// daemonCounters asks the daemon for its stack's counters as gonet stats
+// -json prints them (gonet is the daemon's binary): by the names the
+// library's server reports ("TCP.RetransSegs", "NIC.<name>.TxLinkErrors").
+func daemonCounters(ctx context.Context, e *Env, gonet string) (map[string]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, gonet, "stats", "-json", "-control", daemonControl(e)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("gonet stats: %w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+		}
+		return nil, fmt.Errorf("gonet stats: %w", err)
+	}
+	m := map[string]int64{}
+	if err := json.Unmarshal(out, &m); err != nil {
+		return nil, fmt.Errorf("gonet stats -json: %w", err)
+	}
+	return m, nil
+}
+
 // measureDaemon runs a load generator against the daemon between two
-// samples of its process (CPU time from /proc, as the gateway family's)
-// and of the client namespace's kernel, and decodes what it printed into
-// r.
-func measureDaemon(ctx context.Context, e *Env, r any, timeout time.Duration, args ...string) (window, []byte, error) {
+// samples of its process (CPU time from /proc, as the gateway family's),
+// of its counters, and of the client namespace's kernel, and decodes what
+// it printed into r.
+func measureDaemon(ctx context.Context, e *Env, gonet string, r any, timeout time.Duration, args ...string) (window, []byte, error) {
 	w := window{gw: true}
 	var err error
+	if w.sBefore, err = daemonCounters(ctx, e, gonet); err != nil {
+		return w, nil, err
+	}
 	if w.gwBefore, err = e.gatewayStat(); err != nil {
 		return w, nil, err
 	}
@@ -190,16 +223,19 @@ func measureDaemon(ctx context.Context, e *Env, r any, timeout time.Duration, ar
 		return w, out, err
 	}
 	w.cAfter = kernelCounters(e.C)
+	if w.sAfter, err = daemonCounters(ctx, e, gonet); err != nil {
+		return w, out, err
+	}
 	return w, out, json.Unmarshal(out, r)
 }
 
-func runDaemonBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (map[string]float64, []byte, error) {
+func runDaemonBulk(ctx context.Context, e *Env, gonet, dir string, n int, d time.Duration) (map[string]float64, []byte, error) {
 	port := daemonDiscardPort
 	if dir == "down" {
 		port = daemonChargenPort
 	}
 	var r load.BulkResult
-	w, out, err := measureDaemon(ctx, e, &r, d+time.Minute, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n),
+	w, out, err := measureDaemon(ctx, e, gonet, &r, d+time.Minute, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n),
 		"-port", strconv.Itoa(port), "-dur", dur(d))
 	if err != nil {
 		return nil, out, err
@@ -217,14 +253,15 @@ func runDaemonBulk(ctx context.Context, e *Env, dir string, n int, d time.Durati
 	}
 	if dir == "up" {
 		m["link_drops"] = float64(w.cAfter["Dev.TxDropped"] - w.cBefore["Dev.TxDropped"])
+		m["stack_queue_drops"] = float64(w.sAfter["TCP.InQueueDrops"] - w.sBefore["TCP.InQueueDrops"])
 	}
 	w.counters(m)
 	return m, out, nil
 }
 
-func runDaemonRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]float64, []byte, error) {
+func runDaemonRR(ctx context.Context, e *Env, gonet string, n int, d time.Duration) (map[string]float64, []byte, error) {
 	var r load.RRResult
-	w, out, err := measureDaemon(ctx, e, &r, d+time.Minute, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n),
+	w, out, err := measureDaemon(ctx, e, gonet, &r, d+time.Minute, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n),
 		"-port", strconv.Itoa(daemonEchoPort), "-dur", dur(d))
 	if err != nil {
 		return nil, out, err
