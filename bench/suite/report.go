@@ -215,7 +215,7 @@ func Report(res Results, outDir, mdPath string) error {
 
 	r.glance()
 	r.p("## Set-up\n\n")
-	r.p("Each stack runs the same server, `bench/cmd/gonet-bench server`, in a process of its own (so its CPU time and memory are its own), serving the same handlers (`bench/handlers`: echo, discard, source, 1-byte request-response, UDP sink over `net.Conn` and `net.PacketConn`). ")
+	r.p("Each stack runs the same server, `bench/cmd/gonet-bench server`, in a process of its own (so its CPU time and memory are its own), serving the same handlers (`bench/handlers`: echo, discard, source, 1-byte request-response, UDP sink and UDP echo over `net.Conn` and `net.PacketConn`). ")
 	r.p("The load generators (`bench/load`) are the same Go programs for all three, run in a client network namespace on the kernel's own TCP/IP. Each stack gets fresh namespaces for each workload in each repetition:\n\n")
 	r.p("- **GoNet**: a TAP device in the client namespace (MTU 1500), GoNet's default configuration, the TAP opened as its daemon opens it: `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), so that TCP super-segments of up to 64 KiB and partial checksums cross it both ways.\n")
 	r.p("- **gVisor**: a fresh TAP device opened with `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), a read loop and a write loop feeding its channel endpoint (host GSO, 64 KiB segments; RX checksum offload), under its Ethernet wrapper; SACK, receive-buffer moderation, 1–4 MiB buffers, Nagle off; servers through its `gonet` adapter.\n")
