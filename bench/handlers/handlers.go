@@ -25,6 +25,7 @@ const (
 	SourcePort  = 5003 // Source: bulk download
 	RRPort      = 5004 // RR: request-response latency
 	UDPSinkPort = 5005 // UDPSink over UDP
+	UDPEchoPort = 5006 // UDPEcho over UDP: request-response on datagrams
 )
 
 // BufSize is the size of the buffer each TCP handler reads into and writes
@@ -251,4 +252,25 @@ func (s *UDPSink) record(b []byte, now int64) {
 	s.cur.Datagrams++
 	s.cur.Bytes += int64(len(b))
 	s.cur.LastNS = now
+}
+
+// UDPEcho sends every datagram read from pc back to its sender (RFC 862's
+// UDP form), until pc is closed: the server side of the UDP
+// request-response workload, a small-packet path with no connection state.
+func UDPEcho(pc net.PacketConn, n *Counters) error {
+	var b [EchoBufSize]byte
+	for {
+		m, from, err := pc.ReadFrom(b[:])
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if _, err := pc.WriteTo(b[:m], from); err != nil {
+			countErr(err, n)
+			continue
+		}
+		n.Exchanges.Add(1)
+	}
 }

@@ -20,17 +20,19 @@ import (
 // prints its result as JSON on stdout.
 func Main(args []string) error {
 	if len(args) == 0 {
-		return errors.New("client: name a workload: ping, short, bulk, rr, crr, udp, scale")
+		return errors.New("client: name a workload: ping, short, bulk, rr, crr, udp, udprr, scale, burst")
 	}
 	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 	addr := fs.String("addr", "", "the server's address")
 	n := fs.Int("n", 1, "pingers, clients, streams or connections")
 	dur := fs.Duration("dur", 2*time.Second, "how long to run")
-	interval := fs.Duration("interval", 20*time.Millisecond, "ping: interval of each pinger")
+	interval := fs.Duration("interval", 20*time.Millisecond, "ping: interval of each pinger (0: closed loop, each request sent as the reply to the last arrives)")
 	size := fs.Int("size", 4096, "short, udp: bytes per transfer or datagram")
 	dir := fs.String("dir", "up", "bulk: up (client to server) or down")
 	rate := fs.Float64("rate", 0, "udp: offered Mbit/s (0: as fast as possible)")
-	conc := fs.Int("concurrency", 256, "scale: dials at once")
+	conc := fs.Int("concurrency", 256, "scale, burst: dials at once")
+	port := fs.Int("port", 0, "bulk, rr, udprr, burst: the server's port (0: the handler's, as package handlers numbers them); a daemon's own services")
+	pause := fs.Duration("pause", 20*time.Millisecond, "burst: pause between one burst's last answer and the next burst")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -42,15 +44,19 @@ func Main(args []string) error {
 	case "short":
 		res, err = Short(*addr, *n, *size, *dur)
 	case "bulk":
-		res, err = Bulk(*addr, *dir, *n, *dur)
+		res, err = Bulk(*addr, *dir, *n, *port, *dur)
 	case "rr":
-		res, err = RR(*addr, *n, *dur)
+		res, err = RR(*addr, *n, *port, *dur)
 	case "crr":
 		res, err = CRR(*addr, *n, *dur)
 	case "udp":
 		res, err = UDP(*addr, *size, *rate, *dur)
+	case "udprr":
+		res, err = UDPRR(*addr, *n, *port, *dur)
 	case "scale":
 		res, err = Scale(*addr, *n, *conc, os.Stdin, os.Stdout)
+	case "burst":
+		res, err = Burst(*addr, *port, *n, *conc, *pause, *dur, os.Stdin, os.Stdout)
 	default:
 		return fmt.Errorf("client: unknown workload %q", args[0])
 	}

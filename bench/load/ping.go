@@ -17,6 +17,9 @@ type PingResult struct {
 	Sent    int     `json:"sent"`
 	Lost    int     `json:"lost"` // no reply within a second
 	RTT     Latency `json:"rtt"`
+	// RepliesPerS is the replies received per second of the run: in a
+	// closed loop, the rate of echoes the stack sustains.
+	RepliesPerS float64 `json:"replies_s"`
 }
 
 // echo is what a pinger needs of its family's ICMP: the datagram socket's
@@ -40,9 +43,13 @@ var (
 // Ping runs n concurrent pingers against addr (IPv4 or IPv6) for dur, each
 // sending a 56-byte echo request every interval (as ping -i) and waiting up
 // to a second for its reply; the pingers start at random phases so the load
-// is spread. Each pinger has an ICMP datagram socket of its own (the
-// kernel's "ping socket", which demultiplexes replies by identifier as ping
-// does), so the kernel side never wakes a thousand readers for one reply.
+// is spread. With interval 0 the loop is closed: each pinger sends its next
+// request as soon as the reply to the last arrives (as ping -f with one
+// request outstanding), so n requests are always in flight and the rate is
+// whatever the stack sustains. Each pinger has an ICMP datagram socket of
+// its own (the kernel's "ping socket", which demultiplexes replies by
+// identifier as ping does), so the kernel side never wakes a thousand
+// readers for one reply.
 func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	dst := &net.UDPAddr{IP: net.ParseIP(addr)}
 	proto := echo4
@@ -69,7 +76,11 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	for _, c := range conns {
 		wg.Go(func() {
 			defer c.Close()
-			rtts, sent, lost := pinger(c, proto, dst, start.Add(rand.N(interval)), end, interval)
+			first := start
+			if interval > 0 {
+				first = first.Add(rand.N(interval))
+			}
+			rtts, sent, lost := pinger(c, proto, dst, first, end, interval)
 			mu.Lock()
 			all = append(all, rtts...)
 			res.Sent += sent
@@ -79,6 +90,7 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	}
 	wg.Wait()
 	res.RTT = summarise(all)
+	res.RepliesPerS = float64(res.RTT.Samples) / dur.Seconds()
 	return res, nil
 }
 

@@ -32,6 +32,29 @@ func TestPingIsAnsweredOverBothFamilies(t *testing.T) {
 	}
 }
 
+// In a closed loop each pinger sends as its reply arrives: far more
+// replies than a 10 ms pace would give, and none lost.
+func TestClosedLoopPingSendsOnEachReply(t *testing.T) {
+	ns := netnstest.New(t)
+	if err := ns.Do(func() error { return writeSysctl("net/ipv4/ping_group_range", "0 2147483647") }); err != nil {
+		t.Fatal(err)
+	}
+	const pingers, dur = 2, 100 * time.Millisecond
+	var r PingResult
+	if err := ns.Do(func() (err error) {
+		r, err = Ping("127.0.0.1", pingers, 0, dur)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if paced := pingers * int(dur/(10*time.Millisecond)); r.RTT.Samples <= 2*paced || r.Lost != 0 {
+		t.Errorf("%+v: want more than %d replies (twice a 10 ms pace's), none lost", r, 2*paced)
+	}
+	if r.RepliesPerS <= 0 {
+		t.Errorf("%+v: no reply rate", r)
+	}
+}
+
 // writeSysctl sets /proc/sys/NAME for the calling thread's namespace.
 func writeSysctl(name, value string) error {
 	return os.WriteFile("/proc/sys/"+name, []byte(value), 0o644)

@@ -110,13 +110,18 @@ type BulkResult struct {
 
 // Bulk moves data for dur over n streams: "up" writes to the discard port
 // (counted once the server has read it all: half-close, then wait for its
-// FIN), "down" reads from the source port.
-func Bulk(addr, dir string, n int, dur time.Duration) (BulkResult, error) {
-	port := handlers.DiscardPort
-	if dir == "down" {
-		port = handlers.SourcePort
-	} else if dir != "up" {
+// FIN), "down" reads from the source port. A port other than 0 replaces
+// the handler's: a daemon's discard (RFC 863) ends as the handler does,
+// and its chargen (RFC 864) sends as the source does.
+func Bulk(addr, dir string, n, port int, dur time.Duration) (BulkResult, error) {
+	switch {
+	case dir != "up" && dir != "down":
 		return BulkResult{}, fmt.Errorf("bulk: -dir %q: up or down", dir)
+	case port != 0:
+	case dir == "down":
+		port = handlers.SourcePort
+	default:
+		port = handlers.DiscardPort
 	}
 	conns := make([]net.Conn, n)
 	for i := range conns {
@@ -192,12 +197,16 @@ type RRResult struct {
 }
 
 // RR runs n connections for dur, each sending a 1-byte request to the RR
-// port and waiting for the 1-byte response before the next (netperf's
-// TCP_RR). The first 100 ms are a warm-up and not recorded.
-func RR(addr string, n int, dur time.Duration) (RRResult, error) {
+// port (or port, when not 0: an echo service answers the same) and waiting
+// for the 1-byte response before the next (netperf's TCP_RR). The first
+// 100 ms are a warm-up and not recorded.
+func RR(addr string, n, port int, dur time.Duration) (RRResult, error) {
+	if port == 0 {
+		port = handlers.RRPort
+	}
 	return RROver(func(network, address string) (net.Conn, error) {
 		return net.DialTimeout(network, address, 5*time.Second)
-	}, hostPort(addr, handlers.RRPort), n, dur)
+	}, hostPort(addr, port), n, dur)
 }
 
 // Dialer opens a connection as net.Dial does: the kernel's, or a stack's

@@ -151,6 +151,12 @@ func Run(c Config, in io.Reader, out io.Writer) error {
 	}
 	closers = append(closers, pc)
 	go sink.Serve(pc)
+	echo, err := h.listenPacket(handlers.UDPEchoPort)
+	if err != nil {
+		return fmt.Errorf("%s: listen udp %d: %w", c.Stack, handlers.UDPEchoPort, err)
+	}
+	closers = append(closers, echo)
+	go handlers.UDPEcho(echo, &n)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

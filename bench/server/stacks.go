@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"syscall"
 
 	"gvisor.dev/gvisor/pkg/tcpip"
 	gvgonet "gvisor.dev/gvisor/pkg/tcpip/adapters/gonet"
@@ -211,10 +212,28 @@ type kernelHost struct {
 }
 
 func newKernel(c Config) (*kernelHost, error) {
+	// A socket is a file here: the overload workload's thousands of
+	// connections need more than a small hard limit allows (Go raises
+	// the soft limit to the hard one by itself); root may raise both.
+	raiseFileLimit(kernelMaxFiles)
 	if c.Addr6.IsValid() {
 		return &kernelHost{addr: c.Addr6.Addr().String(), family: "6"}, nil
 	}
 	return &kernelHost{addr: c.Addr.Addr().String(), family: "4"}, nil
+}
+
+// kernelMaxFiles is the open-file limit the kernel's server asks for:
+// the overload's 5000 connections and room to spare.
+const kernelMaxFiles = 1 << 16
+
+// raiseFileLimit raises the open-file limit to at least want, when it can.
+func raiseFileLimit(want uint64) {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) != nil || l.Cur >= want {
+		return
+	}
+	l.Cur, l.Max = want, max(l.Max, want)
+	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
 }
 
 func (h *kernelHost) listen(port int) (net.Listener, error) {

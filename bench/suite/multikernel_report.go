@@ -256,19 +256,13 @@ func (r *report) mkUDPSizes() []string {
 	return out
 }
 
-// multikernelSection writes the family's part of the report.
-func (r *report) multikernelSection(plots map[string]string, rel func(string) string) {
+// multikernelSection writes the family's part of the report as section
+// number section, and returns the next number.
+func (r *report) multikernelSection(section int, plots map[string]string, rel func(string) string) int {
 	if len(r.mkSetups()) == 0 {
-		return
+		return section
 	}
 	mp := r.res.Plan.Multikernel
-	section := 8
-	if r.hasIPv6() {
-		section++
-	}
-	if len(r.points[gwBulk])+len(r.points[gwRR])+len(r.points[gwIdle]) > 0 {
-		section++
-	}
 	r.p("## %d. Two stacks in two processes: a ring, a bridge, TAPs, the kernel (issue 13)\n\n", section)
 	if m := r.res.Multikernel; m != nil {
 		r.p("Measured by `gonet-bench run -only multikernel` (or `make bench`) on %s in %s of wall time (shared with the other families when run with them), %d repetitions, GoNet %s, the stock %s. The repetitions interleave the set-ups, starting with a different one each time.\n\n",
@@ -319,6 +313,7 @@ func (r *report) multikernelSection(plots map[string]string, rel func(string) st
 		r.mkTable(mkRing, "jitter_us", "jitter, µs", false)
 		r.plot(plots, "mk_ring", "UDP loss against ring size", rel)
 	}
+	return section + 1
 }
 
 // joinFloats lists rates as a sentence does: "100, 300 and 1000".

@@ -39,6 +39,24 @@ type Plan struct {
 	// beyond Reps run at the end.
 	Reps6 int `json:"reps6,omitempty"`
 
+	// Issue 16's small packets: pingers at PacedInterval and in a
+	// closed loop (PingDur a point), and UDP request-response on these
+	// numbers of sockets (RRDur a point).
+	PacedPingers  []int         `json:"paced_pingers,omitempty"`
+	PacedInterval time.Duration `json:"paced_interval,omitempty"`
+	UDPRRSockets  []int         `json:"udprr_sockets,omitempty"`
+	// Issue 16's overload: these numbers of connections answering
+	// bursts for BurstDur, BurstPause between one burst's end and the
+	// next.
+	BurstConns []int         `json:"burst_conns,omitempty"`
+	BurstDur   time.Duration `json:"burst_dur,omitempty"`
+	BurstPause time.Duration `json:"burst_pause,omitempty"`
+	// Issue 16's daemon: gonet up's discard and chargen with these
+	// numbers of streams (BulkDur), its echo on these numbers of
+	// connections (RRDur).
+	DaemonStreams []int `json:"daemon_streams,omitempty"`
+	DaemonRRConns []int `json:"daemon_rr_conns,omitempty"`
+
 	ProfileDur time.Duration `json:"profile_dur"` // 0: no profiles
 
 	// The gateway family (issue 11): each gateway at each guest MTU.
@@ -100,8 +118,9 @@ type MultikernelPlan struct {
 }
 
 // Full is make bench: every workload at every size, three repetitions,
-// within about 28 minutes on two cores (the IPv6 variants, five times
-// over, 6 of them; the multikernel family, twice over, 4).
+// within about 32 minutes on two cores (the IPv6 variants, five times
+// over, 6 of them; the multikernel family, twice over, 4; issue 16's
+// workloads 4).
 var Full = Plan{
 	Name:         "full",
 	Reps:         3,
@@ -126,6 +145,17 @@ var Full = Plan{
 	BulkStreams6: []int{1},
 	RRConns6:     []int{1, 100},
 	ProfileDur:   3 * time.Second,
+	// Issue 16: about 4 minutes more on two cores (measured: the paced
+	// and closed-loop pings 45 s, UDP request-response 40 s, the
+	// overload 70 s, the daemon 55 s, set-ups included).
+	PacedPingers:  []int{1000},
+	PacedInterval: 10 * time.Millisecond,
+	UDPRRSockets:  []int{1, 100},
+	BurstConns:    []int{1000, 5000},
+	BurstDur:      2 * time.Second,
+	BurstPause:    20 * time.Millisecond,
+	DaemonStreams: []int{1, 4},
+	DaemonRRConns: []int{1, 100},
 	Gateway: GatewayPlan{
 		Reps:        2,
 		MTUs:        []int{65520, 1500},
@@ -185,6 +215,15 @@ var Quick = Plan{
 	BulkStreams6: []int{1},
 	RRConns6:     []int{1},
 	ProfileDur:   500 * time.Millisecond,
+	// Issue 16's workloads, each at its smallest point.
+	PacedPingers:  []int{1},
+	PacedInterval: 10 * time.Millisecond,
+	UDPRRSockets:  []int{1},
+	BurstConns:    []int{100},
+	BurstDur:      300 * time.Millisecond,
+	BurstPause:    20 * time.Millisecond,
+	DaemonStreams: []int{1},
+	DaemonRRConns: []int{1},
 	Gateway: GatewayPlan{
 		MTUs:        []int{1500},
 		BulkStreams: []int{1},

@@ -216,7 +216,7 @@ func Report(res Results, outDir, mdPath string) error {
 	others, oerr := otherRecords(outDir, res.Machine)
 	r.glance(others)
 	r.p("## Set-up\n\n")
-	r.p("Each stack runs the same server, `bench/cmd/gonet-bench server`, in a process of its own (so its CPU time and memory are its own), serving the same handlers (`bench/handlers`: echo, discard, source, 1-byte request-response, UDP sink over `net.Conn` and `net.PacketConn`). ")
+	r.p("Each stack runs the same server, `bench/cmd/gonet-bench server`, in a process of its own (so its CPU time and memory are its own), serving the same handlers (`bench/handlers`: echo, discard, source, 1-byte request-response, UDP sink and UDP echo over `net.Conn` and `net.PacketConn`). ")
 	r.p("The load generators (`bench/load`) are the same Go programs for all three, run in a client network namespace on the kernel's own TCP/IP. Each stack gets fresh namespaces for each workload in each repetition:\n\n")
 	r.p("- **GoNet**: a TAP device in the client namespace (MTU 1500), GoNet's default configuration, the TAP opened as its daemon opens it: `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), so that TCP super-segments of up to 64 KiB and partial checksums cross it both ways.\n")
 	r.p("- **gVisor**: a fresh TAP device opened with `IFF_VNET_HDR` and `TUNSETOFFLOAD` (checksum, TSO4, TSO6), a read loop and a write loop feeding its channel endpoint (host GSO, 64 KiB segments; RX checksum offload), under its Ethernet wrapper; SACK, receive-buffer moderation, 1–4 MiB buffers, Nagle off; servers through its `gonet` adapter.\n")
@@ -292,7 +292,8 @@ func Report(res Results, outDir, mdPath string) error {
 	r.profiles()
 	r.ipv6Section()
 	r.gatewaySection(plots, rel)
-	r.multikernelSection(plots, rel)
+	next := r.multikernelSection(r.nextSection(), plots, rel)
+	r.issue16Sections(next)
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)
@@ -422,6 +423,7 @@ func (r *report) targets() []target {
 	ts = append(ts, r.bulkTargets("bulk", "")...)
 	ts = append(ts, r.rrTargets("rr", "")...)
 	ts = append(ts, r.pingTargets("ping", "")...)
+	ts = append(ts, r.issue16Targets()...)
 	for _, pt := range r.points["short"] {
 		g, okg := med("short", pt, "gonet", "mbit_s")
 		vg, sg := r.ratio("short", pt, "gvisor", "mbit_s")
@@ -506,6 +508,7 @@ func (r *report) glance(others []Results) {
 		{"ping", "mean_us", "µs", true}, {"short", "mbit_s", "Mbit/s", false}, {"bulk", "gbit_s", "Gbit/s", false},
 		{"rr", "mean_us", "µs", true}, {"udp", "recv_mbit_s", "Mbit/s", false}, {"scale", "mem_per_conn", "B/conn", true},
 		{"ping6", "mean_us", "µs", true}, {"bulk6", "gbit_s", "Gbit/s", false}, {"rr6", "mean_us", "µs", true},
+		{pacedPingWorkload, "mean_us", "µs", true}, {udpRRWorkload, "mean_us", "µs", true}, {overloadWorkload, "p99_us", "µs p99", true},
 	} {
 		for _, pt := range r.points[h.w] {
 			best, bestV := "", math.NaN()

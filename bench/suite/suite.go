@@ -214,16 +214,22 @@ func (s *Suite) Run(ctx context.Context) error {
 	if len(s.Only) > 0 {
 		groups = s.selected(groups)
 	}
-	stacksRun, gateways, multikernel := false, false, false
+	stacksRun, gateways, multikernel, daemon := false, false, false, false
 	for _, g := range groups {
 		s.total += len(g.points) * len(g.stackList()) * s.repsOf(g)
 		stacksRun = stacksRun || g.family == ""
 		gateways = gateways || g.family == gatewayFamily
 		multikernel = multikernel || g.family == multikernelFamily
+		daemon = daemon || g.workload == daemonWorkload
 		for _, p := range g.points {
 			if w := p.workloadOf(g); !slices.Contains(s.res.Workloads, w) {
 				s.res.Workloads = append(s.res.Workloads, w)
 			}
+		}
+	}
+	if daemon {
+		if err := s.buildGoNet(ctx); err != nil {
+			return err
 		}
 	}
 	var gwStarted time.Time
@@ -387,6 +393,12 @@ var headline = map[string]struct {
 	"ping6": {"mean_us", "µs mean"},
 	"bulk6": {"gbit_s", "Gbit/s"},
 	"rr6":   {"mean_us", "µs mean"},
+
+	pacedPingWorkload: {"mean_us", "µs mean"},
+	udpRRWorkload:     {"mean_us", "µs mean"},
+	overloadWorkload:  {"p99_us", "µs p99"},
+	daemonBulk:        {"gbit_s", "Gbit/s"},
+	daemonRR:          {"mean_us", "µs mean"},
 
 	gwBulk: {"gbit_s", "Gbit/s"},
 	gwRR:   {"mean_us", "µs mean"},

@@ -33,8 +33,17 @@ func (s *Suite) groups() []group {
 		}
 	}
 
+	// Issue 16's workloads, each beside the one it extends; a plan
+	// without their points has none of them.
+	add := func(g group) {
+		if len(g.points) > 0 {
+			gs = append(gs, g)
+		}
+	}
+
 	gs = append(gs, pingGroup("ping", p.Pingers, p))
 	v6(pingGroup("ping6", p.Pingers6, p))
+	add(pacedPingGroup(p))
 
 	g := group{workload: "short"}
 	for _, n := range p.ShortClients {
@@ -53,6 +62,7 @@ func (s *Suite) groups() []group {
 
 	gs = append(gs, rrGroup("rr", p.RRConns, p))
 	v6(rrGroup("rr6", p.RRConns6, p))
+	add(udpRRGroup(p))
 
 	// A fresh set-up per UDP point: an overload leaves state behind (a
 	// stack's fragments under reassembly live for 30 s) that would
@@ -82,6 +92,8 @@ func (s *Suite) groups() []group {
 			return runScale(ctx, e, p.ScaleConns)
 		},
 	}}})
+	add(overloadGroup(p))
+	add(s.daemonGroup())
 	return gs
 }
 
@@ -452,8 +464,10 @@ func runPing(ctx context.Context, e *Env, n int, interval, d time.Duration) (map
 		"max_us":       r.RTT.MaxUS,
 		"sent":         float64(r.Sent),
 		"loss_pct":     100 * float64(r.Lost) / float64(max(1, r.Sent)),
+		"replies_s":    r.RepliesPerS,
 		"server_cpu_s": w.serverCPU(),
 	}
+	w.packetRate(m, e.Stack)
 	w.counters(m)
 	return m, out, nil
 }
@@ -538,6 +552,7 @@ func runRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]floa
 	if r.Transactions > 0 {
 		m["cpu_us_per_transaction"] = w.stackCPU(e.Stack) / float64(r.Transactions) * 1e6
 	}
+	w.packetRate(m, e.Stack)
 	if !w.gw {
 		w.goCost(m)
 		if ex := w.after.Exchanges - w.before.Exchanges; ex > 0 {

@@ -1,0 +1,260 @@
+package suite
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// The report's sections for issue 16's workloads: small packets (ping at a
+// faster pace and in a closed loop, UDP request-response, packets per
+// second of CPU), the overload of many bursty connections, and the daemon
+// through its own services beside the library.
+
+// pacedPointName is a ping-pace point, "n=1000/10ms", as the tables name
+// it: "1000 pingers, 10ms pace" or "1000 pingers, closed loop".
+func pacedPointName(pt string) string {
+	n, pace, _ := strings.Cut(strings.TrimPrefix(pt, "n="), "/")
+	if pace == "closed" {
+		return n + " pingers, closed loop"
+	}
+	return n + " pingers, " + pace + " pace"
+}
+
+// daemonBulkName is a daemon-bulk point, "up/1", as the tables name it.
+func daemonBulkName(pt string) string {
+	dir, n, _ := strings.Cut(pt, "/")
+	d := map[string]string{"up": "kernel→discard", "down": "chargen→kernel"}[dir]
+	return fmt.Sprintf("%s, %s stream(s)", d, n)
+}
+
+// nextSection is the number of the section after the stack comparison's
+// seven and the IPv6 and gateway sections, when present.
+func (r *report) nextSection() int {
+	n := 8
+	if r.hasIPv6() {
+		n++
+	}
+	if len(r.points[gwBulk])+len(r.points[gwRR])+len(r.points[gwIdle]) > 0 {
+		n++
+	}
+	return n
+}
+
+// issue16Sections writes the sections of issue 16's workloads, numbered
+// from section on, and returns the next number.
+func (r *report) issue16Sections(section int) int {
+	if len(r.points[pacedPingWorkload])+len(r.points[udpRRWorkload]) > 0 {
+		r.smallPacketSection(section)
+		section++
+	}
+	if len(r.points[overloadWorkload]) > 0 {
+		r.overloadSection(section)
+		section++
+	}
+	if len(r.points[daemonBulk])+len(r.points[daemonRR]) > 0 {
+		r.daemonSection(section)
+		section++
+	}
+	return section
+}
+
+func (r *report) smallPacketSection(section int) {
+	p := r.res.Plan
+	r.p("## %d. Small packets (issue 16)\n\n", section)
+	if len(r.points[pacedPingWorkload]) > 0 {
+		r.p("The ping workload's pingers at a %v pace (section 1's at %v) and in a closed loop, each pinger sending its next request as soon as the reply to the last arrives, so that every pinger always has one request in flight; %v per point.\n\n",
+			p.PacedInterval, p.PingInterval, p.PingDur)
+		r.table(pacedPingWorkload, "pingers", "mean_us", "mean round-trip time, µs", 1, pacedPointName)
+		r.table(pacedPingWorkload, "pingers", "p99_us", "99th percentile round-trip time, µs", 1, pacedPointName)
+		r.table(pacedPingWorkload, "pingers", "replies_s", "replies per second", 1, pacedPointName)
+		r.counts(pacedPingWorkload, "pingers", "loss_pct", "requests without a reply within 1 s, %", pacedPointName)
+	}
+	if len(r.points[udpRRWorkload]) > 0 {
+		r.p("UDP request-response: each socket sends a 1-byte datagram to the server's UDP echo handler and waits for it to come back before the next (netperf's UDP_RR), %v per point after a 100 ms warm-up.\n\n", p.RRDur)
+		r.table(udpRRWorkload, "sockets", "mean_us", "mean round trip, µs", 1, pointN(""))
+		r.table(udpRRWorkload, "sockets", "transactions_s", "transactions per second", 1, pointN(""))
+	}
+	r.p("Packets per second of the stack's CPU on the small-packet paths: the IPv4 packets the client namespace's kernel received and sent during the measurement (the same count for all three stacks), over the CPU seconds of the stack (the server process; for the kernel plus the machine's softirq time, as CPU per GB). One request and one answer are two packets; TCP's acknowledgements, when not piggybacked, count too. `pkts_per_server_cpu_s` in the JSON divides by the server process's time alone.\n\n")
+	r.p("| path | point | GoNet | gVisor | kernel | GoNet/gVisor | GoNet/kernel |\n|---|---|---|---|---|---|---|\n")
+	for _, w := range []struct{ workload, what string }{
+		{"rr", "TCP 1-byte request-response, connections"},
+		{udpRRWorkload, "UDP 1-byte request-response, sockets"},
+		{pacedPingWorkload, "ICMP echo"},
+	} {
+		for _, pt := range r.points[w.workload] {
+			_, rg := r.ratio(w.workload, pt, "gvisor", "pkts_per_cpu_s")
+			_, rk := r.ratio(w.workload, pt, "kernel", "pkts_per_cpu_s")
+			name := strings.TrimPrefix(pt, "n=")
+			if w.workload == pacedPingWorkload {
+				name = pacedPointName(pt)
+			}
+			r.p("| %s | %s | %s | %s | %s | %s | %s |\n", w.what, name,
+				r.cell(w.workload, pt, "gonet", "pkts_per_cpu_s", 1), r.cell(w.workload, pt, "gvisor", "pkts_per_cpu_s", 1),
+				r.cell(w.workload, pt, "kernel", "pkts_per_cpu_s", 1), rg, rk)
+		}
+	}
+	r.p("\n*packets per CPU second of the stack; median of the repetitions [min–max].*\n\n")
+}
+
+func (r *report) overloadSection(section int) {
+	p := r.res.Plan
+	r.p("## %d. Overload: many connections at once (issue 16)\n\n", section)
+	r.p("N connections from the kernel in the client namespace to the stack's 1-byte request-response handler (256 dials at a time), then for %v bursts: every connection writes its request at the same moment and reads the answer; once the last answer is in, all pause %v and send again. Each burst puts N segments in the kernel's queue towards the stack at once (the TAP device's, 1000 frames by default; veth's for the kernel as server). The counters are those of the bursts alone, read once the connections are up and after the last burst. Each point runs on a set-up of its own.\n\n",
+		p.BurstDur, p.BurstPause)
+	name := pointN("")
+	r.table(overloadWorkload, "connections", "p99_us", "99th percentile request latency (write to answer), µs", 1, name)
+	r.table(overloadWorkload, "connections", "mean_us", "mean request latency, µs", 1, name)
+	r.table(overloadWorkload, "connections", "burst_p50_us", "median time for a whole burst to be answered, µs", 1, name)
+	r.table(overloadWorkload, "connections", "transactions_s", "requests answered per second (pauses included)", 1, name)
+	r.counts(overloadWorkload, "connections", "link_drops", "frames the kernel dropped on their way to the stack (the TAP device's tx_dropped; veth's for the kernel)", name)
+	r.counts(overloadWorkload, "connections", "client_retrans", "segments the kernel client retransmitted", name)
+	r.counts(overloadWorkload, "connections", "client_timeouts", "the kernel client's retransmission timeouts", name)
+	r.counts(overloadWorkload, "connections", "stack_retrans", "segments the stack retransmitted", name)
+	r.counts(overloadWorkload, "connections", "stack_loss_probes", "tail loss probes the stack sent (gVisor counts none apart: n/a)", name)
+	r.counts(overloadWorkload, "connections", "tap_write_fails", "frames the stack's writes to the TAP device failed to hand over (the kernel has none: n/a)", name)
+	r.counts(overloadWorkload, "connections", "errors", "requests unanswered within 5 s, or failed (each ends its connection's part)", name)
+	r.counts(overloadWorkload, "connections", "failed_conns", "connections that could not be established", name)
+	var drops []string
+	for _, pt := range r.points[overloadWorkload] {
+		if s, ok := r.get(overloadWorkload, pt, "gonet", "stack_queue_drops"); ok && s.Max > 0 {
+			drops = append(drops, fmt.Sprintf("%s connections %s", strings.TrimPrefix(pt, "n="), r.cell(overloadWorkload, pt, "gonet", "stack_queue_drops", 1)))
+		}
+	}
+	if len(drops) > 0 {
+		r.p("Segments GoNet dropped because a connection's input queue was full (`TCP.InQueueDrops`): %s.\n\n", strings.Join(drops, "; "))
+	}
+}
+
+// daemonPair is a daemon point and the library's point it stands beside.
+type daemonPair struct {
+	daemon, lib, point, metric string
+}
+
+func (r *report) daemonSection(section int) {
+	r.p("## %d. The daemon through its own services (issue 16)\n\n", section)
+	r.p("`gonet up -serve echo,discard,chargen` (the daemon as a user runs it, built from this tree) on a fresh TAP device with offloads in the client namespace, 10.77.0.2/24, MTU 1500, driven by the same load generators: bulk to its discard service (RFC 863) and from its chargen (RFC 864), request-response through its echo (RFC 862). Beside it, the library's figures of the same run (sections 3 and 4: the bench server's discard, source and 1-byte request-response handlers on GoNet, gVisor and the kernel). The daemon's CPU is its process's (`/proc/PID/stat`).\n\n")
+	r.p("| workload | GoNet daemon | GoNet library | gVisor | kernel | daemon/library | daemon/gVisor | daemon/kernel |\n|---|---|---|---|---|---|---|---|\n")
+	row := func(what string, d daemonPair) {
+		dm, okd := r.med(d.daemon, d.point, "gonet", d.metric)
+		lib, okl := r.med(d.lib, d.point, "gonet", d.metric)
+		gv, okg := r.med(d.lib, d.point, "gvisor", d.metric)
+		k, okk := r.med(d.lib, d.point, "kernel", d.metric)
+		ratio := func(v float64, ok bool) string {
+			if !okd || !ok || v == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.2f×", dm/v)
+		}
+		r.p("| %s | %s | %s | %s | %s | %s | %s | %s |\n", what,
+			r.cell(d.daemon, d.point, "gonet", d.metric, 1), r.cell(d.lib, d.point, "gonet", d.metric, 1),
+			r.cell(d.lib, d.point, "gvisor", d.metric, 1), r.cell(d.lib, d.point, "kernel", d.metric, 1),
+			ratio(lib, okl), ratio(gv, okg), ratio(k, okk))
+	}
+	for _, pt := range r.points[daemonBulk] {
+		row(daemonBulkName(pt)+", Gbit/s", daemonPair{daemonBulk, "bulk", pt, "gbit_s"})
+	}
+	for _, pt := range r.points[daemonBulk] {
+		row(daemonBulkName(pt)+", CPU s per GB", daemonPair{daemonBulk, "bulk", pt, "cpu_s_per_gb"})
+	}
+	for _, pt := range r.points[daemonRR] {
+		n := strings.TrimPrefix(pt, "n=")
+		row("echo, "+n+" conn(s), mean µs", daemonPair{daemonRR, "rr", pt, "mean_us"})
+		row("echo, "+n+" conn(s), transactions/s", daemonPair{daemonRR, "rr", pt, "transactions_s"})
+	}
+	r.p("\n*median of the repetitions [min–max]; the library's columns are the bulk and rr workloads' at the same point (\"n/a\" when the run did not measure it).*\n\n")
+}
+
+// issue16Targets are issue 16's targets on its workloads' figures.
+func (r *report) issue16Targets() []target {
+	var ts []target
+	// Ping at 10 ms and in a closed loop: no slower than gVisor, within
+	// 3× GoNet's own figure with one pinger (the ping workload's).
+	for _, pt := range r.points[pacedPingWorkload] {
+		g, okg := r.med(pacedPingWorkload, pt, "gonet", "mean_us")
+		one, ok1 := r.med("ping", "n=1", "gonet", "mean_us")
+		vg, sg := r.ratio(pacedPingWorkload, pt, "gvisor", "mean_us")
+		_, sk := r.ratio(pacedPingWorkload, pt, "kernel", "mean_us")
+		flat := g / one
+		now := ""
+		if okg && ok1 {
+			now = fmt.Sprintf(" (now %.2f×)", flat)
+		}
+		ts = append(ts, target{
+			what:  "Ping, " + pacedPointName(pt) + ", mean",
+			goal:  "≤ gVisor, ≤ 3× GoNet's 1 pinger" + now,
+			gonet: num(g) + " µs", vsG: sg, vsK: sk,
+			met: mark(vg <= 1 && flat <= 3, okg && ok1 && !math.IsNaN(vg)),
+		})
+	}
+	// Request-response on 100 connections: transactions/s, library and
+	// daemon, at least 1.3× gVisor's.
+	rrTPS := func(w, pt, what string) {
+		g, okg := r.med(w, pt, "gonet", "transactions_s")
+		gv, okv := r.med("rr", pt, "gvisor", "transactions_s")
+		k, okk := r.med("rr", pt, "kernel", "transactions_s")
+		sg, sk := "–", "–"
+		if okv && gv > 0 {
+			sg = fmt.Sprintf("%.2f×", g/gv)
+		}
+		if okk && k > 0 {
+			sk = fmt.Sprintf("%.2f×", g/k)
+		}
+		ts = append(ts, target{
+			what: what + ", " + strings.TrimPrefix(pt, "n=") + " conns, transactions/s", goal: "≥ 1.3× gVisor",
+			gonet: num(g) + "/s", vsG: sg, vsK: sk, met: mark(g >= 1.3*gv, okg && okv && gv > 0),
+		})
+	}
+	for _, pt := range r.points["rr"] {
+		if pt != "n=1" {
+			rrTPS("rr", pt, "1-byte request-response")
+		}
+	}
+	for _, pt := range r.points[daemonRR] {
+		if pt != "n=1" {
+			rrTPS(daemonRR, pt, "The daemon's echo")
+		}
+	}
+	// The daemon's bulk against the library's peers.
+	for _, pt := range r.points[daemonBulk] {
+		g, okg := r.med(daemonBulk, pt, "gonet", "gbit_s")
+		gv, okv := r.med("bulk", pt, "gvisor", "gbit_s")
+		k, okk := r.med("bulk", pt, "kernel", "gbit_s")
+		sg, sk := "–", "–"
+		if okv && gv > 0 {
+			sg = fmt.Sprintf("%.2f×", g/gv)
+		}
+		if okk && k > 0 {
+			sk = fmt.Sprintf("%.2f×", g/k)
+		}
+		ts = append(ts, target{
+			what: "The daemon's bulk TCP " + daemonBulkName(pt), goal: "≥ 1.2× gVisor, ≥ 0.75× kernel",
+			gonet: num(g) + " Gbit/s", vsG: sg, vsK: sk,
+			met: mark(g >= 1.2*gv && g >= 0.75*k, okg && okv && okk && gv > 0 && k > 0), kind: "bulk",
+		})
+	}
+	// The overload: nothing lost at the TAP, nothing retransmitted, a
+	// p99 no worse than the kernel's.
+	for _, pt := range r.points[overloadWorkload] {
+		n := strings.TrimPrefix(pt, "n=")
+		drops, okd := r.get(overloadWorkload, pt, "gonet", "link_drops")
+		cre, okc := r.get(overloadWorkload, pt, "gonet", "client_retrans")
+		sre, oks := r.get(overloadWorkload, pt, "gonet", "stack_retrans")
+		ts = append(ts, target{
+			what: "Overload, " + n + " bursty connections: frames dropped at the TAP (any repetition)", goal: "0",
+			gonet: num(drops.Max), vsG: "–", vsK: "–", met: mark(drops.Max == 0, okd),
+		})
+		ts = append(ts, target{
+			what: "Overload, " + n + " bursty connections: retransmissions, kernel client + GoNet (any repetition)", goal: "0",
+			gonet: num(cre.Max + sre.Max), vsG: "–", vsK: "–", met: mark(cre.Max+sre.Max == 0, okc && oks),
+		})
+		g, okg := r.med(overloadWorkload, pt, "gonet", "p99_us")
+		vk, sk := r.ratio(overloadWorkload, pt, "kernel", "p99_us")
+		_, sg := r.ratio(overloadWorkload, pt, "gvisor", "p99_us")
+		ts = append(ts, target{
+			what: "Overload, " + n + " bursty connections: p99 latency", goal: "≤ kernel",
+			gonet: num(g) + " µs", vsG: sg, vsK: sk, met: mark(vk <= 1, okg && !math.IsNaN(vk)),
+		})
+	}
+	return ts
+}
