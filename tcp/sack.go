@@ -27,6 +27,11 @@ func (c *Conn) noteDuplicate(start, end seqnum.Value) {
 	}
 	c.rcv.dsack = sackRange{start, end, true}
 	c.rcv.ackNow = true
+	if end.LessThanEq(c.rcv.nxt) {
+		c.p.Stats.DSACKOldSent.Inc()
+	} else {
+		c.p.Stats.DSACKOfoSent.Inc()
+	}
 }
 
 // sackBlocks appends the SACK blocks for the next ACK to dst: the D-SACK

@@ -176,6 +176,7 @@ func (c *Conn) takeSACK(blocks []wire.SACKBlock, ack seqnum.Value, now time.Time
 				continue
 			}
 			c.p.Stats.DSACKRecv.Inc()
+			c.p.Stats.DSACKRecvSegs.Add(uint64(dsackSegs(start, end, c.snd.mss)))
 			dsack = true
 			c.snd.tlpOnDSACK(start, end)
 			continue
