@@ -162,3 +162,31 @@ func TestDSACKSentCounted(t *testing.T) {
 		t.Errorf("DSACKOldSent = %d, want 1", n)
 	}
 }
+
+// In SACK recovery the retransmission of the hole at SND.UNA restarts the
+// retransmission timer, as Linux's does: its ACK is a round trip away, and
+// a timer left running from the original's send would fire while that ACK
+// travels whenever the RTO is near two round trips, a spurious timeout.
+func TestHoleRetransmissionRestartsTheRetransmissionTimer(t *testing.T) {
+	f := newSACKFlight(t, tcp.Config{})
+	rto := f.info().RTO
+	f.sack(0, [2]int{1, 4}) // at 100 ms: segment 0 lost, resent now
+	if got := f.sentSeqs(); len(got) == 0 || got[0] != 0 {
+		t.Fatalf("on entering recovery the stack sent %v, want segment 0 first", got)
+	}
+	f.advance(rto - 100*time.Millisecond) // the original's timer would fire here
+	f.settle()
+	if n := f.counter("Timeouts"); n != 0 {
+		t.Fatalf("Timeouts = %d an RTO after the original, %v after its retransmission", n, rto-100*time.Millisecond)
+	}
+	f.advance(100*time.Millisecond - time.Millisecond)
+	f.settle()
+	if n := f.counter("Timeouts"); n != 0 {
+		t.Fatalf("Timeouts = %d before an RTO had passed since the retransmission", n)
+	}
+	f.advance(time.Millisecond)
+	f.settle()
+	if n := f.counter("Timeouts"); n != 1 {
+		t.Errorf("Timeouts = %d an RTO after the retransmission, want 1", n)
+	}
+}
