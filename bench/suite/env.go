@@ -58,6 +58,10 @@ type Env struct {
 	tmp string // the gateway's pid file
 	etc string // the host namespace's /etc/netns/NAME
 
+	// The paths family's: the forwarder between H and C, and the
+	// competing flow's server (paths.go).
+	path *pathSet
+
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	lines  chan string
@@ -393,6 +397,9 @@ func (e *Env) Close() error {
 func (e *Env) close() error {
 	register(e, false)
 	var errs []error
+	if e.path != nil {
+		errs = append(errs, e.path.close())
+	}
 	if e.gw != nil {
 		if err := e.gw.stop(); err != nil {
 			errs = append(errs, err)

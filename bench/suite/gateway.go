@@ -600,10 +600,10 @@ func gatewayVersion(name string) string {
 	return strings.TrimSpace(l)
 }
 
-// mergeEarlier puts a gateway-only run's records into the results an
-// earlier run left in OutDir, replacing the family's earlier records and
-// keeping everything else as it was measured, so that the report keeps
-// the stack comparison's numbers.
+// mergeEarlier puts the records of a run of families alone (gateways,
+// paths) into the results an earlier run left in OutDir, replacing those
+// families' earlier records and keeping everything else as it was
+// measured, so that the report keeps the stack comparison's numbers.
 func (s *Suite) mergeEarlier() error {
 	path := filepath.Join(s.OutDir, "results.json")
 	b, err := os.ReadFile(path)
@@ -617,7 +617,10 @@ func (s *Suite) mergeEarlier() error {
 	if err := json.Unmarshal(b, &old); err != nil {
 		return fmt.Errorf("merging into %s: %w", path, err)
 	}
-	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return slices.Contains(gatewayWorkloads, r.Workload) })
+	rerun := func(w string) bool {
+		return (s.res.Gateway != nil && slices.Contains(gatewayWorkloads, w)) || (s.res.Paths != nil && slices.Contains(pathWorkloads, w))
+	}
+	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return rerun(r.Workload) })
 	old.Records = append(old.Records, s.res.Records...)
 	if len(old.Workloads) == 0 && len(old.Records) > 0 {
 		old.Workloads = []string{"ping", "short", "bulk", "rr", "udp", "scale"}
@@ -627,9 +630,18 @@ func (s *Suite) mergeEarlier() error {
 			old.Workloads = append(old.Workloads, w)
 		}
 	}
-	old.Plan.Gateway = s.res.Plan.Gateway
-	old.Gateway = s.res.Gateway
+	var merged []string
+	if s.res.Gateway != nil {
+		old.Plan.Gateway = s.res.Plan.Gateway
+		old.Gateway = s.res.Gateway
+		merged = append(merged, "the gateway family")
+	}
+	if s.res.Paths != nil {
+		old.Plan.Paths = s.res.Plan.Paths
+		old.Paths = s.res.Paths
+		merged = append(merged, "the paths family")
+	}
 	s.res = old
-	fmt.Fprintf(s.Log, "bench: merged the gateway family into the earlier results in %s\n", path)
+	fmt.Fprintf(s.Log, "bench: merged %s into the earlier results in %s\n", strings.Join(merged, " and "), path)
 	return nil
 }

@@ -44,6 +44,9 @@ type Plan struct {
 	// The gateway family (issue 11): each gateway at each guest MTU.
 	Gateway GatewayPlan `json:"gateway"`
 
+	// The real-world paths family (issue 16, paths.go).
+	Paths PathsPlan `json:"paths"`
+
 	// MicroBenchTime is -benchtime for the stack's own Go benchmarks
 	// (allocations per packet, layer by layer); 0: not run.
 	MicroBenchTime time.Duration `json:"micro_benchtime"`
@@ -116,6 +119,23 @@ var Full = Plan{
 		IdleConns:   2000,
 		IdleSettle:  2 * time.Second,
 	},
+	// About 8 minutes on two cores: the 100 MB transfer on path (a)
+	// without loss only (bench/README.md says why).
+	Paths: PathsPlan{
+		Reps:       1,
+		Paths:      IssuePaths,
+		Dirs:       []string{"down", "up"},
+		Short:      1 << 20,
+		ShortCount: 3,
+		ShortCap:   20 * time.Second,
+		LongDur:    10 * time.Second,
+		LongCap:    30 * time.Second,
+		CalDur:     6 * time.Second,
+		CalPing:    time.Second,
+		Share:      "a",
+		ShareGap:   5 * time.Second,
+		ShareDur:   20 * time.Second,
+	},
 
 	MicroBenchTime: 200 * time.Millisecond,
 	QuietWait:      4 * time.Minute,
@@ -156,6 +176,18 @@ var Quick = Plan{
 		UDPDur:      300 * time.Millisecond,
 		IdleConns:   50,
 		IdleSettle:  100 * time.Millisecond,
+	},
+	// One 1 MB transfer from each stack over path (a) without loss, and
+	// the calibration's ping and a second of bulk: the forwarder's smoke
+	// test.
+	Paths: PathsPlan{
+		Paths:      IssuePaths[:1],
+		Dirs:       []string{"down"},
+		Short:      1 << 20,
+		ShortCount: 1,
+		ShortCap:   20 * time.Second,
+		CalDur:     time.Second,
+		CalPing:    500 * time.Millisecond,
 	},
 	QuietWait: 30 * time.Second,
 }

@@ -195,8 +195,8 @@ func Report(res Results, outDir, mdPath string) error {
 
 	contended, measured := map[string]int{}, 0
 	for _, rec := range res.Records {
-		if slices.Contains(gatewayWorkloads, rec.Workload) {
-			continue // the gateway section counts its own
+		if familyWorkload(rec.Workload) {
+			continue // the gateway section counts its own; the paths family's are not timed against the CPU
 		}
 		if v, ok := rec.Metrics["others_cpu_frac"]; ok {
 			measured++
@@ -291,6 +291,7 @@ func Report(res Results, outDir, mdPath string) error {
 	r.profiles()
 	r.ipv6Section()
 	r.gatewaySection(plots, rel)
+	r.pathsSection(r.pathsSectionNumber())
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)
@@ -439,6 +440,8 @@ func (r *report) glance() {
 	ts = append(ts, r.bulkTargets("bulk6", " over IPv6")...)
 	ts = append(ts, r.rrTargets("rr6", " over IPv6")...)
 	ts = append(ts, r.pingTargets("ping6", " over IPv6")...)
+	// Real-world paths (issue 16).
+	ts = append(ts, r.pathTargets()...)
 
 	// The cost of Go: the worst bulk point.
 	worstGC, worstAllocs := math.NaN(), math.NaN()

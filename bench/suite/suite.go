@@ -55,6 +55,9 @@ type Results struct {
 	// Gateway describes the gateway family's run, which -only gateway
 	// merges into an earlier run's results.
 	Gateway *GatewayRun `json:"gateway,omitempty"`
+	// Paths describes the real-world paths family's run, which -only
+	// paths merges likewise.
+	Paths *PathsRun `json:"paths,omitempty"`
 }
 
 // GatewayRun is when and with what the gateway family was measured.
@@ -64,6 +67,14 @@ type GatewayRun struct {
 	Reps     int               `json:"reps"`
 	GoNet    string            `json:"gonet"`
 	Versions map[string]string `json:"versions"` // of each gateway, as it reports itself
+}
+
+// PathsRun is when the paths family was measured.
+type PathsRun struct {
+	Started time.Time `json:"started"`
+	WallS   float64   `json:"wall_s"`
+	Reps    int       `json:"reps"`
+	GoNet   string    `json:"gonet"`
 }
 
 // Suite is one run.
@@ -93,6 +104,8 @@ type Suite struct {
 	// quietBudget is how long the run may still wait for other
 	// processes to leave the machine's CPUs alone.
 	quietBudget time.Duration
+	// pathsWall is the time the paths family's groups took.
+	pathsWall time.Duration
 }
 
 // busyThreshold is the share of the machine's CPU that other processes may
@@ -168,6 +181,8 @@ func (s *Suite) repsOf(g group) int {
 	switch {
 	case g.family == gatewayFamily && s.Plan.Gateway.Reps > 0:
 		return min(s.Plan.Reps, s.Plan.Gateway.Reps)
+	case g.family == pathsFamily && s.Plan.Paths.Reps > 0:
+		return min(s.Plan.Reps, s.Plan.Paths.Reps)
 	case g.ipv6 && s.Plan.Reps6 > 0:
 		return s.Plan.Reps6
 	}
@@ -204,15 +219,16 @@ func (s *Suite) Run(ctx context.Context) error {
 	if s.GoNetVersion != "" {
 		s.res.Machine.GoNet = s.GoNetVersion
 	}
-	groups := append(s.groups(), s.gatewayGroups()...)
+	groups := append(append(s.groups(), s.gatewayGroups()...), s.pathsGroups()...)
 	if len(s.Only) > 0 {
 		groups = s.selected(groups)
 	}
-	stacksRun, gateways := false, false
+	stacksRun, gateways, paths := false, false, false
 	for _, g := range groups {
 		s.total += len(g.points) * len(g.stackList()) * s.repsOf(g)
 		stacksRun = stacksRun || g.family == ""
 		gateways = gateways || g.family == gatewayFamily
+		paths = paths || g.family == pathsFamily
 		for _, p := range g.points {
 			if w := p.workloadOf(g); !slices.Contains(s.res.Workloads, w) {
 				s.res.Workloads = append(s.res.Workloads, w)
@@ -233,6 +249,11 @@ func (s *Suite) Run(ctx context.Context) error {
 	if gateways {
 		families = append(families, fmt.Sprintf("gateways %s (%d repetitions)", strings.Join(s.gateways(), ", "), s.repsOf(group{family: gatewayFamily})))
 	}
+	if paths {
+		reps := s.repsOf(group{family: pathsFamily})
+		families = append(families, fmt.Sprintf("real-world paths %d (%d repetitions)", len(s.Plan.Paths.Paths), reps))
+		s.res.Paths = &PathsRun{Started: time.Now(), Reps: reps, GoNet: s.res.Machine.GoNet}
+	}
 	fmt.Fprintf(s.Log, "bench: %s run: %d measurements; %s\n", s.Plan.Name, s.total, strings.Join(families, "; "))
 
 	reps := 0
@@ -252,12 +273,19 @@ func (s *Suite) Run(ctx context.Context) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+				began := time.Now()
 				s.runGroup(ctx, rep, g, stack)
+				if g.family == pathsFamily {
+					s.pathsWall += time.Since(began)
+				}
 			}
 		}
 	}
 	if gateways {
 		s.res.Gateway.WallS = time.Since(gwStarted).Seconds()
+	}
+	if paths {
+		s.res.Paths.WallS = s.pathsWall.Seconds()
 	}
 	// Profiles and the stack's own benchmarks belong to the stack
 	// comparison; a gateway-only run has none of it.
@@ -273,7 +301,7 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 	}
 	s.res.WallS = time.Since(s.res.Started).Seconds()
-	if gateways && !stacksRun {
+	if !stacksRun {
 		if err := s.mergeEarlier(); err != nil {
 			return err
 		}
@@ -375,6 +403,11 @@ var headline = map[string]struct {
 	gwCRR:  {"conns_s", "connections/s"},
 	gwUDP:  {"loss_pct", "% lost"},
 	gwIdle: {"rss_per_flow", "B of RSS per flow"},
+
+	pathCal:   {"wire_mbit_s", "Mbit/s on the wire"},
+	pathShort: {"seconds", "s (median)"},
+	pathLong:  {"goodput_mbit_s", "Mbit/s goodput"},
+	pathShare: {"jain", "Jain's index"},
 }
 
 func (s *Suite) record(r Record, label string) {
@@ -490,7 +523,7 @@ func Check(res Results) (missing []string, checked int) {
 			missing = append(missing, w+": not run")
 		}
 	}
-	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 && slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(gatewayWorkloads, w) }) {
+	if res.Plan.ProfileDur > 0 && len(res.Profiles) == 0 && slices.ContainsFunc(want, func(w string) bool { return !familyWorkload(w) }) {
 		missing = append(missing, "profiles: none")
 	}
 	for _, p := range res.Profiles {
