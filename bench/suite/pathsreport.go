@@ -48,9 +48,10 @@ func (r *report) pathCell(workload, pt, stack, metric string) string {
 	return r.cell(workload, pt, stack, metric, 1)
 }
 
-// pathTable is a table of a paths workload: a row per point that has
-// metric, each stack's figure, and GoNet's ratios.
-func (r *report) pathTable(workload, metric, unit string) {
+// pathTable is a table of a paths workload under heading (when not
+// empty): a row per point that has metric, each stack's figure, and
+// GoNet's ratios. Without such a point it writes nothing.
+func (r *report) pathTable(heading, workload, metric, unit string) {
 	var rows []string
 	for _, pt := range r.points[workload] {
 		have := false
@@ -69,6 +70,9 @@ func (r *report) pathTable(workload, metric, unit string) {
 	}
 	if len(rows) == 0 {
 		return
+	}
+	if heading != "" {
+		r.p("### %s\n\n", heading)
 	}
 	r.p("| path, direction | GoNet | gVisor | kernel | GoNet/gVisor | GoNet/kernel |\n|---|---|---|---|---|---|\n")
 	for _, pt := range rows {
@@ -149,16 +153,23 @@ func (r *report) pathsSection(section int) {
 	r.p("Plain frames on the path's devices: the kernel cuts super-segments to the MTU (1500) before the path, so a loss is one packet's. ")
 	r.p("Every stack runs **CUBIC**: GoNet's default; gVisor's set (`tcpip.CongestionControlOption`, its default is Reno); the kernel's given on every route to the path (`ip route ... congctl cubic`) and set again on the peer's sockets (`TCP_CONGESTION`), since this machine's default is BBR, which a namespace cannot make its own default. ")
 	r.p("The kernels' buffers may grow to 64 MB (`tcp_rmem`, `tcp_wmem`), room for a window of two bandwidth-delay products at 1 Gbit/s and 100 ms; GoNet's and gVisor's are their own (4 MiB). `tcp_no_metrics_save` keeps one connection's ssthresh from deciding the next one's start. The loss generator's seed is the same for every stack.\n\n")
-	r.p("Per path and stack, one set-up: %s transferred %d times in a row each way (the median time is the point's; each from before the connect to the last byte read by the receiver), then the long transfer each way: ", mb(pp.Short), pp.ShortCount)
-	var long []string
-	for _, spec := range pp.Paths {
-		if spec.Long > 0 {
-			long = append(long, fmt.Sprintf("%s on (%s), stopped at %v", mb(spec.Long), spec.Name, pp.LongCap))
-		} else {
-			long = append(long, fmt.Sprintf("a %v flow on (%s)", pp.LongDur, spec.Name))
-		}
+	times := fmt.Sprintf("%d times in a row", pp.ShortCount)
+	if pp.ShortCount == 1 {
+		times = "once"
 	}
-	r.p("%s. Goodput is what the receiving application got over the transfer's time. \"Stack→kernel\" is the stack sending (the client reads its source handler), \"kernel→stack\" the peer sending to its discard handler. ", strings.Join(long, "; "))
+	r.p("Per path and stack, one set-up: %s transferred %s in each direction measured (the median time is the point's; each from before the connect to the last byte read by the receiver)", mb(pp.Short), times)
+	if pp.LongDur > 0 {
+		var long []string
+		for _, spec := range pp.Paths {
+			if spec.Long > 0 {
+				long = append(long, fmt.Sprintf("%s on (%s), stopped at %v", mb(spec.Long), spec.Name, pp.LongCap))
+			} else {
+				long = append(long, fmt.Sprintf("a %v flow on (%s)", pp.LongDur, spec.Name))
+			}
+		}
+		r.p(", then the long transfer: %s. Goodput is what the receiving application got over the transfer's time", strings.Join(long, "; "))
+	}
+	r.p(". \"Stack→kernel\" is the stack sending (the client reads its source handler), \"kernel→stack\" the peer sending to its discard handler. ")
 	r.p("Retransmissions are the sender's (GoNet's and gVisor's own counters; the kernel's `Tcp.RetransSegs` in its namespace, as nstat reads it), per 100 full segments of the payload delivered.\n\n")
 
 	r.p("### Calibration: the kernel at both ends\n\n")
@@ -198,17 +209,15 @@ func (r *report) pathsSection(section int) {
 	}
 	r.p("\n")
 
-	r.p("### Goodput\n\n")
-	r.pathTable(pathLong, "goodput_mbit_s", "Mbit/s delivered to the receiving application over the long transfer or flow")
-	r.p("### Time to complete a transfer\n\n")
-	r.pathTable(pathShort, "seconds", fmt.Sprintf("seconds to move %s, connect to last byte (median of %d)", mb(pp.Short), pp.ShortCount))
-	r.pathTable(pathLong, "seconds", "seconds to move the long transfer, connect to last byte")
-	r.p("### Retransmissions and what the path dropped\n\n")
-	r.pathTable(pathLong, "retrans_pct", "the sender's retransmitted segments per 100 full segments delivered, long transfer")
-	r.pathTable(pathShort, "retrans_pct", fmt.Sprintf("the same over the %d short transfers", pp.ShortCount))
-	r.pathTable(pathLong, "path_queue_drops", "frames the bottleneck's queue dropped in the data's direction (the sender overran its buffer), long transfer")
-	r.pathTable(pathLong, "path_lost", "frames the path lost at random in the data's direction, long transfer")
-	r.pathTable(pathLong, "dev_drops", "frames a device's queue dropped before the path (the path's TAP devices when the forwarder falls behind; the stack's), long transfer")
+	r.pathTable("Goodput", pathLong, "goodput_mbit_s", "Mbit/s delivered to the receiving application over the long transfer or flow")
+	r.pathTable("Time to complete a transfer", pathShort, "seconds", fmt.Sprintf("seconds to move %s, connect to last byte (median of %d)", mb(pp.Short), pp.ShortCount))
+	r.pathTable("", pathLong, "seconds", "seconds to move the long transfer, connect to last byte")
+	r.pathTable("Retransmissions and what the path dropped", pathShort, "retrans_pct",
+		fmt.Sprintf("the sender's retransmitted segments per 100 full segments delivered, over the %d short transfers", pp.ShortCount))
+	r.pathTable("", pathLong, "retrans_pct", "the same, long transfer")
+	r.pathTable("", pathLong, "path_queue_drops", "frames the bottleneck's queue dropped in the data's direction (the sender overran its buffer), long transfer")
+	r.pathTable("", pathLong, "path_lost", "frames the path lost at random in the data's direction, long transfer")
+	r.pathTable("", pathLong, "dev_drops", "frames a device's queue dropped before the path (the path's TAP devices when the forwarder falls behind; the stack's), long transfer")
 
 	if len(r.points[pathShare]) > 0 {
 		r.p("### Sharing a bottleneck with the kernel's CUBIC\n\n")
