@@ -130,7 +130,7 @@ func (c *linkConfig) registerIPv6(fs *flag.FlagSet) {
 // frames whatever the link, to fs.
 func (c *linkConfig) registerCapture(fs *flag.FlagSet) {
 	fs.StringVar(&c.pcap, "pcap", "", "write every frame GoNet sends and receives to pcap `FILE`")
-	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7 (default seed: random, printed)")
+	fs.StringVar(&c.impair, "impair", "", "impair the link as `SPEC` says, as in loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7, or a bottleneck each way, as in rate=100M,queue=500K,delay=20ms (rate in bit/s, queue in bytes; default seed: random, printed)")
 }
 
 // registerSocket adds -socket, the stream link for a VM, to fs.

@@ -19,8 +19,21 @@ type Config struct {
 	Corrupt float64 // probability one bit past the Ethernet header flips
 	CE      float64 // probability an ECN-capable IPv4 packet is marked CE (ce.go)
 
-	// Delay holds every frame this long before delivery.
+	// Delay holds every frame this long before delivery: the path's
+	// propagation delay, after the bottleneck's queue and rate.
 	Delay time.Duration
+
+	// Rate makes each direction a bottleneck (bottleneck.go): frames are
+	// serialised one after another at Rate bits per second; zero means no
+	// limit.
+	Rate int64
+
+	// Queue is the bytes each direction's drop-tail queue holds ahead of
+	// the Rate: a frame that would overflow it is dropped (counted in
+	// Direction.TailDropped). Zero with a Rate means DefaultQueue; a Queue
+	// needs a Rate. Sizing it to the path (a bandwidth-delay product, or
+	// two) is the caller's choice.
+	Queue int
 
 	// ReorderHold bounds the wait of a frame held back to be reordered
 	// when no next frame comes to pass it; zero means DefaultReorderHold
@@ -36,7 +49,8 @@ type Config struct {
 	Clock clock.Clock
 }
 
-// Validate reports a probability outside [0, 1] or a negative duration.
+// Validate reports a probability outside [0, 1], a negative duration, rate
+// or queue, or a queue without a rate.
 func (c Config) Validate() error {
 	for _, p := range []struct {
 		key string
@@ -51,6 +65,15 @@ func (c Config) Validate() error {
 	}
 	if c.ReorderHold < 0 {
 		return fmt.Errorf("fault: hold=%v is negative", c.ReorderHold)
+	}
+	if c.Rate < 0 {
+		return fmt.Errorf("fault: rate=%d is negative", c.Rate)
+	}
+	if c.Queue < 0 {
+		return fmt.Errorf("fault: queue=%d is negative", c.Queue)
+	}
+	if c.Queue > 0 && c.Rate == 0 {
+		return fmt.Errorf("fault: queue=%s without a rate: a queue fills only ahead of a bottleneck", formatSize(int64(c.Queue), 1024))
 	}
 	return nil
 }
@@ -74,15 +97,24 @@ func (c Config) String() string {
 	if c.ReorderHold != 0 {
 		parts = append(parts, "hold="+c.ReorderHold.String())
 	}
+	if c.Rate != 0 {
+		parts = append(parts, "rate="+formatSize(c.Rate, 1000))
+	}
+	if c.Queue != 0 {
+		parts = append(parts, "queue="+formatSize(int64(c.Queue), 1024))
+	}
 	parts = append(parts, "seed="+strconv.FormatUint(c.Seed, 10))
 	return strings.Join(parts, ",")
 }
 
 // ParseSpec reads the command-line form of a Config: comma-separated
 // key=value pairs, keys loss, dup, reorder, corrupt and ce (probabilities),
-// delay and hold (time.Durations such as "1ms", for Delay and ReorderHold)
+// delay and hold (time.Durations such as "1ms", for Delay and ReorderHold),
+// rate (bits per second, with an optional suffix K, M or G for powers of
+// 1000), queue (bytes, with an optional suffix K, M or G for powers of 1024)
 // and seed (an unsigned integer), as in
-// "loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7".
+// "loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7" or
+// "rate=100M,delay=20ms,queue=500K,loss=0.01".
 // Keys left out are zero; the empty string is no faults at all.
 func ParseSpec(s string) (Config, error) {
 	var c Config
@@ -126,17 +158,26 @@ func ParseSpec(s string) (Config, error) {
 			} else if err != nil {
 				err = fmt.Errorf("fault: hold=%s: want a duration such as 1ms", value)
 			}
+		case "rate":
+			c.Rate, err = parseSize(key, value, 1000, maxRate)
+		case "queue":
+			var q int64
+			q, err = parseSize(key, value, 1024, maxQueue)
+			c.Queue = int(q)
 		case "seed":
 			c.Seed, err = strconv.ParseUint(value, 10, 64)
 			if err != nil {
 				err = fmt.Errorf("fault: seed=%s: want an unsigned integer", value)
 			}
 		default:
-			return Config{}, fmt.Errorf("fault: unknown key %q in %q (want loss, dup, reorder, corrupt, ce, delay, hold or seed)", key, field)
+			return Config{}, fmt.Errorf("fault: unknown key %q in %q (want loss, dup, reorder, corrupt, ce, delay, hold, rate, queue or seed)", key, field)
 		}
 		if err != nil {
 			return Config{}, err
 		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }
@@ -150,4 +191,50 @@ func parseProbability(key, value string) (float64, error) {
 		return 0, fmt.Errorf("fault: %s=%s is not a probability in [0, 1]", key, value)
 	}
 	return p, nil
+}
+
+// The largest rate and queue ParseSpec takes: a terabit per second, and a
+// gibibyte, far beyond any path the endpoint can emulate, and small enough
+// that the bottleneck's arithmetic cannot overflow.
+const (
+	maxRate  = 1_000_000_000_000
+	maxQueue = 1 << 30
+)
+
+// parseSize reads a non-negative integer with an optional suffix K, M or G
+// multiplying it by unit, unit², unit³, up to max.
+func parseSize(key, value string, unit, max int64) (int64, error) {
+	digits, mult := value, int64(1)
+	if n := len(value); n > 0 {
+		switch value[n-1] {
+		case 'K', 'k':
+			digits, mult = value[:n-1], unit
+		case 'M':
+			digits, mult = value[:n-1], unit*unit
+		case 'G':
+			digits, mult = value[:n-1], unit*unit*unit
+		}
+	}
+	n, err := strconv.ParseUint(digits, 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("fault: %s=%s: want an unsigned integer with an optional suffix K, M or G", key, value)
+	}
+	if n > uint64(max/mult) {
+		return 0, fmt.Errorf("fault: %s=%s is more than %s", key, value, formatSize(max, unit))
+	}
+	return int64(n) * mult, nil
+}
+
+// formatSize writes n in parseSize's form with the largest suffix that
+// divides it exactly.
+func formatSize(n, unit int64) string {
+	for _, s := range []struct {
+		suffix string
+		mult   int64
+	}{{"G", unit * unit * unit}, {"M", unit * unit}, {"K", unit}} {
+		if n != 0 && n%s.mult == 0 {
+			return strconv.FormatInt(n/s.mult, 10) + s.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }

@@ -22,6 +22,12 @@ func TestParseSpec(t *testing.T) {
 		{"corrupt=1e-3", Config{Corrupt: 0.001}},
 		{"ce=0.01,seed=2", Config{CE: 0.01, Seed: 2}},
 		{"reorder=0.1,hold=2ms", Config{Reorder: 0.1, ReorderHold: 2 * time.Millisecond}},
+		{"rate=100M,delay=20ms,queue=500K,loss=0.01",
+			Config{Rate: 100_000_000, Delay: 20 * time.Millisecond, Queue: 500 << 10, Loss: 0.01}},
+		{"rate=1G", Config{Rate: 1_000_000_000}},
+		{"rate=64k,queue=3000", Config{Rate: 64_000, Queue: 3000}},
+		{"rate=1500,queue=2M", Config{Rate: 1500, Queue: 2 << 20}},
+		{"rate=10M,queue=0", Config{Rate: 10_000_000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -57,6 +63,13 @@ func TestParseSpecErrorsNameTheBadPart(t *testing.T) {
 		{"loss=0.1,,dup=0.1", `"" is not key=value`},
 		{"=0.1", `"=0.1" is not key=value`},
 		{"loss=0.1,loss=0.2", "loss given twice"},
+		{"rate=fast", "rate=fast: want an unsigned integer"},
+		{"rate=-1M", "rate=-1M: want an unsigned integer"},
+		{"rate=1.5G", "rate=1.5G: want an unsigned integer"},
+		{"rate=2000G", "rate=2000G is more than 1000G"},
+		{"rate=100Mbit", "rate=100Mbit: want an unsigned integer"},
+		{"rate=10M,queue=2G", "queue=2G is more than 1G"},
+		{"queue=64K", "queue=64K without a rate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {
@@ -81,6 +94,10 @@ func TestConfigStringParsesBack(t *testing.T) {
 			"loss=0.05,dup=0.01,reorder=0.02,corrupt=0.001,delay=1ms,seed=7"},
 		{Config{Loss: 1, Delay: 1500 * time.Microsecond, Seed: 1<<64 - 1}, "loss=1,delay=1.5ms,seed=18446744073709551615"},
 		{Config{Reorder: 0.5, Delay: time.Millisecond, ReorderHold: 250 * time.Microsecond, Seed: 3}, "reorder=0.5,delay=1ms,hold=250µs,seed=3"},
+		{Config{Loss: 0.01, Delay: 20 * time.Millisecond, Rate: 100_000_000, Queue: 500 << 10, Seed: 1},
+			"loss=0.01,delay=20ms,rate=100M,queue=500K,seed=1"},
+		{Config{Rate: 1_500_000_001, Queue: 1500, Seed: 1}, "rate=1500000001,queue=1500,seed=1"},
+		{Config{Rate: 2_000_000_000, Queue: 1 << 30, Seed: 1}, "rate=2G,queue=1G,seed=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {
@@ -107,6 +124,10 @@ func TestValidate(t *testing.T) {
 		{"negative reorder", Config{Reorder: -1}, "reorder=-1"},
 		{"negative delay", Config{Delay: -time.Millisecond}, "delay=-1ms is negative"},
 		{"negative hold", Config{ReorderHold: -time.Millisecond}, "hold=-1ms is negative"},
+		{"a bottleneck", Config{Rate: 1e9, Queue: 25 << 20, Delay: 50 * time.Millisecond}, ""},
+		{"negative rate", Config{Rate: -1}, "rate=-1 is negative"},
+		{"negative queue", Config{Rate: 1e6, Queue: -1}, "queue=-1 is negative"},
+		{"queue without a rate", Config{Queue: 1 << 20}, "queue=1M without a rate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,6 +151,8 @@ func FuzzParseSpec(f *testing.F) {
 		"loss=1",
 		"delay=1h2m3.5s,seed=18446744073709551615",
 		"reorder=0.3,hold=2ms",
+		"rate=100M,delay=20ms,queue=500K,loss=0.01",
+		"rate=999999999999,queue=1073741823",
 		"corrupt=1e-9",
 		"loss=0.1,loss=0.2",
 		"x=y",

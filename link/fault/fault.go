@@ -2,7 +2,9 @@
 // are lost, duplicated, reordered, corrupted and delayed at random, in both
 // directions, as on the lossy links a stack must survive (smoltcp's
 // FaultInjector and Linux's netem play the same part); ECN-capable packets
-// can be marked Congestion Experienced as a router would (ce.go).
+// can be marked Congestion Experienced as a router would (ce.go); and each
+// direction can be a bottleneck, a rate behind a drop-tail queue
+// (bottleneck.go), ahead of a delay line (line.go).
 //
 // Decisions come from a seeded generator per direction, and every frame
 // draws the same number of values whatever happens to it, so the n-th
@@ -40,6 +42,10 @@ type Direction struct {
 	CEMarked   stats.Counter // ECN-capable packets marked CE (ce.go)
 	Delayed    stats.Counter // frames delivered only after Config.Delay
 
+	// TailDropped counts frames the bottleneck's queue had no room for
+	// (Config.Rate and Queue, bottleneck.go).
+	TailDropped stats.Counter
+
 	// HoldExpired counts held frames (a duplicate held with its frame
 	// too) that no next frame passed within Config.ReorderHold, sent on
 	// alone by the hold timer (hold.go).
@@ -67,21 +73,20 @@ type Endpoint struct {
 
 	rx, tx shaper
 
-	// rxq carries shaped frames from the rx pump to ReadBatch; the pump
-	// closes it when the inner endpoint is closed, leaving the error in
-	// rxErr. cur is the delivery ReadBatch is emptying, next its next frame.
-	rxq   chan delivery
-	rxErr error
-	cur   delivery
-	next  int
+	// rxLine carries shaped frames from the rx pump to ReadBatch; the
+	// pump closes it when the inner endpoint is closed, leaving the error
+	// in rxErr. rxTimer waits for a frame's due time in ReadBatch.
+	rxLine  *line
+	rxErr   error
+	rxTimer clock.Timer
 
-	// txq carries shaped frames from WriteBatch to the tx pump when
-	// frames are delayed; without delay WriteBatch writes them itself,
-	// through txOut. txErr is the inner endpoint's closing error, once a
-	// delayed write has met it.
-	txq   chan delivery
-	txOut []*buffer.Packet
-	txErr atomic.Pointer[error]
+	// txLine carries shaped frames from WriteBatch to the tx pump when
+	// frames are delayed (Delay or Rate); without, WriteBatch writes them
+	// itself, through txOut. txErr is the inner endpoint's closing error,
+	// once a delayed write has met it.
+	txLine *line
+	txOut  []*buffer.Packet
+	txErr  atomic.Pointer[error]
 
 	// mu is held shared by ReadBatch and WriteBatch for their whole call
 	// and exclusively by Close, so that Close releases nothing they use.
@@ -94,32 +99,6 @@ type Endpoint struct {
 }
 
 var _ link.Endpoint = (*Endpoint)(nil)
-
-// delivery is a batch of shaped frames due at a time, or an error from the
-// inner endpoint to pass on to the reader.
-type delivery struct {
-	b   *buffer.Batch
-	due time.Time
-	err error
-}
-
-func (d delivery) release() {
-	if d.b == nil {
-		return
-	}
-	for _, p := range d.b.Pkts {
-		if p != nil {
-			p.Release()
-		}
-	}
-	d.b.Put()
-}
-
-// queueLen bounds the deliveries in flight each way: when the reader or the
-// inner endpoint falls behind, the rx pump stops reading (the inner
-// endpoint then drops as it would without the wrapper) and delayed writers
-// wait.
-const queueLen = 64
 
 // Streams of the per-direction generators, so that the directions draw
 // independent sequences from one seed and traffic in one does not perturb
@@ -142,7 +121,7 @@ func New(inner link.Endpoint, cfg Config) *Endpoint {
 		clk:       cfg.Clock,
 		pool:      buffer.NewPool(),
 		frameSize: inner.Capabilities().RxFrameSize(inner.MTU()),
-		rxq:       make(chan delivery, queueLen),
+		rxLine:    newLine(cfg.lineBytes()),
 		done:      make(chan struct{}),
 	}
 	if e.clk == nil {
@@ -152,8 +131,8 @@ func New(inner link.Endpoint, cfg Config) *Endpoint {
 	e.tx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, txStream)), pool: e.pool, st: &e.stats.Tx, clk: e.clk, expire: e.expireTx}
 	e.wg.Add(1)
 	go e.rxPump()
-	if cfg.Delay > 0 {
-		e.txq = make(chan delivery, queueLen)
+	if cfg.delays() {
+		e.txLine = newLine(cfg.lineBytes())
 		e.wg.Add(1)
 		go e.txPump()
 	}
@@ -173,12 +152,21 @@ type shaper struct {
 	// the timer's armings yet to run or be stopped.
 	mu        sync.Mutex
 	held      []*buffer.Packet
+	out       []*buffer.Packet // the timer's frames on their way out
 	heldUntil time.Time
 	clk       clock.Clock
 	timer     clock.Timer
 	expire    func()
 	pending   sync.WaitGroup
+
+	// The bottleneck (bottleneck.go): when the port will have serialised
+	// what it accepted, and the fraction of a nanosecond left over.
+	busyUntil time.Time
+	carry     int64
 }
+
+// delays reports whether frames wait in a line before they are due.
+func (c *Config) delays() bool { return c.Delay > 0 || c.Rate > 0 }
 
 // shape decides the fate of p, which the shaper now owns, and appends to
 // out what is to be delivered now. s.mu is held.
@@ -253,9 +241,10 @@ func (s *shaper) drop() {
 // ReadBatch, until the inner endpoint closes.
 func (e *Endpoint) rxPump() {
 	defer e.wg.Done()
-	defer close(e.rxq)
-	defer e.rx.stopHold() // before rxq closes: the timer sends there
+	defer e.rxLine.close()
+	defer e.rx.stopHold() // before the line closes: the timer puts there
 	in := make([]*buffer.Packet, buffer.MaxBatch)
+	out := make([]*buffer.Packet, 0, 2*buffer.MaxBatch)
 	defer func() {
 		for _, p := range in {
 			if p != nil {
@@ -275,82 +264,109 @@ func (e *Endpoint) rxPump() {
 				e.rxErr = err
 				return
 			}
-			if !e.send(e.rxq, delivery{err: err}) {
+			if !e.rxLine.put(delivery{err: err}, e.done) {
 				return
 			}
 			continue
 		}
-		b := buffer.GetBatch()
 		e.rx.mu.Lock()
+		out = out[:0]
 		for i := range in[:n] {
-			b.Pkts = e.rx.shape(in[i], b.Pkts)
+			out = e.rx.shape(in[i], out)
 			in[i] = nil
 		}
-		if len(b.Pkts) == 0 {
-			e.rx.mu.Unlock()
-			b.Put()
+		ok := e.enqueue(&e.rx, e.rxLine, out)
+		e.rx.mu.Unlock()
+		if !ok {
+			return
+		}
+	}
+}
+
+// enqueue puts shaped frames in line l, each due when s's bottleneck and
+// Delay say, and drops those the bottleneck's queue has no room for. It
+// reports false, having released the frames it did not queue, when the
+// endpoint closes while it waits for room. s.mu is held, so that frames
+// are queued in the order they were shaped.
+func (e *Endpoint) enqueue(s *shaper, l *line, frames []*buffer.Packet) bool {
+	now := e.clk.Now()
+	for i, p := range frames {
+		due, ok := s.admit(now, p.Len())
+		if !ok {
+			p.Release()
+			frames[i] = nil
 			continue
 		}
-		d := e.rxDelivery(b)
-		sent := e.send(e.rxq, d)
-		e.rx.mu.Unlock()
-		if !sent {
-			d.release()
-			return
+		if e.cfg.Delay > 0 {
+			s.st.Delayed.Inc()
 		}
+		if p.Cap()-p.Len() > shrinkSlack {
+			// Read into room for a super-segment: the line may hold
+			// thousands of frames, so each keeps only its own size.
+			q := e.pool.Clone(p)
+			p.Release()
+			p, frames[i] = q, q
+		}
+		if !l.put(delivery{p: p, due: due}, e.done) {
+			for _, p := range frames[i:] {
+				if p != nil {
+					p.Release()
+				}
+			}
+			clear(frames)
+			return false
+		}
+		frames[i] = nil
 	}
+	return true
 }
 
-// rxDelivery makes shaped frames a delivery for ReadBatch, due after
-// Delay. e.rx.mu is held, so that deliveries are due in the order they
-// are queued.
-func (e *Endpoint) rxDelivery(b *buffer.Batch) delivery {
-	d := delivery{b: b}
-	if e.cfg.Delay > 0 {
-		d.due = e.clk.Now().Add(e.cfg.Delay)
-		e.stats.Rx.Delayed.Add(uint64(len(b.Pkts)))
-	}
-	return d
-}
+// shrinkSlack is the room beyond its length past which a queued frame is
+// copied into a packet of its size.
+const shrinkSlack = 4096
 
-// send queues d on q unless the endpoint closes first.
-func (e *Endpoint) send(q chan<- delivery, d delivery) bool {
-	select {
-	case q <- d:
-		return true
-	case <-e.done:
-		return false
-	}
-}
-
-// txPump writes delayed frames to the inner endpoint once they are due.
+// txPump writes delayed frames to the inner endpoint once they are due,
+// each time all that are due, up to a batch.
 func (e *Endpoint) txPump() {
 	defer e.wg.Done()
+	var timer clock.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	out := make([]*buffer.Packet, 0, buffer.MaxBatch)
 	for {
-		var d delivery
-		select {
-		case d = <-e.txq:
-		case <-e.done:
+		d, ok := e.txLine.wait(e.done)
+		if !ok || !e.waitUntil(&timer, d.due) {
 			return
 		}
-		if !e.waitUntil(d.due) {
-			d.release()
-			return
+		now := e.clk.Now()
+		out = out[:0]
+		for len(out) < cap(out) {
+			d, ok, _ := e.txLine.peek()
+			if !ok || d.due.After(now) {
+				break
+			}
+			out = append(out, e.txLine.pop().p)
 		}
-		n, err := e.inner.WriteBatch(d.b.Pkts)
+		n, err := e.inner.WriteBatch(out)
 		if err != nil {
-			e.stats.TxErrors.Add(uint64(len(d.b.Pkts) - n))
+			e.stats.TxErrors.Add(uint64(len(out) - n))
 			if errors.Is(err, net.ErrClosed) {
 				e.txErr.CompareAndSwap(nil, &err)
 			}
 		}
-		d.release()
+		for _, p := range out {
+			p.Release()
+		}
+		clear(out)
 	}
 }
 
-// waitUntil waits for due on the endpoint's clock; it reports false when
-// the endpoint closes first.
-func (e *Endpoint) waitUntil(due time.Time) bool {
+// waitUntil waits for due on the endpoint's clock, with *t, made on first
+// use; it reports false when the endpoint closes first.
+func (e *Endpoint) waitUntil(t *clock.Timer, due time.Time) bool {
 	if due.IsZero() {
 		return true
 	}
@@ -358,10 +374,13 @@ func (e *Endpoint) waitUntil(due time.Time) bool {
 	if d <= 0 {
 		return true
 	}
-	t := e.clk.NewTimer(d)
-	defer t.Stop()
+	if *t == nil {
+		*t = e.clk.NewTimer(d)
+	} else {
+		(*t).Reset(d)
+	}
 	select {
-	case <-t.C():
+	case <-(*t).C():
 		return true
 	case <-e.done:
 		return false
@@ -369,9 +388,9 @@ func (e *Endpoint) waitUntil(due time.Time) bool {
 }
 
 // ReadBatch returns frames read from the inner endpoint after the faults:
-// it blocks until at least one frame survives them (and, with Delay, until
-// it is due), then fills pkts with as many due frames as are ready. Each
-// packet needs room for link.MaxFrame(MTU()) bytes.
+// it blocks until at least one frame survives them (and, with Delay or
+// Rate, until it is due), then fills pkts with as many due frames as are
+// ready. Each packet needs room for link.MaxFrame(MTU()) bytes.
 func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 	for i, p := range pkts {
 		if p.Cap() < e.frameSize {
@@ -386,81 +405,54 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 	if e.closed {
 		return 0, link.ErrClosed
 	}
-	if e.cur.b == nil {
-		if err := e.take(true); err != nil {
-			return 0, err
-		}
+	d, ok := e.rxLine.wait(e.done)
+	switch {
+	case !ok && isClosed(e.done):
+		return 0, link.ErrClosed
+	case !ok:
+		return 0, e.rxErr // the rx pump has stopped
+	case d.err != nil:
+		e.rxLine.pop()
+		return 0, d.err
 	}
-	if !e.waitUntil(e.cur.due) {
+	if !e.waitUntil(&e.rxTimer, d.due) {
 		return 0, link.ErrClosed
 	}
+	now := e.clk.Now()
 	n := 0
 	for n < len(pkts) {
-		// Go on with the next delivery only if it is there and due; an
+		// Go on with the next frame only if it is there and due; an
 		// error found there waits for the next call.
-		if e.cur.b == nil && (e.take(false) != nil || e.cur.b == nil || e.cur.due.After(e.clk.Now())) {
+		d, ok, _ := e.rxLine.peek()
+		if !ok || d.err != nil || d.due.After(now) {
 			break
 		}
-		src := e.cur.b.Pkts[e.next]
-		e.cur.b.Pkts[e.next] = nil
-		e.next++
+		src := e.rxLine.pop().p
 		dst := pkts[n]
 		dst.SetLen(src.Len())
 		copy(dst.Bytes(), src.Bytes())
 		dst.Offload = src.Offload
 		src.Release()
 		n++
-		if e.next == len(e.cur.b.Pkts) {
-			e.cur.b.Put()
-			e.cur = delivery{}
-		}
 	}
 	return n, nil
 }
 
-// take makes the next delivery current, waiting for one when block is set.
-// It returns an error delivered by the inner endpoint, the closing error
-// once the rx pump has stopped, or link.ErrClosed when Close interrupts the
-// wait. A delivered error found without blocking stays pending for the
-// next call.
-func (e *Endpoint) take(block bool) error {
-	if err := e.cur.err; err != nil {
-		e.cur = delivery{}
-		return err
+// isClosed reports whether c is closed.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
-	var d delivery
-	var ok bool
-	if block {
-		select {
-		case d, ok = <-e.rxq:
-		case <-e.done:
-			return link.ErrClosed
-		}
-	} else {
-		select {
-		case d, ok = <-e.rxq:
-		default:
-			return nil
-		}
-	}
-	switch {
-	case !ok:
-		return e.rxErr
-	case d.err != nil && block:
-		return d.err
-	}
-	e.cur, e.next = d, 0
-	if d.err != nil {
-		return d.err
-	}
-	return nil
 }
 
 // WriteBatch copies the frames, applies the faults to the copies and writes
-// what survives to the inner endpoint, now or, with Delay, from a goroutine
-// once due; the caller's packets are untouched. Frames lost to a fault are
-// taken all the same: it returns len(pkts), or 0 and the inner endpoint's
-// error.
+// what survives to the inner endpoint, now or, with Delay or Rate, from a
+// goroutine once due; the caller's packets are untouched. Frames lost to a
+// fault or to the bottleneck's queue are taken all the same: it returns
+// len(pkts), or 0 and the inner endpoint's error.
 func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -474,39 +466,29 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	// timer's cannot overtake them (hold.go).
 	e.tx.mu.Lock()
 	defer e.tx.mu.Unlock()
-	if e.cfg.Delay == 0 {
-		out := e.txOut[:0]
-		for _, p := range pkts {
-			out = e.tx.shape(e.pool.Clone(p), out)
-		}
-		var err error
-		if len(out) > 0 {
-			_, err = e.inner.WriteBatch(out)
-		}
-		for _, p := range out {
-			p.Release()
-		}
+	out := e.txOut[:0]
+	for _, p := range pkts {
+		out = e.tx.shape(e.pool.Clone(p), out)
+	}
+	defer func() {
 		clear(out)
 		e.txOut = out[:0]
-		if err != nil {
-			return 0, err
+	}()
+	if e.txLine != nil {
+		if !e.enqueue(&e.tx, e.txLine, out) {
+			return 0, link.ErrClosed
 		}
 		return len(pkts), nil
 	}
-
-	b := buffer.GetBatch()
-	for _, p := range pkts {
-		b.Pkts = e.tx.shape(e.pool.Clone(p), b.Pkts)
+	var err error
+	if len(out) > 0 {
+		_, err = e.inner.WriteBatch(out)
 	}
-	if len(b.Pkts) == 0 {
-		b.Put()
-		return len(pkts), nil
+	for _, p := range out {
+		p.Release()
 	}
-	e.stats.Tx.Delayed.Add(uint64(len(b.Pkts)))
-	d := delivery{b: b, due: e.clk.Now().Add(e.cfg.Delay)}
-	if !e.send(e.txq, d) {
-		d.release()
-		return 0, link.ErrClosed
+	if err != nil {
+		return 0, err
 	}
 	return len(pkts), nil
 }
@@ -548,16 +530,13 @@ func (e *Endpoint) Close() error {
 		e.closed = true
 		e.mu.Unlock()
 		e.wg.Wait()
-		for d := range e.rxq { // closed by the rx pump as it stopped
-			d.release()
+		e.rxLine.release()
+		if e.txLine != nil {
+			e.txLine.release()
 		}
-		for len(e.txq) > 0 {
-			(<-e.txq).release()
+		if e.rxTimer != nil {
+			e.rxTimer.Stop()
 		}
-		if e.cur.b != nil {
-			e.cur.release()
-		}
-		e.cur = delivery{}
 		e.rx.stopHold()
 		e.tx.stopHold()
 		e.rx.drop()

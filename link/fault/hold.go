@@ -22,11 +22,12 @@ import (
 //
 // The hold timer runs on the endpoint's clock. When it fires it sends the
 // held frames on the way the frame that would have released them would
-// have gone: to ReadBatch through rxq, or to the inner endpoint (through
-// the tx pump with Delay). The shaper's mu is held from the moment a frame
-// is shaped until it is handed to that next stage, by the rx pump and
-// WriteBatch as by the timer, so frames reach the next stage in the order
-// the shaper let them out, and no frame other than the held one moves.
+// have gone: to ReadBatch through the rx line, or to the inner endpoint
+// (through the tx line and pump with Delay or Rate). The shaper's mu is
+// held from the moment a frame is shaped until it is handed to that next
+// stage, by the rx pump and WriteBatch as by the timer, so frames reach the
+// next stage in the order the shaper let them out, and no frame other than
+// the held one moves.
 
 // DefaultReorderHold is the hold bound when Config.ReorderHold is zero.
 // netem displaces a reordered packet by at most the delay the others get
@@ -109,27 +110,21 @@ func (s *shaper) stopHold() {
 
 // expireRx is the rx shaper's hold timer: it queues the frames whose hold
 // has run out for ReadBatch, as the rx pump queues what it shapes. The rx
-// pump waits for it (stopHold) before it closes rxq.
+// pump waits for it (stopHold) before it closes the rx line.
 func (e *Endpoint) expireRx() {
 	s := &e.rx
 	defer s.pending.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := buffer.GetBatch()
-	b.Pkts = s.expired(e.clk.Now(), b.Pkts)
-	if len(b.Pkts) == 0 {
-		b.Put()
-		return
-	}
-	if !e.send(e.rxq, e.rxDelivery(b)) {
-		delivery{b: b}.release()
-	}
+	out := s.expired(e.clk.Now(), s.out[:0])
+	e.enqueue(s, e.rxLine, out)
+	s.out = out[:0]
 }
 
 // expireTx is the tx shaper's hold timer: it writes the frames whose hold
-// has run out to the inner endpoint, or with Delay queues them for the tx
-// pump, as WriteBatch does with what it shapes. Its writer has returned
-// long ago, so an error can only be counted. Close waits for it
+// has run out to the inner endpoint, or with Delay or Rate queues them for
+// the tx pump, as WriteBatch does with what it shapes. Its writer has
+// returned long ago, so an error can only be counted. Close waits for it
 // (stopHold).
 func (e *Endpoint) expireTx() {
 	s := &e.tx
@@ -141,21 +136,12 @@ func (e *Endpoint) expireTx() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.cfg.Delay > 0 {
-		b := buffer.GetBatch()
-		b.Pkts = s.expired(e.clk.Now(), b.Pkts)
-		if len(b.Pkts) == 0 {
-			b.Put()
-			return
-		}
-		e.stats.Tx.Delayed.Add(uint64(len(b.Pkts)))
-		d := delivery{b: b, due: e.clk.Now().Add(e.cfg.Delay)}
-		if !e.send(e.txq, d) {
-			d.release()
-		}
+	out := s.expired(e.clk.Now(), s.out[:0])
+	defer func() { s.out = out[:0] }()
+	if e.txLine != nil {
+		e.enqueue(s, e.txLine, out)
 		return
 	}
-	out := s.expired(e.clk.Now(), e.txOut[:0])
 	if len(out) > 0 {
 		n, err := e.inner.WriteBatch(out)
 		if err != nil {
@@ -169,5 +155,4 @@ func (e *Endpoint) expireTx() {
 		p.Release()
 	}
 	clear(out)
-	e.txOut = out[:0]
 }

@@ -53,9 +53,9 @@ var holdDirections = []holdDirection{
 			r.awaitRx(t, uint64(to)) // shaped, so held and its timer armed
 		},
 		await: func(r *rig, t *testing.T, want int) []uint32 { return seqs(r.readN(t, want)) },
-		// Delivered frames wait in rxq for ReadBatch; the test reads
-		// only once it expects them.
-		arrived: func(r *rig) int { return len(r.f.rxq) },
+		// Delivered frames wait in the rx line for ReadBatch; the
+		// test reads only once it expects them.
+		arrived: func(r *rig) int { return r.f.rxLine.len() },
 	},
 }
 
