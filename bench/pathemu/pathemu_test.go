@@ -131,3 +131,55 @@ func TestServeAnswersStatsAndQuits(t *testing.T) {
 		t.Fatalf("more after quit: %v", err)
 	}
 }
+
+// A path with a rate delivers a flood at that rate, Ethernet headers
+// included, and drops at its queue's tail what the rate cannot carry.
+func TestRateLimitsAFloodAndTheQueueDropsTheRest(t *testing.T) {
+	const rate = 20_000_000 // bits/s
+	a, b, p := ends(t, fault.Config{Rate: rate, Queue: 64 << 10, Delay: time.Millisecond, Seed: 1})
+	rx, err := b.ListenUDP("10.98.0.2:9000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	tx, err := a.DialUDP("10.98.0.2:9000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+
+	// 1200-byte datagrams (1242-byte frames) at about twice the rate for
+	// half a second: the receiver times the ones that arrive.
+	const payload, frame = 1200, 1200 + 8 + 20 + 14
+	got := make(chan []time.Time, 1)
+	go func() {
+		var at []time.Time
+		buf := make([]byte, 2048)
+		for {
+			rx.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if _, err := rx.Read(buf); err != nil {
+				got <- at
+				return
+			}
+			at = append(at, time.Now())
+		}
+	}()
+	msg := make([]byte, payload)
+	gap := time.Duration(frame*8) * time.Second / (2 * rate)
+	for start, next := time.Now(), time.Now(); time.Since(start) < 500*time.Millisecond; next = next.Add(gap) {
+		time.Sleep(time.Until(next))
+		tx.Write(msg)
+	}
+	at := <-got
+	if len(at) < 100 {
+		t.Fatalf("%d datagrams arrived", len(at))
+	}
+	span := at[len(at)-1].Sub(at[0]).Seconds()
+	bits := float64((len(at)-1)*frame) * 8
+	if got := bits / span; got < 0.9*rate || got > 1.1*rate {
+		t.Errorf("delivered %.1f Mbit/s, want %.1f within 10%%", got/1e6, float64(rate)/1e6)
+	}
+	if c := p.Counters(); c["Fault.Tx.TailDropped"] == 0 {
+		t.Errorf("a flood at twice the rate dropped nothing at the queue: %v", c)
+	}
+}

@@ -72,10 +72,12 @@ type PathsPlan struct {
 	// aborts a long transfer that takes longer. Zero: no long points.
 	LongDur time.Duration `json:"long_dur"`
 	LongCap time.Duration `json:"long_cap"`
-	// CalDur is the calibration's bulk flow (its second half is
-	// measured); CalPing its ping. Zero: no calibration.
-	CalDur  time.Duration `json:"cal_dur"`
-	CalPing time.Duration `json:"cal_ping"`
+	// CalDur is the calibration's bulk transfer, CalStreams flows at
+	// once (its second half is measured); CalPing its ping. Zero: no
+	// calibration.
+	CalDur     time.Duration `json:"cal_dur"`
+	CalStreams int           `json:"cal_streams"`
+	CalPing    time.Duration `json:"cal_ping"`
 	// Share names the path the sharing point runs on ("": none): the
 	// stack's flow alone for ShareGap, then with the kernel's CUBIC
 	// flow for ShareDur.
