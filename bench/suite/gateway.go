@@ -601,9 +601,10 @@ func gatewayVersion(name string) string {
 }
 
 // mergeEarlier puts the records of a run of families alone (gateways,
-// paths) into the results an earlier run left in OutDir, replacing those
-// families' earlier records and keeping everything else as it was
-// measured, so that the report keeps the stack comparison's numbers.
+// paths) into the results an earlier run left in OutDir, replacing the
+// earlier records of the workloads it ran and keeping everything else as
+// it was measured, so that the report keeps the stack comparison's
+// numbers.
 func (s *Suite) mergeEarlier() error {
 	path := filepath.Join(s.OutDir, "results.json")
 	b, err := os.ReadFile(path)
@@ -617,10 +618,7 @@ func (s *Suite) mergeEarlier() error {
 	if err := json.Unmarshal(b, &old); err != nil {
 		return fmt.Errorf("merging into %s: %w", path, err)
 	}
-	rerun := func(w string) bool {
-		return (s.res.Gateway != nil && slices.Contains(gatewayWorkloads, w)) || (s.res.Paths != nil && slices.Contains(pathWorkloads, w))
-	}
-	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return rerun(r.Workload) })
+	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return slices.Contains(s.res.Workloads, r.Workload) })
 	old.Records = append(old.Records, s.res.Records...)
 	if len(old.Workloads) == 0 && len(old.Records) > 0 {
 		old.Workloads = []string{"ping", "short", "bulk", "rr", "udp", "scale"}

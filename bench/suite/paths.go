@@ -167,6 +167,9 @@ var pathQuiet = [][2]string{
 // again per socket on the peer's own sockets (TCP_CONGESTION).
 const pathCC = "cubic"
 
+// pathNice is pathemu's nice value (SetupPath says why).
+const pathNice = -10
+
 // pathSet is what a paths set-up adds to its Env: the forwarder, and for
 // the sharing point the kernel server of the competing flow in a
 // namespace of its own.
@@ -244,9 +247,13 @@ func SetupPath(ctx context.Context, bin, stack string, spec PathSpec, seed uint6
 
 	// The path: its end A on the bridge, its end B the peer's interface.
 	a, b := netns.DeviceName(), netns.DeviceName()
-	fwd := &Env{Stack: "pathemu", bin: bin, stderr: &limitedBuffer{max: 16 << 10}}
+	// The path runs at a higher priority than the stacks and the load
+	// (nice -10): the bottleneck's clock is the time pathemu reads a
+	// frame, so a forwarder kept off the CPU would idle the emulated link
+	// and then take the frames that queued meanwhile as one burst.
+	fwd := &Env{Stack: "pathemu", bin: "nice", stderr: &limitedBuffer{max: 16 << 10}}
 	e.path.fwd = fwd
-	if err := fwd.startServer(e.H, []string{"pathemu", "-a", a, "-b", b, "-b-netns", e.C.Path(),
+	if err := fwd.startServer(e.H, []string{"-n", strconv.Itoa(pathNice), bin, "pathemu", "-a", a, "-b", b, "-b-netns", e.C.Path(),
 		"-mtu", strconv.Itoa(mtu), "-impair", spec.impair(seed)}); err != nil {
 		return e, fmt.Errorf("pathemu: %w%s", err, fwd.serverLog())
 	}

@@ -173,10 +173,12 @@ func (r *report) pathsSection(section int) {
 	r.p("Retransmissions are the sender's (GoNet's and gVisor's own counters; the kernel's `Tcp.RetransSegs` in its namespace, as nstat reads it), per 100 full segments of the payload delivered.\n\n")
 
 	r.p("### Calibration: the kernel at both ends\n\n")
-	r.p("Each path without its loss, the kernel at both ends: the median round trip of a ping against the configured one, and over the second half of a %v bulk flow (stack→kernel) the rate at which the path delivered frames against its bucket's, and the TCP goodput against the most a full link carries (%d of every %d bytes on the wire). Within %d%% both ways is \"calibrated\".\n\n",
-		pp.CalDur, tcpPayload, wireFrame, calTolerance)
+	r.p("Each path without its loss, the kernel at both ends. The round trip: the median of a ping against the configured one. The rate: the peer's kernel sends full-sized UDP datagrams paced %.0f%% above the path's rate for %v (kernel→stack), and what the path delivers on the wire after the first quarter (Ethernet frames, headers included) against its bucket's rate: a measure of the path alone, whatever a congestion control makes of it. Within %d%% both ways is \"calibrated\". ",
+		100*(calUDPOver-1), pp.CalDur, calTolerance)
+	r.p("Beside them, what TCP makes of the path: %d kernel CUBIC flows at once (stack→kernel) for %v, their goodput over the second half against the most a full link carries (%d of every %d bytes on the wire); several flows, because one that left slow start early (HyStart) takes tens of seconds to fill a long fat path again.\n\n",
+		max(1, pp.CalStreams), pp.CalDur, tcpPayload, wireFrame)
 	if len(r.points[pathCal]) > 0 {
-		r.p("| path | RTT set | ping RTT | off by | rate set | delivered | off by | TCP goodput | of a full link | queue drops | device drops | |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		r.p("| path | RTT set | ping RTT | off by | rate set | delivered | off by | offered | TCP goodput | of a full link | TCP's queue drops | device drops | |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, pt := range r.points[pathCal] {
 			ok, have := r.calibrated(pt)
 			verdict := mark(ok, have)
@@ -186,18 +188,23 @@ func (r *report) pathsSection(section int) {
 				verdict = "❌ off"
 			}
 			c := func(m string) string { return r.cell(pathCal, pt, "kernel", m, 1) }
-			r.p("| %s | %s ms | %s ms | %s%% | %s Mbit/s | %s Mbit/s | %s%% | %s Mbit/s | %s%% | %s | %s | %s |\n", r.pathPointName(pt),
-				c("rtt_set_ms"), c("rtt_ms"), c("rtt_err_pct"), c("rate_set_mbit"), c("wire_mbit_s"), c("rate_err_pct"),
-				c("goodput_mbit_s"), c("goodput_of_max_pct"), c("path_drops"), c("dev_drops"), verdict)
+			name := r.pathPointName(pt)
+			if spec, ok := r.pathSpec(pt); ok && spec.Loss > 0 {
+				spec.Loss = 0
+				name = spec.Title() + " (its loss off)"
+			}
+			r.p("| %s | %s ms | %s ms | %s%% | %s Mbit/s | %s Mbit/s | %s%% | %s Mbit/s | %s Mbit/s | %s%% | %s | %s | %s |\n", name,
+				c("rtt_set_ms"), c("rtt_ms"), c("rtt_err_pct"), c("rate_set_mbit"), c("wire_mbit_s"), c("rate_err_pct"), c("udp_offered_mbit_s"),
+				c("goodput_mbit_s"), c("goodput_of_max_pct"), c("path_drops"), c("udp_dev_drops"), verdict)
 		}
-		r.p("\n")
+		r.p("\n*Offered is what reached the path from the UDP sender, on the wire; device drops what the kernel dropped at the path's TAP devices during the UDP flow, frames the forwarder did not read in time.*\n\n")
 		for _, pt := range r.points[pathCal] {
 			if ok, have := r.calibrated(pt); have && !ok {
 				spec, _ := r.pathSpec(pt)
-				r.p("**Path %s is not reproduced:** the bulk flow got %s Mbit/s on the wire of %s configured, the ping %s ms of %v. ",
-					pt, r.cell(pathCal, pt, "kernel", "wire_mbit_s", 1), num(spec.RateMbit), r.cell(pathCal, pt, "kernel", "rtt_ms", 1), spec.RTT)
-				r.p("Its figures below are the stacks' over the path as the forwarder carried it, not as configured: a Go forwarder moving every frame through two system calls and two copies on these %d CPUs, beside the stacks and the load, ", r.res.Machine.NProc)
-				r.p("falls short of it (queue drops are the bottleneck's, over the flow's second half; device drops what the kernel dropped at the path's TAP devices when the forwarder did not read them in time, over the whole flow).\n\n")
+				r.p("**Path %s is not reproduced:** it delivered %s Mbit/s of the %s configured (offered %s), its ping took %s ms of %v. ",
+					pt, r.cell(pathCal, pt, "kernel", "wire_mbit_s", 1), num(spec.RateMbit), r.cell(pathCal, pt, "kernel", "udp_offered_mbit_s", 1),
+					r.cell(pathCal, pt, "kernel", "rtt_ms", 1), spec.RTT)
+				r.p("Its figures below are the stacks' over the path as the forwarder carried it, not as configured: the forwarder moves every frame through two system calls and two copies, in Go, on %d CPUs shared with the stacks and the load; where it cannot keep up, the kernel drops at its TAP devices what it did not read in time.\n\n", r.res.Machine.NProc)
 			}
 		}
 	}
