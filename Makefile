@@ -46,12 +46,13 @@ build:
 demo:
 	$(GO) run ./cmd/gonet demo
 
-## bench: the benchmark suite (issue 5; root; about 24 minutes on 2 cores, and up
+## bench: the benchmark suite (issue 5; root; about 33 minutes on 2 cores, and up
 ## to 4 more when other processes keep the CPUs busy, which it waits out):
 ## GoNet against gVisor netstack and the Linux kernel, every workload 3 times,
 ## the IPv6 variants of ping, bulk and request-response 5 times with GoNet's
-## IPv4 twins (issue 12; about 6 of the 24 minutes), and GoNet's gateway daemon against pasta and
-## slirp4netns (issue 11);
+## IPv4 twins (issue 12; about 6 of the 33 minutes), GoNet's gateway daemon against pasta and
+## slirp4netns (issue 11), and the three stacks over emulated wide-area paths
+## (issue 16, about 9 minutes);
 ## writes BENCHMARKS.md and bench/results/ (JSON, plots, profiles), and runs
 ## the stack's own Go benchmarks (allocations per packet) for the report
 bench:

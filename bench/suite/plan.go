@@ -79,8 +79,8 @@ type GatewayPlan struct {
 }
 
 // Full is make bench: every workload at every size, three repetitions,
-// within about 24 minutes on two cores (the IPv6 variants, five times
-// over, 6 of them).
+// within about 33 minutes on two cores (the IPv6 variants, five times
+// over, 6 of them; the paths family, once, 9).
 var Full = Plan{
 	Name:         "full",
 	Reps:         3,
@@ -119,7 +119,7 @@ var Full = Plan{
 		IdleConns:   2000,
 		IdleSettle:  2 * time.Second,
 	},
-	// About 8 minutes on two cores: the 100 MB transfer on path (a)
+	// About 9 minutes on two cores: the 100 MB transfer on path (a)
 	// without loss only (bench/README.md says why).
 	Paths: PathsPlan{
 		Reps:       1,
