@@ -176,8 +176,12 @@ func TestRateLimitsAFloodAndTheQueueDropsTheRest(t *testing.T) {
 	}
 	span := at[len(at)-1].Sub(at[0]).Seconds()
 	bits := float64((len(at)-1)*frame) * 8
-	if got := bits / span; got < 0.9*rate || got > 1.1*rate {
-		t.Errorf("delivered %.1f Mbit/s, want %.1f within 10%%", got/1e6, float64(rate)/1e6)
+	// Never faster than the rate (10% for the receiver's own timing);
+	// slower by up to 20%, since the bottleneck's clock is when the
+	// forwarder reads a frame, and a test binary sharing busy CPUs
+	// leaves the link idle while it waits for one.
+	if got := bits / span; got < 0.8*rate || got > 1.1*rate {
+		t.Errorf("delivered %.1f Mbit/s, want %.1f (-20%%, +10%%)", got/1e6, float64(rate)/1e6)
 	}
 	if c := p.Counters(); c["Fault.Tx.TailDropped"] == 0 {
 		t.Errorf("a flood at twice the rate dropped nothing at the queue: %v", c)
