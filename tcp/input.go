@@ -350,6 +350,7 @@ func (c *Conn) processAck(seg *segment, tsEcr uint32, now time.Time) bool {
 
 // newAck takes an acknowledgement of acked new bytes up to ack.
 func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) {
+	c.judgeRTO(tsEcr)
 	inflight := int(c.snd.max.Sub(c.snd.una))
 	// Free the acknowledged data (the FIN's sequence number is not data).
 	dataEnd := c.snd.bufSeq.Add(seqnum.Size(c.sock.sndBuf.n))

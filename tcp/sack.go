@@ -27,6 +27,11 @@ func (c *Conn) noteDuplicate(start, end seqnum.Value) {
 	}
 	c.rcv.dsack = sackRange{start, end, true}
 	c.rcv.ackNow = true
+	if end.LessThanEq(c.rcv.nxt) {
+		c.p.Stats.DSACKOldSent.Inc()
+	} else {
+		c.p.Stats.DSACKOfoSent.Inc()
+	}
 }
 
 // sackBlocks appends the SACK blocks for the next ACK to dst: the D-SACK
@@ -40,34 +45,40 @@ func (rcv *receiver) sackBlocks(dst []wire.SACKBlock) []wire.SACKBlock {
 	if len(rcv.ooo) == 0 {
 		return dst
 	}
-	// Merge the held segments (sorted, possibly overlapping) into ranges.
-	var ranges [16]sackRange
-	n := 0
-	for _, o := range rcv.ooo {
-		s, e := o.seq, o.seq.Add(seqnum.Size(len(o.data)))
-		if n > 0 && !s.GreaterThan(ranges[n-1].end) {
-			ranges[n-1].end = seqnum.Max(ranges[n-1].end, e)
-			continue
-		}
-		if n == len(ranges) {
-			break
-		}
-		ranges[n] = sackRange{s, e, true}
-		n++
-	}
-	first := -1
-	if rcv.lastOOO.valid {
-		for i := range n {
-			if rcv.lastOOO.start.InRange(ranges[i].start, ranges[i].end) {
-				first = i
-				dst = append(dst, wire.SACKBlock{Start: uint32(ranges[i].start), End: uint32(ranges[i].end)})
-				break
+	// Merge the held segments (sorted, possibly overlapping) into
+	// ranges, keeping the one that holds the latest arrival and the
+	// highest few: however many holes there are, the latest arrival is
+	// reported (RFC 2018 section 4), or the sender, never told of it,
+	// would take it for lost and send it again.
+	var top [wire.TCPMaxSACKBlocks]sackRange // the highest ranges, a ring
+	var latest sackRange
+	count := 0
+	cur := sackRange{}
+	for i := 0; i <= len(rcv.ooo); i++ {
+		var s, e seqnum.Value
+		if i < len(rcv.ooo) {
+			s, e = rcv.ooo[i].seq, rcv.ooo[i].seq.Add(seqnum.Size(len(rcv.ooo[i].data)))
+			if cur.valid && !s.GreaterThan(cur.end) {
+				cur.end = seqnum.Max(cur.end, e)
+				continue
 			}
 		}
+		if cur.valid {
+			// cur is whole: the next segment starts beyond it.
+			if rcv.lastOOO.valid && rcv.lastOOO.start.InRange(cur.start, cur.end) {
+				latest = cur
+			}
+			top[count%len(top)] = cur
+			count++
+		}
+		cur = sackRange{s, e, true}
 	}
-	for i := n - 1; i >= 0 && len(dst) < wire.TCPMaxSACKBlocks; i-- {
-		if i != first {
-			dst = append(dst, wire.SACKBlock{Start: uint32(ranges[i].start), End: uint32(ranges[i].end)})
+	if latest.valid {
+		dst = append(dst, wire.SACKBlock{Start: uint32(latest.start), End: uint32(latest.end)})
+	}
+	for k := 0; k < min(count, len(top)) && len(dst) < wire.TCPMaxSACKBlocks; k++ {
+		if r := top[(count-1-k)%len(top)]; r != latest {
+			dst = append(dst, wire.SACKBlock{Start: uint32(r.start), End: uint32(r.end)})
 		}
 	}
 	return dst

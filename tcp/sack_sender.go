@@ -176,6 +176,7 @@ func (c *Conn) takeSACK(blocks []wire.SACKBlock, ack seqnum.Value, now time.Time
 				continue
 			}
 			c.p.Stats.DSACKRecv.Inc()
+			c.p.Stats.DSACKRecvSegs.Add(uint64(dsackSegs(start, end, c.snd.mss)))
 			dsack = true
 			c.snd.tlpOnDSACK(start, end)
 			continue
@@ -324,11 +325,24 @@ func (c *Conn) sendRecovery() bool {
 	if c.snd.sb.lost > 0 {
 		for i := range c.snd.sent {
 			if c.snd.sent[i].lost {
+				head := c.snd.sent[i].start == c.snd.una
 				if c.snd.inRecovery {
 					c.snd.sb.highRxt = seqnum.Max(c.snd.sb.highRxt, c.snd.sent[i].end)
 					c.p.Stats.SACKRetrans.Inc()
 				}
-				return c.retransmitEntry(i)
+				sent := c.retransmitEntry(i)
+				if sent && head && c.snd.inRecovery {
+					// The hole at SND.UNA resent: its ACK is a round
+					// trip away, so the retransmission timer restarts
+					// from now, as Linux's tcp_xmit_retransmit_queue
+					// rearms it. Left running from the original's send,
+					// it would fire as that ACK travels whenever the RTO
+					// is near two round trips (its 200 ms floor on a
+					// 100 ms path): a spurious timeout, and go-back-N
+					// resending what the peer holds.
+					c.armRexmit(c.p.env.Clock.Now())
+				}
+				return sent
 			}
 		}
 	}

@@ -43,6 +43,47 @@ func TestSACKPermittedOnlyWhenOffered(t *testing.T) {
 	}
 }
 
+// RFC 2018 section 4 with many holes: however many ranges the receiver
+// holds, the one with the latest arrival comes first, then the highest.
+// A receiver that reported only its lowest ranges would leave the sender
+// to take everything it received above them for lost (a burst of tail
+// drops at a bottleneck makes hundreds of holes).
+func TestSACKBlocksReportTheLatestArrivalBeyondManyHoles(t *testing.T) {
+	r := newRig(t, tcp.Config{})
+	_, p := r.accepted(rawtest.TCPOpts{MSS: 1460, SACKPermitted: true})
+	base := p.nxt
+	const ranges = 40
+	block := func(k uint32) [2]uint32 {
+		if k >= ranges { // in the hole before range k-ranges
+			return [2]uint32{100*(2*(k-ranges)+1) - 100, 100 * (2*(k-ranges) + 1)}
+		}
+		return [2]uint32{100 * (2*k + 1), 100 * (2*k + 2)}
+	}
+	// Every other 100 bytes, in order, as after a burst of drops; then
+	// one in a hole among the lowest.
+	var order []uint32
+	for k := range uint32(ranges) {
+		order = append(order, k)
+	}
+	order = append(order, ranges+5)
+	var a rawtest.TCPSegment
+	for _, k := range order {
+		s := p.seg(rawtest.ACK, pattern(100))
+		s.Seq = base + block(k)[0]
+		p.inject(s)
+		a = p.nextSeg()
+		got := sackBlocks(a, base)
+		if a.Ack != base || len(got) == 0 || got[0][0] > block(k)[0] || got[0][1] < block(k)[1] {
+			t.Fatalf("after [%d,%d): ack %d, blocks %v; want the range holding it first", block(k)[0], block(k)[1], a.Ack-base, got)
+		}
+	}
+	// The hole before range 5 filled: ranges 4 and 5 merge, first.
+	want := [][2]uint32{{block(4)[0], block(5)[1]}, block(ranges - 1), block(ranges - 2), block(ranges - 3)}
+	if got := sackBlocks(a, base); !equalBlocks(got, want) {
+		t.Errorf("with %d ranges held, blocks %v, want the latest then the highest: %v", ranges, got, want)
+	}
+}
+
 // RFC 2018 section 4: data beyond a hole is reported in SACK blocks, the
 // block with the latest arrival first; RFC 2883: a duplicate is reported
 // once in a D-SACK block in front.

@@ -49,6 +49,7 @@ type sender struct {
 	sb         scoreboard // SACK scoreboard (sack_sender.go)
 	rack       rackState  // RACK (rack.go)
 	tlp        tlpState   // tail loss probe (tlp.go)
+	eifel      eifelState // a timeout's retransmission to judge (spurious.go)
 	prr        prrState   // proportional rate reduction (prr.go)
 
 	retransmits uint64 // shown in the connection table

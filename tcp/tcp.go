@@ -265,6 +265,21 @@ type Stats struct {
 	RACKReorderTimeouts stats.Counter
 	LossProbes          stats.Counter
 	LossProbeRecovery   stats.Counter
+	// Retransmissions that repaired nothing (spurious.go): segments the
+	// peer's D-SACK blocks reported received twice (TcpExt's
+	// TCPDSACKRecvSegs; on a path that does not duplicate, each a
+	// needless retransmission, RFC 3708 section 3), retransmission
+	// timeouts the original's ACK then showed needless (TCPSpuriousRTOs,
+	// found by the timestamp it echoes, RFC 3522), and loss probes that
+	// repaired nothing, both copies delivered (GoNet's own: Linux counts
+	// none). The receiver's side: D-SACK blocks sent for a duplicate below
+	// RCV.NXT and for one of data held out of order (TCPDSACKOldSent,
+	// TCPDSACKOfoSent).
+	DSACKRecvSegs     stats.Counter
+	SpuriousRTOs      stats.Counter
+	LossProbeSpurious stats.Counter
+	DSACKOldSent      stats.Counter
+	DSACKOfoSent      stats.Counter
 	// Memory bounds (memory.go): connections not made because the memory
 	// budget could not back them (SYN or cookie ACK dropped, Dial failed
 	// with ENOBUFS), and episodes of a receive window held back by the

@@ -174,6 +174,7 @@ func (c *Conn) onRexmit(now time.Time) {
 		return
 	}
 	c.p.Stats.Timeouts.Inc()
+	c.armSpuriousRTO()
 	c.snd.cc.OnRTO(inflight)
 	c.snd.backoffRTO()
 	c.snd.inRecovery = false

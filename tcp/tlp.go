@@ -131,8 +131,11 @@ func (c *Conn) tlpOnAck(ack seqnum.Value, pureDup bool) {
 		return
 	}
 	switch {
-	case !c.snd.tlp.isRetrans, c.snd.tlp.dsacked, pureDup:
+	case !c.snd.tlp.isRetrans:
 		c.snd.tlp.active = false
+	case c.snd.tlp.dsacked, pureDup:
+		c.snd.tlp.active = false
+		c.p.Stats.LossProbeSpurious.Inc()
 	case ack.GreaterThan(c.snd.tlp.endSeq):
 		c.snd.tlp.active = false
 		c.p.Stats.LossProbeRecovery.Inc()

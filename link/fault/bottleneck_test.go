@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -342,4 +343,51 @@ func TestBottleneckLossReplaysWithItsSeed(t *testing.T) {
 	if a3, _, _ := run(8); slices.Equal(a1, a3) {
 		t.Errorf("seeds 7 and 8 made the same losses")
 	}
+}
+
+// What the endpoint reads crosses the bottleneck too: frames injected at
+// once are read one serialisation time apart after the delay. Run in a
+// synctest bubble, where the wall clock the endpoint reads stands still
+// until every goroutine waits, so that each frame is read at its due time
+// to the nanosecond.
+func TestBottleneckShapesWhatIsRead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			n     = 20
+			size  = 1500
+			rate  = 100e6
+			delay = 5 * time.Millisecond
+			ser   = size * 8 * time.Second / rate // 120 µs
+		)
+		r := newRig(t, Config{Rate: rate, Delay: delay, Queue: 10 * size})
+		start := time.Now()
+		var batch []*buffer.Packet
+		for seq := range uint32(n) {
+			p := r.sized(seq, size)
+			copy(p.Bytes()[0:6], macA)
+			copy(p.Bytes()[6:12], macB)
+			batch = append(batch, p)
+		}
+		if _, err := r.peer.WriteBatch(batch); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range batch {
+			p.Release()
+		}
+		// The queue takes ten; the rest are tail-dropped.
+		pkts := []*buffer.Packet{r.pool.Get(r.f.frameSize)}
+		defer pkts[0].Release()
+		for k := range 10 {
+			if _, err := r.f.ReadBatch(pkts); err != nil {
+				t.Fatal(err)
+			}
+			seq := binary.BigEndian.Uint32(pkts[0].Bytes()[14:18])
+			if at, want := time.Since(start), delay+time.Duration(k+1)*ser; seq != uint32(k) || at != want {
+				t.Errorf("read frame %d at %v, want frame %d at %v", seq, at, k, want)
+			}
+		}
+		if got := r.f.Stats().Rx.TailDropped.Load(); got != n-10 {
+			t.Errorf("Rx.TailDropped = %d, want %d", got, n-10)
+		}
+	})
 }
