@@ -46,14 +46,15 @@ build:
 demo:
 	$(GO) run ./cmd/gonet demo
 
-## bench: the benchmark suite (issue 5; root; about 32 minutes on 2 cores, and up
+## bench: the benchmark suite (issue 5; root; about 42 minutes on 2 cores, and up
 ## to 4 more when other processes keep the CPUs busy, which it waits out):
 ## GoNet against gVisor netstack and the Linux kernel, every workload 3 times,
 ## the IPv6 variants of ping, bulk and request-response 5 times with GoNet's
 ## IPv4 twins (issue 12; about 6 minutes), issue 16's workloads (about 4),
 ## GoNet's gateway daemon against pasta and slirp4netns (issue 11; about 7),
-## and two stacks in two processes over rings, a bridge, TAPs and veth
-## (issue 13, the multikernel family; about 4);
+## two stacks in two processes over rings, a bridge, TAPs and veth
+## (issue 13, the multikernel family; about 4), and the three stacks over
+## emulated wide-area paths (issue 16, the paths family; about 9);
 ## writes BENCHMARKS.md and bench/results/ (JSON, plots, profiles), and runs
 ## the stack's own Go benchmarks (allocations per packet) for the report
 bench:

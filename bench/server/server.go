@@ -51,6 +51,9 @@ type Config struct {
 	// (invalid otherwise): the handlers then serve on it.
 	Addr6 netip.Prefix
 	MTU   int
+	// CC is gVisor's congestion control ("": its default, Reno); the
+	// paths family gives it CUBIC, as GoNet's and the kernel's there.
+	CC string
 }
 
 // stackHost is one stack under test, set up and listening.
@@ -77,6 +80,7 @@ func Main(args []string) error {
 	fs.StringVar(&addr, "addr", "", "the stack's address A.B.C.D/NN")
 	fs.StringVar(&addr6, "addr6", "", "the stack's IPv6 address ADDR/NN besides -addr; the handlers serve on it")
 	fs.IntVar(&c.MTU, "mtu", 1500, "MTU")
+	fs.StringVar(&c.CC, "cc", "", "gVisor's congestion control, reno or cubic (default: its own, reno)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -125,6 +125,9 @@ func newGVisor(c Config) (*gVisorHost, error) {
 		&tcpip.TCPReceiveBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 4 << 20},
 		&tcpip.TCPSendBufferSizeRangeOption{Min: 4096, Default: 1 << 20, Max: 4 << 20},
 	}
+	if c.CC != "" {
+		opts = append(opts, ptr(tcpip.CongestionControlOption(c.CC)))
+	}
 	for _, o := range opts {
 		if err := s.SetTransportProtocolOption(gvtcp.ProtocolNumber, o); err != nil {
 			link.close()

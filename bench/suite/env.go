@@ -61,6 +61,10 @@ type Env struct {
 	// stopped at Close, the last started first.
 	procs []*gatewayProc
 
+	// The paths family's: the forwarder between H and C, and the
+	// competing flow's server (paths.go).
+	path *pathSet
+
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	lines  chan string
@@ -396,6 +400,9 @@ func (e *Env) Close() error {
 func (e *Env) close() error {
 	register(e, false)
 	var errs []error
+	if e.path != nil {
+		errs = append(errs, e.path.close())
+	}
 	for i := len(e.procs) - 1; i >= 0; i-- {
 		if err := e.procs[i].stop(); err != nil {
 			errs = append(errs, err)

@@ -611,11 +611,11 @@ func gatewayVersion(name string) string {
 	return strings.TrimSpace(l)
 }
 
-// mergeEarlier puts a run's records of the gateway or multikernel family
-// into the results an earlier run left in OutDir, replacing the earlier
-// records of the workloads this run measured and
-// keeping everything else as it was measured, so that the report keeps
-// the stack comparison's numbers.
+// mergeEarlier puts the records of a run of families alone (gateways,
+// multikernel, paths) into the results an earlier run left in OutDir,
+// replacing the earlier records of the workloads it ran and keeping
+// everything else as it was measured, so that the report keeps the stack
+// comparison's numbers.
 func (s *Suite) mergeEarlier() error {
 	path := filepath.Join(s.OutDir, "results.json")
 	b, err := os.ReadFile(path)
@@ -639,15 +639,23 @@ func (s *Suite) mergeEarlier() error {
 			old.Workloads = append(old.Workloads, w)
 		}
 	}
+	var merged []string
 	if s.res.Gateway != nil {
 		old.Plan.Gateway = s.res.Plan.Gateway
 		old.Gateway = s.res.Gateway
+		merged = append(merged, "the gateway family")
 	}
 	if s.res.Multikernel != nil {
 		old.Plan.Multikernel = s.res.Plan.Multikernel
 		old.Multikernel = s.res.Multikernel
+		merged = append(merged, "the multikernel family")
+	}
+	if s.res.Paths != nil {
+		old.Plan.Paths = s.res.Plan.Paths
+		old.Paths = s.res.Paths
+		merged = append(merged, "the paths family")
 	}
 	s.res = old
-	fmt.Fprintf(s.Log, "bench: merged this run's families into the earlier results in %s\n", path)
+	fmt.Fprintf(s.Log, "bench: merged %s into the earlier results in %s\n", strings.Join(merged, " and "), path)
 	return nil
 }

@@ -65,6 +65,9 @@ type Plan struct {
 	// a bridge's rings, TAPs on a Linux bridge; the kernel over a veth.
 	Multikernel MultikernelPlan `json:"multikernel"`
 
+	// The real-world paths family (issue 16, paths.go).
+	Paths PathsPlan `json:"paths"`
+
 	// MicroBenchTime is -benchtime for the stack's own Go benchmarks
 	// (allocations per packet, layer by layer); 0: not run.
 	MicroBenchTime time.Duration `json:"micro_benchtime"`
@@ -118,9 +121,9 @@ type MultikernelPlan struct {
 }
 
 // Full is make bench: every workload at every size, three repetitions,
-// within about 32 minutes on two cores (the IPv6 variants, five times
+// within about 42 minutes on two cores (the IPv6 variants, five times
 // over, 6 of them; the multikernel family, twice over, 4; issue 16's
-// workloads 4).
+// workloads 4; the paths family, once, 9).
 var Full = Plan{
 	Name:         "full",
 	Reps:         3,
@@ -187,6 +190,24 @@ var Full = Plan{
 		RingSizes:     []int{8, 32, 128, 512, 2048},
 		RingRate:      1000,
 	},
+	// About 9 minutes on two cores: the 100 MB transfer on path (a)
+	// without loss only (bench/README.md says why).
+	Paths: PathsPlan{
+		Reps:       1,
+		Paths:      IssuePaths,
+		Dirs:       []string{"down", "up"},
+		Short:      1 << 20,
+		ShortCount: 3,
+		ShortCap:   20 * time.Second,
+		LongDur:    10 * time.Second,
+		LongCap:    30 * time.Second,
+		CalDur:     6 * time.Second,
+		CalStreams: 4,
+		CalPing:    time.Second,
+		Share:      "a0",
+		ShareGap:   5 * time.Second,
+		ShareDur:   20 * time.Second,
+	},
 
 	MicroBenchTime: 200 * time.Millisecond,
 	QuietWait:      4 * time.Minute,
@@ -247,6 +268,19 @@ var Quick = Plan{
 		UDPDur:     time.Second,
 		RingSizes:  []int{64},
 		RingRate:   100,
+	},
+	// One 1 MB transfer from each stack over path (a) without loss, and
+	// the calibration's ping and a second of bulk: the forwarder's smoke
+	// test.
+	Paths: PathsPlan{
+		Paths:      IssuePaths[:1],
+		Dirs:       []string{"down"},
+		Short:      1 << 20,
+		ShortCount: 1,
+		ShortCap:   20 * time.Second,
+		CalDur:     time.Second,
+		CalStreams: 4,
+		CalPing:    500 * time.Millisecond,
 	},
 	QuietWait: 30 * time.Second,
 }

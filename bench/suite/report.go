@@ -196,7 +196,7 @@ func Report(res Results, outDir, mdPath string) error {
 	contended, measured := map[string]int{}, 0
 	for _, rec := range res.Records {
 		if familyWorkload(rec.Workload) {
-			continue // the families' sections count their own
+			continue // the families' sections count their own; the paths family's are not timed against the CPU
 		}
 		if v, ok := rec.Metrics["others_cpu_frac"]; ok {
 			measured++
@@ -293,7 +293,8 @@ func Report(res Results, outDir, mdPath string) error {
 	r.ipv6Section()
 	r.gatewaySection(plots, rel)
 	next := r.multikernelSection(r.nextSection(), plots, rel)
-	r.issue16Sections(next)
+	next = r.issue16Sections(next)
+	r.pathsSection(next)
 	r.failures()
 	if perr != nil {
 		r.p("\nPlots failed: %v\n", perr)
@@ -447,6 +448,8 @@ func (r *report) targets() []target {
 	ts = append(ts, r.bulkTargets("bulk6", " over IPv6")...)
 	ts = append(ts, r.rrTargets("rr6", " over IPv6")...)
 	ts = append(ts, r.pingTargets("ping6", " over IPv6")...)
+	// Real-world paths (issue 16).
+	ts = append(ts, r.pathTargets()...)
 
 	// The cost of Go: the worst bulk point.
 	worstGC, worstAllocs := math.NaN(), math.NaN()

@@ -58,6 +58,9 @@ type Results struct {
 	// Multikernel describes the multikernel family's run, which -only
 	// multikernel merges likewise.
 	Multikernel *MultikernelRun `json:"multikernel,omitempty"`
+	// Paths describes the real-world paths family's run, which -only
+	// paths merges likewise.
+	Paths *PathsRun `json:"paths,omitempty"`
 }
 
 // GatewayRun is when and with what the gateway family was measured.
@@ -67,6 +70,14 @@ type GatewayRun struct {
 	Reps     int               `json:"reps"`
 	GoNet    string            `json:"gonet"`
 	Versions map[string]string `json:"versions"` // of each gateway, as it reports itself
+}
+
+// PathsRun is when the paths family was measured.
+type PathsRun struct {
+	Started time.Time `json:"started"`
+	WallS   float64   `json:"wall_s"`
+	Reps    int       `json:"reps"`
+	GoNet   string    `json:"gonet"`
 }
 
 // Suite is one run.
@@ -96,6 +107,8 @@ type Suite struct {
 	// quietBudget is how long the run may still wait for other
 	// processes to leave the machine's CPUs alone.
 	quietBudget time.Duration
+	// pathsWall is the time the paths family's groups took.
+	pathsWall time.Duration
 }
 
 // busyThreshold is the share of the machine's CPU that other processes may
@@ -173,6 +186,8 @@ func (s *Suite) repsOf(g group) int {
 		return min(s.Plan.Reps, s.Plan.Gateway.Reps)
 	case g.family == multikernelFamily && s.Plan.Multikernel.Reps > 0:
 		return min(s.Plan.Reps, s.Plan.Multikernel.Reps)
+	case g.family == pathsFamily && s.Plan.Paths.Reps > 0:
+		return min(s.Plan.Reps, s.Plan.Paths.Reps)
 	case g.ipv6 && s.Plan.Reps6 > 0:
 		return s.Plan.Reps6
 	}
@@ -209,18 +224,19 @@ func (s *Suite) Run(ctx context.Context) error {
 	if s.GoNetVersion != "" {
 		s.res.Machine.GoNet = s.GoNetVersion
 	}
-	groups := append(s.groups(), s.gatewayGroups()...)
+	groups := append(append(s.groups(), s.gatewayGroups()...), s.pathsGroups()...)
 	groups = append(groups, s.multikernelGroups()...)
 	if len(s.Only) > 0 {
 		groups = s.selected(groups)
 	}
-	stacksRun, gateways, multikernel, daemon := false, false, false, false
+	stacksRun, gateways, multikernel, daemon, paths := false, false, false, false, false
 	for _, g := range groups {
 		s.total += len(g.points) * len(g.stackList()) * s.repsOf(g)
 		stacksRun = stacksRun || g.family == ""
 		gateways = gateways || g.family == gatewayFamily
 		multikernel = multikernel || g.family == multikernelFamily
 		daemon = daemon || g.workload == daemonWorkload
+		paths = paths || g.family == pathsFamily
 		for _, p := range g.points {
 			if w := p.workloadOf(g); !slices.Contains(s.res.Workloads, w) {
 				s.res.Workloads = append(s.res.Workloads, w)
@@ -254,6 +270,11 @@ func (s *Suite) Run(ctx context.Context) error {
 	if multikernel {
 		families = append(families, fmt.Sprintf("multikernel set-ups %s (%d repetitions)", strings.Join(MultikernelSetups, ", "), s.repsOf(group{family: multikernelFamily})))
 	}
+	if paths {
+		reps := s.repsOf(group{family: pathsFamily})
+		families = append(families, fmt.Sprintf("real-world paths %d (%d repetitions)", len(s.Plan.Paths.Paths), reps))
+		s.res.Paths = &PathsRun{Started: time.Now(), Reps: reps, GoNet: s.res.Machine.GoNet}
+	}
 	fmt.Fprintf(s.Log, "bench: %s run: %d measurements; %s\n", s.Plan.Name, s.total, strings.Join(families, "; "))
 
 	reps := 0
@@ -273,7 +294,11 @@ func (s *Suite) Run(ctx context.Context) error {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+				began := time.Now()
 				s.runGroup(ctx, rep, g, stack)
+				if g.family == pathsFamily {
+					s.pathsWall += time.Since(began)
+				}
 			}
 		}
 	}
@@ -282,6 +307,9 @@ func (s *Suite) Run(ctx context.Context) error {
 	}
 	if multikernel {
 		s.res.Multikernel.WallS = time.Since(s.res.Multikernel.Started).Seconds()
+	}
+	if paths {
+		s.res.Paths.WallS = s.pathsWall.Seconds()
 	}
 	// Profiles and the stack's own benchmarks belong to the stack
 	// comparison; a gateway-only run has none of it.
@@ -297,7 +325,7 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 	}
 	s.res.WallS = time.Since(s.res.Started).Seconds()
-	if (gateways || multikernel) && !stacksRun {
+	if !stacksRun {
 		if err := s.mergeEarlier(); err != nil {
 			return err
 		}
@@ -406,10 +434,14 @@ var headline = map[string]struct {
 	gwUDP:  {"loss_pct", "% lost"},
 	gwIdle: {"rss_per_flow", "B of RSS per flow"},
 
-	mkTCP:  {"gbit_s", "Gbit/s"},
-	mkRR:   {"mean_us", "µs mean"},
-	mkUDP:  {"loss_pct", "% lost"},
-	mkRing: {"loss_pct", "% lost"},
+	mkTCP:     {"gbit_s", "Gbit/s"},
+	mkRR:      {"mean_us", "µs mean"},
+	mkUDP:     {"loss_pct", "% lost"},
+	mkRing:    {"loss_pct", "% lost"},
+	pathCal:   {"wire_mbit_s", "Mbit/s on the wire"},
+	pathShort: {"seconds", "s (median)"},
+	pathLong:  {"goodput_mbit_s", "Mbit/s goodput"},
+	pathShare: {"jain", "Jain's index"},
 }
 
 func (s *Suite) record(r Record, label string) {
@@ -464,9 +496,10 @@ func (s *Suite) mdPath() string {
 }
 
 // familyWorkload reports whether w belongs to a family of its own (the
-// gateways, the multikernel set-ups) rather than to the stack comparison.
+// gateways, the multikernel set-ups, the paths) rather than to the stack
+// comparison.
 func familyWorkload(w string) bool {
-	return slices.Contains(gatewayWorkloads, w) || slices.Contains(multikernelWorkloads, w)
+	return slices.Contains(gatewayWorkloads, w) || slices.Contains(multikernelWorkloads, w) || slices.Contains(pathWorkloads, w)
 }
 
 // PeerFailures are the gateway family's failed measurements of other

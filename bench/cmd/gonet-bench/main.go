@@ -1,12 +1,14 @@
 // Command gonet-bench is the benchmark suite of issue 5: GoNet against
 // gVisor netstack and the Linux kernel on the same topology; and of issue
-// 11: GoNet's gateway daemon against pasta and slirp4netns.
+// 11: GoNet's gateway daemon against pasta and slirp4netns; and of issue
+// 16: TCP over emulated wide-area paths.
 //
 //	gonet-bench run [-quick] [-only W,...] [-out DIR] [-md FILE] [-check]
 //	gonet-bench server -stack gonet|gvisor|kernel -addr A.B.C.D/NN [-tap NAME]
 //	gonet-bench client WORKLOAD [flags]
 //	gonet-bench gnclient rr {-ring PATH | -tap NAME} -addr A.B.C.D/NN -server ADDR:PORT [flags]
 //	gonet-bench relay -tap NAME -socket PATH [-mtu N]
+//	gonet-bench pathemu -a NAME -b NAME [-a-netns PATH] [-b-netns PATH] -impair SPEC
 //
 // run (as root) is what make bench and make bench-quick do; it starts this
 // same program as server and client inside the network namespaces it
@@ -27,6 +29,7 @@ import (
 
 	"github.com/gonetstack/gonet/bench/gnclient"
 	"github.com/gonetstack/gonet/bench/load"
+	"github.com/gonetstack/gonet/bench/pathemu"
 	"github.com/gonetstack/gonet/bench/relay"
 	"github.com/gonetstack/gonet/bench/server"
 	"github.com/gonetstack/gonet/bench/suite"
@@ -35,7 +38,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gonet-bench run|report|server|client|gnclient|relay ...")
+		fmt.Fprintln(os.Stderr, "usage: gonet-bench run|report|server|client|gnclient|relay|pathemu ...")
 		os.Exit(2)
 	}
 	var err error
@@ -52,8 +55,10 @@ func main() {
 		err = gnclient.Main(os.Args[2:])
 	case "relay":
 		err = relay.Main(os.Args[2:])
+	case "pathemu":
+		err = pathemu.Main(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown command %q: run, report, server, client, gnclient or relay", os.Args[1])
+		err = fmt.Errorf("unknown command %q: run, report, server, client, gnclient, relay or pathemu", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "gonet-bench %s: %v\n", os.Args[1], err)
@@ -98,11 +103,11 @@ func run(args []string) error {
 	out := fs.String("out", "results", "directory for results.json, plots and profiles")
 	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
 	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
-	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale; the IPv6 variants ping6, bulk6, rr6; issue 16's ping-pace, udprr, overload, daemon) or the gateway family (gateway) or its workloads (gw-bulk, gw-rr, gw-crr, gw-udp, gw-idle), or the multikernel family (multikernel) or its workloads (mk-tcp, mk-rr, mk-udp, mk-ring)")
+	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale; the IPv6 variants ping6, bulk6, rr6; issue 16's ping-pace, udprr, overload, daemon) or the gateway family (gateway) or its workloads (gw-bulk, gw-rr, gw-crr, gw-udp, gw-idle), or the multikernel family (multikernel) or its workloads (mk-tcp, mk-rr, mk-udp, mk-ring), or the real-world paths family (paths) or its workloads (path-cal, path-1mb, path-long, path-share)")
 	mtus := fs.String("mtus", "", "the gateway family's guest MTUs, comma-separated (default: the plan's)")
 	gateways := fs.String("gateways", "", "the gateway family compares only these comma-separated gateways (gonet, pasta, slirp4netns, gvproxy)")
 	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
-	reps := fs.Int("reps", 0, "repetitions, the gateway and multikernel families' too (default: the plan's)")
+	reps := fs.Int("reps", 0, "repetitions, the gateway, multikernel and paths families' too (default: the plan's)")
 	noProfile := fs.Bool("no-profile", false, "skip the CPU profiles")
 	quietWait := fs.Duration("quiet-wait", -1, "how long the run may wait, in all, for other processes to leave the CPUs (default: the plan's)")
 	root := fs.String("root", "..", "the GoNet module, whose own Go benchmarks the report includes")
@@ -127,7 +132,7 @@ func run(args []string) error {
 		plan = suite.Quick
 	}
 	if *reps > 0 {
-		plan.Reps, plan.Reps6, plan.Gateway.Reps, plan.Multikernel.Reps = *reps, *reps, *reps, *reps
+		plan.Reps, plan.Reps6, plan.Gateway.Reps, plan.Multikernel.Reps, plan.Paths.Reps = *reps, *reps, *reps, *reps, *reps
 	}
 	if *mtus != "" {
 		plan.Gateway.MTUs = nil
