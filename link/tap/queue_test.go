@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -19,16 +20,25 @@ import (
 )
 
 // fakeWrites is a write(2) that answers each call with the next of errs
-// (nil: the frame is written), and then with nil.
+// (nil: the frame is written), and then with nil. Its descriptor is a
+// pipe's writing end: an EAGAIN is made true by filling the pipe, which a
+// reader then drains, so that the poller sees the pipe become writable,
+// as it sees a device's queue drain.
 type fakeWrites struct {
 	errs   []error
-	frames int // frames written
+	frames int      // frames written
+	r      *os.File // the pipe's reading end
+	// drained is closed when the drain, once started, has ended.
+	drained chan struct{}
 }
 
 func (f *fakeWrites) write(fd int, b []byte) (int, error) {
 	if len(f.errs) > 0 {
 		err := f.errs[0]
 		f.errs = f.errs[1:]
+		if err == unix.EAGAIN {
+			f.fill(fd)
+		}
 		if err != nil {
 			return -1, err
 		}
@@ -37,16 +47,32 @@ func (f *fakeWrites) write(fd int, b []byte) (int, error) {
 	return len(b), nil
 }
 
+// fill fills the pipe and starts a reader that drains it.
+func (f *fakeWrites) fill(fd int) {
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := unix.Write(fd, chunk); err != nil {
+			break // EAGAIN: full
+		}
+	}
+	f.drained = make(chan struct{})
+	go func() {
+		defer close(f.drained)
+		io.Copy(io.Discard, f.r) // until the writing end closes
+	}()
+}
+
 // fakeEndpoint is an Endpoint whose one queue is a pipe's writing end and
-// whose write(2) is w, so that each outcome of a write can be had without
-// a device or privileges.
-func fakeEndpoint(t *testing.T, w func(int, []byte) (int, error)) *Endpoint {
+// whose write(2) is f's, so that each outcome of a write can be had
+// without a device or privileges.
+func fakeEndpoint(t *testing.T, f *fakeWrites) *Endpoint {
 	t.Helper()
 	r, wf, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Endpoint{name: "fake0", mtu: DefaultMTU, mac: []byte{2, 0, 0, 0, 0, 1}, sysWrite: w}
+	f.r = r
+	e := &Endpoint{name: "fake0", mtu: DefaultMTU, mac: []byte{2, 0, 0, 0, 0, 1}, sysWrite: f.write}
 	q := &queue{e: e, file: wf}
 	q.rd.fn, q.wr.fn = q.readSome, q.writeSome
 	if q.rc, err = wf.SyscallConn(); err != nil {
@@ -55,6 +81,9 @@ func fakeEndpoint(t *testing.T, w func(int, []byte) (int, error)) *Endpoint {
 	e.queues = []*queue{q}
 	t.Cleanup(func() {
 		e.Close()
+		if f.drained != nil {
+			<-f.drained // the drain saw the close
+		}
 		r.Close()
 	})
 	return e
@@ -91,7 +120,7 @@ func TestEveryWriteOutcomeIsCounted(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fake := &fakeWrites{errs: tt.errs}
-			e := fakeEndpoint(t, fake.write)
+			e := fakeEndpoint(t, fake)
 			pool := buffer.NewPool()
 			size := 60
 			if tt.frame != 0 {
