@@ -4,7 +4,9 @@
 // to: filter.go), strips the header and deals
 // the frames by EtherType to the protocols bound to them, one batch per
 // protocol; its transmit goroutine drains frames queued by any sender and
-// writes them to the link in batches.
+// writes them to the link in batches. On a link with several queues
+// (Multiqueue) there is a receive and a transmit goroutine per queue, and
+// each flow's frames go out through one of them (queue.go).
 package ethernet
 
 import (
@@ -66,8 +68,12 @@ type NIC struct {
 	mtu      int
 	pool     *buffer.Pool
 	handlers map[uint16]Handler
+	// mq is the endpoint's queues when it has more than one, else nil.
+	mq Multiqueue
 
-	tx      chan *buffer.Packet
+	// tx are the transmit queues, one per link queue, each drained by a
+	// transmit goroutine of its own.
+	tx      []chan *buffer.Packet
 	done    chan struct{}
 	sendMu  sync.RWMutex // Send holds it shared; Close exclusively, to end sending
 	closed  bool         // guarded by sendMu
@@ -87,23 +93,42 @@ type NIC struct {
 }
 
 // NewNIC returns a NIC on ep named name, taking buffers from pool. Bind
-// protocols, then Start it.
+// protocols, then Start it. On an endpoint with several queues
+// (Multiqueue) it attaches them all.
 func NewNIC(name string, ep link.Endpoint, pool *buffer.Pool) (*NIC, error) {
 	hw := ep.MAC()
 	if len(hw) != 6 {
 		return nil, fmt.Errorf("nic %s: hardware address %v is not a 6-byte Ethernet address", name, hw)
 	}
-	return &NIC{
+	n := &NIC{
 		name:     name,
 		ep:       ep,
 		mac:      wire.MAC(hw),
 		mtu:      ep.MTU(),
 		pool:     pool,
 		handlers: map[uint16]Handler{},
-		tx:       make(chan *buffer.Packet, txQueueLen),
 		done:     make(chan struct{}),
-	}, nil
+	}
+	queues := 1
+	if mq, ok := ep.(Multiqueue); ok {
+		k, err := mq.AttachQueues()
+		if err != nil {
+			return nil, fmt.Errorf("nic %s: %w", name, err)
+		}
+		if k > 1 {
+			n.mq, queues = mq, k
+		}
+	}
+	n.tx = make([]chan *buffer.Packet, queues)
+	for q := range n.tx {
+		n.tx[q] = make(chan *buffer.Packet, txQueueLen)
+	}
+	return n, nil
 }
+
+// Queues returns how many queues the NIC reads and writes: the link's, or
+// one.
+func (n *NIC) Queues() int { return len(n.tx) }
 
 // Name returns the NIC's name.
 func (n *NIC) Name() string { return n.name }
@@ -125,21 +150,29 @@ func (n *NIC) Bind(etherType uint16, h Handler) {
 	n.handlers[etherType] = h
 }
 
-// Start launches the receive and transmit goroutines.
+// Start launches the receive and transmit goroutines, a pair per queue.
 func (n *NIC) Start() {
 	n.started = true
-	n.rxWG.Add(1)
-	n.txWG.Add(1)
-	go n.receive()
-	go n.transmit()
+	n.rxWG.Add(len(n.tx))
+	n.txWG.Add(len(n.tx))
+	for q := range n.tx {
+		go n.receive(q)
+		go n.transmit(q)
+	}
 }
 
 // Send queues an Ethernet frame carrying pkt to dst, prepending the header.
 // The NIC takes ownership of pkt. It blocks while the transmit queue is
-// full, and drops the packet once the NIC is closed.
+// full, and drops the packet once the NIC is closed. On a link with
+// several queues the frame goes to its flow's (flowQueue), so that a
+// flow's frames stay in order.
 func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 	wire.EncodeEthernet(pkt.Prepend(wire.EthernetHeaderLen), &wire.EthernetFields{Dst: dst, Src: n.mac, Type: etherType})
 	pkt.Offload.Prepended(wire.EthernetHeaderLen)
+	tx := n.tx[0]
+	if len(n.tx) > 1 {
+		tx = n.tx[flowQueue(pkt.Bytes(), len(n.tx))]
+	}
 	n.sendMu.RLock()
 	defer n.sendMu.RUnlock()
 	if n.closed {
@@ -148,7 +181,7 @@ func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 		return
 	}
 	select {
-	case n.tx <- pkt:
+	case tx <- pkt:
 		n.flush.queuedOne()
 	case <-n.done:
 		n.Stats.TxDroppedClose.Inc()
@@ -156,12 +189,14 @@ func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 	}
 }
 
-// receive is the NIC's receive dealer: it reads a batch from the link, and
-// deals it by EtherType. Link reading and Ethernet demultiplexing are fused
-// into this one goroutine: the demultiplexing is a few comparisons per frame,
-// far cheaper than the channel hop that separating them would cost (see
-// ARCHITECTURE.md).
-func (n *NIC) receive() {
+// receive is the NIC's receive dealer of link queue q: it reads a batch
+// from the link, and deals it by EtherType. Link reading and Ethernet
+// demultiplexing are fused into this one goroutine: the demultiplexing is
+// a few comparisons per frame, far cheaper than the channel hop that
+// separating them would cost (see ARCHITECTURE.md). The dealers of
+// several queues deal to the same handlers, whose Deliver is safe for
+// concurrent use.
+func (n *NIC) receive(q int) {
 	defer n.rxWG.Done()
 	frame := n.ep.Capabilities().RxFrameSize(n.mtu)
 	pkts := make([]*buffer.Packet, buffer.MaxBatch)
@@ -183,10 +218,12 @@ func (n *NIC) receive() {
 		for _, p := range pkts {
 			p.SetLen(frame)
 		}
-		cnt, err := n.ep.ReadBatch(pkts)
+		cnt, err := n.read(q, pkts)
 		if err != nil {
 			if isClosed(err) {
-				n.linkClosed(err)
+				if q == 0 { // every queue's reader sees the close; one says so
+					n.linkClosed(err)
+				}
 				return
 			}
 			n.readFailed(err)
@@ -253,16 +290,18 @@ func (n *NIC) receive() {
 	}
 }
 
-// transmit is the NIC's transmit dealer: it takes the first queued frame,
-// drains up to a batch of more without blocking, and writes them together.
-// Once the endpoint is closed its writes fail at once, so the dealer keeps
-// draining (and releasing) until Close: a sender never waits on a dead link.
-func (n *NIC) transmit() {
+// transmit is the NIC's transmit dealer of link queue q: it takes the
+// first queued frame, drains up to a batch of more without blocking, and
+// writes them together. Once the endpoint is closed its writes fail at
+// once, so the dealer keeps draining (and releasing) until Close: a sender
+// never waits on a dead link.
+func (n *NIC) transmit(q int) {
 	defer n.txWG.Done()
+	tx := n.tx[q]
 	batch := make([]*buffer.Packet, 0, buffer.MaxBatch)
 	for {
 		select {
-		case p := <-n.tx:
+		case p := <-tx:
 			batch = append(batch, p)
 		case <-n.done:
 			n.drainTx()
@@ -271,13 +310,13 @@ func (n *NIC) transmit() {
 	fill:
 		for len(batch) < buffer.MaxBatch {
 			select {
-			case p := <-n.tx:
+			case p := <-tx:
 				batch = append(batch, p)
 			default:
 				break fill
 			}
 		}
-		sent, err := n.ep.WriteBatch(batch)
+		sent, err := n.write(q, batch)
 		// Frames the endpoint refuses because StopReceive closed it are
 		// the stack's own shutdown (a protocol's last words as it
 		// closes), not a fault of the link.
@@ -306,15 +345,18 @@ func (n *NIC) transmit() {
 	}
 }
 
-// drainTx releases frames still queued at close.
+// drainTx releases frames still queued at close, in every queue.
 func (n *NIC) drainTx() {
-	for {
-		select {
-		case p := <-n.tx:
-			n.Stats.TxDroppedClose.Inc()
-			p.Release()
-		default:
-			return
+	for _, tx := range n.tx {
+	drain:
+		for {
+			select {
+			case p := <-tx:
+				n.Stats.TxDroppedClose.Inc()
+				p.Release()
+			default:
+				break drain
+			}
 		}
 	}
 }

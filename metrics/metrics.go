@@ -43,6 +43,7 @@ var sources = map[string]string{
 	"DHCPClient": "dhcp.ClientStats, a NIC's DHCP client (RFC 2131)",
 	"Iperf3":     "iperf3.ServerStats, the iperf3 server of gonet up -serve iperf3",
 	"TAP":        "the kernel's own counters of the TAP device (IFLA_STATS64), as ip -s link shows them",
+	"Link":       "the link endpoint's own counters (tap.Stats: frames read and written, writes refused by cause)",
 	"Bridge":     "bridge.Stats, gonet bridge's filtering database and ports lost",
 	"Port":       "bridge.PortStats, a port of gonet bridge (the nic label names it)",
 }

@@ -24,7 +24,7 @@ const NICLabel = "nic"
 // layer ("NIC.tap0.RxFrames"): the NIC becomes a label, so that one metric
 // sums or compares across NICs, as node_exporter's device label does. A
 // bridge's ports ("Port.tap0.Flooded") are its NICs.
-var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "IGMP": true, "TAP": true, "DHCPClient": true, "Port": true}
+var nicScoped = map[string]bool{"NIC": true, "ARP": true, "NDP": true, "IGMP": true, "TAP": true, "Link": true, "DHCPClient": true, "Port": true}
 
 // unitWords are the units Prometheus wants at the end of a name (before
 // _total), wherever the field's name puts them ("BytesToHost").

@@ -49,6 +49,12 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 		args  []string
 		check func(t *testing.T, c *upConfig)
 	}{
+		{"the TAP's queues and their length", []string{"-tap", "tap0", "-tap-queues", "4", "-tap-txqueuelen", "32768"},
+			func(t *testing.T, c *upConfig) {
+				if c.link.tapQueues != 4 || c.link.tapTxQueueLen != 32768 {
+					t.Errorf("-tap-queues %d -tap-txqueuelen %d, want 4 and 32768", c.link.tapQueues, c.link.tapTxQueueLen)
+				}
+			}},
 		{"the least: a TAP and an address", []string{"-tap", "tap0", "-addr", "10.0.0.2/24"},
 			func(t *testing.T, c *upConfig) {
 				if c.link.tap != "tap0" || !slices.Equal(c.link.addrs, []netip.Prefix{netip.MustParsePrefix("10.0.0.2/24")}) {
@@ -223,6 +229,9 @@ func TestUpRejectsBadFlagsWithExitCode2(t *testing.T) {
 		{"EUI-64 is not Ethernet", with("-mac", "02:00:5e:10:00:00:00:01"), "8 bytes"},
 		{"MTU below 68", with("-mtu", "67"), "-mtu 67 is outside 68..65535"},
 		{"MTU above 65535", with("-mtu", "65536"), "-mtu 65536 is outside 68..65535"},
+		{"TAP queues over the kernel's 256", with("-tap-queues", "257"), "-tap-queues 257 is outside 0..256"},
+		{"negative TAP queues", with("-tap-queues", "-1"), "-tap-queues -1 is outside 0..256"},
+		{"negative TAP queue length", with("-tap-txqueuelen", "-5"), "-tap-txqueuelen -5 is negative"},
 		{"negative MTU", with("-mtu", "-1"), "outside 68..65535"},
 		{"MTU not a number", with("-mtu", "big"), "-mtu"},
 		{"gateway off the network", with("-gw", "10.0.1.1"), "not on -addr's network 10.0.0.0/24"},

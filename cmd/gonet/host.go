@@ -73,14 +73,17 @@ type linkConfig struct {
 	dhcpLease string
 	// gws are -gw's, at most one per family; none: no default route
 	// but what routers advertise.
-	gws    []netip.Addr
-	mac    net.HardwareAddr // nil: a random locally administered one
-	mtu    int
-	pcap   string // capture file; empty: no capture
-	impair string // fault.ParseSpec syntax; empty: a perfect link
-	fault  fault.Config
-	memory int64 // stack's memory limit; 0: the stack's default
-	ecn    tcp.ECNMode
+	gws []netip.Addr
+	mac net.HardwareAddr // nil: a random locally administered one
+	mtu int
+	// tapQueues and tapTxQueueLen are -tap-queues and -tap-txqueuelen,
+	// tap.Options' Queues and TxQueueLen; 0: the package's defaults.
+	tapQueues, tapTxQueueLen int
+	pcap                     string // capture file; empty: no capture
+	impair                   string // fault.ParseSpec syntax; empty: a perfect link
+	fault                    fault.Config
+	memory                   int64 // stack's memory limit; 0: the stack's default
+	ecn                      tcp.ECNMode
 	// noIPv6 leaves the stack IPv4-only (-no-ipv6).
 	noIPv6 bool
 	// router is the gateway's: its stack is the router of its link, which
@@ -123,6 +126,8 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
+	fs.IntVar(&c.tapQueues, "tap-queues", 0, "open the TAP device with `N` queues each way, each read and written by goroutines of its own, the kernel steering each flow to one (IFF_MULTI_QUEUE; 1..256, default 0: tap.DefaultQueues)")
+	fs.IntVar(&c.tapTxQueueLen, "tap-txqueuelen", 0, "the frames the kernel holds per TAP queue for GoNet to read before it drops (txqueuelen; default 0: tap.DefaultTxQueueLen, 16384; the kernel's own is 1000)")
 	fs.Var((*dnsFlag)(&c.dns), "dns", "resolve names with the DNS server at `ADDR` (or ADDR:PORT), over GoNet; an address, not a name, since it is what names are resolved with (repeatable, asked in turn; default: a DHCP lease's, else none)")
 	fs.Var((*searchFlag)(&c.search), "search", "complete a name with no dot in `DOMAIN` first (repeatable; default: a DHCP lease's)")
 	fs.Var(&c.hostArgs, "host", "resolve the name to the address as `NAME=ADDR` says, from a static table asked before DNS, as /etc/hosts is (repeatable; a name given twice has both addresses)")
@@ -236,6 +241,12 @@ func (c *linkConfig) check() error {
 	}
 	if c.mtu < minMTU || c.mtu > maxMTU {
 		return usagef("-mtu %d is outside %d..%d", c.mtu, minMTU, maxMTU)
+	}
+	if c.tapQueues < 0 || c.tapQueues > tap.MaxQueues {
+		return usagef("-tap-queues %d is outside 0..%d", c.tapQueues, tap.MaxQueues)
+	}
+	if c.tapTxQueueLen < 0 {
+		return usagef("-tap-txqueuelen %d is negative", c.tapTxQueueLen)
 	}
 	if err := c.checkAddrs(); err != nil {
 		return err
@@ -542,7 +553,7 @@ func openLink(ctx context.Context, c *linkConfig, log *slog.Logger) (link.Endpoi
 	// Offloads (checksums and 64 KiB TCP super-segments across the TAP)
 	// unless -impair: its losses and corruption are meant for the frames
 	// a wire carries.
-	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == ""})
+	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == "", Queues: c.tapQueues, TxQueueLen: c.tapTxQueueLen})
 	if err != nil {
 		return nil, "", fmt.Errorf("opening TAP device %s: %w", c.tap, err)
 	}
@@ -560,6 +571,10 @@ func bringUp(ctx context.Context, c *linkConfig, log *slog.Logger) (*host, error
 	h, err := bringUpOn(c, ep, nic, log)
 	if r, isRing := ep.(*shm.Endpoint); isRing && err == nil {
 		h.ring = r
+	}
+	if d, isTAP := ep.(*tap.Endpoint); isTAP && err == nil {
+		// Its own counters: each write the kernel refused, by cause.
+		h.stack.AddStats("Link."+nic, d.Stats())
 	}
 	if err != nil || c.socket != "" || c.isRing() {
 		return h, err

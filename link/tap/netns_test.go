@@ -188,11 +188,13 @@ func (ns *testNS) up(t *testing.T, e *Endpoint) {
 
 // linkInfo is the part of "ip -j -s link show" the tests read.
 type linkInfo struct {
-	MTU     int    `json:"mtu"`
-	Address string `json:"address"`
-	Stats   struct {
+	MTU        int    `json:"mtu"`
+	TxQueueLen int    `json:"txqlen"`
+	Address    string `json:"address"`
+	Stats      struct {
 		TX struct {
 			Packets uint64 `json:"packets"`
+			Dropped uint64 `json:"dropped"`
 		} `json:"tx"`
 	} `json:"stats64"`
 }

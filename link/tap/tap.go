@@ -13,6 +13,15 @@
 // The endpoint is the device's wire side: its MAC is the stack's own, not
 // the kernel interface's, which keeps its own address (Documentation/
 // networking/tuntap.rst).
+//
+// With Options.Queues above one the device is opened with IFF_MULTI_QUEUE:
+// a descriptor per queue, each with its own queue of frames in the kernel,
+// so that a reader and a writer per queue (ethernet.NIC's, one per core)
+// move frames in parallel. The kernel steers the frames of a flow towards
+// the endpoint to the queue that flow's frames were last written on
+// (tun_flow_update, keyed by a symmetric hash of addresses and ports),
+// else by that hash; so a writer that keeps each flow on one queue gets
+// its replies on that queue too.
 package tap
 
 import (
@@ -55,6 +64,20 @@ const MinMTU = 68
 // program with a different size cannot confuse the framing.
 const VNetHdrLen = 10
 
+// DefaultTxQueueLen is the kernel's queue of frames towards the endpoint
+// (the device's txqueuelen, per queue) that Open sets with none given.
+// The kernel's own default is 1000 frames, which a burst overflows while
+// the reader is busy: a thousand clients each sending a segment and an
+// ACK at once, and the kernel drops the rest (the device's tx_dropped,
+// read as TAP.<nic>.TxDropped), each drop a retransmission timeout for
+// the sender. 16384 holds a burst of 5000 clients' requests and ACKs
+// with room to spare; it costs the kernel an array of 16384 pointers per
+// queue (128 KiB), and frames only while they wait.
+const DefaultTxQueueLen = 16384
+
+// MaxQueues is the most queues a device has: the kernel's MAX_TAP_QUEUES.
+const MaxQueues = 256
+
 // Options configure Open.
 type Options struct {
 	// MTU is the largest IP packet carried; 0 means DefaultMTU. Open sets
@@ -80,7 +103,25 @@ type Options struct {
 	// later reader without Offload would get such frames, so it opens
 	// with TUNSETOFFLOAD 0 again.
 	Offload bool
+	// Queues is how many queues the device has each way, at most
+	// MaxQueues; 0 means DefaultQueues(). With one the device is opened
+	// as a plain TAP; with more, with IFF_MULTI_QUEUE, a descriptor per
+	// queue, and all but the first detached until AttachQueues (so that a
+	// reader of ReadBatch alone, as a wrapper, misses no frame). The
+	// kernel refuses (EINVAL) to attach a multi-queue descriptor to a
+	// persistent device made without IFF_MULTI_QUEUE, and the other way
+	// round.
+	Queues int
+	// TxQueueLen is how many frames the kernel holds for each queue's
+	// reader before it drops (txqueuelen); 0 means DefaultTxQueueLen.
+	// Open sets it on the device, persistent or not.
+	TxQueueLen int
 }
+
+// DefaultQueues is the number of queues of Options with none given: one,
+// the plain device. ethernet.NIC runs a reader and a writer per queue;
+// ARCHITECTURE.md says what more queues bought where they were measured.
+func DefaultQueues() int { return 1 }
 
 // Stats are the endpoint's counters.
 type Stats struct {
@@ -92,10 +133,30 @@ type Stats struct {
 	RxErrors stats.Counter
 	TxFrames stats.Counter // frames the kernel took
 	TxBytes  stats.Counter // bytes of those frames, virtio-net header excluded
-	// TxErrors counts frames refused, by the endpoint as malformed (shorter
-	// than an Ethernet header, longer than link.MaxFrame(MTU)) or by the
-	// kernel; each is skipped.
+	// TxErrors counts frames refused and skipped, whatever the cause:
+	// the counters after it tell the causes apart, and what is in
+	// TxErrors and none of them is an error the kernel has no other
+	// reason for.
 	TxErrors stats.Counter
+	// TxMalformed counts frames the endpoint refused before the kernel
+	// saw them: shorter than an Ethernet header, or longer than
+	// link.MaxFrame(MTU) without being a super-segment.
+	TxMalformed stats.Counter
+	// TxDown counts frames the kernel refused because its interface is
+	// down (EIO), as a NIC without carrier drops.
+	TxDown stats.Counter
+	// TxInvalid counts frames the kernel refused as malformed (EINVAL:
+	// a virtio-net header it cannot take).
+	TxInvalid stats.Counter
+	// TxNoBufs counts frames the kernel had no memory for (ENOBUFS,
+	// ENOMEM) after txTries tries.
+	TxNoBufs stats.Counter
+	// TxRetries counts writes tried again after ENOBUFS or ENOMEM.
+	TxRetries stats.Counter
+	// TxWaits counts the times a write found the device not writable
+	// (EAGAIN) and waited for it in the poller before trying again: the
+	// frame is not lost.
+	TxWaits stats.Counter
 
 	// With Offload: frames read that were TCP super-segments or had
 	// partial checksums, and frames written that were or had.
@@ -110,17 +171,33 @@ type Endpoint struct {
 	mac     net.HardwareAddr
 	vnetHdr bool
 	offload bool
-	file    *os.File
-	rc      syscall.RawConn
-	stats   Stats
-	rd, wr  batchOp // ReadBatch's and WriteBatch's state
+	// queues are the device's queues; the first is ReadBatch's and
+	// WriteBatch's, the others are detached until AttachQueues.
+	queues     []*queue
+	attachOnce sync.Once
+	attachErr  error
+	stats      Stats
 
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
+
+	// sysWrite is write(2); a test puts a fake in its place to see each
+	// outcome of a write counted.
+	sysWrite func(fd int, b []byte) (int, error)
 }
 
 var _ link.Endpoint = (*Endpoint)(nil)
+
+// queue is one of the device's queues: a descriptor of /dev/net/tun
+// attached to it, registered with the runtime's poller, and the state of
+// its reads and writes.
+type queue struct {
+	e      *Endpoint
+	file   *os.File
+	rc     syscall.RawConn
+	rd, wr batchOp // ReadBatch's and WriteBatch's state
+}
 
 // Open attaches to the TAP device called name, creating it (not persistent:
 // it goes away when the endpoint closes) when it does not exist. A name
@@ -128,13 +205,26 @@ var _ link.Endpoint = (*Endpoint)(nil)
 // tells the result. The device is found or created in the network namespace
 // of the calling thread (runtime.LockOSThread and setns choose another).
 func Open(name string, opts Options) (*Endpoint, error) {
-	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload}
-	e.rd.fn, e.wr.fn = e.readSome, e.writeSome
+	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload, sysWrite: unix.Write}
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
 	if e.mtu < MinMTU || e.mtu > MaxMTU {
 		return nil, fmt.Errorf("tap %s: MTU %d outside %d..%d", name, e.mtu, MinMTU, MaxMTU)
+	}
+	queues := opts.Queues
+	if queues == 0 {
+		queues = DefaultQueues()
+	}
+	if queues < 1 || queues > MaxQueues {
+		return nil, fmt.Errorf("tap %s: %d queues outside 1..%d", name, queues, MaxQueues)
+	}
+	qlen := opts.TxQueueLen
+	if qlen == 0 {
+		qlen = DefaultTxQueueLen
+	}
+	if qlen < 1 {
+		return nil, fmt.Errorf("tap %s: transmit queue length %d below 1", name, qlen)
 	}
 	mac, err := link.HardwareAddr(opts.MAC)
 	if err != nil {
@@ -142,16 +232,47 @@ func Open(name string, opts Options) (*Endpoint, error) {
 	}
 	e.mac = mac
 
-	ifr, err := unix.NewIfreq(name)
-	if err != nil {
-		return nil, fmt.Errorf("tap %s: interface name: %w", name, err)
+	for i := range queues {
+		// The first TUNSETIFF names the device (a pattern such as "gn%d"
+		// becomes gn0); the others attach to that name.
+		q, err := e.openQueue(queues > 1)
+		if err != nil {
+			e.closeQueues()
+			return nil, err
+		}
+		e.queues = append(e.queues, q)
+		if i > 0 {
+			// Detached until AttachQueues: the kernel steers nothing
+			// to a queue no one reads yet.
+			if err := q.setQueue(unix.IFF_DETACH_QUEUE); err != nil {
+				e.closeQueues()
+				return nil, err
+			}
+		}
 	}
+	if err := e.setKernelMTU(); err != nil {
+		e.closeQueues()
+		return nil, err
+	}
+	if err := e.setTxQueueLen(qlen); err != nil {
+		e.closeQueues()
+		return nil, err
+	}
+	return e, nil
+}
 
+// openQueue opens a descriptor of /dev/net/tun and attaches it to the
+// device as a queue, registered with the runtime's poller.
+func (e *Endpoint) openQueue(multi bool) (*queue, error) {
+	ifr, err := unix.NewIfreq(e.name)
+	if err != nil {
+		return nil, fmt.Errorf("tap %s: interface name: %w", e.name, err)
+	}
 	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("tap %s: open /dev/net/tun: %w", name, err)
+		return nil, fmt.Errorf("tap %s: open /dev/net/tun: %w", e.name, err)
 	}
-	if err := e.attach(fd, ifr); err != nil {
+	if err := e.attach(fd, ifr, multi); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -161,22 +282,34 @@ func Open(name string, opts Options) (*Endpoint, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("tap %s: set non-blocking: %w", e.name, err)
 	}
-	e.file = os.NewFile(uintptr(fd), "/dev/net/tun")
-	if e.rc, err = e.file.SyscallConn(); err != nil {
-		e.file.Close()
+	q := &queue{e: e, file: os.NewFile(uintptr(fd), "/dev/net/tun")}
+	q.rd.fn, q.wr.fn = q.readSome, q.writeSome
+	if q.rc, err = q.file.SyscallConn(); err != nil {
+		q.file.Close()
 		return nil, fmt.Errorf("tap %s: %w", e.name, err)
 	}
-	return e, nil
+	return q, nil
+}
+
+// closeQueues closes the descriptors opened so far, for an Open that
+// fails.
+func (e *Endpoint) closeQueues() {
+	for _, q := range e.queues {
+		q.file.Close()
+	}
 }
 
 // attach binds fd to the device named in ifr with TUNSETIFF and configures
-// framing and MTU.
-func (e *Endpoint) attach(fd int, ifr *unix.Ifreq) error {
+// framing.
+func (e *Endpoint) attach(fd int, ifr *unix.Ifreq, multi bool) error {
 	// IFF_NO_PI: no 4-byte packet-information prefix; frames start with
 	// the Ethernet header (or the virtio-net header).
 	flags := uint16(unix.IFF_TAP | unix.IFF_NO_PI)
 	if e.vnetHdr {
 		flags |= unix.IFF_VNET_HDR
+	}
+	if multi {
+		flags |= unix.IFF_MULTI_QUEUE
 	}
 	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
@@ -196,24 +329,78 @@ func (e *Endpoint) attach(fd int, ifr *unix.Ifreq) error {
 			return fmt.Errorf("tap %s: TUNSETOFFLOAD: %w", e.name, err)
 		}
 	}
-	return e.setKernelMTU()
+	return nil
 }
 
-// setKernelMTU sets the interface's MTU with SIOCSIFMTU, an ioctl on any
-// socket of the interface's namespace (netdevice(7)).
+// setQueue attaches (IFF_ATTACH_QUEUE) or detaches (IFF_DETACH_QUEUE) the
+// queue with TUNSETQUEUE: a detached queue keeps its descriptor, but the
+// kernel steers no frame to it and refuses its writes.
+func (q *queue) setQueue(flag uint16) error {
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return fmt.Errorf("tap %s: TUNSETQUEUE: %w", q.e.name, err)
+	}
+	ifr.SetUint16(flag)
+	var ioctlErr error
+	if err := q.rc.Control(func(fd uintptr) { ioctlErr = unix.IoctlIfreq(int(fd), unix.TUNSETQUEUE, ifr) }); err != nil {
+		return fmt.Errorf("tap %s: TUNSETQUEUE: %w", q.e.name, err)
+	}
+	if ioctlErr != nil {
+		return fmt.Errorf("tap %s: TUNSETQUEUE %#x: %w", q.e.name, flag, ioctlErr)
+	}
+	return nil
+}
+
+// AttachQueues attaches the queues Open left detached and returns how
+// many queues the device has (Options.Queues). A program that reads and
+// writes every queue through ReadQueue and WriteQueue calls it first
+// (ethernet.NIC does); until then the kernel sends every frame to the
+// first queue, ReadBatch's, so that a reader that knows one queue (a pcap
+// or fault wrapper around the endpoint) misses none. Later calls return
+// the first's result.
+func (e *Endpoint) AttachQueues() (int, error) {
+	e.attachOnce.Do(func() {
+		for _, q := range e.queues[1:] {
+			if err := q.setQueue(unix.IFF_ATTACH_QUEUE); err != nil {
+				e.attachErr = err
+				return
+			}
+		}
+	})
+	if e.attachErr != nil {
+		return 0, e.attachErr
+	}
+	return len(e.queues), nil
+}
+
+// setKernelMTU sets the interface's MTU with SIOCSIFMTU.
 func (e *Endpoint) setKernelMTU() error {
+	return e.ifIoctl(unix.SIOCSIFMTU, "SIOCSIFMTU", uint32(e.mtu))
+}
+
+// setTxQueueLen sets the interface's txqueuelen with SIOCSIFTXQLEN. The
+// kernel sizes each queue's ring of frames towards the reader by it
+// (tun_queue_resize), and drops what a full ring cannot take.
+func (e *Endpoint) setTxQueueLen(n int) error {
+	return e.ifIoctl(unix.SIOCSIFTXQLEN, "SIOCSIFTXQLEN", uint32(n))
+}
+
+// ifIoctl sets one of the interface's values (its MTU, its txqueuelen: the
+// same field of struct ifreq) with an ioctl on a socket of the
+// interface's namespace (netdevice(7)).
+func (e *Endpoint) ifIoctl(req uint, name string, v uint32) error {
 	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("tap %s: socket for SIOCSIFMTU: %w", e.name, err)
+		return fmt.Errorf("tap %s: socket for %s: %w", e.name, name, err)
 	}
 	defer unix.Close(s)
 	ifr, err := unix.NewIfreq(e.name)
 	if err != nil {
 		return fmt.Errorf("tap %s: interface name: %w", e.name, err)
 	}
-	ifr.SetUint32(uint32(e.mtu))
-	if err := unix.IoctlIfreq(s, unix.SIOCSIFMTU, ifr); err != nil {
-		return fmt.Errorf("tap %s: SIOCSIFMTU %d: %w", e.name, e.mtu, err)
+	ifr.SetUint32(v)
+	if err := unix.IoctlIfreq(s, req, ifr); err != nil {
+		return fmt.Errorf("tap %s: %s %d: %w", e.name, name, v, err)
 	}
 	return nil
 }
@@ -222,17 +409,30 @@ func (e *Endpoint) setKernelMTU() error {
 // as are waiting, up to len(pkts). Each packet needs room for
 // Capabilities().RxFrameSize(MTU()) bytes and, with VNetHdr, VNetHdrLen bytes of
 // headroom for the virtio-net header, which is read in front of the frame
-// and decoded into Offload.
+// and decoded into Offload. It reads the first queue, the only one
+// attached unless AttachQueues was called.
 func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
+	return e.queues[0].read(pkts)
+}
+
+// ReadQueue is ReadBatch on queue q, 0 <= q < AttachQueues(). Each queue
+// has one reader at a time.
+func (e *Endpoint) ReadQueue(q int, pkts []*buffer.Packet) (int, error) {
+	return e.queues[q].read(pkts)
+}
+
+// read is ReadBatch on the queue.
+func (q *queue) read(pkts []*buffer.Packet) (int, error) {
+	e := q.e
 	if err := e.checkRoom(pkts); err != nil {
 		return 0, err
 	}
 	if len(pkts) == 0 {
 		return 0, nil
 	}
-	r := &e.rd
+	r := &q.rd
 	r.pkts, r.n, r.err = pkts, 0, nil
-	err := e.rc.Read(r.fn)
+	err := q.rc.Read(r.fn)
 	n, readErr := r.n, r.err
 	r.pkts, r.err = nil, nil
 	if n > 0 {
@@ -250,10 +450,11 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 }
 
 // batchOp is the state of one direction's ReadBatch or WriteBatch across
-// the RawConn callback. It lives in the endpoint, with the callback bound
+// the RawConn callback. It lives in the queue, with the callback bound
 // to it once, because a closure capturing the call's variables would put
 // them on the heap: three allocations per batch, which with super-segments
-// were more than one per frame. Each direction has one caller at a time.
+// were more than one per frame. Each direction of a queue has one caller
+// at a time.
 type batchOp struct {
 	pkts []*buffer.Packet
 	n    int
@@ -261,13 +462,13 @@ type batchOp struct {
 	fn   func(fd uintptr) bool
 }
 
-// readSome is ReadBatch's RawConn callback: it reads frames into e.rd.pkts
+// readSome is read's RawConn callback: it reads frames into q.rd.pkts
 // until they are full or the kernel has none; it reports whether the
 // poller need not wait.
-func (e *Endpoint) readSome(fd uintptr) bool {
-	r := &e.rd
+func (q *queue) readSome(fd uintptr) bool {
+	r := &q.rd
 	for r.n < len(r.pkts) {
-		ok, err := e.readOne(int(fd), r.pkts[r.n])
+		ok, err := q.e.readOne(int(fd), r.pkts[r.n])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -340,18 +541,34 @@ func (e *Endpoint) checkRoom(pkts []*buffer.Packet) error {
 	return nil
 }
 
-// WriteBatch writes each frame to the kernel. With VNetHdr each frame's
-// Offload is encoded into a virtio-net header in the packet's headroom for
-// the duration of the write (the packet is as it was on return). Frames that
-// are malformed or that the kernel refuses are counted in TxErrors and
-// skipped.
+// WriteBatch writes each frame to the kernel, through the first queue.
+// With VNetHdr each frame's Offload is encoded into a virtio-net header in
+// the packet's headroom for the duration of the write (the packet is as it
+// was on return). A frame the kernel cannot take yet is not lost: on
+// EAGAIN the write waits in the poller for the device to be writable
+// (TxWaits), on ENOBUFS or ENOMEM it is tried again (TxRetries). Frames
+// that are malformed or that the kernel refuses are counted in TxErrors
+// and by cause, and skipped; they count among the frames taken.
 func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
+	return e.queues[0].write(pkts)
+}
+
+// WriteQueue is WriteBatch on queue q, 0 <= q < AttachQueues(). Each queue
+// has one writer at a time. The kernel steers the frames towards the
+// endpoint of each flow written here to this queue.
+func (e *Endpoint) WriteQueue(q int, pkts []*buffer.Packet) (int, error) {
+	return e.queues[q].write(pkts)
+}
+
+// write is WriteBatch on the queue.
+func (q *queue) write(pkts []*buffer.Packet) (int, error) {
+	e := q.e
 	if e.closed.Load() {
 		return 0, link.ErrClosed
 	}
-	w := &e.wr
+	w := &q.wr
 	w.pkts, w.n, w.err = pkts, 0, nil
-	err := e.rc.Write(w.fn)
+	err := q.rc.Write(w.fn)
 	n, fatal := w.n, w.err
 	w.pkts, w.err = nil, nil
 	if err == nil {
@@ -366,28 +583,55 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	return n, nil
 }
 
-// writeSome is WriteBatch's RawConn callback: it writes e.wr.pkts from
-// e.wr.n on; it reports false to wait for the device to be writable.
-func (e *Endpoint) writeSome(fd uintptr) bool {
-	w := &e.wr
+// txTries is how many times a frame is written while the kernel answers
+// ENOBUFS or ENOMEM: a shortage of memory that may pass at once, and
+// that a frame should not be lost to at its first sight.
+const txTries = 3
+
+// writeSome is write's RawConn callback: it writes q.wr.pkts from q.wr.n
+// on; it reports false to wait for the device to be writable.
+func (q *queue) writeSome(fd uintptr) bool {
+	e, w := q.e, &q.wr
+	tries := 0
 	for w.n < len(w.pkts) {
 		err := e.writeOne(int(fd), w.pkts[w.n])
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
+			e.stats.TxWaits.Inc()
 			return false // the kernel's queue is full: wait to be writable
 		case err == unix.EBADFD:
 			// The device is gone (tun_chr_write_iter with no tun):
 			// every later frame would fail the same way.
 			w.err = err
 			return true
+		case (err == unix.ENOBUFS || err == unix.ENOMEM) && tries+1 < txTries:
+			tries++
+			e.stats.TxRetries.Inc()
+			continue
 		case err != nil:
-			e.stats.TxErrors.Inc()
+			e.countRefused(err)
 		}
+		tries = 0
 		w.n++
 	}
 	return true
+}
+
+// countRefused counts a frame refused for err, in TxErrors and by cause.
+func (e *Endpoint) countRefused(err error) {
+	e.stats.TxErrors.Inc()
+	switch err {
+	case errMalformed:
+		e.stats.TxMalformed.Inc()
+	case unix.EIO:
+		e.stats.TxDown.Inc()
+	case unix.EINVAL:
+		e.stats.TxInvalid.Inc()
+	case unix.ENOBUFS, unix.ENOMEM:
+		e.stats.TxNoBufs.Inc()
+	}
 }
 
 // errMalformed marks a frame the endpoint refuses before the kernel sees it.
@@ -410,7 +654,7 @@ func (e *Endpoint) writeOne(fd int, p *buffer.Packet) error {
 		b = p.Bytes()
 		p.TrimFront(VNetHdrLen)
 	}
-	if _, err := unix.Write(fd, b); err != nil {
+	if _, err := e.sysWrite(fd, b); err != nil {
 		return err
 	}
 	e.stats.TxFrames.Inc()
@@ -470,14 +714,17 @@ func (e *Endpoint) Capabilities() link.Capabilities {
 // Stats returns the endpoint's live counters.
 func (e *Endpoint) Stats() *Stats { return &e.stats }
 
-// Close detaches from the device (deleting it unless it is persistent) and
-// wakes a blocked ReadBatch, which returns link.ErrClosed. Later calls
+// Close detaches every queue from the device (deleting it unless it is
+// persistent) and wakes a blocked ReadBatch or ReadQueue, which returns
+// link.ErrClosed. Later calls
 // return the first call's result.
 func (e *Endpoint) Close() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
-		if err := e.file.Close(); err != nil {
-			e.closeErr = fmt.Errorf("tap %s: close: %w", e.name, err)
+		for _, q := range e.queues {
+			if err := q.file.Close(); err != nil && e.closeErr == nil {
+				e.closeErr = fmt.Errorf("tap %s: close: %w", e.name, err)
+			}
 		}
 	})
 	return e.closeErr
