@@ -483,3 +483,77 @@ func TestReadBatchRefusesSmallPackets(t *testing.T) {
 		t.Errorf("the frame after the refused read is seq %d", seqOf(got[0].Bytes()))
 	}
 }
+
+// A reader that finds its ring empty polls it for Options.Spin before it
+// sleeps: a frame published meanwhile is taken with no sleep and no
+// wake-up, and with a negative Spin the reader sleeps at once.
+func TestSpinBeforeSleep(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		spin       time.Duration
+		wantSleeps bool
+	}{
+		{"a frame within the spin is taken without sleeping", 10 * time.Second, false},
+		{"a negative spin sleeps at once", -1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, d := pair(t, Options{}, Options{Spin: tc.spin})
+			pool := buffer.NewPool()
+			got := make(chan error, 1)
+			go func() {
+				_, err := d.ReadBatch([]*buffer.Packet{pool.Get(link.MaxFrame(1500))})
+				got <- err
+			}()
+			if tc.wantSleeps {
+				for d.Stats().Sleeps.Load() == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			} else {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if _, err := l.WriteBatch([]*buffer.Packet{frame(pool, 60, 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			st, lt := d.Stats(), l.Stats()
+			if tc.wantSleeps {
+				if st.SpinHits.Load() != 0 || lt.WakeupsSent.Load() != 1 {
+					t.Fatalf("spin hits %d, wake-ups %d; want 0 and 1", st.SpinHits.Load(), lt.WakeupsSent.Load())
+				}
+				return
+			}
+			if st.Sleeps.Load() != 0 || st.SpinHits.Load() != 1 || lt.WakeupsSent.Load() != 0 {
+				t.Fatalf("sleeps %d, spin hits %d, wake-ups %d; want 0, 1 and 0", st.Sleeps.Load(), st.SpinHits.Load(), lt.WakeupsSent.Load())
+			}
+		})
+	}
+}
+
+// The spin follows the peer: the whole of Options.Spin after a frame that
+// came within it, half as long after one that came later, and none once
+// that falls below a microsecond.
+func TestSpinAdapts(t *testing.T) {
+	const limit = 40 * time.Microsecond
+	for _, tc := range []struct {
+		name      string
+		now       time.Duration
+		waited    time.Duration
+		wantAfter time.Duration
+	}{
+		{"a fast answer restores the whole spin", 0, 10 * time.Microsecond, limit},
+		{"a slow answer halves it", limit, 100 * time.Microsecond, limit / 2},
+		{"halving stops below a microsecond", 900 * time.Nanosecond, time.Millisecond, 0},
+		{"an answer just within the limit counts as fast", 5 * time.Microsecond, limit, limit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &Endpoint{spin: limit}
+			e.spinNow.Store(int64(tc.now))
+			e.adapt(tc.waited)
+			if got := time.Duration(e.spinNow.Load()); got != tc.wantAfter {
+				t.Fatalf("spin %v after waiting %v from %v; want %v", got, tc.waited, tc.now, tc.wantAfter)
+			}
+		})
+	}
+}
