@@ -115,10 +115,24 @@ func (r *newReno) seed(cwnd, ssthresh int, _ bool) {
 	r.cwnd, r.ssthresh, r.acc = cwnd, ssthresh, 0
 }
 
+// windowLimited reports whether the window was the sender's limit when an
+// ACK came, so that it may grow (RFC 5681 section 3.1, RFC 7661): an
+// application-limited sender must not inflate it without use. In slow
+// start the window doubles each round, so a sender held back by the peer's
+// receive window, which opens as fast in the same rounds, would stop
+// growing its window while using half of it; there it counts as used
+// while at least half of it is in flight, as Linux's tcp_is_cwnd_limited
+// has it. On a 100 Mbit/s 40 ms path that made 1 MB to the kernel take
+// 0.53 s where the kernel's own sender takes 0.34; with it, 0.36.
+func windowLimited(a AckEvent, cwnd, ssthresh, mss int) bool {
+	if cwnd < ssthresh {
+		return 2*a.Inflight >= cwnd
+	}
+	return a.Inflight+mss >= cwnd
+}
+
 func (r *newReno) OnAck(a AckEvent) {
-	// RFC 5681 section 3.1: grow only when the window was the limit, so
-	// an application-limited sender does not inflate it without use.
-	if a.Inflight+r.mss < r.cwnd {
+	if !windowLimited(a, r.cwnd, r.ssthresh, r.mss) {
 		return
 	}
 	if r.cwnd < r.ssthresh {

@@ -87,9 +87,8 @@ func (c *cubic) seed(cwnd, ssthresh int, inRecovery bool) {
 func (c *cubic) OnAck(a AckEvent) {
 	c.rtoHeld = false
 	// Grow only when the window was the limit (RFC 9438 section 5.8,
-	// RFC 5681 section 3.1): an application-limited sender must not
-	// inflate it without use.
-	cwndLimited := a.Inflight+c.mss >= c.cwnd
+	// windowLimited).
+	cwndLimited := windowLimited(a, c.cwnd, c.ssthresh, c.mss)
 	if c.cwnd < c.ssthresh {
 		if c.hs.active() {
 			inc, exit := c.hs.onAck(&a, c.mss)

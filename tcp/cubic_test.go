@@ -307,3 +307,30 @@ func TestSeedCarriesTheWindow(t *testing.T) {
 		t.Error("an unknown algorithm was made")
 	}
 }
+
+// In slow start the window grows while at least half of it is in flight,
+// as Linux's does: a sender held to half its window by the peer's
+// receive window, which opens as fast, keeps growing with it; one using
+// less does not.
+func TestCubicSlowStartGrowsWhileHalfTheWindowIsUsed(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		inflight int // in segments, of a window of 20
+		grows    bool
+	}{
+		{"the whole window in flight", 20, true},
+		{"half the window in flight", 10, true},
+		{"less than half in flight", 9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCubic(testMSS, nil)
+			c.cwnd = 20 * testMSS
+			now := time.Unix(0, 0)
+			c.OnAck(AckEvent{Acked: 2 * testMSS, Inflight: tc.inflight * testMSS, RTT: 40 * time.Millisecond,
+				SRTT: 40 * time.Millisecond, SndUna: 2 * testMSS, SndMax: seqnum.Value(tc.inflight * testMSS), Now: now})
+			if grew := c.CWnd() > 20*testMSS; grew != tc.grows {
+				t.Errorf("cwnd %d after an ACK of 2 segments with %d in flight; grew %v, want %v", c.CWnd(), tc.inflight, grew, tc.grows)
+			}
+		})
+	}
+}
