@@ -134,3 +134,29 @@ func TestIssue16TargetsAreJudgedAgainstTheirPeers(t *testing.T) {
 		t.Errorf("next section %d, want 11", next)
 	}
 }
+
+// A missed closed-loop ping and overload p99 are explained from the run's
+// own figures: Little's law for the one, the burst's time for the other.
+func TestWhyIssue16ExplainsFromTheRunsFigures(t *testing.T) {
+	res := Results{Records: []Record{
+		rec("ping", "n=1", "gonet", map[string]float64{"mean_us": 200}),
+		rec("ping", "n=1", "kernel", map[string]float64{"mean_us": 25}),
+		rec(pacedPingWorkload, "n=1000/closed", "gonet", map[string]float64{"mean_us": 5000, "replies_s": 200000}),
+		rec(pacedPingWorkload, "n=1000/closed", "gvisor", map[string]float64{"mean_us": 8000, "replies_s": 125000}),
+		rec(pacedPingWorkload, "n=1000/closed", "kernel", map[string]float64{"mean_us": 800, "replies_s": 1250000}),
+		rec(overloadWorkload, "n=1000", "gonet", map[string]float64{"p99_us": 14000, "burst_p50_us": 12000, "transactions_s": 50000}),
+		rec(overloadWorkload, "n=1000", "kernel", map[string]float64{"p99_us": 7000, "burst_p50_us": 6000, "transactions_s": 90000}),
+	}}
+	r := newReport(res)
+	r.whyIssue16(map[string]bool{"ping-closed": true, "overload-p99": true})
+	md := r.b.String()
+	for _, want := range []string{
+		"GoNet answered 200000/s, gVisor 125000/s, the kernel 1250000/s",
+		"(200 µs) would take 1666667/s, more than the kernel answered, whose own closed loop is 32× its one-pinger mean",
+		"at 1000 connections a whole burst took GoNet 12000 µs (median) and the kernel 6000 µs",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -218,3 +218,22 @@ func TestAPathsOnlyRunKeepsTheEarlierRecords(t *testing.T) {
 		t.Errorf("merged runs: gateway %+v, paths %+v", s.res.Gateway, s.res.Paths)
 	}
 }
+
+// Missed path targets are explained point by point from the run: the
+// goodput gap with each side's resends, the 1 MB gap by how far it is.
+func TestWhyPathsNamesEachMissedPoint(t *testing.T) {
+	r := newReport(cannedPaths())
+	r.whyPaths(r.pathTargets())
+	md := r.b.String()
+	for _, want := range []string{
+		"- **Goodput on the paths** (one repetition per path): (a) 100 Mbit/s, 40ms, 1% loss, buffer 1 BDP, stack→kernel: 0.85× of the kernel's; the sender resent 1.00% of its segments beside the kernel's 1.00%",
+		"- **1 MB, further off** ((a) 100 Mbit/s, 40ms, 1% loss, buffer 1 BDP, stack→kernel 1.20×, one repetition per path)",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "Sharing") {
+		t.Errorf("a met share is explained:\n%s", md)
+	}
+}

@@ -177,6 +177,17 @@ func (pw *pathWindow) end(e *Env, dir string, delivered int64, m map[string]floa
 	}
 	re := d["Tcp.RetransSegs"] + d["TCP.RetransSegs"]
 	m["retrans_segs"] = re
+	// The receiver's segments per segment it sent back, ACKs nearly all:
+	// how often it acknowledged, which paces a sender's window.
+	rd := map[string]float64{}
+	if dir == "up" {
+		counterDelta("", pw.w.sBefore, pw.w.sAfter, rd)
+	} else {
+		counterDelta("", pw.w.cBefore, pw.w.cAfter, rd)
+	}
+	if acks := rd["Tcp.OutSegs"] + rd["TCP.OutSegs"]; acks > 0 {
+		m["rcv_segs_per_ack"] = (rd["Tcp.InSegs"] + rd["TCP.InSegs"]) / acks
+	}
 	if delivered > 0 {
 		m["retrans_pct"] = 100 * re / (float64(delivered) / tcpPayload)
 	}

@@ -739,6 +739,8 @@ func (r *report) whyNotMet(ts []target) {
 	if missed["ipv6"] {
 		r.whyIPv6()
 	}
+	r.whyIssue16(missed)
+	r.whyPaths(ts)
 	if missed["allocs"] {
 		r.p("- **Allocations per frame**: counted over the whole server process (handlers, runtime, the stack) per frame its link carried; section 7 has them per " +
 			"transaction and per MB, and the layer-by-layer benchmarks show which paths allocate.\n")
