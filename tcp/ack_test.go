@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -160,6 +161,47 @@ func TestSendMSS(t *testing.T) {
 			if m := p.info().MSS; m != tt.mss {
 				t.Errorf("MSS in the table %d, want %d", m, tt.mss)
 			}
+		})
+	}
+}
+
+// A batch of full-sized segments taken at once is acknowledged every
+// second segment, as it would be one by one (RFC 5681 4.2), not with one
+// ACK at its end: a sender clocks its sending and grows its window by
+// the ACKs. A batch of small segments still gets one.
+func TestBatchIsAcknowledgedEverySecondFullSegment(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		size     int // payload per segment
+		segs     int
+		wantAcks []int // in segments acknowledged
+	}{
+		{"eight full segments", stackMSS, 8, []int{2, 4, 6, 8}},
+		{"five full segments: the fifth at the end", stackMSS, 5, []int{2, 4, 5}},
+		{"small segments", 10, 8, []int{8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, tcp.Config{})
+			c, p := r.accepted(rawtest.TCPOpts{})
+			data := pattern(tc.size * tc.segs)
+			start := p.nxt
+			var segs []rawtest.TCPSegment
+			for i := range tc.segs {
+				segs = append(segs, p.seg(A, data[i*tc.size:(i+1)*tc.size]))
+				p.nxt += uint32(tc.size)
+			}
+			release := tcp.Hold(c)
+			p.inject(segs...)
+			r.pending = append(r.pending, r.h.Barrier(t)...)
+			release()
+			var got []int
+			for _, s := range r.sent() {
+				got = append(got, int(s.Ack-start)/tc.size)
+			}
+			if !slices.Equal(got, tc.wantAcks) {
+				t.Errorf("ACKs for %v segments, want %v", got, tc.wantAcks)
+			}
+			checkData(t, readAll(t, c, len(data)), data)
 		})
 	}
 }

@@ -235,6 +235,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		if syn || flags&wire.TCPFlagRST != 0 || !seq.LessThan(c.snd.ackSeq()) {
 			c.rcv.ackNow = false
 			c.rcv.segsUnacked = 0
+			c.rcv.acked = c.rcv.nxt
 			c.timers.delackAt = noTime
 		}
 	}

@@ -41,7 +41,8 @@ type receiver struct {
 	// ACKs owed to the peer.
 	ackNow      bool
 	segsUnacked int
-	dupAcksOwed int // segments that arrived out of order since the last output
+	acked       seqnum.Value // RCV.NXT as the last ACK sent carried it
+	dupAcksOwed int          // segments that arrived out of order since the last output
 
 	tune        rcvTuner // receive auto-tuning (autotune.go), shared
 	memPressure bool     // the budget holds the window back (memory.go)
