@@ -160,3 +160,37 @@ func TestWhyIssue16ExplainsFromTheRunsFigures(t *testing.T) {
 		}
 	}
 }
+
+// Issue 16's targets on the bulk workload: four streams at least 1.3× one
+// in each direction, and CPU per GB no more than gVisor's.
+func TestIssue16BulkTargets(t *testing.T) {
+	res := Results{Records: []Record{
+		rec("bulk", "up/1", "gonet", map[string]float64{"gbit_s": 10, "cpu_s_per_gb": 1.0}),
+		rec("bulk", "up/4", "gonet", map[string]float64{"gbit_s": 14, "cpu_s_per_gb": 1.5}),
+		rec("bulk", "up/1", "gvisor", map[string]float64{"gbit_s": 8, "cpu_s_per_gb": 1.2}),
+		rec("bulk", "up/4", "gvisor", map[string]float64{"gbit_s": 9, "cpu_s_per_gb": 1.2}),
+		rec("bulk", "down/1", "gonet", map[string]float64{"gbit_s": 30}),
+		rec("bulk", "down/4", "gonet", map[string]float64{"gbit_s": 32}),
+	}}
+	r := newReport(res)
+	got := map[string]string{}
+	for _, tg := range r.issue16BulkTargets() {
+		got[tg.what] = tg.met + " " + tg.gonet
+	}
+	for what, want := range map[string]string{
+		"Bulk TCP kernel→stack, 4 streams over 1 (both cores)":   "✅ met 1.40×",
+		"Bulk TCP stack→kernel, 4 streams over 1 (both cores)":   "❌ not met 1.07×",
+		"CPU seconds per GB, bulk TCP kernel→stack, 1 stream(s)": "✅ met 1.00 s",
+		"CPU seconds per GB, bulk TCP kernel→stack, 4 stream(s)": "❌ not met 1.50 s",
+	} {
+		if got[what] != want {
+			t.Errorf("%q: %q, want %q (all: %v)", what, got[what], want, got)
+		}
+	}
+	r.whyIssue16(map[string]bool{"bulk-streams": true, "bulk-cpu": true})
+	for _, want := range []string{"stack→kernel 1.07×", "kernel→stack, 4 stream(s) 1.50 s against 1.20"} {
+		if !strings.Contains(r.b.String(), want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, r.b.String())
+		}
+	}
+}
