@@ -325,13 +325,7 @@ func (r *report) whyIssue16(missed map[string]bool) {
 			if err != nil || !ok1 || !ok2 || !ok3 || !ok4 || one == 0 || kOne == 0 {
 				continue
 			}
-			rate := func(st string) string {
-				v, ok := r.med(pacedPingWorkload, pt, st, "replies_s")
-				if !ok {
-					return "?"
-				}
-				return num(v)
-			}
+			rate := func(st string) string { return r.medText(pacedPingWorkload, pt, st, "replies_s") }
 			need := float64(n) / (3 * one * 1e-6)
 			than := "less"
 			if need > kRate {
@@ -346,13 +340,7 @@ func (r *report) whyIssue16(missed map[string]bool) {
 	if missed["overload-p99"] {
 		var pts []string
 		for _, pt := range r.points[overloadWorkload] {
-			cell := func(st, m string) string {
-				v, ok := r.med(overloadWorkload, pt, st, m)
-				if !ok {
-					return "?"
-				}
-				return num(v)
-			}
+			cell := func(st, m string) string { return r.medText(overloadWorkload, pt, st, m) }
 			pts = append(pts, fmt.Sprintf("at %s connections a whole burst took GoNet %s µs (median) and the kernel %s µs, and GoNet answered %s requests/s to the kernel's %s",
 				strings.TrimPrefix(pt, "n="), cell("gonet", "burst_p50_us"), cell("kernel", "burst_p50_us"), cell("gonet", "transactions_s"), cell("kernel", "transactions_s")))
 		}

@@ -248,17 +248,11 @@ func (r *report) whyPaths(ts []target) {
 	if len(missed["path-goodput"]) > 0 {
 		var pts []string
 		for _, pt := range r.points[pathLong] {
-			_, sk := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s")
-			if v, _ := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s"); !(v < 0.95) {
+			v, sk := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s")
+			if !(v < 0.95) {
 				continue
 			}
-			cell := func(st, m string) string {
-				v, ok := r.med(pathLong, pt, st, m)
-				if !ok {
-					return "?"
-				}
-				return num(v)
-			}
+			cell := func(st, m string) string { return r.medText(pathLong, pt, st, m) }
 			acks := ""
 			if g, k := cell("gonet", "rcv_segs_per_ack"), cell("kernel", "rcv_segs_per_ack"); g != "?" && k != "?" {
 				acks = fmt.Sprintf(", and the receiver sent an ACK per %s segments beside the kernel's %s", g, k)

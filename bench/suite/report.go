@@ -357,6 +357,14 @@ func (r *report) med(w, pt, st, m string) (float64, bool) {
 	return s.Med, ok
 }
 
+// medText is a median as the report's prose quotes it, "?" without one.
+func (r *report) medText(w, pt, st, m string) string {
+	if v, ok := r.med(w, pt, st, m); ok {
+		return num(v)
+	}
+	return "?"
+}
+
 // bulkTargets are bulk's targets (issue 5) at each point of workload
 // (bulk, or bulk6 with what " over IPv6"): at least 1.2× gVisor and 0.75×
 // the kernel.
