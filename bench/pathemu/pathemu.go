@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/bench/relay"
 	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
@@ -109,8 +109,8 @@ func nsName(ns string) string {
 // the first error of either direction.
 func (p *Path) Run() error {
 	errc := make(chan error, 2)
-	go func() { errc <- copyFrames(p.f, p.a, p.mtu) }() // A to B: the fault endpoint's transmit side
-	go func() { errc <- copyFrames(p.a, p.f, p.mtu) }() // B to A: its receive side
+	go func() { errc <- relay.CopyFrames(p.f, p.a, p.mtu) }() // A to B: the fault endpoint's transmit side
+	go func() { errc <- relay.CopyFrames(p.a, p.f, p.mtu) }() // B to A: its receive side
 	err := <-errc
 	p.Close()
 	<-errc
@@ -147,28 +147,6 @@ func (p *Path) Counters() map[string]int64 {
 type Snapshot struct {
 	Time     time.Time        `json:"time"`
 	Counters map[string]int64 `json:"counters"`
-}
-
-// copyFrames moves batches of frames from src to dst until either fails.
-func copyFrames(dst, src link.Endpoint, mtu int) error {
-	pool := buffer.NewPool()
-	pkts := make([]*buffer.Packet, buffer.MaxBatch)
-	for i := range pkts {
-		pkts[i] = pool.Get(link.MaxFrame(mtu))
-	}
-	for {
-		for _, p := range pkts {
-			p.Reset()
-			p.SetLen(link.MaxFrame(mtu))
-		}
-		n, err := src.ReadBatch(pkts)
-		if err != nil {
-			return err
-		}
-		if _, err := dst.WriteBatch(pkts[:n]); err != nil {
-			return err
-		}
-	}
 }
 
 // Main runs the path with the command-line arguments args: it creates both

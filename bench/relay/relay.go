@@ -52,8 +52,8 @@ func Open(dev, sock string, mtu int) (*Relay, error) {
 // after Close it returns nil.
 func (r *Relay) Run() error {
 	done := make(chan error, 2)
-	go func() { done <- copyFrames(r.stream, r.tap, r.mtu) }()
-	go func() { done <- copyFrames(r.tap, r.stream, r.mtu) }()
+	go func() { done <- CopyFrames(r.stream, r.tap, r.mtu) }()
+	go func() { done <- CopyFrames(r.tap, r.stream, r.mtu) }()
 	err := <-done
 	r.Close()
 	if errors.Is(err, link.ErrClosed) {
@@ -96,8 +96,11 @@ func Main(args []string) error {
 	return r.Run()
 }
 
-// copyFrames moves batches of frames from src to dst until either fails.
-func copyFrames(dst, src link.Endpoint, mtu int) error {
+// CopyFrames moves batches of frames of up to mtu bytes of IP from src to
+// dst until either fails: one direction of two endpoints joined with no
+// stack between them (the relay's, and bench/pathemu's around its fault
+// endpoint).
+func CopyFrames(dst, src link.Endpoint, mtu int) error {
 	pool := buffer.NewPool()
 	pkts := make([]*buffer.Packet, buffer.MaxBatch)
 	for i := range pkts {
