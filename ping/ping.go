@@ -96,7 +96,10 @@ func (c *Client) Ping(ctx context.Context, dst netip.Addr, size int) (time.Durat
 	c.wg.Add(1)
 	c.mu.Unlock()
 	sent := c.clock.Now()
-	go c.run(ctx, dst, size, res)
+	go func() {
+		defer c.wg.Done()
+		res <- c.run(ctx, dst, size)
+	}()
 	r := <-res
 	if r.err != nil {
 		return 0, r.err
@@ -104,12 +107,13 @@ func (c *Client) Ping(ctx context.Context, dst netip.Addr, size int) (time.Durat
 	return r.at.Sub(sent), nil
 }
 
-func (c *Client) run(ctx context.Context, dst netip.Addr, size int, res chan<- answer) {
-	defer c.wg.Done()
+// run sends the request and waits for its answer. The ping leaves the
+// table, and the outstanding gauge, before the answer reaches Ping, so a
+// caller that reads the counters after Ping returns sees it gone.
+func (c *Client) run(ctx context.Context, dst netip.Addr, size int) answer {
 	pg := &pending{dst: dst, size: size, answer: make(chan answer, 1)}
 	if !c.register(pg) {
-		res <- answer{err: ErrExhausted}
-		return
+		return answer{err: ErrExhausted}
 	}
 	c.c.Outstanding.Add(1)
 	defer func() {
@@ -119,19 +123,18 @@ func (c *Client) run(ctx context.Context, dst netip.Addr, size int, res chan<- a
 		c.c.Outstanding.Add(-1)
 	}()
 	if err := c.send(dst, pg.seq, size); err != nil {
-		res <- answer{err: fmt.Errorf("%s: ping %v: %w", c.name, dst, err)}
-		return
+		return answer{err: fmt.Errorf("%s: ping %v: %w", c.name, dst, err)}
 	}
 	select {
 	case r := <-pg.answer:
 		if r.err != nil {
 			r.err = fmt.Errorf("%s: ping %v: %w", c.name, dst, r.err)
 		}
-		res <- r
+		return r
 	case <-ctx.Done():
-		res <- answer{err: fmt.Errorf("%s: ping %v seq %d: %w", c.name, dst, pg.seq, ctx.Err())}
+		return answer{err: fmt.Errorf("%s: ping %v seq %d: %w", c.name, dst, pg.seq, ctx.Err())}
 	case <-c.done:
-		res <- answer{err: fmt.Errorf("%s: ping %v: %w", c.name, dst, net.ErrClosed)}
+		return answer{err: fmt.Errorf("%s: ping %v: %w", c.name, dst, net.ErrClosed)}
 	}
 }
 
