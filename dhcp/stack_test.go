@@ -116,7 +116,9 @@ func TestStartOnConfiguresTheNIC(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for len(srv.Leases()) != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server still leases %v after RELEASE", srv.Leases())
+			// Which side lost it: the client's socket, the wire, or the server.
+			t.Fatalf("the server still leases %v after RELEASE (client sent %d, refused %d; server got %d; client stack %v)",
+				srv.Leases(), c.Stats.OutReleases.Load(), c.Stats.OutErrors.Load(), srv.Stats.InReleases.Load(), cl.Metrics())
 		}
 		time.Sleep(time.Millisecond)
 	}

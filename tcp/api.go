@@ -296,7 +296,7 @@ func (c *Conn) Close() error {
 	default:
 		c.sock.wrShut = true
 		if c.state == FinWait2 {
-			c.timers.closeAt = c.p.env.Clock.Now().Add(c.p.cfg.FinTimeout)
+			c.timers.closeAt = c.now().Add(c.p.cfg.FinTimeout)
 		}
 	}
 	c.mu.Unlock()

@@ -59,7 +59,7 @@ func (c *Conn) measureRcvRTT(seg *segment, now time.Time) {
 			return
 		}
 		t.lastEcr = seg.opts.TSEcr
-		d := time.Duration(int32(c.p.tsNow()+c.tsOffset-seg.opts.TSEcr)) * time.Millisecond
+		d := time.Duration(int32(c.tsVal()-seg.opts.TSEcr)) * time.Millisecond
 		if d < 0 {
 			return
 		}
@@ -100,7 +100,7 @@ func (c *Conn) rcvSpaceAdjust(n int) {
 	if t.off || t.rtt == 0 {
 		return
 	}
-	now := c.p.env.Clock.Now()
+	now := c.now()
 	if t.at.IsZero() {
 		// The first measure starts after this read.
 		t.at = now

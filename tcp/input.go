@@ -18,7 +18,7 @@ func (c *Conn) input(seg *segment) {
 		seg.pk.Release()
 		return
 	}
-	now := c.p.env.Clock.Now()
+	now := c.now()
 	kept := false
 	if c.state == SynSent {
 		c.inputSynSent(seg, now)
@@ -54,7 +54,7 @@ func (c *Conn) negotiate(seg *segment) {
 	c.sackOK = seg.opts.SACKPermitted && !c.p.cfg.DisableSACK
 	if seg.opts.HasTimestamp {
 		c.tsOK = true
-		c.rcv.tsRecent, c.rcv.tsRecentAt = seg.opts.TSVal, c.p.env.Clock.Now()
+		c.rcv.tsRecent, c.rcv.tsRecentAt = seg.opts.TSVal, c.now()
 		c.snd.mss -= 12 // RFC 6691: the option takes room from each segment
 	}
 	c.snd.mss = max(c.snd.mss, 64)
@@ -389,7 +389,7 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 		// section 4.1).
 		rtt = 0
 		if c.tsOK && tsEcr != 0 {
-			rtt = time.Duration(c.p.tsNow()+c.tsOffset-tsEcr) * time.Millisecond
+			rtt = time.Duration(c.tsVal()-tsEcr) * time.Millisecond
 		}
 	}
 	if rtt > 0 {

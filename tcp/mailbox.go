@@ -64,7 +64,7 @@ type mailbox struct {
 	q      []segment // segments waiting, oldest first; nil when none
 	held   int       // run's batch beyond the chunk in hand, counted against the bound
 	closed bool      // run has exited: nothing more is taken
-	wakeup waker     // q has become non-empty, or run has more
+	wakeup waker     // run's (shared with its other inputs): q has become non-empty, or run has more
 
 	// run's own, not under mu: the batch it took and how far it has got.
 	batch   []segment
@@ -72,8 +72,8 @@ type mailbox struct {
 	resumed bool // run woke itself for the batch's next chunk
 }
 
-func newMailbox() mailbox {
-	return mailbox{wakeup: newWaker()}
+func newMailbox(w waker) mailbox {
+	return mailbox{wakeup: w}
 }
 
 // put queues a copy of seg and wakes the goroutine if the mailbox was

@@ -210,7 +210,7 @@ func TestMailbox(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := newMailbox()
+			m := newMailbox(newWaker())
 			tt.run(t, &m)
 			if n := pool.Outstanding(); n != 0 {
 				t.Fatalf("%d packets outstanding", n)
@@ -226,7 +226,7 @@ func TestMailboxSteadyDeliveryDoesNotAllocate(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	pool := buffer.NewPool()
-	m := newMailbox()
+	m := newMailbox(newWaker())
 	deliver := func(segs []segment) {
 		for i := range segs {
 			segs[i] = segment{pk: pool.Get(20)}

@@ -21,7 +21,7 @@ func (c *Conn) output() {
 		}
 		return
 	}
-	now := c.p.env.Clock.Now()
+	now := c.now()
 	if c.snd.una == c.snd.max && !c.snd.lastSend.IsZero() && now.Sub(c.snd.lastSend) > c.snd.rto {
 		c.snd.cc.OnIdle() // RFC 5681 section 4.1: restart after idle
 	}
@@ -75,7 +75,7 @@ func (c *Conn) sendData() bool {
 		// nothing is in flight, the persist timer (RFC 9293 3.8.6.1)
 		// probes it; otherwise ACKs or the retransmission timer will.
 		if c.snd.wnd == 0 && inflight == 0 && c.timers.rexmitAt.IsZero() {
-			c.armRexmit(c.p.env.Clock.Now())
+			c.armRexmit(c.now())
 		}
 		return false
 	}
@@ -90,7 +90,7 @@ func (c *Conn) sendData() bool {
 		// flight no ACK will come to reopen it: the persist timer is the
 		// RFC's override timeout.
 		if inflight == 0 && c.timers.rexmitAt.IsZero() {
-			c.armRexmit(c.p.env.Clock.Now())
+			c.armRexmit(c.now())
 		}
 		return false
 	}
@@ -156,7 +156,7 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 
 // sendSYN sends our SYN (or SYN-ACK) with the options we offer.
 func (c *Conn) sendSYN(flags uint8) {
-	now := c.p.env.Clock.Now()
+	now := c.now()
 	c.sendSegment(c.snd.iss, flags, 0, 0)
 	c.snd.nxt = c.snd.iss + 1
 	if c.snd.max.LessThan(c.snd.nxt) {
@@ -174,7 +174,7 @@ func (c *Conn) sendFlags(seq seqnum.Value, flags uint8) { c.sendSegment(seq, fla
 // sendSegment builds and sends one segment with n bytes from the send
 // buffer at offset off.
 func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
-	c.snd.builtAt = c.p.env.Clock.Now()
+	c.snd.builtAt = c.now()
 	var opts wire.TCPOptions
 	syn := flags&wire.TCPFlagSYN != 0
 	if syn {
@@ -196,7 +196,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 		c.rcv.dsack.valid = false
 	}
 	if opts.HasTimestamp {
-		opts.TSVal = c.p.tsNow() + c.tsOffset
+		opts.TSVal = c.tsVal()
 		if flags&wire.TCPFlagACK != 0 {
 			opts.TSEcr = c.rcv.tsRecent
 		}

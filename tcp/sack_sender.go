@@ -340,7 +340,7 @@ func (c *Conn) sendRecovery() bool {
 					// is near two round trips (its 200 ms floor on a
 					// 100 ms path): a spurious timeout, and go-back-N
 					// resending what the peer holds.
-					c.armRexmit(c.p.env.Clock.Now())
+					c.armRexmit(c.now())
 				}
 				return sent
 			}

@@ -43,7 +43,7 @@ func (c *Conn) armSpuriousRTO() {
 	if !c.tsOK || c.snd.eifel.armed {
 		return
 	}
-	c.snd.eifel = eifelState{armed: true, tsVal: c.p.tsNow() + c.tsOffset}
+	c.snd.eifel = eifelState{armed: true, tsVal: c.tsVal()}
 }
 
 // judgeRTO judges a timeout on the first ACK of new data after it, by the

@@ -52,31 +52,12 @@ func (c *Conn) takeMarker(seg *segment) {
 	c.syncs = append(c.syncs, seg.synced)
 }
 
-// answerSyncs runs after an event whose batch held Sync markers; mu is
-// held. A request or timer expiry already signalled is handled first, since
-// run's select would take it or the mailbox in either order, and a Sync
-// must find nothing queued behind it. It returns the markers to answer
-// once mu is released (and, if the connection ended, after exit).
+// answerSyncs returns the Sync markers the event took, to answer once mu
+// is released (and, if the connection ended, after exit). The event that
+// took a marker has also handled the timer if due and the application's
+// requests (event), and sent their output, so nothing queued before the
+// marker is left behind it.
 func (c *Conn) answerSyncs() []chan struct{} {
-	if len(c.syncs) == 0 {
-		return nil
-	}
-	if c.state != Closed {
-		select {
-		case <-c.wakeup:
-			c.request()
-		default:
-		}
-	}
-	if c.state != Closed {
-		select {
-		case <-c.timers.clock.C():
-			c.timers.armedAt = noTime
-			c.onTimer()
-		default:
-		}
-	}
-	c.afterEvent()
 	syncs := c.syncs
 	c.syncs = nil
 	return syncs

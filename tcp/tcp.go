@@ -392,9 +392,14 @@ func (p *Protocol) isn(id fourTuple) seqnum.Value {
 }
 
 // tsNow is the timestamp clock of RFC 7323 section 5.4: milliseconds.
-func (p *Protocol) tsNow() uint32 {
-	return uint32(p.env.Clock.Now().Sub(p.start) / time.Millisecond)
-}
+func (p *Protocol) tsNow() uint32 { return p.tsAt(p.env.Clock.Now()) }
+
+// tsAt is the timestamp clock's reading at t.
+func (p *Protocol) tsAt(t time.Time) uint32 { return uint32(t.Sub(p.start) / time.Millisecond) }
+
+// tsVal is the connection's timestamp clock now, as its peer sees it
+// (offset per connection, RFC 7323 section 5.4).
+func (c *Conn) tsVal() uint32 { return c.p.tsAt(c.now()) + c.tsOffset }
 
 // Close aborts every connection and listener and waits for their
 // goroutines; the stack calls it on shutdown.

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/gonetstack/gonet/clock"
@@ -21,7 +22,8 @@ var noTime time.Time
 // goroutine owns them.
 type timers struct {
 	clock   clock.Timer
-	armedAt time.Time // when clock fires; zero when stopped
+	armedAt time.Time   // when clock fires; zero when stopped
+	fired   atomic.Bool // set by clock's function (timerFired), taken by run
 
 	rexmitAt    time.Time // retransmission or persist (RFC 6298, RFC 9293 3.8.6.1)
 	delackAt    time.Time // delayed ACK (RFC 9293 3.8.6.3)
@@ -36,7 +38,14 @@ type timers struct {
 	orphanProbes int
 }
 
-// armTimer points the clock timer at the earliest deadline.
+// armTimer points the clock timer at the earliest deadline. A timer armed
+// for no later than that is left alone: it fires early, onTimer finds
+// nothing due, and the next armTimer points it further. Most events push
+// deadlines later (every ACK restarts the retransmission and probe
+// timers), so stopping and resetting the timer for each would cost more
+// than the one early wake-up per armed deadline (Linux's
+// sk_reset_timer on the retransmission timer does the same with its
+// pending flag and timer slack).
 func (c *Conn) armTimer() {
 	next := noTime
 	for _, t := range [...]time.Time{c.timers.rexmitAt, c.timers.delackAt, c.timers.keepaliveAt, c.timers.closeAt, c.snd.tlp.at, c.snd.rack.timerAt} {
@@ -44,13 +53,14 @@ func (c *Conn) armTimer() {
 			next = t
 		}
 	}
-	if next.Equal(c.timers.armedAt) {
+	armed := c.timers.armedAt
+	if !armed.IsZero() && (next.IsZero() || !next.Before(armed)) {
 		return
 	}
 	c.timers.armedAt = next
 	c.timers.clock.Stop()
 	if !next.IsZero() {
-		c.timers.clock.Reset(max(next.Sub(c.p.env.Clock.Now()), 0))
+		c.timers.clock.Reset(max(next.Sub(c.now()), 0))
 	}
 }
 
@@ -62,7 +72,7 @@ func (c *Conn) armRexmit(now time.Time) {
 
 // onTimer handles every deadline that has passed.
 func (c *Conn) onTimer() {
-	now := c.p.env.Clock.Now()
+	now := c.now()
 	due := func(t *time.Time) bool {
 		if t.IsZero() || t.After(now) {
 			return false

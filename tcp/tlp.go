@@ -56,7 +56,7 @@ func (c *Conn) restartPTO() {
 	if !c.tlpAllowed() {
 		return
 	}
-	now := c.p.env.Clock.Now()
+	now := c.now()
 	pto := time.Second // section 7.2: no RTT sample yet
 	if c.snd.srtt > 0 {
 		pto = 2 * c.snd.srtt

@@ -249,6 +249,7 @@ type Endpoint struct {
 	rx    consumer
 
 	down      atomic.Pointer[error] // why the link went down; nil while up
+	downing   atomic.Bool           // goDown has begun: the first cause wins
 	closed    atomic.Bool
 	closeOnce sync.Once
 	watched   chan struct{} // closed when watch returns
@@ -323,11 +324,14 @@ func (e *Endpoint) watch() {
 // goDown takes the link down for cause, counted in c, once: it closes the
 // socket, so that the peer goes down too, and wakes a blocked ReadBatch.
 func (e *Endpoint) goDown(cause error, c *stats.Counter) {
-	err := fmt.Errorf("%s: %w: %w", e.name, ErrLinkDown, cause)
-	if !e.down.CompareAndSwap(nil, &err) {
+	if !e.downing.CompareAndSwap(false, true) {
 		return
 	}
+	// Counted before the link reads as down, so that whoever sees it down
+	// sees it counted.
 	c.Inc()
+	err := fmt.Errorf("%s: %w: %w", e.name, ErrLinkDown, cause)
+	e.down.Store(&err)
 	e.conn.Close()
 	ringEventfd(e.wakeConn)
 }
