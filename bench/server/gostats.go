@@ -152,3 +152,20 @@ func PauseQuantile(p []PauseBucket, q float64) float64 {
 	}
 	return p[len(p)-1].Hi
 }
+
+// ownCount is what the server's stats replies allocated after reading the
+// runtime's figures.
+type ownCount struct {
+	objects, bytes uint64
+	samples        [3]metrics.Sample
+}
+
+// since adds the allocations made since at was read.
+func (o *ownCount) since(at GoStats) {
+	o.samples[0].Name = "/gc/heap/allocs:objects"
+	o.samples[1].Name = "/gc/heap/tiny/allocs:objects"
+	o.samples[2].Name = "/gc/heap/allocs:bytes"
+	metrics.Read(o.samples[:])
+	o.objects += o.samples[0].Value.Uint64() + o.samples[1].Value.Uint64() - at.Allocs
+	o.bytes += o.samples[2].Value.Uint64() - at.AllocBytes
+}

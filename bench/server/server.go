@@ -176,6 +176,13 @@ func Run(c Config, in io.Reader, out io.Writer) error {
 	enc := json.NewEncoder(out)
 	fmt.Fprintf(out, "ready %s\n", c.Stack)
 	var profile *os.File
+	// The stats replies' own allocations (walking the stack's counters,
+	// encoding them) are the measurement's, not the server's: each reply
+	// counts what the replies before it allocated after reading the
+	// runtime's figures, and takes it off its allocation counts, so that
+	// between two replies only the server's own work is counted.
+	var ownAllocs ownCount
+	var statsAt GoStats
 	defer func() {
 		if profile != nil {
 			pprof.StopCPUProfile()
@@ -197,7 +204,11 @@ func Run(c Config, in io.Reader, out io.Writer) error {
 		var reply any
 		switch cmd {
 		case "stats":
-			reply = snapshot(h, &n, sink)
+			snap := snapshot(h, &n, sink)
+			statsAt = snap.Go
+			snap.Go.Allocs -= ownAllocs.objects
+			snap.Go.AllocBytes -= ownAllocs.bytes
+			reply = snap
 		case "profile-start":
 			f, err := os.Create(arg)
 			if err == nil {
@@ -230,6 +241,9 @@ func Run(c Config, in io.Reader, out io.Writer) error {
 		}
 		if err := enc.Encode(reply); err != nil {
 			return err
+		}
+		if cmd == "stats" {
+			ownAllocs.since(statsAt)
 		}
 	}
 }
@@ -266,6 +280,9 @@ type Snapshot struct {
 }
 
 func snapshot(h stackHost, n *handlers.Counters, sink *handlers.UDPSink) Snapshot {
+	// The runtime's figures first: what the rest of the snapshot
+	// allocates comes after them (ownCount).
+	g := readGoStats()
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	rx, tx := h.frames()
@@ -274,7 +291,7 @@ func snapshot(h stackHost, n *handlers.Counters, sink *handlers.UDPSink) Snapsho
 		CPUUser:   tv(ru.Utime),
 		CPUSys:    tv(ru.Stime),
 		RSS:       rss(),
-		Go:        readGoStats(),
+		Go:        g,
 		RxFrames:  rx,
 		TxFrames:  tx,
 		Accepted:  n.Accepted.Load(),

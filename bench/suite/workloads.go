@@ -229,7 +229,12 @@ func readSysStat() sysStat {
 // window is the server's and the machine's state before and after a
 // measurement.
 type window struct {
-	before, after       server.Snapshot
+	before, after server.Snapshot
+	// mid is a snapshot halfway through a bulk or request-response point
+	// (steady); its Time is zero elsewhere. Allocations per frame are
+	// counted from it, past the point's start, where the buffer pool
+	// grows to the point's peak in flight.
+	mid                 server.Snapshot
 	sysBefore, sysAfter sysStat
 	clientCPU           float64
 	// The kernel's counters in the client namespace, and the stack's own
@@ -348,8 +353,18 @@ func (w window) goCost(m map[string]float64) {
 	if w.after.RxFrames >= 0 {
 		frames := float64(w.after.RxFrames - w.before.RxFrames + w.after.TxFrames - w.before.TxFrames)
 		m["frames"] = frames
-		if frames > 0 {
-			m["allocs_per_frame"] = allocs / frames
+		// Per frame in the steady state: from the snapshot halfway, when
+		// there is one. The first half's are the buffer pool growing to
+		// the point's peak of packets in flight, a count that does not
+		// grow with the point's length.
+		from := w.before
+		if !w.mid.Time.IsZero() {
+			from = w.mid
+			m["allocs_steady"] = float64(a.Allocs - from.Go.Allocs)
+		}
+		steadyFrames := float64(w.after.RxFrames - from.RxFrames + w.after.TxFrames - from.TxFrames)
+		if steadyFrames > 0 {
+			m["allocs_per_frame"] = float64(a.Allocs-from.Go.Allocs) / steadyFrames
 		}
 	}
 	m["goroutines_created"] = float64(a.Created - b.Created)
@@ -405,15 +420,22 @@ func forcedCollections(e *Env, n int) (collections, error) {
 // measureInto runs a load generator as measure does and decodes the JSON
 // result it prints into r.
 func measureInto(ctx context.Context, e *Env, r any, timeout time.Duration, args ...string) (window, []byte, error) {
-	w, out, err := measure(ctx, e, timeout, args...)
+	return measureSteadyInto(ctx, e, r, timeout, 0, args...)
+}
+
+// measureSteadyInto is measureInto with a snapshot of the server at
+// steady too (window.mid), when it is not zero.
+func measureSteadyInto(ctx context.Context, e *Env, r any, timeout, steady time.Duration, args ...string) (window, []byte, error) {
+	w, out, err := measure(ctx, e, timeout, steady, args...)
 	if err == nil {
 		err = json.Unmarshal(out, r)
 	}
 	return w, out, err
 }
 
-// measure runs a load generator between two snapshots of the server.
-func measure(ctx context.Context, e *Env, timeout time.Duration, args ...string) (window, []byte, error) {
+// measure runs a load generator between two snapshots of the server, and
+// takes a third at steady after its start unless steady is zero.
+func measure(ctx context.Context, e *Env, timeout, steady time.Duration, args ...string) (window, []byte, error) {
 	var w window
 	var err error
 	if w.before, err = e.Stats(); err != nil {
@@ -427,9 +449,24 @@ func measure(ctx context.Context, e *Env, timeout time.Duration, args ...string)
 		}
 	}
 	w.sysBefore = readSysStat()
+	mid := make(chan server.Snapshot, 1)
+	if steady > 0 {
+		t := time.AfterFunc(steady, func() {
+			if s, err := e.Stats(); err == nil {
+				mid <- s
+			}
+			close(mid)
+		})
+		defer t.Stop()
+	}
 	out, err := e.Client(ctx, timeout, args...)
 	w.sysAfter = readSysStat()
 	w.clientCPU = e.lastClientCPU
+	if steady > 0 {
+		// The client runs longer than steady: the snapshot was taken, or
+		// failed, while it ran.
+		w.mid = <-mid
+	}
 	if err != nil {
 		return w, out, err
 	}
@@ -495,7 +532,7 @@ func runShort(ctx context.Context, e *Env, n, size int, d time.Duration) (map[st
 
 func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (map[string]float64, []byte, error) {
 	var r load.BulkResult
-	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n), "-dur", dur(d))
+	w, out, err := measureSteadyInto(ctx, e, &r, d+time.Minute, d/2, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n), "-dur", dur(d))
 	if err != nil {
 		return nil, out, err
 	}
@@ -538,7 +575,7 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 
 func runRR(ctx context.Context, e *Env, n int, d time.Duration) (map[string]float64, []byte, error) {
 	var r load.RRResult
-	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
+	w, out, err := measureSteadyInto(ctx, e, &r, d+time.Minute, d/2, "rr", "-addr", e.Addr, "-n", strconv.Itoa(n), "-dur", dur(d))
 	if err != nil {
 		return nil, out, err
 	}
