@@ -32,6 +32,22 @@ func TestDeadlines(t *testing.T) {
 			c.SetReadDeadline(r.h.Clock.Now().Add(d))
 			return readAsync(c, 10)
 		}, 0},
+		{"two reads, the deadline ends both", func(t *testing.T, r *rig, c *tcp.Conn, p *peer, l *tcp.Listener) <-chan ioResult {
+			c.SetReadDeadline(r.h.Clock.Now().Add(d))
+			first, second := readAsync(c, 10), readAsync(c, 10)
+			ch := make(chan ioResult, 1)
+			go func() {
+				a, b := <-first, <-second
+				if a.err == nil {
+					a = b
+				}
+				if b.err == nil {
+					a = ioResult{err: errors.New("a read ended without an error")}
+				}
+				ch <- a
+			}()
+			return ch
+		}, 0},
 		{"write into a closed window", func(t *testing.T, r *rig, c *tcp.Conn, p *peer, l *tcp.Listener) <-chan ioResult {
 			c.SetWriteBuffer(1000)
 			p.wnd = 0

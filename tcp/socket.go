@@ -38,8 +38,9 @@ type socket struct {
 	readDL, writeDL    *deadline.Deadline
 }
 
-// newSocket makes a socket with p's buffer sizes and keepalive settings.
-func newSocket(p *Protocol, clk clock.Clock) socket {
+// socketDefaults is a socket with p's buffer sizes and keepalive settings,
+// without its wake-ups and deadlines.
+func socketDefaults(p *Protocol) socket {
 	return socket{
 		sndBufSize:  p.cfg.SendBuffer,
 		rcvBufSize:  p.cfg.ReceiveBuffer,
@@ -49,9 +50,16 @@ func newSocket(p *Protocol, clk clock.Clock) socket {
 		kaCount:     p.cfg.KeepaliveCount,
 		linger:      -1,
 		userTimeout: p.cfg.UserTimeout,
-		readable:    newWaker(),
-		writable:    newWaker(),
-		readDL:      deadline.New(clk),
-		writeDL:     deadline.New(clk),
 	}
+}
+
+// newSocket makes a socket with p's buffer sizes and keepalive settings.
+// Its deadlines wake Read and Write through their own wake-ups, so that a
+// blocked Read or Write waits on one channel.
+func newSocket(p *Protocol, clk clock.Clock) socket {
+	s := socketDefaults(p)
+	s.readable, s.writable = newWaker(), newWaker()
+	s.readDL = deadline.NewWaking(clk, s.readable.wake)
+	s.writeDL = deadline.NewWaking(clk, s.writable.wake)
+	return s
 }

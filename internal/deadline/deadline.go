@@ -5,6 +5,7 @@ package deadline
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gonetstack/gonet/clock"
@@ -18,11 +19,25 @@ type Deadline struct {
 	timer clock.Timer   // made by the first Set, then reset: see Set
 	when  time.Time     // the deadline armed; zero when not set
 	fired chan struct{} // closed when the deadline has passed
+	// passed mirrors fired's being closed, for Passed without the lock.
+	passed atomic.Bool
+	// wake, if set (NewWaking), is called each time the deadline passes.
+	wake func()
 }
 
 // New returns a deadline that is not set.
 func New(clk clock.Clock) *Deadline {
 	return &Deadline{clk: clk, fired: make(chan struct{})}
+}
+
+// NewWaking returns a deadline that is not set and calls wake, which must
+// not block, each time it passes: for a waiter that waits on a wake-up of
+// its own (one channel) rather than selecting on Done beside it, and
+// checks Passed when woken.
+func NewWaking(clk clock.Clock, wake func()) *Deadline {
+	d := New(clk)
+	d.wake = wake
+	return d
 }
 
 // Set arms the deadline for t; the zero time clears it. A time in the past
@@ -45,19 +60,19 @@ func (d *Deadline) Set(t time.Time) {
 	closed := isClosed(d.fired)
 	if t.IsZero() {
 		if closed {
-			d.fired = make(chan struct{})
+			d.reopen()
 		}
 		return
 	}
 	wait := t.Sub(d.clk.Now())
 	if wait <= 0 {
 		if !closed {
-			close(d.fired)
+			d.pass()
 		}
 		return
 	}
 	if closed {
-		d.fired = make(chan struct{})
+		d.reopen()
 	}
 	if d.timer == nil {
 		d.timer = d.clk.AfterFunc(wait, d.expire)
@@ -81,8 +96,28 @@ func (d *Deadline) expire() {
 		d.timer.Reset(wait)
 		return
 	}
-	close(d.fired)
+	d.pass()
 }
+
+// pass marks the deadline passed and wakes its waiter; mu is held.
+func (d *Deadline) pass() {
+	close(d.fired)
+	d.passed.Store(true)
+	if d.wake != nil {
+		d.wake()
+	}
+}
+
+// reopen makes a passed deadline pending again; mu is held.
+func (d *Deadline) reopen() {
+	d.fired = make(chan struct{})
+	d.passed.Store(false)
+}
+
+// Passed reports whether the deadline has passed, without a lock: what a
+// waiter of NewWaking checks when woken, and what a read or write checks
+// before it starts.
+func (d *Deadline) Passed() bool { return d.passed.Load() }
 
 // Done returns a channel closed once the deadline has passed.
 func (d *Deadline) Done() <-chan struct{} {
