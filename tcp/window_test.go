@@ -237,3 +237,40 @@ func TestUnansweredZeroWindowProbesTimeOut(t *testing.T) {
 	}
 	p.waitState("")
 }
+
+// An unprompted window update (RFC 9293 3.8.6.2.2) waits until what the
+// peer may still send has fallen to half the buffer, as Linux's
+// tcp_cleanup_rbuf: a receiver that keeps up lets its ACKs for data carry
+// the window, rather than adding an ACK after every read.
+func TestWindowUpdateWaitsUntilHalfTheWindowIsUsed(t *testing.T) {
+	const buf = 16384 // within the window field unscaled
+	r := newRig(t, tcp.Config{ReceiveBuffer: buf})
+	c, p := r.accepted(rawtest.TCPOpts{})
+	deliver := func(n int, wantWindow uint16) {
+		t.Helper()
+		for sent := 0; sent < n; sent += 1024 {
+			p.send(A, pattern(min(1024, n-sent)))
+		}
+		p.advance(delayedAck)
+		acks := p.sent()
+		if len(acks) == 0 {
+			t.Fatalf("no ACK for %d bytes", n)
+		}
+		if last := acks[len(acks)-1]; last.Ack != p.nxt || last.Window != wantWindow {
+			t.Fatalf("ACK %v, want ack %d window %d", last, p.nxt, wantWindow)
+		}
+	}
+	// A quarter used: the peer may still send three quarters, and
+	// reading the quarter says nothing.
+	deliver(buf/4, buf-buf/4)
+	readAll(t, c, buf/4)
+	r.nothing()
+	// Half used: reading it reopens the window to twice what the peer
+	// had left, and the stack says so.
+	deliver(buf/2, buf/2)
+	readAll(t, c, buf/2)
+	if s := p.expectACK(); s.Window != buf {
+		t.Errorf("window update %d, want %d", s.Window, buf)
+	}
+	r.nothing()
+}
