@@ -20,8 +20,11 @@ import (
 // keeps reading, after its FIN, to let the client's own FIN arrive.
 const lingerTimeout = 5 * time.Second
 
-// chargenChunk is how much of the pattern chargen hands to one Write.
-const chargenChunk = 8 << 10
+// chargenChunk is how much of the pattern chargen hands to one Write: 64
+// KiB, a super-segment's worth, so that one Write wakes the connection
+// for as much as it can send at once. With 8 KiB the daemon's chargen
+// sent 26.1 Gbit/s where the bench's source, writing 128 KiB, sent 29.6.
+const chargenChunk = 64 << 10
 
 // Accept back-off, as net/http's server does it: a listener that fails
 // temporarily (the kernel's, out of descriptors) is retried after a pause
