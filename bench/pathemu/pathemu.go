@@ -25,6 +25,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -152,7 +154,9 @@ type Snapshot struct {
 // Main runs the path with the command-line arguments args: it creates both
 // devices, prints "ready", and moves frames until a signal or "quit" (or
 // the end of its standard input) comes; "stats" on its standard input
-// prints a Snapshot as one JSON line.
+// prints a Snapshot as one JSON line, and "seed N" starts the loss
+// generators of both directions again from N (fault.Endpoint.Reseed) and
+// answers {"seed":N}.
 func Main(args []string) error {
 	fs := flag.NewFlagSet("pathemu", flag.ContinueOnError)
 	var c Config
@@ -207,9 +211,20 @@ func serve(p *Path, in io.Reader, out io.Writer, ran <-chan error) error {
 				return <-ran
 			}
 			var err error
-			switch l {
+			cmd, arg, _ := strings.Cut(l, " ")
+			switch cmd {
 			case "stats":
 				err = enc.Encode(Snapshot{Time: time.Now(), Counters: p.Counters()})
+			case "seed":
+				// Before each measured flow: its losses are then
+				// the seed's, not what crossed before it.
+				seed, perr := strconv.ParseUint(arg, 10, 64)
+				if perr != nil {
+					err = enc.Encode(map[string]string{"error": fmt.Sprintf("seed %q: want an unsigned integer", arg)})
+					break
+				}
+				p.f.Reseed(seed)
+				err = enc.Encode(map[string]uint64{"seed": seed})
 			default:
 				err = enc.Encode(map[string]string{"error": fmt.Sprintf("unknown command %q", l)})
 			}

@@ -111,12 +111,12 @@ func TestLossDropsFramesAndCountsThem(t *testing.T) {
 
 // The stats command answers with the counters; quit ends the session and
 // the path.
-func TestServeAnswersStatsAndQuits(t *testing.T) {
+func TestServeAnswersStatsSeedAndQuits(t *testing.T) {
 	_, _, p := open(t, fault.Config{Seed: 1})
 	var out bytes.Buffer
 	ran := make(chan error, 1)
 	go func() { ran <- p.Run() }()
-	if err := serve(p, strings.NewReader("stats\nquit\n"), &out, ran); err != nil {
+	if err := serve(p, strings.NewReader("stats\nseed 42\nseed x\nquit\n"), &out, ran); err != nil {
 		t.Fatal(err)
 	}
 	var s Snapshot
@@ -126,6 +126,17 @@ func TestServeAnswersStatsAndQuits(t *testing.T) {
 	}
 	if _, ok := s.Counters["Fault.Tx.Frames"]; !ok || s.Time.IsZero() {
 		t.Fatalf("stats without the fault endpoint's counters: %+v", s)
+	}
+	var seeded struct {
+		Seed  *uint64
+		Error string
+	}
+	if err := dec.Decode(&seeded); err != nil || seeded.Seed == nil || *seeded.Seed != 42 {
+		t.Fatalf("seed 42: answered %+v, %v; want {\"seed\":42}", seeded, err)
+	}
+	seeded.Seed = nil
+	if err := dec.Decode(&seeded); err != nil || seeded.Seed != nil || !strings.Contains(seeded.Error, "unsigned integer") {
+		t.Fatalf("seed x: answered %+v, %v; want an error", seeded, err)
 	}
 	if err := dec.Decode(&s); err != io.EOF {
 		t.Fatalf("more after quit: %v", err)

@@ -64,6 +64,9 @@ type Env struct {
 	// The paths family's: the forwarder between H and C, and the
 	// competing flow's server (paths.go).
 	path *pathSet
+	// rep is the repetition the set-up serves (Suite.runGroup), which
+	// the paths family's loss seeds follow.
+	rep int
 
 	cmd    *exec.Cmd
 	in     io.WriteCloser

@@ -139,7 +139,7 @@ func (r *report) pathsSection(section int) {
 	r.p("Namespace A holds a bridge joining the path's end to the stack under test: GoNet's or gVisor's TAP device (their servers as in the stack comparison), or a veth to the kernel's own namespace. Namespace B holds the path's other end and the peer, the kernel, where the flows are driven from. ")
 	r.p("Plain frames on the path's devices: the kernel cuts super-segments to the MTU (1500) before the path, so a loss is one packet's. ")
 	r.p("Every stack runs **CUBIC**: GoNet's default; gVisor's set (`tcpip.CongestionControlOption`, its default is Reno); the kernel's given on every route to the path (`ip route ... congctl cubic`) and set again on the peer's sockets (`TCP_CONGESTION`), since this machine's default is BBR, which a namespace cannot make its own default. ")
-	r.p("The kernels' buffers may grow to 64 MB (`tcp_rmem`, `tcp_wmem`), room for a window of two bandwidth-delay products at 1 Gbit/s and 100 ms; GoNet's and gVisor's are their own (4 MiB). `tcp_no_metrics_save` keeps one connection's ssthresh from deciding the next one's start. The loss generator's seed is the same for every stack.\n\n")
+	r.p("The kernels' buffers may grow to 64 MB (`tcp_rmem`, `tcp_wmem`), room for a window of two bandwidth-delay products at 1 Gbit/s and 100 ms; GoNet's and gVisor's are their own (4 MiB). `tcp_no_metrics_save` keeps one connection's ssthresh from deciding the next one's start. The loss generators start afresh before every measured flow, from a seed of the repetition and the flow's place in the set-up, the same for every stack: the nth frame of each stack's flow meets the same fate in each direction, whatever crossed the path before it.\n\n")
 	times := fmt.Sprintf("%d times in a row", pp.ShortCount)
 	if pp.ShortCount == 1 {
 		times = "once"
@@ -260,7 +260,7 @@ func (r *report) whyPaths(ts []target) {
 			pts = append(pts, fmt.Sprintf("%s: %s of the kernel's; the sender resent %s%% of its segments beside the kernel's %s%%%s",
 				r.pathPointName(pt), sk, cell("gonet", "retrans_pct"), cell("kernel", "retrans_pct"), acks))
 		}
-		r.p("- **Goodput on the paths** (%s per path): %s. With random loss a flow's goodput is set by the window it had reached at each loss; every stack meets the same seeded sequence of decisions in each direction, though the frames before a flow shift which of its segments they fall on, so a gap at equal loss shares is the congestion control's or the receiver's, and one at unequal shares partly luck. "+
+		r.p("- **Goodput on the paths** (%s per path): %s. With random loss a flow's goodput is set by the window it had reached at each loss; every stack's flow meets the same seeded sequence of decisions, frame by frame, in each direction, until the stacks' own timing (when an ACK arrives, what a retransmission repeats) makes their frames differ, so a gap at equal loss shares is the congestion control's or the receiver's, and one at unequal shares partly where the same draws fell. "+
 			"Where GoNet's receiver acknowledged far less often than the kernel's (an ACK per batch its NIC reads, where the kernel's ACKs every second segment), its sender had fewer ACKs to grow its window and clock its sending by; that, and the receive window's auto-tuning across a loss, are what to measure next.\n",
 			reps, strings.Join(pts, "; "))
 	}

@@ -19,7 +19,8 @@ import (
 )
 
 // pathSeed seeds every path's loss: each stack meets the same sequence of
-// draws, frame by frame, in each repetition.
+// draws, frame by frame, in each repetition, and each flow its own
+// (pathSet.reseed).
 const pathSeed = 1
 
 // tcpPayload and wireFrame are a full-sized TCP segment's payload (1500
@@ -381,6 +382,9 @@ func runPathShort(ctx context.Context, e *Env, dir string, p PathsPlan) (map[str
 		if i > 0 {
 			settle(e.path.spec)
 		}
+		if err := e.path.reseed(e.rep); err != nil {
+			return nil, nil, err
+		}
 		r, err := transfer(e, dir, p.Short, p.ShortCap)
 		if err != nil {
 			return nil, nil, err
@@ -425,6 +429,9 @@ func runPathLong(ctx context.Context, e *Env, dir string, p PathsPlan) (map[stri
 	}
 	pw, err := beginPath(e)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.path.reseed(e.rep); err != nil {
 		return nil, nil, err
 	}
 	r, err := transfer(e, dir, spec.Long, limit)
@@ -609,6 +616,9 @@ func runPathShare(ctx context.Context, e *Env, p PathsPlan) (map[string]float64,
 	spec := e.path.spec
 	pw, err := beginPath(e)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := e.path.reseed(e.rep); err != nil {
 		return nil, nil, err
 	}
 	var mine, theirs atomic.Int64

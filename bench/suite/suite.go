@@ -383,6 +383,7 @@ func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {
 		return
 	}
 	defer e.Close()
+	e.rep = rep
 	for _, p := range g.points {
 		m, raw, err := p.run(ctx, e)
 		r := Record{Workload: p.workloadOf(g), Point: p.name, Stack: stack, Rep: rep, Metrics: m}

@@ -127,8 +127,8 @@ func New(inner link.Endpoint, cfg Config) *Endpoint {
 	if e.clk == nil {
 		e.clk = clock.Real{}
 	}
-	e.rx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, rxStream)), pool: e.pool, st: &e.stats.Rx, clk: e.clk, expire: e.expireRx}
-	e.tx = shaper{cfg: &e.cfg, rng: rand.New(rand.NewPCG(cfg.Seed, txStream)), pool: e.pool, st: &e.stats.Tx, clk: e.clk, expire: e.expireTx}
+	e.rx = shaper{cfg: &e.cfg, rng: newRand(cfg.Seed, rxStream), pool: e.pool, st: &e.stats.Rx, clk: e.clk, expire: e.expireRx}
+	e.tx = shaper{cfg: &e.cfg, rng: newRand(cfg.Seed, txStream), pool: e.pool, st: &e.stats.Tx, clk: e.clk, expire: e.expireTx}
 	e.wg.Add(1)
 	go e.rxPump()
 	if cfg.delays() {
@@ -137,6 +137,25 @@ func New(inner link.Endpoint, cfg Config) *Endpoint {
 		go e.txPump()
 	}
 	return e
+}
+
+func newRand(seed, stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
+
+// Reseed starts both directions' generators again from seed, as New seeds
+// them: from then on the nth frame in a direction meets the fate it would
+// meet as the nth through a new endpoint with that seed, whatever crossed
+// before. A benchmark reseeds before each flow it measures, so that flows
+// of different stacks meet the same losses although the traffic before
+// them differed.
+func (e *Endpoint) Reseed(seed uint64) {
+	for _, d := range []struct {
+		s      *shaper
+		stream uint64
+	}{{&e.rx, rxStream}, {&e.tx, txStream}} {
+		d.s.mu.Lock()
+		d.s.rng = newRand(seed, d.stream)
+		d.s.mu.Unlock()
+	}
 }
 
 // shaper applies the faults to one direction's frames, in order.

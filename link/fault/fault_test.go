@@ -540,6 +540,53 @@ func TestSameSeedSameFaults(t *testing.T) {
 	}
 }
 
+// TestReseedForgetsEarlierTraffic pins down what a benchmark reseeding
+// before each flow relies on: after Reseed, the frames that follow meet
+// the fates of a new endpoint's with that seed, in both directions,
+// however many frames crossed before.
+func TestReseedForgetsEarlierTraffic(t *testing.T) {
+	cfg := Config{Loss: 0.3, Corrupt: 0.1, Seed: 1}
+	// run sends before frames each way, reseeds to 5 (unless before is
+	// negative: a new endpoint seeded 5) and returns the fates of the
+	// 200 frames sent each way after.
+	run := func(before int) (tx, rx [][]byte) {
+		c := cfg
+		if before < 0 {
+			c.Seed, before = 5, 0
+		}
+		r := newRig(t, c)
+		col := r.collect(r.f)
+		r.send(t, 0, uint32(before))
+		r.inject(t, 0, uint32(before))
+		r.awaitRx(t, uint64(before))
+		pre, preRx := len(r.drainPeer(t)), r.readable()
+		col.waitFor(t, preRx)
+		if before > 0 || c.Seed != 5 {
+			r.f.Reseed(5)
+		}
+		r.send(t, 1000, 1200)
+		r.inject(t, 1000, 1200)
+		r.awaitRx(t, uint64(before+200))
+		tx = r.drainPeer(t)
+		rx = col.waitFor(t, r.readable())[preRx:]
+		if pre > before {
+			t.Fatalf("%d frames written before, %d reached the peer", before, pre)
+		}
+		return tx, rx
+	}
+	wantTx, wantRx := run(-1)
+	if len(wantTx) == 200 || len(wantRx) == 200 {
+		t.Fatalf("no frame lost of 200 at 30%% loss: the test proves nothing")
+	}
+	for _, before := range []int{0, 37, 150} {
+		tx, rx := run(before)
+		if !slices.EqualFunc(tx, wantTx, bytes.Equal) || !slices.EqualFunc(rx, wantRx, bytes.Equal) {
+			t.Errorf("after %d frames each way and Reseed(5): %d written and %d read of 200, want %d and %d as from a new endpoint seeded 5, the same frames",
+				before, len(tx), len(rx), len(wantTx), len(wantRx))
+		}
+	}
+}
+
 func TestFaultRatesFollowTheProbabilities(t *testing.T) {
 	const total = 4000
 	r := newRig(t, Config{Loss: 0.25, Dup: 0.1, Reorder: 0.05, Corrupt: 0.02, Seed: 99})
