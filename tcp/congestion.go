@@ -44,8 +44,9 @@ type CongestionControl interface {
 // AckEvent is an acknowledgement of new data outside recovery, as the
 // sender saw it.
 type AckEvent struct {
-	// Acked is the bytes newly acknowledged; Inflight the bytes in flight
-	// before the ACK (SND.MAX - SND.UNA).
+	// Acked is the bytes newly acknowledged; Inflight the most bytes in
+	// flight (SND.MAX - SND.UNA) since the current window of data began,
+	// at least the flight before the ACK (sender.go, flightUse).
 	Acked, Inflight int
 	// RTT is the sample this ACK gave, zero if none (Karn's rule); SRTT
 	// the smoothed RTT after it (RFC 6298), zero before any sample.

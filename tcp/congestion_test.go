@@ -183,3 +183,30 @@ func TestACKSequenceWithinAClosedWindow(t *testing.T) {
 	p.expect(A, una+1000, p.nxt, 0)
 	r.nothing()
 }
+
+// Slow start doubles the window each round also when the round's ACKs
+// arrive together and are taken as one batch, nothing sent between them:
+// the window counts as used while half of it was in flight at some point
+// of the window of data, not by the flight before each ACK, which the
+// batch lowers ACK by ACK (a 100 ms path whose ACKs came in bursts grew
+// 1.4 times a round).
+func TestSlowStartGrowsOnABatchOfACKs(t *testing.T) {
+	r := newRig(t, tcp.Config{})
+	c, p := r.accepted(rawtest.TCPOpts{MSS: 1000})
+	write(t, c, pattern(40000))
+	for range 10 {
+		p.expectData(1000, false)
+	}
+	// Five ACKs of two segments each, in one batch.
+	end := p.rcv
+	var acks []rawtest.TCPSegment
+	for p.rcv = end - 10000; p.rcv != end; {
+		p.rcv += 2000
+		acks = append(acks, p.seg(rawtest.ACK, nil))
+	}
+	p.inject(acks...)
+	r.settle()
+	if ci := p.info(); ci.CWnd != 20000 {
+		t.Errorf("after a batch of ACKs for a whole initial window: cwnd %d, want 20000 (doubled)", ci.CWnd)
+	}
+}

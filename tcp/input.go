@@ -423,7 +423,7 @@ func (c *Conn) newAck(ack seqnum.Value, acked int, tsEcr uint32, now time.Time) 
 			// until the ACKs pass it.
 			c.snd.recover = ack - 1
 		}
-		c.snd.cc.OnAck(AckEvent{Acked: acked, Inflight: inflight, RTT: rtt, SRTT: c.snd.srtt,
+		c.snd.cc.OnAck(AckEvent{Acked: acked, Inflight: max(inflight, c.snd.used.high), RTT: rtt, SRTT: c.snd.srtt,
 			SndUna: c.snd.una, SndMax: c.snd.max, Now: now})
 	}
 	// RFC 6298 5.2-5.3: stop the timer when all is acknowledged, else

@@ -149,6 +149,7 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 	if end.GreaterThan(c.snd.nxt) {
 		c.snd.nxt = end
 	}
+	c.snd.noteFlight()
 	if c.timers.rexmitAt.IsZero() {
 		c.armRexmit(now)
 	}
