@@ -209,8 +209,8 @@ func (p *pathSet) counters() (pathemu.Snapshot, error) {
 // whole set-up, what crossed before a flow (the handshakes, the earlier
 // flows' ACKs, whose number differs by stack) moved the losses onto other
 // segments: on (b), 1 Gbit/s and 100 ms, the kernel's sender met its
-// first loss after 486 segments towards GoNet, after 1712 towards the
-// kernel and 2192 towards gVisor, which decided the flows' goodput
+// first loss within 486 segments towards GoNet, after 593 towards the
+// kernel and after 2192 towards gVisor, which decided the flows' goodput
 // (10.6, 15.9 and 18.0 Mbit/s).
 func (p *pathSet) reseed(rep int) error {
 	p.flows++
