@@ -3,6 +3,8 @@ package load
 import (
 	"io"
 	"net"
+	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,5 +66,35 @@ func TestRROverDialsThroughItsDialer(t *testing.T) {
 	}
 	if r.Conns != 1 || r.Transactions == 0 || r.Latency.Samples != int(r.Transactions) {
 		t.Errorf("result %+v: want transactions, each a sample", r)
+	}
+}
+
+// Bulk reports the congestion control its sockets run, which is the
+// namespace's default unless a route or the socket says otherwise; a
+// connection that is not a kernel socket has none to report.
+func TestCongestionControlIsTheSocketsOwn(t *testing.T) {
+	want, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if err != nil {
+		t.Skipf("no /proc/sys/net/ipv4/tcp_congestion_control: %v", err)
+	}
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cc, err := congestionControl(c)
+	if err != nil || cc != strings.TrimSpace(string(want)) {
+		t.Errorf("congestionControl = %q, %v; want %q", cc, err, strings.TrimSpace(string(want)))
+	}
+	p, q := net.Pipe()
+	defer p.Close()
+	defer q.Close()
+	if cc, err := congestionControl(p); err == nil {
+		t.Errorf("congestionControl of a pipe = %q, want an error", cc)
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gonetstack/gonet/bench/handlers"
 )
 
@@ -106,6 +108,10 @@ type BulkResult struct {
 	Bytes   int64   `json:"bytes"`
 	Seconds float64 `json:"seconds"`
 	Gbps    float64 `json:"gbit_s"`
+	// CC is the congestion control the client's kernel gave its
+	// sockets: the sender's kernel→stack, the suite's check that a
+	// route's congctl took.
+	CC string `json:"cc,omitempty"`
 }
 
 // Bulk moves data for dur over n streams: "up" writes to the discard port
@@ -133,6 +139,13 @@ func Bulk(addr, dir string, n, port int, dur time.Duration) (BulkResult, error) 
 			return BulkResult{}, err
 		}
 		conns[i] = c
+	}
+	cc, err := congestionControl(conns[0])
+	if err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		return BulkResult{}, err
 	}
 	var total atomic.Int64
 	errc := make(chan error, n)
@@ -185,7 +198,31 @@ func Bulk(addr, dir string, n, port int, dur time.Duration) (BulkResult, error) 
 		return BulkResult{}, err
 	}
 	b := total.Load()
-	return BulkResult{Dir: dir, Streams: n, Bytes: b, Seconds: secs, Gbps: float64(b) * 8 / secs / 1e9}, nil
+	return BulkResult{Dir: dir, Streams: n, Bytes: b, Seconds: secs, Gbps: float64(b) * 8 / secs / 1e9, CC: cc}, nil
+}
+
+// congestionControl is the congestion control algorithm the kernel runs on
+// c (TCP_CONGESTION).
+func congestionControl(c net.Conn) (string, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return "", fmt.Errorf("congestion control of a %T: not a kernel TCP socket", c)
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	var cc string
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		cc, gerr = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+	}); err != nil {
+		return "", err
+	}
+	if gerr != nil {
+		return "", fmt.Errorf("getsockopt TCP_CONGESTION: %w", gerr)
+	}
+	return cc, nil
 }
 
 // RRResult is the request-response workload's result.

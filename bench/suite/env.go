@@ -50,6 +50,9 @@ type Env struct {
 	// IPv6 is set in a set-up that measures IPv6: Addr is then the
 	// server's IPv6 address (the stacks have their IPv4 ones too).
 	IPv6 bool
+	// cc is the congestion control SetupCC gave every sender ("": each
+	// its own default).
+	cc string
 
 	// The gateway family's: the host namespace between the guest (C)
 	// and the internet (S), and the gateway running in it.
@@ -137,7 +140,7 @@ var serverSysctls = [][2]string{
 // Setup brings up stack's environment and waits until the client can
 // reach the server over IPv4.
 func Setup(ctx context.Context, bin, stack string) (*Env, error) {
-	return setup(ctx, bin, stack, false)
+	return setup(ctx, bin, stack, false, "")
 }
 
 // Setup6 is Setup for the IPv6 workloads: both ends have IPv6 addresses
@@ -146,10 +149,24 @@ func Setup(ctx context.Context, bin, stack string) (*Env, error) {
 // answers once its duplicate address detection is over). The kernel's
 // addresses skip DAD (nodad) so that it does not delay the run.
 func Setup6(ctx context.Context, bin, stack string) (*Env, error) {
-	return setup(ctx, bin, stack, true)
+	return setup(ctx, bin, stack, true, "")
 }
 
-func setup(ctx context.Context, bin, stack string, v6 bool) (e *Env, err error) {
+// SetupCC is Setup with every sender on the congestion control cc rather
+// than its own default: the kernel's, in the client's namespace and, for
+// the kernel as server, in the server's, by the route to the other end
+// (ip route ... congctl, which a socket taking it gets at connect and at
+// accept; a namespace other than the first cannot make a restricted
+// algorithm its default), and gVisor's by its option. GoNet runs CUBIC,
+// its default, and nothing else here.
+func SetupCC(ctx context.Context, bin, stack, cc string) (*Env, error) {
+	if stack == "gonet" && cc != "cubic" {
+		return nil, fmt.Errorf("set up gonet with %s: the bench runs GoNet with CUBIC only", cc)
+	}
+	return setup(ctx, bin, stack, false, cc)
+}
+
+func setup(ctx context.Context, bin, stack string, v6 bool, cc string) (e *Env, err error) {
 	e = &Env{Stack: stack, Addr: serverAddr.Addr().String(), IPv6: v6, bin: bin, stderr: &limitedBuffer{max: 64 << 10}}
 	if v6 {
 		e.Addr = serverAddr6.Addr().String()
@@ -172,6 +189,9 @@ func setup(ctx context.Context, bin, stack string, v6 bool) (e *Env, err error) 
 	args := []string{"server", "-stack", stack, "-addr", serverAddr.String(), "-mtu", fmt.Sprint(mtu)}
 	if v6 {
 		args = append(args, "-addr6", serverAddr6.String())
+	}
+	if cc != "" && stack == "gvisor" {
+		args = append(args, "-cc", cc)
 	}
 	serverNS := e.C
 	dev := netns.DeviceName()
@@ -203,6 +223,11 @@ func setup(ctx context.Context, bin, stack string, v6 bool) (e *Env, err error) 
 				return e, err
 			}
 		}
+		if cc != "" {
+			if err := routeCC(ctx, e.S, peer, serverAddr, cc); err != nil {
+				return e, err
+			}
+		}
 		serverNS = e.S
 	default:
 		// The server creates the TAP device in the client namespace;
@@ -222,7 +247,21 @@ func setup(ctx context.Context, bin, stack string, v6 bool) (e *Env, err error) 
 			}
 		}
 	}
+	if cc != "" {
+		if err := routeCC(ctx, e.C, dev, clientAddr, cc); err != nil {
+			return e, err
+		}
+		e.cc = cc
+	}
 	return e, e.waitReachable(ctx)
+}
+
+// routeCC gives the connected route of addr's prefix on dev in ns the
+// congestion control cc, for the sockets that take it.
+func routeCC(ctx context.Context, ns *netns.NS, dev string, addr netip.Prefix, cc string) error {
+	_, err := ns.IP(ctx, "route", "replace", addr.Masked().String(), "dev", dev, "proto", "kernel", "scope", "link",
+		"src", addr.Addr().String(), "congctl", cc)
+	return err
 }
 
 // addNoDAD gives dev in ns an IPv6 address usable at once: the kernel's

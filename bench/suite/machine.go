@@ -19,6 +19,10 @@ type Machine struct {
 	GVisor string `json:"gvisor"`
 	GoNet  string `json:"gonet"` // git commit of the work tree, "+dirty" when changed
 	MemGiB int    `json:"mem_gib"`
+	// CC is the kernel's default congestion control
+	// (net.ipv4.tcp_congestion_control), which its senders run but in
+	// bulk-cubic and the paths family.
+	CC string `json:"cc,omitempty"`
 }
 
 func describeMachine() Machine {
@@ -45,6 +49,9 @@ func describeMachine() Machine {
 				m.GVisor = d.Version
 			}
 		}
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil {
+		m.CC = strings.TrimSpace(string(b))
 	}
 	m.GoNet = gitVersion()
 	return m

@@ -356,9 +356,7 @@ func kernelEnd(ctx context.Context, ns *netns.NS, dev string, addr netip.Prefix)
 	if err := ns.ConfigureLink(dev, addr, mtu); err != nil {
 		return err
 	}
-	_, err := ns.IP(ctx, "route", "replace", addr.Masked().String(), "dev", dev, "proto", "kernel", "scope", "link",
-		"src", addr.Addr().String(), "congctl", pathCC)
-	return err
+	return routeCC(ctx, ns, dev, addr, pathCC)
 }
 
 // kernelBehindBridge makes a namespace for a kernel end at addr, joined to

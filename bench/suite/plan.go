@@ -17,6 +17,9 @@ type Plan struct {
 
 	BulkStreams []int         `json:"bulk_streams"`
 	BulkDur     time.Duration `json:"bulk_dur"`
+	// BulkStreamsCubic are bulk's points again with every sender on
+	// CUBIC (bulk-cubic), where bulk's run each its own default.
+	BulkStreamsCubic []int `json:"bulk_streams_cubic,omitempty"`
 
 	RRConns []int         `json:"rr_conns"`
 	RRDur   time.Duration `json:"rr_dur"`
@@ -136,12 +139,14 @@ var Full = Plan{
 	ShortDur:     2 * time.Second,
 	BulkStreams:  []int{1, 4},
 	BulkDur:      3 * time.Second,
-	RRConns:      []int{1, 100},
-	RRDur:        2 * time.Second,
-	UDPSizes:     []int{64, 1472, 8192, 32768},
-	UDPRates:     []float64{10, 100, 1000, 0},
-	UDPDur:       time.Second,
-	ScaleConns:   10000,
+	// About 2 minutes more on two cores.
+	BulkStreamsCubic: []int{1, 4},
+	RRConns:          []int{1, 100},
+	RRDur:            2 * time.Second,
+	UDPSizes:         []int{64, 1472, 8192, 32768},
+	UDPRates:         []float64{10, 100, 1000, 0},
+	UDPDur:           time.Second,
+	ScaleConns:       10000,
 	// Two points each for ping and request-response, one stream each way
 	// for bulk: about 3 minutes more on two cores.
 	Pingers6:     []int{1, 100},
@@ -216,26 +221,27 @@ var Full = Plan{
 // Quick is make bench-quick, CI's smoke run: every stack set up, every
 // workload once at its smallest size, for a fraction of a second.
 var Quick = Plan{
-	Name:         "quick",
-	Reps:         1,
-	Pingers:      []int{1},
-	PingDur:      500 * time.Millisecond,
-	PingInterval: 20 * time.Millisecond,
-	ShortClients: []int{1},
-	ShortSize:    4096,
-	ShortDur:     500 * time.Millisecond,
-	BulkStreams:  []int{1},
-	BulkDur:      500 * time.Millisecond,
-	RRConns:      []int{1},
-	RRDur:        500 * time.Millisecond,
-	UDPSizes:     []int{64},
-	UDPRates:     []float64{10},
-	UDPDur:       500 * time.Millisecond,
-	ScaleConns:   100,
-	Pingers6:     []int{1},
-	BulkStreams6: []int{1},
-	RRConns6:     []int{1},
-	ProfileDur:   500 * time.Millisecond,
+	Name:             "quick",
+	Reps:             1,
+	Pingers:          []int{1},
+	PingDur:          500 * time.Millisecond,
+	PingInterval:     20 * time.Millisecond,
+	ShortClients:     []int{1},
+	ShortSize:        4096,
+	ShortDur:         500 * time.Millisecond,
+	BulkStreams:      []int{1},
+	BulkDur:          500 * time.Millisecond,
+	BulkStreamsCubic: []int{1},
+	RRConns:          []int{1},
+	RRDur:            500 * time.Millisecond,
+	UDPSizes:         []int{64},
+	UDPRates:         []float64{10},
+	UDPDur:           500 * time.Millisecond,
+	ScaleConns:       100,
+	Pingers6:         []int{1},
+	BulkStreams6:     []int{1},
+	RRConns6:         []int{1},
+	ProfileDur:       500 * time.Millisecond,
 	// Issue 16's workloads, each at its smallest point.
 	PacedPingers:  []int{1},
 	PacedInterval: 10 * time.Millisecond,

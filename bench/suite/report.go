@@ -263,6 +263,7 @@ func Report(res Results, outDir, mdPath string) error {
 		r.p("Segments GoNet dropped because a connection's input queue was full (`TCP.InQueueDrops`): %s.\n\n", strings.Join(drops, "; "))
 	}
 	r.plot(plots, "bulk", "Bulk TCP throughput", rel)
+	r.bulkCubic()
 
 	r.p("## 4. Request-response latency\n\n")
 	r.p("1-byte request, 1-byte response (netperf's TCP_RR), one outstanding per connection, %v per point after a 100 ms warm-up.\n\n", res.Plan.RRDur)
@@ -365,6 +366,50 @@ func (r *report) medText(w, pt, st, m string) string {
 	return "?"
 }
 
+// bulkCubic is bulk again with every sender on CUBIC, beside what each
+// stack's figures were with each sender on its own default.
+func (r *report) bulkCubic() {
+	pts := r.points["bulk-cubic"]
+	if len(pts) == 0 {
+		return
+	}
+	cc := r.res.Machine.CC
+	if cc == "" {
+		cc = "its default"
+	}
+	r.p("### With every sender on CUBIC\n\n")
+	r.p("In the tables above each sender runs its own default congestion control: kernel→stack the client's kernel (`%s` on this machine), "+
+		"stack→kernel GoNet CUBIC, gVisor Reno and the kernel `%s`. Here every sender runs CUBIC, the kernel's usual default: the kernel's sockets by "+
+		"the route to the other end (`ip route ... congctl cubic`, which a socket gets at connect and at accept; the client reads it back from its "+
+		"sockets, `TCP_CONGESTION`, and a point whose sockets ran another fails), gVisor's by its option. The same load generators and handlers, "+
+		"%v a point.\n\n", cc, cc, r.res.Plan.BulkDur)
+	r.table("bulk-cubic", "direction", "gbit_s", "Gbit/s", 1, bulkPointName)
+	r.table("bulk-cubic", "direction", "cpu_s_per_gb", "CPU seconds of the stack per GB moved", 1, bulkPointName)
+	r.p("| direction | GoNet | gVisor | kernel |\n|---|---|---|---|\n")
+	for _, pt := range pts {
+		row := "| " + bulkPointName(pt) + " |"
+		for _, st := range []string{"gonet", "gvisor", "kernel"} {
+			c, okc := r.med("bulk-cubic", pt, st, "gbit_s")
+			d, okd := r.med("bulk", pt, st, "gbit_s")
+			if !okc || !okd || d == 0 {
+				row += " – |"
+				continue
+			}
+			row += fmt.Sprintf(" %.2f× |", c/d)
+		}
+		r.p("%s\n", row)
+	}
+	r.p("\n*each stack's throughput with every sender on CUBIC over its throughput with each on its default (the first table of this section), medians.*\n\n")
+	if r.res.Machine.CC == "bbr" {
+		r.p("BBR keeps about twice the bandwidth times the least round trip it has seen in flight, plus what it learns of ACKs arriving in bursts; " +
+			"over a TAP or a veth that round trip is a few microseconds, so its window stays a few hundred segments, and its throughput to a receiver " +
+			"is that window over the time the receiver takes to acknowledge under load. The kernel as receiver acknowledges in the softirq that took " +
+			"the segment in; a user-space stack's ACK waits for its own goroutines or threads and a write(2), in which the sender's kernel also does its " +
+			"sending. CUBIC's window grows until a loss or the receiver's window stops it, so the receiver's delay no longer sets the rate " +
+			"(ARCHITECTURE.md, \"A BBR sender and a user-space receiver\").\n\n")
+	}
+}
+
 // bulkTargets are bulk's targets (issue 5) at each point of workload
 // (bulk, or bulk6 with what " over IPv6"): at least 1.2× gVisor and 0.75×
 // the kernel.
@@ -430,6 +475,7 @@ func (r *report) targets() []target {
 	var ts []target
 	med := r.med
 	ts = append(ts, r.bulkTargets("bulk", "")...)
+	ts = append(ts, r.bulkTargets("bulk-cubic", " (every sender CUBIC)")...)
 	ts = append(ts, r.rrTargets("rr", "")...)
 	ts = append(ts, r.pingTargets("ping", "")...)
 	ts = append(ts, r.issue16Targets()...)

@@ -413,15 +413,16 @@ func (s *Suite) runGroup(ctx context.Context, rep int, g group, stack string) {
 var headline = map[string]struct {
 	metric, unit string
 }{
-	"ping":  {"mean_us", "µs mean"},
-	"short": {"mbit_s", "Mbit/s"},
-	"bulk":  {"gbit_s", "Gbit/s"},
-	"rr":    {"mean_us", "µs mean"},
-	"udp":   {"recv_mbit_s", "Mbit/s received"},
-	"scale": {"establish_s", "s to establish"},
-	"ping6": {"mean_us", "µs mean"},
-	"bulk6": {"gbit_s", "Gbit/s"},
-	"rr6":   {"mean_us", "µs mean"},
+	"ping":       {"mean_us", "µs mean"},
+	"short":      {"mbit_s", "Mbit/s"},
+	"bulk":       {"gbit_s", "Gbit/s"},
+	"bulk-cubic": {"gbit_s", "Gbit/s"},
+	"rr":         {"mean_us", "µs mean"},
+	"udp":        {"recv_mbit_s", "Mbit/s received"},
+	"scale":      {"establish_s", "s to establish"},
+	"ping6":      {"mean_us", "µs mean"},
+	"bulk6":      {"gbit_s", "Gbit/s"},
+	"rr6":        {"mean_us", "µs mean"},
 
 	pacedPingWorkload: {"mean_us", "µs mean"},
 	udpRRWorkload:     {"mean_us", "µs mean"},

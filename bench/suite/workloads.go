@@ -59,6 +59,7 @@ func (s *Suite) groups() []group {
 
 	gs = append(gs, bulkGroup("bulk", p.BulkStreams, p))
 	v6(bulkGroup("bulk6", p.BulkStreams6, p))
+	add(s.bulkCubicGroup(p))
 
 	gs = append(gs, rrGroup("rr", p.RRConns, p))
 	v6(rrGroup("rr6", p.RRConns6, p))
@@ -177,6 +178,20 @@ func bulkGroup(workload string, streams []int, p Plan) group {
 			})
 		}
 	}
+	return g
+}
+
+// bulkCubicGroup is bulk with every sender on CUBIC (SetupCC), where
+// bulk's senders run each its own default: the kernel's, this machine's
+// (BBR here), gVisor's Reno, GoNet's CUBIC. CUBIC is the kernel's usual
+// default, and the one that tells a receiver's cost apart from its
+// latency: BBR keeps no more in flight than a few times the bandwidth
+// times the least round trip it has seen (microseconds on a TAP or a
+// veth), so its throughput to a receiver is that window over the time the
+// receiver takes to acknowledge, under load (ARCHITECTURE.md).
+func (s *Suite) bulkCubicGroup(p Plan) group {
+	g := bulkGroup("bulk-cubic", p.BulkStreamsCubic, p)
+	g.setup = func(ctx context.Context, stack string) (*Env, error) { return SetupCC(ctx, s.Bin, stack, "cubic") }
 	return g
 }
 
@@ -535,6 +550,9 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 	w, out, err := measureSteadyInto(ctx, e, &r, d+time.Minute, d/2, "bulk", "-addr", e.Addr, "-dir", dir, "-n", strconv.Itoa(n), "-dur", dur(d))
 	if err != nil {
 		return nil, out, err
+	}
+	if e.cc != "" && r.CC != e.cc {
+		return nil, out, fmt.Errorf("the client's sockets ran %q, not the set-up's %s", r.CC, e.cc)
 	}
 	gb := float64(r.Bytes) / 1e9
 	m := map[string]float64{

@@ -103,7 +103,7 @@ func run(args []string) error {
 	out := fs.String("out", "results", "directory for results.json, plots and profiles")
 	md := fs.String("md", "", "where to write the markdown report (default: OUT/BENCHMARKS.md)")
 	check := fs.Bool("check", false, "fail unless every stack and workload produced numbers")
-	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, rr, udp, scale; the IPv6 variants ping6, bulk6, rr6; issue 16's ping-pace, udprr, overload, daemon) or the gateway family (gateway) or its workloads (gw-bulk, gw-rr, gw-crr, gw-udp, gw-idle), or the multikernel family (multikernel) or its workloads (mk-tcp, mk-rr, mk-udp, mk-ring), or the real-world paths family (paths) or its workloads (path-cal, path-1mb, path-long, path-share)")
+	only := fs.String("only", "", "run only these comma-separated workloads (ping, short, bulk, bulk-cubic, rr, udp, scale; the IPv6 variants ping6, bulk6, rr6; issue 16's ping-pace, udprr, overload, daemon) or the gateway family (gateway) or its workloads (gw-bulk, gw-rr, gw-crr, gw-udp, gw-idle), or the multikernel family (multikernel) or its workloads (mk-tcp, mk-rr, mk-udp, mk-ring), or the real-world paths family (paths) or its workloads (path-cal, path-1mb, path-long, path-share)")
 	mtus := fs.String("mtus", "", "the gateway family's guest MTUs, comma-separated (default: the plan's)")
 	gateways := fs.String("gateways", "", "the gateway family compares only these comma-separated gateways (gonet, pasta, slirp4netns, gvproxy)")
 	gonetBin := fs.String("gonet", "", "GoNet's daemon for the gateway family (default: built from -root next to this program)")
