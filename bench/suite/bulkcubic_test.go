@@ -89,3 +89,30 @@ func TestReportWithoutBulkCubicHasNoCUBICSubsection(t *testing.T) {
 		t.Errorf("a report without bulk-cubic points mentions it")
 	}
 }
+
+// When bulk misses under a BBR sender, the why section gives GoNet's
+// figure with every sender on CUBIC beside it.
+func TestWhyBulkGivesTheCUBICFigureUnderABBRSender(t *testing.T) {
+	res := cannedFamilies(8, 8)
+	for _, st := range []struct {
+		name  string
+		cubic float64
+	}{{"gonet", 30}, {"gvisor", 24}, {"kernel", 36}} {
+		res.Records = append(res.Records, Record{Workload: "bulk-cubic", Point: "up/1", Stack: st.name, Rep: 1,
+			Metrics: map[string]float64{"gbit_s": st.cubic}})
+	}
+	for _, c := range []struct {
+		cc   string
+		want bool
+	}{{"bbr", true}, {"cubic", false}} {
+		res.Machine.CC = c.cc
+		md := writeReport(t, res)
+		if !strings.Contains(md, "- **Bulk TCP**:") {
+			t.Fatalf("%s: no why for the missed bulk target", c.cc)
+		}
+		got := strings.Contains(md, "with every sender on CUBIC GoNet took 30.0 Gbit/s on one stream, 0.83× the kernel's")
+		if got != c.want {
+			t.Errorf("machine's default %s: CUBIC figure in the why %v, want %v", c.cc, got, c.want)
+		}
+	}
+}
