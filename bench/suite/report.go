@@ -399,7 +399,8 @@ func (r *report) bulkCubic() {
 		}
 		r.p("%s\n", row)
 	}
-	r.p("\n*each stack's throughput with every sender on CUBIC over its throughput with each on its default (the first table of this section), medians.*\n\n")
+	r.p("\n*each stack's throughput with every sender on CUBIC over its throughput with each on its default (the first table of this section), medians. " +
+		"GoNet sends with CUBIC in both, so its stack→kernel rows differ only by the groups' set-ups and moments: the two groups' noise.*\n\n")
 	if r.res.Machine.CC == "bbr" {
 		r.p("BBR keeps about twice the bandwidth times the least round trip it has seen in flight, plus what it learns of ACKs arriving in bursts; " +
 			"over a TAP or a veth that round trip is a few microseconds, so its window stays a few hundred segments, and its throughput to a receiver " +
