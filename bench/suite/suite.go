@@ -8,6 +8,7 @@ package suite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,6 +98,11 @@ type Suite struct {
 	GvproxyBin string
 	// Gateways limits the gateway family to these; all when empty.
 	Gateways []string
+	// Replace lets a run of some of the stack comparison's workloads
+	// (Only) write over an earlier results.json that holds others, which
+	// it does not merge into (the gateway, multikernel and paths
+	// families do); without it such a run refuses before it starts.
+	Replace bool
 	// GoNetVersion overrides the version the report gives GoNet (by
 	// default the git commit of the work tree).
 	GoNetVersion string
@@ -243,6 +249,11 @@ func (s *Suite) Run(ctx context.Context) error {
 			}
 		}
 	}
+	if stacksRun && len(s.Only) > 0 && !s.Replace {
+		if err := s.wouldReplace(); err != nil {
+			return err
+		}
+	}
 	if daemon {
 		if err := s.buildGoNet(ctx); err != nil {
 			return err
@@ -331,6 +342,37 @@ func (s *Suite) Run(ctx context.Context) error {
 		}
 	}
 	return s.write()
+}
+
+// wouldReplace refuses a run of some of the stack comparison's workloads
+// whose results would replace an earlier results.json in OutDir holding
+// workloads it does not run: the stack comparison is one run, written
+// whole, and a record of many minutes is lost to a few.
+func (s *Suite) wouldReplace() error {
+	path := filepath.Join(s.OutDir, "results.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var old Results
+	if err := json.Unmarshal(b, &old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var lost []string
+	for _, r := range old.Records {
+		if !slices.Contains(s.res.Workloads, r.Workload) && !slices.Contains(lost, r.Workload) {
+			lost = append(lost, r.Workload)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("-only %s would replace %s, whose run has %s too, with its own workloads alone "+
+		"(a run of the stack comparison's workloads is written whole; only the gateway, multikernel and paths families merge): "+
+		"give another -out, or -replace", strings.Join(s.Only, ","), path, strings.Join(lost, ", "))
 }
 
 // selected keeps the groups -only names, by workload or family, and the

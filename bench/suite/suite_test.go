@@ -196,3 +196,44 @@ func TestRemoveStaleEtcRemovesOnlyDeadRunsDirectories(t *testing.T) {
 		t.Errorf("an absent directory: %v, %v", removed, err)
 	}
 }
+
+// A run of some of the stack comparison's workloads refuses to replace an
+// earlier results.json holding others, which it would not merge into; a
+// record of the same workloads alone, or none, it writes over.
+func TestAStackOnlyRunRefusesToReplaceAFullerRecord(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		earlier []string // workloads of the earlier record; nil: none
+		wantErr string
+	}{
+		{"a full record", []string{"ping", "bulk", "bulk-cubic", "gw-bulk"}, "whose run has ping, gw-bulk too"},
+		{"the same workloads", []string{"bulk", "bulk-cubic"}, ""},
+		{"no record", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.earlier != nil {
+				var old Results
+				for _, w := range c.earlier {
+					old.Records = append(old.Records, Record{Workload: w, Point: "p", Stack: "gonet", Rep: 1})
+				}
+				b, err := json.Marshal(old)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := &Suite{OutDir: dir, Only: []string{"bulk", "bulk-cubic"}}
+			s.res.Workloads = []string{"bulk", "bulk-cubic"}
+			err := s.wouldReplace()
+			switch {
+			case c.wantErr == "" && err != nil:
+				t.Errorf("wouldReplace = %v, want nil", err)
+			case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr) || !strings.Contains(err.Error(), "-replace")):
+				t.Errorf("wouldReplace = %v, want an error saying %q and naming -replace", err, c.wantErr)
+			}
+		})
+	}
+}

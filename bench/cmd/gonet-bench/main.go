@@ -112,6 +112,7 @@ func run(args []string) error {
 	quietWait := fs.Duration("quiet-wait", -1, "how long the run may wait, in all, for other processes to leave the CPUs (default: the plan's)")
 	root := fs.String("root", "..", "the GoNet module, whose own Go benchmarks the report includes")
 	version := fs.String("gonet-version", "", "what to call the GoNet under test in the report (default: its git commit)")
+	replace := fs.Bool("replace", false, "with -only naming the stack comparison's workloads, write over an earlier results.json in -out that holds others (such a run does not merge into it, as the gateway, multikernel and paths families do)")
 	skip := fs.Bool("skip-unavailable", false, "without root, /dev/net/tun or ip, say so and succeed (but fail when CI=true), as the stack's tests skip")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -159,7 +160,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version, GoNetBin: *gonetBin}
+	s := &suite.Suite{Plan: plan, Bin: bin, OutDir: absOut, MDPath: *md, Log: os.Stderr, Root: *root, GoNetVersion: *version, GoNetBin: *gonetBin, Replace: *replace}
 	if *only != "" {
 		s.Only = strings.Split(*only, ",")
 	}
