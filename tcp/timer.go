@@ -59,9 +59,20 @@ func (c *Conn) armTimer() {
 	}
 	c.timers.armedAt = next
 	c.timers.clock.Stop()
-	if !next.IsZero() {
-		c.timers.clock.Reset(max(next.Sub(c.now()), 0))
+	if next.IsZero() {
+		return
 	}
+	// The wait is measured from the clock as it reads now, not from the
+	// event's reading (now): a clock that moved on meanwhile would set
+	// the timer that much late. A deadline already passed is run's to
+	// handle at its next turn (timerDue), not a timer's: a virtual
+	// clock fires a timer set in the past only at its next Advance.
+	wait := next.Sub(c.p.env.Clock.Now())
+	if wait <= 0 {
+		c.wakeup.wake()
+		return
+	}
+	c.timers.clock.Reset(wait)
 }
 
 // armRexmit starts the retransmission timer (RFC 6298 5.1).
