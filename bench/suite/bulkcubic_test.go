@@ -46,15 +46,8 @@ func TestBulkCubicRunsBulksPointsOnItsOwnSetUps(t *testing.T) {
 // CUBIC points to bulk's targets, and explains a BBR sender only where the
 // machine's kernel runs BBR.
 func TestReportSetsCUBICBesideEachSendersDefault(t *testing.T) {
-	res := cannedFamilies(12, 12)
-	for _, st := range []struct {
-		name  string
-		gbit  float64
-		cubic float64
-	}{{"gonet", 12, 30}, {"gvisor", 10, 24}, {"kernel", 10, 36}} {
-		res.Records = append(res.Records, Record{Workload: "bulk-cubic", Point: "up/1", Stack: st.name, Rep: 1,
-			Metrics: map[string]float64{"gbit_s": st.cubic}})
-	}
+	// bulk up/1: GoNet 12 Gbit/s, gVisor and the kernel 10.
+	res := withBulkCubic(cannedFamilies(12, 12), 30, 24, 36)
 	for _, c := range []struct {
 		cc      string
 		explain bool
@@ -93,14 +86,7 @@ func TestReportWithoutBulkCubicHasNoCUBICSubsection(t *testing.T) {
 // When bulk misses under a BBR sender, the why section gives GoNet's
 // figure with every sender on CUBIC beside it.
 func TestWhyBulkGivesTheCUBICFigureUnderABBRSender(t *testing.T) {
-	res := cannedFamilies(8, 8)
-	for _, st := range []struct {
-		name  string
-		cubic float64
-	}{{"gonet", 30}, {"gvisor", 24}, {"kernel", 36}} {
-		res.Records = append(res.Records, Record{Workload: "bulk-cubic", Point: "up/1", Stack: st.name, Rep: 1,
-			Metrics: map[string]float64{"gbit_s": st.cubic}})
-	}
+	res := withBulkCubic(cannedFamilies(8, 8), 30, 24, 36)
 	for _, c := range []struct {
 		cc   string
 		want bool
@@ -115,4 +101,14 @@ func TestWhyBulkGivesTheCUBICFigureUnderABBRSender(t *testing.T) {
 			t.Errorf("machine's default %s: CUBIC figure in the why %v, want %v", c.cc, got, c.want)
 		}
 	}
+}
+
+// withBulkCubic adds bulk-cubic's up/1 point to res, each stack at the
+// throughput given.
+func withBulkCubic(res Results, gonet, gvisor, kernel float64) Results {
+	for st, g := range map[string]float64{"gonet": gonet, "gvisor": gvisor, "kernel": kernel} {
+		res.Records = append(res.Records, Record{Workload: "bulk-cubic", Point: "up/1", Stack: st, Rep: 1,
+			Metrics: map[string]float64{"gbit_s": g}})
+	}
+	return res
 }

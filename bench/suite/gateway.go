@@ -3,7 +3,6 @@ package suite
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -618,16 +617,9 @@ func gatewayVersion(name string) string {
 // comparison's numbers.
 func (s *Suite) mergeEarlier() error {
 	path := filepath.Join(s.OutDir, "results.json")
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	old, ok, err := readResults(path)
+	if !ok || err != nil {
 		return err
-	}
-	var old Results
-	if err := json.Unmarshal(b, &old); err != nil {
-		return fmt.Errorf("merging into %s: %w", path, err)
 	}
 	old.Records = slices.DeleteFunc(old.Records, func(r Record) bool { return slices.Contains(s.res.Workloads, r.Workload) })
 	old.Records = append(old.Records, s.res.Records...)

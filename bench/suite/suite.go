@@ -350,16 +350,9 @@ func (s *Suite) Run(ctx context.Context) error {
 // whole, and a record of many minutes is lost to a few.
 func (s *Suite) wouldReplace() error {
 	path := filepath.Join(s.OutDir, "results.json")
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	old, ok, err := readResults(path)
+	if !ok || err != nil {
 		return err
-	}
-	var old Results
-	if err := json.Unmarshal(b, &old); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
 	}
 	var lost []string
 	for _, r := range old.Records {
@@ -373,6 +366,22 @@ func (s *Suite) wouldReplace() error {
 	return fmt.Errorf("-only %s would replace %s, whose run has %s too, with its own workloads alone "+
 		"(a run of the stack comparison's workloads is written whole; only the gateway, multikernel and paths families merge): "+
 		"give another -out, or -replace", strings.Join(s.Only, ","), path, strings.Join(lost, ", "))
+}
+
+// readResults reads an earlier run's results.json at path; ok is false
+// when there is none.
+func readResults(path string) (res Results, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Results{}, false, nil
+	}
+	if err != nil {
+		return Results{}, false, err
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		return Results{}, false, fmt.Errorf("earlier results %s: %w", path, err)
+	}
+	return res, true, nil
 }
 
 // selected keeps the groups -only names, by workload or family, and the
