@@ -137,3 +137,37 @@ func combine(a, b string) string {
 	}
 	return "met"
 }
+
+// whyElsewhere explains, from each other kind's run of record and its own
+// figures, the targets it missed where this run met them or did not
+// measure them: those the section before this names as missed on every
+// machine have their reasons there, from this run.
+func (r *report) whyElsewhere(ts []target, others []Results) {
+	missedHere := map[string]bool{}
+	for _, t := range ts {
+		missedHere[t.what] = strings.HasPrefix(t.met, "❌")
+	}
+	heading := false
+	for _, o := range others {
+		ro := newReport(o)
+		var only []target
+		for _, t := range ro.targets() {
+			if strings.HasPrefix(t.met, "❌") && !missedHere[t.what] {
+				only = append(only, t)
+			}
+		}
+		if !ro.whyBullets(only) {
+			continue
+		}
+		if !heading {
+			r.p("### Why the other machines miss what this one meets\n\n")
+			heading = true
+		}
+		names := make([]string, len(only))
+		for i, t := range only {
+			names[i] = t.what
+		}
+		r.p("On %s (%s, GoNet %s): %s.\n\n%s\n", o.Machine.CPU, o.Started.UTC().Format("2006-01-02"), o.Machine.GoNet,
+			strings.Join(names, "; "), ro.why.String())
+	}
+}

@@ -55,3 +55,49 @@ func TestEveryMachineMeetsATargetOnlyWhereAllMeetIt(t *testing.T) {
 		})
 	}
 }
+
+// rrRun is a run of one machine with 1-byte request-response on one
+// connection: GoNet's mean, gVisor's 100 µs and the kernel's 40 µs.
+func rrRun(cpu string, gonetUS float64) Results {
+	return Results{
+		Machine: Machine{CPU: cpu, GoNet: "abc1234"},
+		Started: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC),
+		Records: []Record{
+			rec("rr", "n=1", "gonet", map[string]float64{"mean_us": gonetUS}),
+			rec("rr", "n=1", "gvisor", map[string]float64{"mean_us": 100}),
+			rec("rr", "n=1", "kernel", map[string]float64{"mean_us": 40}),
+		},
+	}
+}
+
+// A target the other kind of machine missed and this one met is
+// explained from the other run's own figures; one missed on both is left
+// to this run's explanation, and one met on both needs none.
+func TestWhyElsewhereExplainsWhatOnlyTheOtherMachineMissed(t *testing.T) {
+	const heading = "### Why the other machines miss what this one meets"
+	for _, tc := range []struct {
+		name        string
+		this, other float64
+		want        []string // empty: no section
+	}{
+		{"missed on the other only", 50, 60, []string{heading, "On AMD EPYC (2026-11-27, GoNet abc1234): 1-byte request-response, 1 conn(s), mean.",
+			"- **1-byte request-response** (1 conn(s) 60.0 µs, 1.50× the kernel's and 0.60× gVisor's)"}},
+		{"missed on both", 60, 60, nil},
+		{"met on both", 50, 50, nil},
+		{"missed here only", 60, 50, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReport(rrRun("Intel(R) Xeon(R) Processor", tc.this))
+			r.whyElsewhere(r.targets(), []Results{rrRun("AMD EPYC", tc.other)})
+			md := r.b.String()
+			if len(tc.want) == 0 && md != "" {
+				t.Errorf("wrote %q, want nothing", md)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(md, w) {
+					t.Errorf("lacks %q:\n%s", w, md)
+				}
+			}
+		})
+	}
+}

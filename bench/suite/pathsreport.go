@@ -3,6 +3,7 @@ package suite
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -248,8 +249,8 @@ func (r *report) whyPaths(ts []target) {
 	if len(missed["path-goodput"]) > 0 {
 		var pts []string
 		for _, pt := range r.points[pathLong] {
-			v, sk := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s")
-			if !(v < 0.95) {
+			_, sk := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s")
+			if !slices.Contains(missed["path-goodput"], "Goodput, "+r.pathPointName(pt)) {
 				continue
 			}
 			cell := func(st, m string) string { return r.medText(pathLong, pt, st, m) }
@@ -269,7 +270,7 @@ func (r *report) whyPaths(ts []target) {
 		for _, pt := range r.points[pathShort] {
 			v, sk := r.ratio(pathShort, pt, "kernel", "seconds")
 			switch {
-			case !(v > 1):
+			case !slices.Contains(missed["path-short"], fmt.Sprintf("%s transfer time, %s", mb(r.res.Plan.Paths.Short), r.pathPointName(pt))):
 			case v <= 1.02:
 				near = append(near, r.pathPointName(pt)+" "+sk)
 			default:
@@ -290,7 +291,7 @@ func (r *report) whyPaths(ts []target) {
 			g, ok1 := r.med(pathShare, pt, "gonet", "jain")
 			k, ok2 := r.med(pathShare, pt, "kernel", "jain")
 			last, ok3 := r.med(pathShare, pt, "gonet", "jain_last_half")
-			if !ok1 || !ok2 || g >= 0.95 {
+			if !ok1 || !ok2 || !slices.Contains(missed["path-share"], "Sharing with a kernel CUBIC flow, Jain's index, "+r.pathPointName(pt)) {
 				continue
 			}
 			lastHalf := ""
