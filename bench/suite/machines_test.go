@@ -101,3 +101,14 @@ func TestWhyElsewhereExplainsWhatOnlyTheOtherMachineMissed(t *testing.T) {
 		})
 	}
 }
+
+// A missed target the report has no reading for is named as such, not
+// left out of the why section.
+func TestWhyNamesAMissedTargetItCannotExplain(t *testing.T) {
+	r := newReport(memRun("AMD EPYC", 20<<10))
+	r.whyNotMet(r.targets())
+	want := "- **Not explained yet**: Memory per idle connection (10000 held)."
+	if !strings.Contains(r.b.String(), want) {
+		t.Errorf("lacks %q:\n%s", want, r.b.String())
+	}
+}

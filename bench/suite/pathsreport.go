@@ -281,7 +281,8 @@ func (r *report) whyPaths(ts []target) {
 			r.p("- **1 MB within 2%% of the kernel** (%s): a handful of milliseconds on transfers that take hundreds, less than one repetition resolves; on loss-free paths every stack finishes in the same number of round trips.\n", strings.Join(near, "; "))
 		}
 		if len(far) > 0 {
-			r.p("- **1 MB, further off** (%s, %s per path): a 1 MB transfer on a lossy path meets a loss or none, and where in slow start it falls decides its time; the median of three transfers in a repetition smooths only part of that. "+
+			r.p("- **1 MB, further off** (%s, %s per path): a 1 MB transfer on a lossy path meets a loss or none, and where in slow start it falls decides its time; the median of three transfers in a repetition smooths only part of that "+
+				"(the same point took every stack more than twice as long in one repetition as in another: bench/README.md, \"paths\"). "+
 				"On a loss-free path every stack needs the same round trips, and what is left is a fraction of one; GoNet's sender once took 1.53× the kernel's time on (a), its window stopping short in slow start while the peer's receive window opened (tcp's windowLimited since lets it grow while half of it is in flight, as Linux's does).\n",
 				strings.Join(far, "; "), reps)
 		}
