@@ -157,7 +157,7 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 		defended: map[netip.Addr]*defence{},
 	}
 	// A full dealer queue drops: a flood of ARP must not stall the NIC.
-	p.in = dealer.New[*buffer.Batch](16, &p.Stats.InDropped)
+	p.in = dealer.New[*buffer.Batch](256, &p.Stats.InDropped)
 	p.log = newARPLog(p)
 	nic.Bind(wire.EtherTypeARP, p)
 	return p

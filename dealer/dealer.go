@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/stats"
@@ -28,13 +29,25 @@ type Message interface {
 	Release()
 }
 
+// NetworkInbox is the size, in packets, of a network layer's inbox of the
+// NICs' batches: as many frames as a TAP device's queue holds in front of
+// its reader (tap.DefaultTxQueueLen), the queue a burst waited in before
+// the reader polled the device and dealt it on a frame or two at a time.
+// Its channel takes 24 bytes a slot, 384 KiB for the inbox.
+const NetworkInbox = 16384
+
 // ErrClosed is returned by Sync once the inbox is closed: what was queued
 // will not be dealt with.
 var ErrClosed = errors.New("dealer: closed")
 
-// Inbox is a dealer's bounded input queue.
+// Inbox is a dealer's bounded input queue. It is bounded in packets, not
+// messages: a NIC's reader that polls hands over a batch of one or two
+// frames at a time in a burst, where one that sleeps between reads hands
+// over up to 64, and the same burst must fit either way.
 type Inbox[T Message] struct {
 	c       chan Envelope[T]
+	queued  atomic.Int64 // packets in the messages queued
+	limit   int64
 	dropped *stats.Counter
 
 	mu     sync.RWMutex // Deliver holds it shared, Close exclusively
@@ -45,30 +58,37 @@ type Inbox[T Message] struct {
 // Envelope is what the dealer takes from C: a message, or a Sync marker.
 type Envelope[T Message] struct {
 	m      T
+	in     *Inbox[T]     // whose count of queued packets Open lowers
 	synced chan struct{} // non-nil for a marker: closed when the dealer opens it
 }
 
-// New returns an inbox holding up to size messages, whose drops are counted,
+// New returns an inbox holding up to size packets, whose drops are counted,
 // in packets, in dropped.
 func New[T Message](size int, dropped *stats.Counter) *Inbox[T] {
-	return &Inbox[T]{c: make(chan Envelope[T], size), dropped: dropped, done: make(chan struct{})}
+	// Every message holds a packet at least, so the channel never fills
+	// before the count does.
+	return &Inbox[T]{c: make(chan Envelope[T], size), limit: int64(size), dropped: dropped, done: make(chan struct{})}
 }
 
 // Deliver queues m for the dealer and takes ownership of it. When the inbox
 // is full, or closed, m is released and its packets counted as dropped.
 // Deliver never blocks.
 func (in *Inbox[T]) Deliver(m T) {
+	n := int64(packets(m))
 	in.mu.RLock()
-	if !in.closed {
+	if !in.closed && in.queued.Add(n) <= in.limit {
 		select {
-		case in.c <- Envelope[T]{m: m}:
+		case in.c <- Envelope[T]{m: m, in: in}:
 			in.mu.RUnlock()
 			return
 		default:
 		}
 	}
+	if !in.closed {
+		in.queued.Add(-n)
+	}
 	in.mu.RUnlock()
-	in.dropped.Add(uint64(packets(m)))
+	in.dropped.Add(uint64(n))
 	m.Release()
 }
 
@@ -93,6 +113,7 @@ func (e Envelope[T]) Open() (T, bool) {
 		var none T
 		return none, false
 	}
+	e.in.queued.Add(-int64(packets(e.m)))
 	return e.m, true
 }
 

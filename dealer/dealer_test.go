@@ -55,9 +55,9 @@ func checkNoLeaks(t *testing.T, pool *buffer.Pool) {
 func TestDeliverDropsAndCountsPacketsWhenFull(t *testing.T) {
 	pool := buffer.NewPool()
 	var dropped stats.Counter
-	in := dealer.New[*buffer.Batch](1, &dropped)
+	in := dealer.New[*buffer.Batch](4, &dropped)
 	in.Deliver(batch(pool, 0, 3))
-	in.Deliver(batch(pool, 3, 2)) // no room: dropped
+	in.Deliver(batch(pool, 3, 2)) // room for one packet, not two: dropped
 	if got := dropped.Load(); got != 2 {
 		t.Errorf("dropped = %d packets, want 2 (the second batch)", got)
 	}
@@ -65,13 +65,41 @@ func TestDeliverDropsAndCountsPacketsWhenFull(t *testing.T) {
 	checkNoLeaks(t, pool)
 }
 
+// The inbox is bounded in packets: a burst dealt a frame at a time fits
+// as it would in full batches, and what the dealer has taken is room
+// again.
+func TestInboxHoldsPacketsNotBatches(t *testing.T) {
+	pool := buffer.NewPool()
+	var dropped stats.Counter
+	in := dealer.New[*buffer.Batch](8, &dropped)
+	for i := range 8 {
+		in.Deliver(batch(pool, i, 1))
+	}
+	if got := dropped.Load(); got != 0 {
+		t.Fatalf("dropped %d of 8 one-packet batches in an inbox of 8 packets", got)
+	}
+	in.Deliver(batch(pool, 8, 1))
+	if got := dropped.Load(); got != 1 {
+		t.Fatalf("dropped = %d, want the ninth packet", got)
+	}
+	e := <-in.C() // the dealer takes one: a packet's room again
+	b, _ := e.Open()
+	b.Release()
+	in.Deliver(batch(pool, 9, 1))
+	if got := dropped.Load(); got != 1 {
+		t.Errorf("dropped = %d after the dealer took a packet, want still 1", got)
+	}
+	in.Close()
+	checkNoLeaks(t, pool)
+}
+
 func TestSyncReturnsOnceEverythingQueuedBeforeItIsDealt(t *testing.T) {
 	pool := buffer.NewPool()
 	var dropped stats.Counter
-	in := dealer.New[*buffer.Batch](4, &dropped)
+	in := dealer.New[*buffer.Batch](8, &dropped)
 	var got []byte // written by the dealer, read here after Sync: the race detector checks Sync orders them
 	stop, exited := make(chan struct{}), make(chan struct{})
-	for i := range 4 { // the inbox is full before the dealer starts
+	for i := range 4 { // the inbox's packets are all taken before the dealer starts
 		in.Deliver(batch(pool, 2*i, 2))
 	}
 	synced := make(chan error)

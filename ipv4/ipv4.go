@@ -160,7 +160,7 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p.reasm = p.newReassembler()
 	// A dealer that far behind drops and counts, as a NIC drops when its
 	// ring is full: blocking would stall ARP on the same NIC, or the sender.
-	p.in = dealer.New[*buffer.Batch](256, &p.Stats.InDiscards)
+	p.in = dealer.New[*buffer.Batch](dealer.NetworkInbox, &p.Stats.InDiscards)
 	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.nextID.Store(e.Rand.Uint32())
 	p.tables.init()

@@ -171,7 +171,7 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p.reasm = p.newReassembler()
 	// A dealer that far behind drops and counts, as a NIC drops when its
 	// ring is full: blocking would stall the other protocols on the NIC.
-	p.in = dealer.New[*buffer.Batch](256, &p.Stats.InDiscards)
+	p.in = dealer.New[*buffer.Batch](dealer.NetworkInbox, &p.Stats.InDiscards)
 	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.tables.init()
 	p.hopLimit.Store(uint32(cfg.DefaultHopLimit))

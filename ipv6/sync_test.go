@@ -42,15 +42,15 @@ func TestDeliverDropsWhenTheDealerIsBehind(t *testing.T) {
 	}
 	deliver()
 	<-b.entered
-	const n = 300
+	const n = dealer.NetworkInbox + 44
 	for range n {
 		deliver()
 	}
 	close(b.release)
 	h.sync(t)
 	c := h.counters()
-	if c["InDiscards"] != n-256 || c["InDelivers"] != 257 {
-		t.Errorf("InDiscards = %d, InDelivers = %d, want %d and 257", c["InDiscards"], c["InDelivers"], n-256)
+	if c["InDiscards"] != n-dealer.NetworkInbox || c["InDelivers"] != dealer.NetworkInbox+1 {
+		t.Errorf("InDiscards = %d, InDelivers = %d, want %d and %d", c["InDiscards"], c["InDelivers"], n-dealer.NetworkInbox, dealer.NetworkInbox+1)
 	}
 }
 

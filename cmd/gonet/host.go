@@ -79,11 +79,13 @@ type linkConfig struct {
 	// tapQueues and tapTxQueueLen are -tap-queues and -tap-txqueuelen,
 	// tap.Options' Queues and TxQueueLen; 0: the package's defaults.
 	tapQueues, tapTxQueueLen int
-	pcap                     string // capture file; empty: no capture
-	impair                   string // fault.ParseSpec syntax; empty: a perfect link
-	fault                    fault.Config
-	memory                   int64 // stack's memory limit; 0: the stack's default
-	ecn                      tcp.ECNMode
+	// tapSpin is -tap-spin, tap.Options.Spin; 0: link.DefaultSpin.
+	tapSpin time.Duration
+	pcap    string // capture file; empty: no capture
+	impair  string // fault.ParseSpec syntax; empty: a perfect link
+	fault   fault.Config
+	memory  int64 // stack's memory limit; 0: the stack's default
+	ecn     tcp.ECNMode
 	// noIPv6 leaves the stack IPv4-only (-no-ipv6).
 	noIPv6 bool
 	// router is the gateway's: its stack is the router of its link, which
@@ -127,6 +129,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
 	fs.IntVar(&c.tapQueues, "tap-queues", 0, "open the TAP device with `N` queues each way, each read and written by goroutines of its own, the kernel steering each flow to one (IFF_MULTI_QUEUE; 1..256, default 0: tap.DefaultQueues)")
+	fs.DurationVar(&c.tapSpin, "tap-spin", 0, "how long a TAP queue's reader polls the empty device before it sleeps until the next frame, while frames keep coming within it (default 0: link.DefaultSpin, 50µs; negative: never poll)")
 	fs.IntVar(&c.tapTxQueueLen, "tap-txqueuelen", 0, "the frames the kernel holds per TAP queue for GoNet to read before it drops (txqueuelen; default 0: tap.DefaultTxQueueLen, 16384; the kernel's own is 1000)")
 	fs.Var((*dnsFlag)(&c.dns), "dns", "resolve names with the DNS server at `ADDR` (or ADDR:PORT), over GoNet; an address, not a name, since it is what names are resolved with (repeatable, asked in turn; default: a DHCP lease's, else none)")
 	fs.Var((*searchFlag)(&c.search), "search", "complete a name with no dot in `DOMAIN` first (repeatable; default: a DHCP lease's)")
@@ -553,7 +556,7 @@ func openLink(ctx context.Context, c *linkConfig, log *slog.Logger) (link.Endpoi
 	// Offloads (checksums and 64 KiB TCP super-segments across the TAP)
 	// unless -impair: its losses and corruption are meant for the frames
 	// a wire carries.
-	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == "", Queues: c.tapQueues, TxQueueLen: c.tapTxQueueLen})
+	dev, err := tap.Open(c.tap, tap.Options{MTU: c.mtu, MAC: c.mac, Offload: c.impair == "", Queues: c.tapQueues, TxQueueLen: c.tapTxQueueLen, Spin: c.tapSpin})
 	if err != nil {
 		return nil, "", fmt.Errorf("opening TAP device %s: %w", c.tap, err)
 	}

@@ -92,16 +92,8 @@ const (
 	// more than the ring has descriptors.
 	DefaultDataSize = 4 << 20
 	// DefaultSpin is how long ReadBatch keeps looking at an empty ring
-	// before it sleeps. Sleeping costs a round trip twice over: the
-	// peer's eventfd write, then this side's wake-up through the
-	// runtime's poller and a goroutine hand-off, tens of microseconds
-	// on a busy 2-vCPU machine. An answer to a request usually comes
-	// back sooner than that; a link that is idle longer pays 50 µs of
-	// polling, with the processor yielded between looks, per sleep.
-	DefaultSpin = 50 * time.Microsecond
-	// minSpin is the shortest spin worth a look: adapt stops polling
-	// below it.
-	minSpin = time.Microsecond
+	// before it sleeps on its eventfd (link.Spin says why it polls).
+	DefaultSpin = link.DefaultSpin
 )
 
 // Options configure Listen and Dial.
@@ -230,9 +222,8 @@ type Endpoint struct {
 	mac      net.HardwareAddr
 	peerMAC  net.HardwareAddr
 	offload  bool
-	maxFrame int           // longest frame either way, and the room ReadBatch needs in each packet
-	spin     time.Duration // Options.Spin: the most ReadBatch polls
-	spinNow  atomic.Int64  // how long it polls now (adapt), in nanoseconds
+	maxFrame int        // longest frame either way, and the room ReadBatch needs in each packet
+	spin     *link.Spin // how long ReadBatch polls an empty ring now (Options.Spin)
 	stats    Stats
 	conn     *net.UnixConn
 	wake     *os.File        // this side's eventfd: the peer rings it when this side sleeps
@@ -275,7 +266,7 @@ func newEndpoint(name string, r role, conn *net.UnixConn, mem []byte, g geometry
 		peerMAC:  peerMAC,
 		offload:  offload,
 		maxFrame: maxFrame(o.MTU, offload),
-		spin:     o.Spin,
+		spin:     link.NewSpin(o.Spin),
 		conn:     conn,
 		mem:      mem,
 		watched:  make(chan struct{}),
@@ -296,9 +287,6 @@ func newEndpoint(name string, r role, conn *net.UnixConn, mem []byte, g geometry
 		unix.Munmap(mem)
 		conn.Close()
 		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if o.Spin > 0 {
-		e.spinNow.Store(int64(o.Spin))
 	}
 	go e.watch()
 	return e, nil
@@ -382,7 +370,7 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 		}
 		n, err := e.receive(pkts)
 		if n > 0 && !idle.IsZero() {
-			e.adapt(time.Since(idle))
+			e.spin.Adapt(time.Since(idle))
 		}
 		if n > 0 || err != nil {
 			return n, err
@@ -392,7 +380,7 @@ func (e *Endpoint) ReadBatch(pkts []*buffer.Packet) (int, error) {
 		}
 		if n, err := e.poll(pkts); n > 0 || err != nil {
 			if n > 0 {
-				e.adapt(time.Since(idle))
+				e.spin.Adapt(time.Since(idle))
 			}
 			return n, err
 		}
@@ -428,7 +416,7 @@ func (e *Endpoint) receive(pkts []*buffer.Packet) (int, error) {
 // meanwhile, and returns what it finds. It finds nothing when the peer is
 // quiet for longer, and ReadBatch sleeps.
 func (e *Endpoint) poll(pkts []*buffer.Packet) (int, error) {
-	spin := time.Duration(e.spinNow.Load())
+	spin := e.spin.Budget()
 	if spin <= 0 {
 		return 0, nil
 	}
@@ -450,26 +438,6 @@ func (e *Endpoint) poll(pkts []*buffer.Packet) (int, error) {
 		}
 	}
 	return 0, nil
-}
-
-// adapt sets the next spin from the last wait for a frame: the whole of
-// Options.Spin when the frame came within it, so that polling would have
-// caught it, and half the current spin when it came later. A peer that
-// answers fast is polled for; one that is slower than the spin (a third
-// process forwarding between the two, a link idle between bursts) soon
-// costs no polling at all, which on two cores matters: a process spinning
-// in vain holds a core the others need. Halving rather than stopping at
-// once keeps one slow answer among fast ones from losing the next.
-func (e *Endpoint) adapt(waited time.Duration) {
-	switch cur := time.Duration(e.spinNow.Load()); {
-	case e.spin <= 0:
-	case waited <= e.spin:
-		e.spinNow.Store(int64(e.spin))
-	case cur < minSpin:
-		e.spinNow.Store(0)
-	default:
-		e.spinNow.Store(int64(cur / 2))
-	}
 }
 
 // sleep waits for the peer to publish, unless it has already: it sets the

@@ -530,30 +530,3 @@ func TestSpinBeforeSleep(t *testing.T) {
 		})
 	}
 }
-
-// The spin follows the peer: the whole of Options.Spin after a frame that
-// came within it, half as long after one that came later, and none once
-// that falls below a microsecond.
-func TestSpinAdapts(t *testing.T) {
-	const limit = 40 * time.Microsecond
-	for _, tc := range []struct {
-		name      string
-		now       time.Duration
-		waited    time.Duration
-		wantAfter time.Duration
-	}{
-		{"a fast answer restores the whole spin", 0, 10 * time.Microsecond, limit},
-		{"a slow answer halves it", limit, 100 * time.Microsecond, limit / 2},
-		{"halving stops below a microsecond", 900 * time.Nanosecond, time.Millisecond, 0},
-		{"an answer just within the limit counts as fast", 5 * time.Microsecond, limit, limit},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := &Endpoint{spin: limit}
-			e.spinNow.Store(int64(tc.now))
-			e.adapt(tc.waited)
-			if got := time.Duration(e.spinNow.Load()); got != tc.wantAfter {
-				t.Fatalf("spin %v after waiting %v from %v; want %v", got, tc.waited, tc.now, tc.wantAfter)
-			}
-		})
-	}
-}

@@ -30,9 +30,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -116,6 +118,12 @@ type Options struct {
 	// reader before it drops (txqueuelen); 0 means DefaultTxQueueLen.
 	// Open sets it on the device, persistent or not.
 	TxQueueLen int
+	// Spin is the longest a queue's reader polls the device, yielding
+	// the processor between looks, before it waits in the runtime's
+	// poller; 0 means link.DefaultSpin, and a negative value never
+	// polls. It polls that long while frames keep coming within it, and
+	// less, down to not at all, while they come later (link.Spin).
+	Spin time.Duration
 }
 
 // DefaultQueues is the number of queues of Options with none given: one,
@@ -153,6 +161,10 @@ type Stats struct {
 	TxNoBufs stats.Counter
 	// TxRetries counts writes tried again after ENOBUFS or ENOMEM.
 	TxRetries stats.Counter
+	// SpinHits counts the reads that found the device empty, polled it
+	// (Options.Spin) and found a frame before they had to wait in the
+	// poller.
+	SpinHits stats.Counter
 	// TxWaits counts the times a write found the device not writable
 	// (EAGAIN) and waited for it in the poller before trying again: the
 	// frame is not lost.
@@ -171,6 +183,7 @@ type Endpoint struct {
 	mac     net.HardwareAddr
 	vnetHdr bool
 	offload bool
+	spin    time.Duration // Options.Spin, each queue's reader's limit
 	// queues are the device's queues; the first is ReadBatch's and
 	// WriteBatch's, the others are detached until AttachQueues.
 	queues     []*queue
@@ -197,6 +210,9 @@ type queue struct {
 	file   *os.File
 	rc     syscall.RawConn
 	rd, wr batchOp // ReadBatch's and WriteBatch's state
+	// pollFn is readSome that never waits: poll's RawConn callback.
+	pollFn func(fd uintptr) bool
+	spin   *link.Spin // how long read polls now
 }
 
 // Open attaches to the TAP device called name, creating it (not persistent:
@@ -205,7 +221,10 @@ type queue struct {
 // tells the result. The device is found or created in the network namespace
 // of the calling thread (runtime.LockOSThread and setns choose another).
 func Open(name string, opts Options) (*Endpoint, error) {
-	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload, sysWrite: unix.Write}
+	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload, spin: opts.Spin, sysWrite: unix.Write}
+	if e.spin == 0 {
+		e.spin = link.DefaultSpin
+	}
 	if e.mtu == 0 {
 		e.mtu = DefaultMTU
 	}
@@ -283,7 +302,8 @@ func (e *Endpoint) openQueue(multi bool) (*queue, error) {
 		return nil, fmt.Errorf("tap %s: set non-blocking: %w", e.name, err)
 	}
 	q := &queue{e: e, file: os.NewFile(uintptr(fd), "/dev/net/tun")}
-	q.rd.fn, q.wr.fn = q.readSome, q.writeSome
+	q.rd.fn, q.wr.fn, q.pollFn = q.readSome, q.writeSome, q.pollSome
+	q.spin = link.NewSpin(e.spin)
 	if q.rc, err = q.file.SyscallConn(); err != nil {
 		q.file.Close()
 		return nil, fmt.Errorf("tap %s: %w", e.name, err)
@@ -432,7 +452,24 @@ func (q *queue) read(pkts []*buffer.Packet) (int, error) {
 	}
 	r := &q.rd
 	r.pkts, r.n, r.err = pkts, 0, nil
-	err := q.rc.Read(r.fn)
+	var err error
+	if q.spin.Budget() <= 0 {
+		// Not polling now: read, or wait in the poller and read, as
+		// one call, and learn from a wait whether to poll again.
+		start := time.Now()
+		r.waited = false
+		err = q.rc.Read(r.fn)
+		if r.waited {
+			q.spin.Adapt(time.Since(start))
+		}
+	} else if err = q.rc.Read(q.pollFn); err == nil && r.n == 0 && r.err == nil {
+		// The device is empty: poll it for a while, then wait.
+		idle := time.Now()
+		if err = q.poll(); err == nil && r.n == 0 && r.err == nil {
+			err = q.rc.Read(r.fn)
+		}
+		q.spin.Adapt(time.Since(idle))
+	}
 	n, readErr := r.n, r.err
 	r.pkts, r.err = nil, nil
 	if n > 0 {
@@ -460,6 +497,9 @@ type batchOp struct {
 	n    int
 	err  error
 	fn   func(fd uintptr) bool
+	// waited is set when a read found the device empty and left the
+	// poller to wait for it.
+	waited bool
 }
 
 // readSome is read's RawConn callback: it reads frames into q.rd.pkts
@@ -473,6 +513,7 @@ func (q *queue) readSome(fd uintptr) bool {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
+			r.waited = r.waited || r.n == 0
 			return r.n > 0 // wait in the poller only for the first frame
 		case err != nil:
 			r.err = err
@@ -481,6 +522,36 @@ func (q *queue) readSome(fd uintptr) bool {
 			r.n++
 		}
 	}
+	return true
+}
+
+// poll reads the empty device again and again for up to the queue's
+// current spin, yielding the processor between looks, until a read finds
+// frames or fails (link.Spin says why). Each look is a read(2) that finds
+// nothing, under a microsecond, where a shared-memory ring's is a load.
+func (q *queue) poll() error {
+	spin := q.spin.Budget()
+	if spin <= 0 {
+		return nil
+	}
+	r := &q.rd
+	for deadline := time.Now().Add(spin); time.Now().Before(deadline); {
+		runtime.Gosched()
+		if err := q.rc.Read(q.pollFn); err != nil || r.err != nil {
+			return err
+		}
+		if r.n > 0 {
+			q.e.stats.SpinHits.Inc()
+			return nil
+		}
+	}
+	return nil
+}
+
+// pollSome is readSome that never waits in the poller: the look poll
+// takes, and read's first.
+func (q *queue) pollSome(fd uintptr) bool {
+	q.readSome(fd)
 	return true
 }
 
