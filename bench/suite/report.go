@@ -773,10 +773,10 @@ func (r *report) whyBullets(ts []target) bool {
 		r.p("- **Bulk TCP**: in GoNet's bulk profile, system calls take %s (writing) and %s (reading) of the CPU and copying %s; the stack's own code %s. "+
 			"Both directions already cross the TAP as 64 KiB super-segments with partial checksums; what is left is one TAP queue, read by one goroutine and written by another "+
 			"(`IFF_MULTI_QUEUE`'s second queue bought nothing beyond the noise on two vCPUs, so one queue is the default), and two copies of every byte (TAP to buffer, buffer to reader; "+
-			"writer to send buffer, send buffer to TAP) where the kernel over veth hands pages over. The daemon's services and IPv6 move their bytes the same way and miss where this does. "+
+			"writer to send buffer, send buffer to TAP) where the kernel over veth hands pages over. The daemon's services and IPv6 move their bytes the same way.%s "+
 			"Tried and not kept, each measured against the code without it: 2 or 8 frames per receive batch instead of 64, GOMAXPROCS 3 or 4, ACKs stretched to 200 or 400 KB, "+
 			"small frames written by their sender when nothing is queued, and dealing unfragmented datagrams in the NIC's receive goroutine (ARCHITECTURE.md, \"A BBR sender and a user-space receiver\" and \"Measured decisions\").",
-			pct("bulk", "system calls: writing"), pct("bulk", "system calls: reading"), pct("bulk", "copying"), pct("bulk", "the stack's own code"))
+			pct("bulk", "system calls: writing"), pct("bulk", "system calls: reading"), pct("bulk", "copying"), pct("bulk", "the stack's own code"), r.bimodalBulk())
 		g, okg := r.med("bulk-cubic", "up/1", "gonet", "gbit_s")
 		k, okk := r.med("bulk-cubic", "up/1", "kernel", "gbit_s")
 		if r.res.Machine.CC == "bbr" && okg && okk && k > 0 {
@@ -805,13 +805,17 @@ func (r *report) whyBullets(ts []target) bool {
 			pct("rr", "scheduler"), pct("rr", "system calls: writing"))
 	}
 	if missed["gc-pause"] {
-		worst := func(st, m string) string {
+		maxOf := func(st, m string) (float64, bool) {
 			v := math.NaN()
 			for _, pt := range r.points["scale"] {
 				if s, ok := r.get("scale", pt, st, m); ok && !(s.Max <= v) {
 					v = s.Max
 				}
 			}
+			return v, !math.IsNaN(v)
+		}
+		worst := func(st, m string) string {
+			v, _ := maxOf(st, m)
 			return num(v)
 		}
 		median := func(st, m string) string {
@@ -822,13 +826,19 @@ func (r *report) whyBullets(ts []target) bool {
 			}
 			return "?"
 		}
+		tail := "the tail is the runtime's own work with the world stopped"
+		if stop, ok := maxOf("gonet", "gc_forced_stop_max_us"); ok {
+			if all, ok := maxOf("gonet", "gc_forced_max_us"); ok && stop >= all/2 {
+				tail = "the tail is the stopping, a running thread reaching a safe point late or the OS running it late, not work done with the world stopped"
+			}
+		}
 		r.p("- **GC pauses**: Go's stops of the world scan no heap. In a workload they wait for every running thread to stop, and on two CPUs shared with the load generators "+
 			"for the OS to run them: the kernel's server, the same runtime with Go's net package, paused up to %s µs while the connections were opened and held. "+
 			"GoNet's lever is to make no collection in steady state (`stack.TuneGC`: GOGC off, GOMEMLIMIT at the stack's memory budget plus 64 MiB, as the daemon runs), and it made none. "+
 			"A collection forced with the connections held and the load generators idle stopped the world for a median of %s µs, at most %s µs, of which stopping took at most %s µs: "+
-			"the tail is the runtime's own work with the world stopped, which the kernel's server shows as well (at most %s µs forced) and gVisor's (%s µs).\n",
+			"%s; the kernel's server shows such tails as well (at most %s µs forced) and gVisor's (%s µs).\n",
 			worst("kernel", "gc_pause_max_us"), median("gonet", "gc_forced_median_us"), worst("gonet", "gc_forced_max_us"),
-			worst("gonet", "gc_forced_stop_max_us"), worst("kernel", "gc_forced_max_us"), worst("gvisor", "gc_forced_max_us"))
+			worst("gonet", "gc_forced_stop_max_us"), tail, worst("kernel", "gc_forced_max_us"), worst("gvisor", "gc_forced_max_us"))
 	}
 	if missed["ipv6"] {
 		r.whyIPv6()
@@ -843,4 +853,29 @@ func (r *report) whyBullets(ts []target) bool {
 		r.p("- **Not explained yet**: %s. The report has no reading of these written; each one's section has its figures.\n", strings.Join(unexplained, "; "))
 	}
 	return true
+}
+
+// bimodalBulk names the bulk points kernel→stack, library's or daemon's,
+// whose GoNet repetitions spread by more than half again: under BBR a
+// polling reader's stream has settled either near the library's usual
+// rate or near half of it (ARCHITECTURE.md, "Measured decisions").
+func (r *report) bimodalBulk() string {
+	var pts []string
+	for _, w := range []string{"bulk", daemonBulk} {
+		for _, pt := range r.points[w] {
+			s, ok := r.get(w, pt, "gonet", "gbit_s")
+			if !ok || !strings.HasPrefix(pt, "up/") || s.Min <= 0 || s.Max < 1.5*s.Min {
+				continue
+			}
+			name := bulkPointName(pt)
+			if w == daemonBulk {
+				name = "the daemon's " + daemonBulkName(pt)
+			}
+			pts = append(pts, fmt.Sprintf("%s ranged %s–%s Gbit/s", name, num(s.Min), num(s.Max)))
+		}
+	}
+	if len(pts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" Over its repetitions %s: a kernel→stack stream under BBR has settled either near the library's usual rate or near half of it (the slower with more CPU per GB) since the TAP's reader polls (ARCHITECTURE.md, \"Measured decisions\").", strings.Join(pts, "; "))
 }
