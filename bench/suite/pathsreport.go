@@ -97,21 +97,21 @@ func (r *report) pathTargets() []target {
 		_, sg := r.ratio(pathLong, pt, "gvisor", "goodput_mbit_s")
 		vk, sk := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s")
 		ts = append(ts, target{what: "Goodput, " + r.pathPointName(pt), goal: "≥ 0.95× kernel",
-			gonet: num(g) + " Mbit/s", vsG: sg, vsK: sk, met: mark(vk >= 0.95, okg && !math.IsNaN(vk)), kind: "path-goodput"})
+			gonet: num(g) + " Mbit/s", vsG: sg, vsK: sk, met: mark(vk >= 0.95, okg && !math.IsNaN(vk)), kind: "path-goodput", point: pt})
 	}
 	for _, pt := range r.points[pathShort] {
 		g, okg := r.med(pathShort, pt, "gonet", "seconds")
 		_, sg := r.ratio(pathShort, pt, "gvisor", "seconds")
 		vk, sk := r.ratio(pathShort, pt, "kernel", "seconds")
 		ts = append(ts, target{what: fmt.Sprintf("%s transfer time, %s", mb(r.res.Plan.Paths.Short), r.pathPointName(pt)), goal: "≤ kernel",
-			gonet: num(g) + " s", vsG: sg, vsK: sk, met: mark(vk <= 1, okg && !math.IsNaN(vk)), kind: "path-short"})
+			gonet: num(g) + " s", vsG: sg, vsK: sk, met: mark(vk <= 1, okg && !math.IsNaN(vk)), kind: "path-short", point: pt})
 	}
 	for _, pt := range r.points[pathShare] {
 		g, okg := r.med(pathShare, pt, "gonet", "jain")
 		_, sg := r.ratio(pathShare, pt, "gvisor", "jain")
 		_, sk := r.ratio(pathShare, pt, "kernel", "jain")
 		ts = append(ts, target{what: "Sharing with a kernel CUBIC flow, Jain's index, " + r.pathPointName(pt), goal: "≥ 0.95",
-			gonet: fmt.Sprintf("%.3f", g), vsG: sg, vsK: sk, met: mark(g >= 0.95, okg), kind: "path-share"})
+			gonet: fmt.Sprintf("%.3f", g), vsG: sg, vsK: sk, met: mark(g >= 0.95, okg), kind: "path-share", point: pt})
 	}
 	return ts
 }
@@ -236,7 +236,7 @@ func (r *report) whyPaths(ts []target) {
 	missed := map[string][]string{}
 	for _, t := range ts {
 		if strings.HasPrefix(t.met, "❌") && strings.HasPrefix(t.kind, "path-") {
-			missed[t.kind] = append(missed[t.kind], t.what)
+			missed[t.kind] = append(missed[t.kind], t.point)
 		}
 	}
 	if len(missed) == 0 {
@@ -250,7 +250,7 @@ func (r *report) whyPaths(ts []target) {
 		var pts []string
 		for _, pt := range r.points[pathLong] {
 			_, sk := r.ratio(pathLong, pt, "kernel", "goodput_mbit_s")
-			if !slices.Contains(missed["path-goodput"], "Goodput, "+r.pathPointName(pt)) {
+			if !slices.Contains(missed["path-goodput"], pt) {
 				continue
 			}
 			cell := func(st, m string) string { return r.medText(pathLong, pt, st, m) }
@@ -270,7 +270,7 @@ func (r *report) whyPaths(ts []target) {
 		for _, pt := range r.points[pathShort] {
 			v, sk := r.ratio(pathShort, pt, "kernel", "seconds")
 			switch {
-			case !slices.Contains(missed["path-short"], fmt.Sprintf("%s transfer time, %s", mb(r.res.Plan.Paths.Short), r.pathPointName(pt))):
+			case !slices.Contains(missed["path-short"], pt):
 			case v <= 1.02:
 				near = append(near, r.pathPointName(pt)+" "+sk)
 			default:
@@ -292,7 +292,7 @@ func (r *report) whyPaths(ts []target) {
 			g, ok1 := r.med(pathShare, pt, "gonet", "jain")
 			k, ok2 := r.med(pathShare, pt, "kernel", "jain")
 			last, ok3 := r.med(pathShare, pt, "gonet", "jain_last_half")
-			if !ok1 || !ok2 || !slices.Contains(missed["path-share"], "Sharing with a kernel CUBIC flow, Jain's index, "+r.pathPointName(pt)) {
+			if !ok1 || !ok2 || !slices.Contains(missed["path-share"], pt) {
 				continue
 			}
 			lastHalf := ""

@@ -340,6 +340,7 @@ type target struct {
 	vsG, vsK   string
 	met        string
 	kind       string // what the why section explains it by (whyNotMet)
+	point      string // the workload's point, where the why section looks per point
 }
 
 // mark is a target's verdict: met, not met, or n/a without the numbers

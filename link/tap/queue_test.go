@@ -165,6 +165,21 @@ func kernelSocket(t *testing.T, ns *testNS, e *Endpoint) int {
 	return sock
 }
 
+// readRoom is a batch of packets from pool with room for e's frames,
+// released when the test ends.
+func readRoom(t *testing.T, pool *buffer.Pool, e *Endpoint) []*buffer.Packet {
+	pkts := make([]*buffer.Packet, buffer.MaxBatch)
+	for i := range pkts {
+		pkts[i] = pool.Get(link.MaxFrame(e.MTU()))
+	}
+	t.Cleanup(func() {
+		for _, p := range pkts {
+			p.Release()
+		}
+	})
+	return pkts
+}
+
 // sendFlows sends one datagram from the kernel to the stack's port 9 from
 // each of the source ports, through as many sockets bound to them.
 func sendFlows(t *testing.T, ns *testNS, ports []int) {
@@ -346,15 +361,7 @@ func TestBurstWaitsForABusyReader(t *testing.T) {
 				}
 			}
 			pool := buffer.NewPool()
-			pkts := make([]*buffer.Packet, buffer.MaxBatch)
-			for i := range pkts {
-				pkts[i] = pool.Get(link.MaxFrame(e.MTU()))
-			}
-			defer func() {
-				for _, p := range pkts {
-					p.Release()
-				}
-			}()
+			pkts := readRoom(t, pool, e)
 			// Read until every datagram is either read or dropped;
 			// a watchdog ends a read that waits for one that is
 			// neither.

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gonetstack/gonet/buffer"
-	"github.com/gonetstack/gonet/link"
 )
 
 // A reader that finds the device empty polls it before it sleeps in the
@@ -31,15 +30,7 @@ func TestReaderPollsTheDeviceBeforeItSleeps(t *testing.T) {
 			ns.up(t, e)
 			sock := kernelSocket(t, ns, e)
 			pool := buffer.NewPool()
-			pkts := make([]*buffer.Packet, buffer.MaxBatch)
-			for i := range pkts {
-				pkts[i] = pool.Get(link.MaxFrame(e.MTU()))
-			}
-			defer func() {
-				for _, p := range pkts {
-					p.Release()
-				}
-			}()
+			pkts := readRoom(t, pool, e)
 			got := make(chan error, 1)
 			go func() {
 				// Read what the kernel sent on its own (router
