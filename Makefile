@@ -46,7 +46,7 @@ build:
 demo:
 	$(GO) run ./cmd/gonet demo
 
-## bench: the benchmark suite (issue 5; root; about 42 minutes on 2 cores, and up
+## bench: the benchmark suite (issue 5; root; about 47 minutes on 2 cores, and up
 ## to 4 more when other processes keep the CPUs busy, which it waits out):
 ## GoNet against gVisor netstack and the Linux kernel, every workload 3 times,
 ## the IPv6 variants of ping, bulk and request-response 5 times with GoNet's

@@ -858,8 +858,8 @@ func (r *report) whyBullets(ts []target) bool {
 
 // bimodalBulk names the bulk points kernel→stack, library's or daemon's,
 // whose GoNet repetitions spread by more than half again: under BBR a
-// polling reader's stream has settled either near the library's usual
-// rate or near half of it (ARCHITECTURE.md, "Measured decisions").
+// stream settles either near the library's usual rate or near half of it,
+// when the machine's copies slow (ARCHITECTURE.md, "Measured decisions").
 func (r *report) bimodalBulk() string {
 	var pts []string
 	for _, w := range []string{"bulk", daemonBulk} {
@@ -878,5 +878,5 @@ func (r *report) bimodalBulk() string {
 	if len(pts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" Over its repetitions %s: a kernel→stack stream under BBR has settled either near the library's usual rate or near half of it (the slower with more CPU per GB) since the TAP's reader polls (ARCHITECTURE.md, \"Measured decisions\").", strings.Join(pts, "; "))
+	return fmt.Sprintf(" Over its repetitions %s: a kernel→stack stream under BBR settles either near the library's usual rate or near half of it, the slower with more CPU per GB, and in the slow spells the kernel's own copies (the sender's into its socket buffer, the TAP's read) cost three to four times as much per byte, whichever vCPU each side runs on (ARCHITECTURE.md, \"Measured decisions\").", strings.Join(pts, "; "))
 }

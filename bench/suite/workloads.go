@@ -586,6 +586,11 @@ func runBulk(ctx context.Context, e *Env, dir string, n int, d time.Duration) (m
 		if _, ok := w.sAfter["TCP.InQueueDrops"]; ok || (e.Stack == "gonet" && !w.gw) {
 			m["stack_queue_drops"] = float64(w.sAfter["TCP.InQueueDrops"] - w.sBefore["TCP.InQueueDrops"])
 		}
+		// The ACKs GoNet sent per MB it took: each is a write to the TAP,
+		// in which the sender's kernel processes it.
+		if e.Stack == "gonet" && !w.gw && r.Bytes > 0 {
+			m["acks_per_mb"] = float64(w.sAfter["TCP.OutSegs"]-w.sBefore["TCP.OutSegs"]) / (float64(r.Bytes) / 1e6)
+		}
 	}
 	w.counters(m)
 	return m, out, nil
