@@ -3,6 +3,7 @@ package suite
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -268,7 +269,8 @@ func (r *report) whyIPv6() {
 // __tcp_ack_snd_check), and over IPv4 in one of a single segment, which
 // waits for the next frame's ACK.
 func (r *report) ackCount() {
-	bulk := familyPairs[1]
+	i := slices.IndexFunc(familyPairs, func(f familyPair) bool { return f.v6 == "bulk6" })
+	bulk := familyPairs[i]
 	for _, pt := range r.points[bulk.v6] {
 		v, ok := r.familyRatio(bulk, pt, "gonet")
 		if !strings.HasPrefix(pt, "up/") || !ok || bulk.shortfall(v) <= v6Tolerance {
