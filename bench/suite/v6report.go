@@ -277,8 +277,8 @@ func (r *report) ackCount() {
 		if !strings.HasPrefix(pt, "up/") || !ok || bulk.shortfall(v) <= v6Tolerance {
 			continue
 		}
-		a6, ok6 := r.med("bulk6", pt, "gonet", "acks_per_mb")
-		a4, ok4 := r.med("bulk6", pt, "gonet", "twin4:acks_per_mb")
+		a6, ok6 := r.med(bulk.v6, pt, "gonet", "acks_per_mb")
+		a4, ok4 := r.med(bulk.v6, pt, "gonet", "twin4:acks_per_mb")
 		if !ok6 || !ok4 || a4 <= 0 || a6 < 1.1*a4 {
 			return
 		}
