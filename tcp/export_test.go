@@ -16,3 +16,6 @@ func Hold(c *Conn) (release func()) {
 	c.mu.Lock()
 	return c.mu.Unlock
 }
+
+// RuntAckDelay is how long a super-segment's runt waits for its ACK.
+const RuntAckDelay = runtAckDelay

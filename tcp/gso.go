@@ -20,8 +20,8 @@ import (
 //
 // In the other direction, the kernel hands a super-segment to the TAP whole
 // and with its checksum partial: the TCP dealer trusts a checksum the link
-// vouches for (buffer.Offload.ChecksumVerified), and the receiver counts
-// the segments it stands for towards its ACKs (segmentsIn).
+// vouches for (buffer.Offload.ChecksumVerified), and the receiver counts the
+// full-sized segments it holds towards its ACKs (segmentsIn).
 
 // gsoMaxPayload bounds a super-segment's data so that its datagram, with
 // the longest TCP header, fits IPv4's 65535 bytes; gsoMaxPayload6 so that
@@ -114,15 +114,23 @@ func (c *Conn) finishSegment(pk *buffer.Packet, hl, n int) {
 	c.p.Stats.OutSegs.Add(uint64((n + c.snd.mss - 1) / c.snd.mss))
 }
 
-// segmentsIn is how many segments a received one stands for: a
-// super-segment from the link, len/GSOSize of them. The delayed-ACK rule
-// (RFC 5681 4.2: an ACK for at least every second full-sized segment)
-// counts those, as Linux counts the segments a GRO packet merged;
-// counting the super-segment as one would hold the ACK for 64 KiB.
-func segmentsIn(pk *buffer.Packet, n int) int {
+// segmentsIn is how many full-sized segments a received one stands for,
+// and whether it ends in a runt, a last segment shorter than the rest. A
+// super-segment from the link holds len/GSOSize full-sized ones: GSOSize
+// is its sender's own segment size, so the receiver knows which pieces are
+// full-sized, as on the wire it does not (a segment shorter than our MSS
+// may be full-sized for a sender that carries options or has a smaller
+// MTU), and counts a plain segment as one whatever its size. The
+// delayed-ACK rule (RFC 5681 section 4.2, RFC 9293 section 3.8.6.3: an ACK
+// for at least every second full-sized segment or 2*RMSS bytes) counts
+// these, as Linux counts the segments a GRO packet merged; counting the
+// super-segment as one would hold the ACK for 64 KiB. A runt does not
+// count: a full-sized segment and a runt are less than either bound, and
+// their ACK waits a little for the next super-segment (input.go, runtAckDelay).
+func segmentsIn(pk *buffer.Packet, n int) (full int, runt bool) {
 	size := int(pk.Offload.GSOSize)
-	if pk.Offload.GSOType == buffer.GSONone || size == 0 {
-		return 1
+	if pk.Offload.GSOType == buffer.GSONone || size == 0 || n < size {
+		return 1, false
 	}
-	return max((n+size-1)/size, 1)
+	return n / size, n%size != 0
 }

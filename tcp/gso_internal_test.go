@@ -7,21 +7,26 @@ import (
 )
 
 // A received super-segment counts towards the delayed-ACK rule as the
-// segments it stands for: two of them, or one of two or more segments,
-// call for an ACK at once, as on the wire they would have.
-func TestSegmentsInCountsTheSegmentsOfASuperSegment(t *testing.T) {
+// full-sized segments it holds, its GSOSize each; a runt, the short last
+// one, is reported beside them and not counted. A plain segment is one,
+// whatever its size.
+func TestSegmentsInCountsFullSizedSegments(t *testing.T) {
 	tests := []struct {
-		name string
-		off  buffer.Offload
-		n    int
-		want int
+		name     string
+		off      buffer.Offload
+		n        int
+		wantFull int
+		wantRunt bool
 	}{
-		{"plain segment", buffer.Offload{}, 1448, 1},
-		{"plain segment, checksum partial", buffer.Offload{Flags: buffer.NeedsCsum}, 1448, 1},
-		{"45 whole segments", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 45 * 1448, 45},
-		{"a short last segment counts", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 2*1448 + 1, 3},
-		{"GSO type without a size", buffer.Offload{GSOType: buffer.GSOTCPv4}, 5000, 1},
-		{"GSO with no data", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 0, 1},
+		{"plain segment", buffer.Offload{}, 1448, 1, false},
+		{"short plain segment", buffer.Offload{}, 10, 1, false},
+		{"plain segment, checksum partial", buffer.Offload{Flags: buffer.NeedsCsum}, 1448, 1, false},
+		{"45 whole segments", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 45 * 1448, 45, false},
+		{"a runt after two is not counted", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 2*1448 + 1, 2, true},
+		{"one and a runt over IPv6", buffer.Offload{GSOType: buffer.GSOTCPv6, GSOSize: 1428}, 2552, 1, true},
+		{"shorter than its segment size", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 752, 1, false},
+		{"GSO type without a size", buffer.Offload{GSOType: buffer.GSOTCPv4}, 5000, 1, false},
+		{"GSO with no data", buffer.Offload{GSOType: buffer.GSOTCPv4, GSOSize: 1448}, 0, 1, false},
 	}
 	pool := buffer.NewPool()
 	for _, tt := range tests {
@@ -29,8 +34,8 @@ func TestSegmentsInCountsTheSegmentsOfASuperSegment(t *testing.T) {
 			pk := pool.Get(0)
 			defer pk.Release()
 			pk.Offload = tt.off
-			if got := segmentsIn(pk, tt.n); got != tt.want {
-				t.Errorf("segmentsIn(%+v, %d) = %d, want %d", tt.off, tt.n, got, tt.want)
+			if full, runt := segmentsIn(pk, tt.n); full != tt.wantFull || runt != tt.wantRunt {
+				t.Errorf("segmentsIn(%+v, %d) = %d, %v, want %d, %v", tt.off, tt.n, full, runt, tt.wantFull, tt.wantRunt)
 			}
 		})
 	}

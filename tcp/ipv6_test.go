@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gopacket/gopacket"
@@ -474,6 +475,99 @@ func TestSuperSegmentsOverIPv6(t *testing.T) {
 	}
 	if a.IPv6.Stats.OutGSO.Load() == 0 || a.IPv6.Stats.OutGSOFallbacks.Load() != 0 {
 		t.Errorf("IPv6 OutGSO %d, fallbacks %d", a.IPv6.Stats.OutGSO.Load(), a.IPv6.Stats.OutGSOFallbacks.Load())
+	}
+}
+
+// A super-segment of one full-sized segment and a runt, a write of one and
+// a half segments, is less than the two full-sized segments an ACK is owed
+// for at once (RFC 5681 section 4.2): it is acknowledged RuntAckDelay after
+// it arrives, not after the delayed-ACK timeout, and when the next
+// super-segment comes sooner, one ACK at once answers both.
+func TestRuntOfASuperSegmentWaitsBrieflyForTheNext(t *testing.T) {
+	tests := []struct {
+		name     string
+		writes   int
+		wantWait time.Duration
+	}{
+		{"alone: acknowledged after RuntAckDelay", 1, tcp.RuntAckDelay},
+		{"followed by another: one ACK for both at once", 2, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				type seen struct {
+					at    time.Time
+					fromA bool
+					tcp   *layers.TCP
+					o     buffer.Offload
+				}
+				var mu sync.Mutex
+				var segs []seen
+				tap := func(fromA bool, b []byte, o buffer.Offload) {
+					p := gopacket.NewPacket(b, layers.LayerTypeIPv6, gopacket.Default)
+					if th, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP); ok {
+						mu.Lock()
+						segs = append(segs, seen{time.Now(), fromA, th, o})
+						mu.Unlock()
+					}
+				}
+				a, b := v6test.Pair(t, v6test.Options{Caps: link.Capabilities{TxChecksum: true, TSO: true}, Tap: tap})
+				l := listen6(t, b, "[::]:7")
+				defer l.Close()
+				go func() {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					defer c.Close()
+					io.Copy(io.Discard, c)
+				}()
+				c := dial6(t, a, "[2001:db8:1::2]:7")
+				defer c.Close()
+				synctest.Wait()
+				mu.Lock()
+				from := len(segs)
+				mu.Unlock()
+				for range tt.writes {
+					if _, err := c.Write(make([]byte, 2000)); err != nil {
+						t.Fatal(err)
+					}
+					synctest.Wait() // sent and taken, no time passed
+				}
+				time.Sleep(time.Second) // past any delayed ACK
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				var data []seen
+				var acks []seen
+				for _, s := range segs[from:] {
+					switch {
+					case s.fromA && len(s.tcp.Payload) > 0:
+						data = append(data, s)
+					case !s.fromA:
+						acks = append(acks, s)
+					}
+				}
+				if len(data) != tt.writes {
+					t.Fatalf("%d segments of data, want %d super-segments", len(data), tt.writes)
+				}
+				for _, d := range data {
+					if size := int(d.o.GSOSize); d.o.GSOType != buffer.GSOTCPv6 || len(d.tcp.Payload)/size != 1 || len(d.tcp.Payload)%size == 0 {
+						t.Fatalf("sent %d bytes with GSO type %d, size %d; want one full-sized segment and a runt", len(d.tcp.Payload), d.o.GSOType, size)
+					}
+				}
+				if len(acks) != 1 {
+					t.Fatalf("%d ACKs, want 1", len(acks))
+				}
+				last := data[len(data)-1]
+				if want := last.tcp.Seq + uint32(len(last.tcp.Payload)); acks[0].tcp.Ack != want {
+					t.Errorf("ACK %d, want %d (all the data)", acks[0].tcp.Ack, want)
+				}
+				if wait := acks[0].at.Sub(last.at); wait != tt.wantWait {
+					t.Errorf("ACK %v after the last data, want %v", wait, tt.wantWait)
+				}
+			})
+		})
 	}
 }
 
