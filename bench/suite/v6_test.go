@@ -195,6 +195,27 @@ func TestReportWithoutIPv6HasNoIPv6Section(t *testing.T) {
 	}
 }
 
+// The why section says of each point outside 5% how many of its pairs
+// were outside, so that a cost of IPv6's own reads apart from one pair's
+// spread.
+func TestWhyCountsThePairsOutside(t *testing.T) {
+	var recs []Record
+	for rep, ratio := range []float64{1.08, 1.10, 0.99, 1.07} {
+		recs = append(recs, Record{Workload: "ping6", Point: "n=1", Stack: "gonet", Rep: rep + 1,
+			Metrics: map[string]float64{"mean_us": 100 * ratio, "twin4:mean_us": 100, "v6_over_v4": ratio}})
+	}
+	for _, st := range []string{"gvisor", "kernel"} {
+		recs = append(recs, Record{Workload: "ping6", Point: "n=1", Stack: st, Rep: 1, Metrics: map[string]float64{"mean_us": 100}})
+	}
+	for _, st := range []string{"gonet", "gvisor", "kernel"} {
+		recs = append(recs, Record{Workload: "ping", Point: "n=1", Stack: st, Rep: 1, Metrics: map[string]float64{"mean_us": 100}})
+	}
+	md := writeReport(t, Results{Plan: Quick, Records: recs})
+	if want := "outside 5%: ping6 n=1 1.08× (3 of 4 pairs outside)."; !strings.Contains(md, want) {
+		t.Errorf("no %q in:\n%s", want, md)
+	}
+}
+
 // The why section says when GoNet's link took no super-segment over IPv6
 // though it took them over IPv4, with the frames per byte that cost.
 func TestWhyNamesTheMissingSuperSegments(t *testing.T) {
