@@ -82,6 +82,7 @@ type tcpSeen struct {
 	tcp    *layers.TCP
 	tclass uint8
 	o      buffer.Offload
+	at     time.Time // when the link carried it (virtual within synctest)
 }
 
 // tapTCP collects the TCP segments the link carries.
@@ -98,7 +99,7 @@ func (tp *tapTCP) tap(fromA bool, b []byte, o buffer.Offload) {
 		return
 	}
 	tp.mu.Lock()
-	tp.segs = append(tp.segs, tcpSeen{fromA, len(b), th, ip6.TrafficClass, o})
+	tp.segs = append(tp.segs, tcpSeen{fromA, len(b), th, ip6.TrafficClass, o, time.Now()})
 	tp.mu.Unlock()
 }
 
@@ -495,23 +496,8 @@ func TestRuntOfASuperSegmentWaitsBrieflyForTheNext(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				type seen struct {
-					at    time.Time
-					fromA bool
-					tcp   *layers.TCP
-					o     buffer.Offload
-				}
-				var mu sync.Mutex
-				var segs []seen
-				tap := func(fromA bool, b []byte, o buffer.Offload) {
-					p := gopacket.NewPacket(b, layers.LayerTypeIPv6, gopacket.Default)
-					if th, ok := p.Layer(layers.LayerTypeTCP).(*layers.TCP); ok {
-						mu.Lock()
-						segs = append(segs, seen{time.Now(), fromA, th, o})
-						mu.Unlock()
-					}
-				}
-				a, b := v6test.Pair(t, v6test.Options{Caps: link.Capabilities{TxChecksum: true, TSO: true}, Tap: tap})
+				var tp tapTCP
+				a, b := v6test.Pair(t, v6test.Options{Caps: link.Capabilities{TxChecksum: true, TSO: true}, Tap: tp.tap})
 				l := listen6(t, b, "[::]:7")
 				defer l.Close()
 				go func() {
@@ -525,9 +511,7 @@ func TestRuntOfASuperSegmentWaitsBrieflyForTheNext(t *testing.T) {
 				c := dial6(t, a, "[2001:db8:1::2]:7")
 				defer c.Close()
 				synctest.Wait()
-				mu.Lock()
-				from := len(segs)
-				mu.Unlock()
+				from := len(tp.seen())
 				for range tt.writes {
 					if _, err := c.Write(make([]byte, 2000)); err != nil {
 						t.Fatal(err)
@@ -536,11 +520,8 @@ func TestRuntOfASuperSegmentWaitsBrieflyForTheNext(t *testing.T) {
 				}
 				time.Sleep(time.Second) // past any delayed ACK
 				synctest.Wait()
-				mu.Lock()
-				defer mu.Unlock()
-				var data []seen
-				var acks []seen
-				for _, s := range segs[from:] {
+				var data, acks []tcpSeen
+				for _, s := range tp.seen()[from:] {
 					switch {
 					case s.fromA && len(s.tcp.Payload) > 0:
 						data = append(data, s)
