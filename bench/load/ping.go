@@ -17,6 +17,13 @@ type PingResult struct {
 	Sent    int     `json:"sent"`
 	Lost    int     `json:"lost"` // no reply within a second
 	RTT     Latency `json:"rtt"`
+	// Wire is the round trip as the client's network device saw it:
+	// from the request's leaving the device to the reply's reaching it,
+	// by the kernel's software timestamps (SO_TIMESTAMPING). It is the
+	// part of RTT that the server's stack and the link decide; the rest
+	// is the client's own kernel and process, which the same client
+	// pays whichever stack answers.
+	Wire Latency `json:"wire"`
 	// RepliesPerS is the replies received per second of the run: in a
 	// closed loop, the rate of echoes the stack sustains.
 	RepliesPerS float64 `json:"replies_s"`
@@ -56,9 +63,9 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	if family(addr) == 6 {
 		proto = echo6
 	}
-	conns := make([]*icmp.PacketConn, n)
+	conns := make([]*pingConn, n)
 	for i := range conns {
-		c, err := icmp.ListenPacket(proto.network, proto.wildcard)
+		c, err := listenPing(proto)
 		if err != nil {
 			for _, c := range conns[:i] {
 				c.Close()
@@ -71,7 +78,7 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	end := start.Add(dur)
 	var mu sync.Mutex
 	res := PingResult{Pingers: n}
-	var all []float64
+	var all, wire []float64
 	var wg sync.WaitGroup
 	for _, c := range conns {
 		wg.Go(func() {
@@ -80,9 +87,10 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 			if interval > 0 {
 				first = first.Add(rand.N(interval))
 			}
-			rtts, sent, lost := pinger(c, proto, dst, first, end, interval)
+			rtts, wires, sent, lost := pinger(c, proto, dst, first, end, interval)
 			mu.Lock()
 			all = append(all, rtts...)
+			wire = append(wire, wires...)
 			res.Sent += sent
 			res.Lost += lost
 			mu.Unlock()
@@ -90,13 +98,15 @@ func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
 	}
 	wg.Wait()
 	res.RTT = summarise(all)
+	res.Wire = summarise(wire)
 	res.RepliesPerS = float64(res.RTT.Samples) / dur.Seconds()
 	return res, nil
 }
 
-func pinger(c *icmp.PacketConn, proto echo, dst net.Addr, next, end time.Time, interval time.Duration) (rtts []float64, sent, lost int) {
+func pinger(c *pingConn, proto echo, dst net.Addr, next, end time.Time, interval time.Duration) (rtts, wire []float64, sent, lost int) {
 	payload := make([]byte, 56)
 	buf := make([]byte, 1500)
+	oob := make([]byte, 512)
 	for seq := 1; ; seq++ {
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d)
@@ -116,7 +126,7 @@ func pinger(c *icmp.PacketConn, proto echo, dst net.Addr, next, end time.Time, i
 		sent++
 		c.SetReadDeadline(t0.Add(time.Second))
 		for {
-			m, _, err := c.ReadFrom(buf)
+			m, oobn, _, _, err := c.ReadMsgUDP(buf, oob)
 			if err != nil {
 				lost++
 				break
@@ -130,6 +140,11 @@ func pinger(c *icmp.PacketConn, proto echo, dst net.Addr, next, end time.Time, i
 				continue // a late reply to an earlier request
 			}
 			rtts = append(rtts, us(rtt))
+			if in, ok := softwareStamp(oob[:oobn]); ok {
+				if out, ok := c.lastSent(); ok && in.After(out) {
+					wire = append(wire, us(in.Sub(out)))
+				}
+			}
 			break
 		}
 		next = next.Add(interval)

@@ -9,8 +9,10 @@ import (
 )
 
 // The pinger answers over both families: ICMP and ICMPv6 datagram sockets
-// in a namespace of the test's own, to its loopback.
-func TestPingIsAnsweredOverBothFamilies(t *testing.T) {
+// in a namespace of the test's own, to its loopback. Each reply is timed
+// at the device too (the loopback driver stamps what it carries, as the
+// TAP driver and veth do), within the round trip the pinger saw.
+func TestPingIsAnsweredAndTimedAtTheDeviceOverBothFamilies(t *testing.T) {
 	ns := netnstest.New(t)
 	if err := ns.Do(func() error { return writeSysctl("net/ipv4/ping_group_range", "0 2147483647") }); err != nil {
 		t.Fatal(err)
@@ -27,6 +29,9 @@ func TestPingIsAnsweredOverBothFamilies(t *testing.T) {
 			}
 			if r.Sent == 0 || r.RTT.Samples != r.Sent || r.Lost != 0 {
 				t.Errorf("%+v: want every request answered", r)
+			}
+			if r.Wire.Samples != r.RTT.Samples || r.Wire.MeanUS <= 0 || r.Wire.MaxUS > r.RTT.MaxUS {
+				t.Errorf("wire %+v, round trip %+v: want every reply timed at the device, within its round trip", r.Wire, r.RTT)
 			}
 		})
 	}

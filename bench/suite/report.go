@@ -48,15 +48,20 @@ func aggregate(recs []Record) map[aggKey]map[string]Summary {
 	for k, ms := range vals {
 		out[k] = map[string]Summary{}
 		for m, vs := range ms {
-			slices.Sort(vs)
-			med := vs[len(vs)/2]
-			if len(vs)%2 == 0 {
-				med = (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
-			}
+			med := median(vs)
 			out[k][m] = Summary{Med: med, Min: vs[0], Max: vs[len(vs)-1], N: len(vs)}
 		}
 	}
 	return out
+}
+
+// median is the median of vs, which it sorts; vs is not empty.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	if len(vs)%2 == 0 {
+		return (vs[len(vs)/2-1] + vs[len(vs)/2]) / 2
+	}
+	return vs[len(vs)/2]
 }
 
 // report holds what the markdown is written from.
@@ -135,6 +140,17 @@ func (r *report) ratio(workload, point, other, metric string) (float64, string) 
 	}
 	v := g.Med / o.Med
 	return v, fmt.Sprintf("%.2f×", v)
+}
+
+// deviceTable is a ping workload's mean round trip at the client's
+// device, when the run timed it there.
+func (r *report) deviceTable(workload string) {
+	for _, pt := range r.points[workload] {
+		if _, ok := r.get(workload, pt, "gonet", "wire_mean_us"); ok {
+			r.table(workload, "pingers", "wire_mean_us", "mean round trip at the client's device, µs: from the request's leaving the client's TAP or veth to the reply's entering it, by the kernel's software timestamps (SO_TIMESTAMPING); the stack under test's own part of the round trip, without the client's kernel and process", 1, pointN(""))
+			return
+		}
+	}
 }
 
 // table writes one table: a row per point, a column per stack for metric,
@@ -236,6 +252,7 @@ func Report(res Results, outDir, mdPath string) error {
 		res.Plan.PingInterval, res.Plan.PingDur)
 	r.table("ping", "pingers", "mean_us", "mean round-trip time, µs", 1, pointN(""))
 	r.table("ping", "pingers", "p99_us", "99th percentile round-trip time, µs", 1, pointN(""))
+	r.deviceTable("ping")
 	r.counts("ping", "pingers", "loss_pct", "requests without a reply within 1 s, %", pointN(""))
 	r.plot(plots, "ping_mean", "Mean ping RTT vs concurrent pingers", rel)
 	r.plot(plots, "ping_p99", "p99 ping RTT vs concurrent pingers", rel)
