@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 )
 
 // PingResult is the ping workload's result.
@@ -29,22 +30,22 @@ type PingResult struct {
 	RepliesPerS float64 `json:"replies_s"`
 }
 
-// echo is what a pinger needs of its family's ICMP: the datagram socket's
-// network and wildcard address, the echo message types, and the protocol
-// number that icmp.ParseMessage reads replies by.
+// echo is what a pinger needs of its family's ICMP: the address family,
+// the echo message types, and the protocol number, which opens the
+// datagram socket and which icmp.ParseMessage reads replies by.
 type echo struct {
-	network, wildcard string
-	request, reply    icmp.Type
-	proto             int
+	family         int
+	request, reply icmp.Type
+	proto          int
 }
 
 var (
 	// ICMP (RFC 792) on the kernel's "ping socket".
-	echo4 = echo{"udp4", "0.0.0.0", ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply, 1}
+	echo4 = echo{unix.AF_INET, ipv4.ICMPTypeEcho, ipv4.ICMPTypeEchoReply, unix.IPPROTO_ICMP}
 	// ICMPv6 (RFC 4443 section 4) on its IPv6 counterpart: Linux lets
 	// the groups of net.ipv4.ping_group_range open both, and fills in
 	// the checksum over the IPv6 pseudo-header itself.
-	echo6 = echo{"udp6", "::", ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply, 58}
+	echo6 = echo{unix.AF_INET6, ipv6.ICMPTypeEchoRequest, ipv6.ICMPTypeEchoReply, unix.IPPROTO_ICMPV6}
 )
 
 // Ping runs n concurrent pingers against addr (IPv4 or IPv6) for dur, each

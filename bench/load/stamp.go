@@ -33,27 +33,26 @@ type pingConn struct {
 	oob   []byte
 }
 
-// listenPing opens a ping socket of proto's family.
+// listenPing opens a ping socket of proto's family. Asking for receive
+// timestamps turns the kernel's timestamping of every received packet on,
+// machine-wide, while the socket is open: a clock read per packet, which
+// every stack measured meets alike.
 func listenPing(proto echo) (*pingConn, error) {
-	family, icmpProto := unix.AF_INET, unix.IPPROTO_ICMP
-	if proto.proto == 58 {
-		family, icmpProto = unix.AF_INET6, unix.IPPROTO_ICMPV6
-	}
-	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, icmpProto)
+	fd, err := unix.Socket(proto.family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, proto.proto)
 	if err != nil {
-		return nil, fmt.Errorf("ping socket (%s): %w", proto.network, err)
+		return nil, fmt.Errorf("ping socket (ICMP protocol %d): %w", proto.proto, err)
 	}
 	stamp := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPING, stampFlags) == nil
 	f := os.NewFile(uintptr(fd), "ping")
 	pc, err := net.FilePacketConn(f)
 	f.Close()
 	if err != nil {
-		return nil, fmt.Errorf("ping socket (%s): %w", proto.network, err)
+		return nil, fmt.Errorf("ping socket (ICMP protocol %d): %w", proto.proto, err)
 	}
 	c, ok := pc.(*net.UDPConn)
 	if !ok {
 		pc.Close()
-		return nil, fmt.Errorf("ping socket (%s): a %T, not a datagram socket", proto.network, pc)
+		return nil, fmt.Errorf("ping socket (ICMP protocol %d): a %T, not a datagram socket", proto.proto, pc)
 	}
 	raw, err := c.SyscallConn()
 	if err != nil {
