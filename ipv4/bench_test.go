@@ -32,32 +32,15 @@ func BenchmarkEchoReply(b *testing.B) {
 					b.Fatal("no ARP reply")
 				}
 				f := h.EchoFrame(b, 1, 1, make([]byte, size))
-				frames := make([][]byte, batch)
-				for i := range frames {
-					frames[i] = f
-				}
 				want := 14 + 20 + 8 + size
-				run := func(n int) {
-					for done := 0; done < n; {
-						k := min(batch, n-done)
-						h.Inject(frames[:k]...)
-						for got := 0; got < k; {
-							m := h.ReadFrames(pkts[:k-got])
-							for _, p := range pkts[:m] {
-								if p.Len() != want || p.Bytes()[14+20] != 0 {
-									b.Fatalf("got a frame of %d bytes, type %d; want an echo reply of %d", p.Len(), p.Bytes()[14+20], want)
-								}
-							}
-							got += m
+				h.RoundTrips(b, f, batch, size, func(k int) {
+					h.TakeAnswers(pkts, k, func(p []byte) bool {
+						if len(p) != want || p[14+20] != 0 {
+							b.Fatalf("got a frame of %d bytes, type %d; want an echo reply of %d", len(p), p[14+20], want)
 						}
-						done += k
-					}
-				}
-				run(1000) // warm the pools
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				b.ResetTimer()
-				run(b.N)
+						return true
+					})
+				})
 			})
 		}
 	}

@@ -46,36 +46,14 @@ func BenchmarkEchoReply(b *testing.B) {
 				f := frame6(b, peerAddr, stackAddr, 64,
 					&layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeEchoRequest, 0)},
 					&layers.ICMPv6Echo{Identifier: 1, SeqNumber: 1}, gopacket.Payload(make([]byte, size)))
-				frames := make([][]byte, batch)
-				for i := range frames {
-					frames[i] = f
-				}
+				// The stack's other frames (its advertisement, MLD
+				// reports) are passed over.
 				want := 14 + 40 + 8 + size
-				// read takes k echo replies, passing over what else the
-				// stack sends (its advertisement, MLD reports).
-				read := func(k int) {
-					for got := 0; got < k; {
-						m := h.ReadFrames(pkts[:k-got])
-						for _, p := range pkts[:m] {
-							if p.Len() == want && p.Bytes()[14+40] == byte(layers.ICMPv6TypeEchoReply) {
-								got++
-							}
-						}
-					}
-				}
-				run := func(n int) {
-					for done := 0; done < n; {
-						k := min(batch, n-done)
-						h.Inject(frames[:k]...)
-						read(k)
-						done += k
-					}
-				}
-				run(1000) // warm the pools
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				b.ResetTimer()
-				run(b.N)
+				h.RoundTrips(b, f, batch, size, func(k int) {
+					h.TakeAnswers(pkts, k, func(p []byte) bool {
+						return len(p) == want && p[14+40] == byte(layers.ICMPv6TypeEchoReply)
+					})
+				})
 			})
 		}
 	}

@@ -24,28 +24,14 @@ func BenchmarkUDPReceive(b *testing.B) {
 				}
 				defer c.Close()
 				f := h.UDPFrame(b, peer, netip.AddrPortFrom(rawtest.StackAddr, 7), make([]byte, size))
-				frames := make([][]byte, batch)
-				for i := range frames {
-					frames[i] = f
-				}
 				buf := make([]byte, 2048)
-				run := func(n int) {
-					for done := 0; done < n; {
-						k := min(batch, n-done)
-						h.Inject(frames[:k]...)
-						for range k {
-							if m, _, err := c.ReadFromUDPAddrPort(buf); err != nil || m != size {
-								b.Fatalf("read %d bytes: %v", m, err)
-							}
+				h.RoundTrips(b, f, batch, size, func(k int) {
+					for range k {
+						if m, _, err := c.ReadFromUDPAddrPort(buf); err != nil || m != size {
+							b.Fatalf("read %d bytes: %v", m, err)
 						}
-						done += k
 					}
-				}
-				run(1000) // warm the pools
-				b.SetBytes(int64(size))
-				b.ReportAllocs()
-				b.ResetTimer()
-				run(b.N)
+				})
 			})
 		}
 	}
