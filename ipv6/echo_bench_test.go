@@ -2,7 +2,6 @@ package ipv6_test
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/gonetstack/gonet/internal/testkit/rawtest"
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/stack"
 )
@@ -39,7 +39,7 @@ func BenchmarkEchoReply(b *testing.B) {
 				// Teach the stack the peer with a solicitation, as the
 				// kernel's first echo does; its entry is STALE, then
 				// DELAY on the virtual clock that never moves on.
-				h.Inject(frame6(b, peerAddr, solicitedNode(stackAddr), 255,
+				h.Inject(frame6(b, peerAddr, ipv6.SolicitedNode(stackAddr), 255,
 					&layers.ICMPv6{TypeCode: layers.CreateICMPv6TypeCode(layers.ICMPv6TypeNeighborSolicitation, 0)},
 					&layers.ICMPv6NeighborSolicitation{TargetAddress: stackAddr.AsSlice(), Options: layers.ICMPv6Options{
 						{Type: layers.ICMPv6OptSourceAddress, Data: rawtest.PeerMAC}}}))
@@ -63,21 +63,13 @@ func BenchmarkEchoReply(b *testing.B) {
 // from src to dst with this hop limit and ICMPv6 message.
 func frame6(tb testing.TB, src, dst netip.Addr, hops uint8, msg *layers.ICMPv6, rest ...gopacket.SerializableLayer) []byte {
 	tb.Helper()
-	dstMAC := net.HardwareAddr(rawtest.StackMAC)
-	if dst.IsMulticast() {
-		a := dst.As16()
-		dstMAC = net.HardwareAddr{0x33, 0x33, a[12], a[13], a[14], a[15]}
+	dstMAC := rawtest.StackMAC
+	if m, ok := ipv6.MulticastMAC(dst); ok {
+		dstMAC = m[:]
 	}
 	ip := &layers.IPv6{Version: 6, NextHeader: layers.IPProtocolICMPv6, HopLimit: hops, SrcIP: src.AsSlice(), DstIP: dst.AsSlice()}
 	if err := msg.SetNetworkLayerForChecksum(ip); err != nil {
 		tb.Fatal(err)
 	}
 	return rawtest.Serialize(tb, append([]gopacket.SerializableLayer{rawtest.Ethernet(rawtest.PeerMAC, dstMAC, layers.EthernetTypeIPv6), ip, msg}, rest...)...)
-}
-
-// solicitedNode is a's solicited-node multicast group (RFC 4291 section
-// 2.7.1).
-func solicitedNode(a netip.Addr) netip.Addr {
-	b := a.As16()
-	return netip.AddrFrom16([16]byte{0xff, 0x02, 11: 1, 12: 0xff, 13: b[13], 14: b[14], 15: b[15]})
 }
