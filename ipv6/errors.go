@@ -124,12 +124,11 @@ func mayAnswer(e ICMPError) bool {
 // zoned returns a with the name of the interface in as its zone when a is
 // scoped to a link (RFC 4007 section 6): a link-local address, or a
 // multicast group of interface- or link-local scope. The loopback address,
-// which has a single interface, stays without.
+// which has a single interface, stays without. Every datagram received
+// has both its addresses zoned, so the first byte turns away the global
+// unicast addresses (neither fe80::/10 nor ff00::/8) before AddrScope.
 func zoned(a netip.Addr, in *Interface) netip.Addr {
-	if in == nil || a == loopbackAddr {
-		return a
-	}
-	if s := AddrScope(a); s == ScopeInterfaceLocal || s == ScopeLinkLocal {
+	if b := a.As16(); in != nil && (b[0] == 0xfe || b[0] == 0xff) && AddrScope(a).linkScoped() {
 		return a.WithZone(in.name)
 	}
 	return a

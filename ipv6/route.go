@@ -109,6 +109,10 @@ type Address struct {
 	Prefix netip.Prefix // the address and the length of its on-link prefix
 	Iface  *Interface
 	State  AddrState
+	// scope is AddrScope of the address, kept with it because source
+	// selection asks for it of every candidate on every Route: for each
+	// echo reply and unconnected UDP datagram.
+	scope Scope
 }
 
 // Preference is a default router's preference (RFC 4191 section 2.1),
@@ -245,7 +249,7 @@ func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix, state AddrS
 		if _, ok := t.local(a); ok {
 			return fmt.Errorf("ipv6: address %v already assigned", a)
 		}
-		t.addrs = append(t.addrs, Address{prefix, iface, state})
+		t.addrs = append(t.addrs, Address{Prefix: prefix, Iface: iface, State: state, scope: AddrScope(a)})
 		if on := prefix.Masked(); prefix.Bits() < 128 && !a.IsLinkLocalUnicast() && !t.hasRoute(Route{Dst: on, Iface: iface}) {
 			t.routes = append(t.routes, Route{Dst: on, Iface: iface})
 		}
@@ -452,13 +456,21 @@ func routeIface(ri ip.Route) *Interface {
 	return i
 }
 
-// route is a route out of i to nextHop from src.
-func (i *Interface) route(src, nextHop netip.Addr, pmtu int) ip.Route {
+// route is a route out of i to nextHop from src, which has no source when
+// src is nil.
+func (i *Interface) route(src *Address, nextHop netip.Addr, pmtu int) ip.Route {
 	mtu := i.MTU()
 	if pmtu > 0 && pmtu < mtu {
 		mtu = pmtu
 	}
-	return ip.Route{Src: zoned(src, i), NextHop: nextHop, MTU: mtu, Offloads: i.caps, Iface: i}
+	r := ip.Route{NextHop: nextHop, MTU: mtu, Offloads: i.caps, Iface: i}
+	if src != nil {
+		r.Src = src.Prefix.Addr()
+		if src.scope.linkScoped() {
+			r.Src = r.Src.WithZone(i.name)
+		}
+	}
+	return r
 }
 
 // Route finds how to reach dst. A link-local destination, or a multicast
@@ -483,13 +495,15 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 	if a == loopbackAddr {
 		return ip.Route{Src: a, NextHop: a, Local: true, MTU: localMTU}, nil
 	}
-	if ad, ok := t.local(a); ok && ad.State != Tentative && (zi == nil || ad.Iface == zi || !linkScoped(a)) {
+	scope := AddrScope(a)
+	onLink := scope.linkScoped()
+	if ad, ok := t.local(a); ok && ad.State != Tentative && (zi == nil || ad.Iface == zi || !onLink) {
 		return ip.Route{Src: zoned(a, ad.Iface), NextHop: a, Local: true, MTU: localMTU}, nil
 	}
 	var out *Interface
 	nextHop := a
 	switch {
-	case linkScoped(a):
+	case onLink:
 		if zi == nil {
 			if len(t.ifaces) != 1 {
 				return ip.Route{}, ErrZoneNeeded
@@ -519,7 +533,7 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 	if e, ok := p.pmtu.lookup(a, p.env.Clock); ok {
 		pmtu = e.mtu
 	}
-	return out.route(t.selectSource(a, out), nextHop, pmtu), nil
+	return out.route(t.selectSource(a, scope, out), nextHop, pmtu), nil
 }
 
 // lookup is the longest prefix match, restricted to iface when not nil.
@@ -532,13 +546,11 @@ func (t *table) lookup(a netip.Addr, iface *Interface) (Route, bool) {
 	return Route{}, false
 }
 
-// linkScoped reports whether a means something only on one link: a
-// link-local unicast address or a multicast group of interface- or
-// link-local scope (RFC 4007 section 6).
-func linkScoped(a netip.Addr) bool {
-	s := AddrScope(a)
-	return a != loopbackAddr && (s == ScopeLinkLocal || s == ScopeInterfaceLocal)
-}
+// linkScoped reports whether an address of scope s means something only
+// on one link: a link-local unicast address or a multicast group of
+// interface- or link-local scope (RFC 4007 section 6). The loopback
+// address is of link-local scope too, and callers set it apart.
+func (s Scope) linkScoped() bool { return s == ScopeLinkLocal || s == ScopeInterfaceLocal }
 
 // local returns the assigned address a, in any state.
 func (t *table) local(a netip.Addr) (Address, bool) {

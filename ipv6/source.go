@@ -27,36 +27,35 @@ import (
 // default labels matter for IPv4-mapped, 6to4 and Teredo destinations the
 // stack does not route.
 
-// selectSource returns the best source for dst out of iface, or the
-// invalid Addr when there is no candidate.
-func (t *table) selectSource(dst netip.Addr, iface *Interface) netip.Addr {
+// selectSource returns the best source for dst, of scope scD, out of
+// iface, or nil when there is no candidate. The table is never changed in place (tables.update
+// copies it), so the address it points into stays as it is.
+func (t *table) selectSource(dst netip.Addr, scD Scope, iface *Interface) *Address {
 	var best *Address
-	onlyOut := linkScoped(dst)
+	onlyOut := scD.linkScoped()
 	for i := range t.addrs {
 		c := &t.addrs[i]
-		if c.State == Tentative || ((onlyOut || linkScoped(c.Prefix.Addr())) && c.Iface != iface) {
+		if c.State == Tentative || ((onlyOut || c.scope.linkScoped()) && c.Iface != iface) {
 			continue
 		}
-		if best == nil || better(c, best, dst, iface) {
+		if best == nil || better(c, best, dst, scD, iface) {
 			best = c
 		}
 	}
-	if best == nil {
-		return netip.Addr{}
-	}
-	return best.Prefix.Addr()
+	return best
 }
 
-// better reports whether a is a better source than b for dst out of iface,
-// by the rules above in order; on a tie the earlier address, b, stays.
-func better(a, b *Address, dst netip.Addr, iface *Interface) bool {
+// better reports whether a is a better source than b for dst, of scope
+// scD, out of iface, by the rules above in order; on a tie the earlier
+// address, b, stays.
+func better(a, b *Address, dst netip.Addr, scD Scope, iface *Interface) bool {
 	sa, sb := a.Prefix.Addr(), b.Prefix.Addr()
 	// Rule 1.
 	if sa == dst || sb == dst {
 		return sa == dst
 	}
 	// Rule 2: the smallest scope that reaches the destination.
-	scA, scB, scD := AddrScope(sa), AddrScope(sb), AddrScope(dst)
+	scA, scB := a.scope, b.scope
 	if scA < scB {
 		return scA >= scD
 	}
