@@ -28,8 +28,8 @@ import (
 // stack does not route.
 
 // selectSource returns the best source for dst, of scope scD, out of
-// iface, or nil when there is no candidate. The table is never changed in place (tables.update
-// copies it), so the address it points into stays as it is.
+// iface, or nil when there is no candidate. A table is never changed in
+// place (tables.update changes a copy), so the address stays as it is.
 func (t *table) selectSource(dst netip.Addr, scD Scope, iface *Interface) *Address {
 	var best *Address
 	onlyOut := scD.linkScoped()
