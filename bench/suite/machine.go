@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -23,16 +24,52 @@ type Machine struct {
 	// (net.ipv4.tcp_congestion_control), which its senders run but in
 	// bulk-cubic and the paths family.
 	CC string `json:"cc,omitempty"`
+	// Memmove is how Go's runtime copies 2 KiB or more here (its
+	// cpuflags_amd64.go): the send path's copy into each super-segment
+	// costs more from a misaligned source on one than on the other.
+	Memmove string `json:"memmove,omitempty"`
+}
+
+// memmovePath is the copy Go's runtime picks for 2 KiB or more on a CPU
+// of this vendor with these /proc/cpuinfo flags: REP MOVSQ on Intel with
+// ERMS and FSRM when the destination is 16-byte aligned, AVX otherwise
+// (or REP MOVS without AVX).
+func memmovePath(vendor string, flags []string) string {
+	has := func(f string) bool { return slices.Contains(flags, f) }
+	switch {
+	case vendor == "GenuineIntel" && has("erms") && has("fsrm") && has("avx"):
+		return "REP MOVSQ to a 16-byte-aligned destination, AVX to any other"
+	case vendor == "GenuineIntel" && has("erms") && has("fsrm"):
+		return "REP MOVSQ to a 16-byte-aligned destination"
+	case has("avx"):
+		return "AVX"
+	}
+	return "REP MOVS"
 }
 
 func describeMachine() Machine {
 	m := Machine{NProc: runtime.NumCPU(), Go: runtime.Version()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		var vendor string
+		var flags []string
+		field := func(l, name string) (string, bool) {
+			v, ok := strings.CutPrefix(l, name)
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":")), ok
+		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "model name"); ok {
-				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
+			if l == "" {
+				break // the first processor's fields are enough
 			}
+			if v, ok := field(l, "model name"); ok {
+				m.CPU = v
+			} else if v, ok := field(l, "vendor_id"); ok {
+				vendor = v
+			} else if v, ok := field(l, "flags"); ok {
+				flags = strings.Fields(v)
+			}
+		}
+		if runtime.GOARCH == "amd64" {
+			m.Memmove = memmovePath(vendor, flags)
 		}
 	}
 	var u unix.Utsname

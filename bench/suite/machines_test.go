@@ -112,3 +112,22 @@ func TestWhyNamesAMissedTargetItCannotExplain(t *testing.T) {
 		t.Errorf("lacks %q:\n%s", want, r.b.String())
 	}
 }
+
+// The report names the copy Go's runtime makes of 2 KiB or more, as its
+// cpuflags_amd64.go picks it: REP MOVSQ only on Intel with ERMS and FSRM.
+func TestMemmovePathFollowsGosRuntime(t *testing.T) {
+	for _, c := range []struct {
+		vendor string
+		flags  string
+		want   string
+	}{
+		{"GenuineIntel", "fpu avx erms fsrm", "REP MOVSQ to a 16-byte-aligned destination, AVX to any other"},
+		{"GenuineIntel", "fpu avx erms", "AVX"},
+		{"AuthenticAMD", "fpu avx erms fsrm", "AVX"},
+		{"AuthenticAMD", "fpu sse2", "REP MOVS"},
+	} {
+		if got := memmovePath(c.vendor, strings.Fields(c.flags)); got != c.want {
+			t.Errorf("%s with %q: %q, want %q", c.vendor, c.flags, got, c.want)
+		}
+	}
+}

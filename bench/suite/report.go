@@ -229,8 +229,12 @@ func Report(res Results, outDir, mdPath string) error {
 			100*contendedThreshold, n, measured, contended["gonet"], contended["gvisor"], contended["kernel"], res.QuietWaitS)
 	}
 	r.p("## Machine\n\n| | |\n|---|---|\n")
-	r.p("| CPUs (nproc) | %d |\n| CPU | %s |\n| memory | %d GiB |\n| kernel | %s |\n| Go | %s |\n| gVisor | gvisor.dev/gvisor %s |\n| GoNet | %s |\n\n",
-		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go, m.GVisor, m.GoNet)
+	r.p("| CPUs (nproc) | %d |\n| CPU | %s |\n| memory | %d GiB |\n| kernel | %s |\n| Go | %s |\n",
+		m.NProc, m.CPU, m.MemGiB, m.Kernel, m.Go)
+	if m.Memmove != "" {
+		r.p("| Go's copies of 2 KiB or more | %s |\n", m.Memmove)
+	}
+	r.p("| gVisor | gvisor.dev/gvisor %s |\n| GoNet | %s |\n\n", m.GVisor, m.GoNet)
 
 	others, oerr := otherRecords(outDir, res.Machine)
 	r.glance(others)
