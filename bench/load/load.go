@@ -24,6 +24,7 @@ func Main(args []string) error {
 	}
 	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 	addr := fs.String("addr", "", "the server's address")
+	twin := fs.String("twin", "", "ping: a second address of the server's, which each pinger pings in turn with -addr (its result is the JSON's twin)")
 	n := fs.Int("n", 1, "pingers, clients, streams or connections")
 	dur := fs.Duration("dur", 2*time.Second, "how long to run")
 	interval := fs.Duration("interval", 20*time.Millisecond, "ping: interval of each pinger (0: closed loop, each request sent as the reply to the last arrives)")
@@ -40,7 +41,11 @@ func Main(args []string) error {
 	var err error
 	switch args[0] {
 	case "ping":
-		res, err = Ping(*addr, *n, *interval, *dur)
+		if *twin != "" {
+			res, err = PingTwins(*addr, *twin, *n, *interval, *dur)
+		} else {
+			res, err = Ping(*addr, *n, *interval, *dur)
+		}
 	case "short":
 		res, err = Short(*addr, *n, *size, *dur)
 	case "bulk":

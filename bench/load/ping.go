@@ -28,6 +28,9 @@ type PingResult struct {
 	// RepliesPerS is the replies received per second of the run: in a
 	// closed loop, the rate of echoes the stack sustains.
 	RepliesPerS float64 `json:"replies_s"`
+	// Twin is the second address's result when the pingers took two in
+	// turn (PingTwins).
+	Twin *PingResult `json:"twin,omitempty"`
 }
 
 // echo is what a pinger needs of its family's ICMP: the address family,
@@ -59,52 +62,95 @@ var (
 // identifier as ping does), so the kernel side never wakes a thousand
 // readers for one reply.
 func Ping(addr string, n int, interval, dur time.Duration) (PingResult, error) {
-	dst := &net.UDPAddr{IP: net.ParseIP(addr)}
-	proto := echo4
-	if family(addr) == 6 {
-		proto = echo6
+	rs, err := ping([]string{addr}, n, interval, dur)
+	if err != nil {
+		return PingResult{}, err
 	}
-	conns := make([]*pingConn, n)
-	for i := range conns {
-		c, err := listenPing(proto)
-		if err != nil {
-			for _, c := range conns[:i] {
-				c.Close()
-			}
-			return PingResult{}, err
+	return rs[0], nil
+}
+
+// PingTwins is Ping with each pinger's requests going to addr and twin in
+// turn, one each: the server's address in two families, say. Each
+// address's echoes meet the same run, the same threads and the same load,
+// so that the two results differ by what the address costs alone; two
+// runs one after the other differ by more (ARCHITECTURE.md, "IPv6"). The
+// result is addr's, its Twin twin's.
+func PingTwins(addr, twin string, n int, interval, dur time.Duration) (PingResult, error) {
+	rs, err := ping([]string{addr, twin}, n, interval, dur)
+	if err != nil {
+		return PingResult{}, err
+	}
+	rs[0].Twin = &rs[1]
+	return rs[0], nil
+}
+
+// ping runs the pingers, each with a socket per address, taking the
+// addresses in turn, and returns each address's result.
+func ping(addrs []string, n int, interval, dur time.Duration) ([]PingResult, error) {
+	var conns []*pingConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
 		}
-		conns[i] = c
+	}()
+	pingers := make([][]*pingTarget, n)
+	for i := range pingers {
+		for _, addr := range addrs {
+			proto := echo4
+			if family(addr) == 6 {
+				proto = echo6
+			}
+			c, err := listenPing(proto)
+			if err != nil {
+				return nil, err
+			}
+			conns = append(conns, c)
+			pingers[i] = append(pingers[i], &pingTarget{c: c, proto: proto, dst: &net.UDPAddr{IP: net.ParseIP(addr)}})
+		}
 	}
 	start := time.Now().Add(50 * time.Millisecond)
 	end := start.Add(dur)
-	var mu sync.Mutex
-	res := PingResult{Pingers: n}
-	var all, wire []float64
 	var wg sync.WaitGroup
-	for _, c := range conns {
+	for _, targets := range pingers {
 		wg.Go(func() {
-			defer c.Close()
 			first := start
 			if interval > 0 {
 				first = first.Add(rand.N(interval))
 			}
-			rtts, wires, sent, lost := pinger(c, proto, dst, first, end, interval)
-			mu.Lock()
-			all = append(all, rtts...)
-			wire = append(wire, wires...)
-			res.Sent += sent
-			res.Lost += lost
-			mu.Unlock()
+			pinger(targets, first, end, interval)
 		})
 	}
 	wg.Wait()
-	res.RTT = summarise(all)
-	res.Wire = summarise(wire)
-	res.RepliesPerS = float64(res.RTT.Samples) / dur.Seconds()
+	res := make([]PingResult, len(addrs))
+	for i := range res {
+		var rtts, wire []float64
+		res[i].Pingers = n
+		for _, targets := range pingers {
+			t := targets[i]
+			rtts = append(rtts, t.rtts...)
+			wire = append(wire, t.wire...)
+			res[i].Sent += t.sent
+			res[i].Lost += t.lost
+		}
+		res[i].RTT = summarise(rtts)
+		res[i].Wire = summarise(wire)
+		res[i].RepliesPerS = float64(res[i].RTT.Samples) / dur.Seconds()
+	}
 	return res, nil
 }
 
-func pinger(c *pingConn, proto echo, dst net.Addr, next, end time.Time, interval time.Duration) (rtts, wire []float64, sent, lost int) {
+// pingTarget is one address a pinger sends to, over its own socket, and
+// what it measured there.
+type pingTarget struct {
+	c          *pingConn
+	proto      echo
+	dst        net.Addr
+	rtts, wire []float64
+	sent, lost int
+}
+// pinger sends a request every interval from next until end, to its
+// targets in turn, and waits for each reply before the next request.
+func pinger(targets []*pingTarget, next, end time.Time, interval time.Duration) {
 	payload := make([]byte, 56)
 	buf := make([]byte, 1500)
 	oob := make([]byte, 512)
@@ -115,42 +161,47 @@ func pinger(c *pingConn, proto echo, dst net.Addr, next, end time.Time, interval
 		if !time.Now().Before(end) {
 			return
 		}
-		msg := icmp.Message{Type: proto.request, Body: &icmp.Echo{Seq: seq & 0xffff, Data: payload}}
-		b, _ := msg.Marshal(nil)
-		t0 := time.Now()
-		if _, err := c.WriteTo(b, dst); err != nil {
-			lost++
-			sent++
-			next = next.Add(interval)
-			continue
-		}
-		sent++
-		c.SetReadDeadline(t0.Add(time.Second))
-		for {
-			m, oobn, _, _, err := c.ReadMsgUDP(buf, oob)
-			if err != nil {
-				lost++
-				break
-			}
-			rtt := time.Since(t0)
-			r, err := icmp.ParseMessage(proto.proto, buf[:m])
-			if err != nil || r.Type != proto.reply {
-				continue
-			}
-			if e, ok := r.Body.(*icmp.Echo); !ok || e.Seq != seq&0xffff {
-				continue // a late reply to an earlier request
-			}
-			rtts = append(rtts, us(rtt))
-			if in, ok := softwareStamp(oob[:oobn]); ok {
-				if out, ok := c.lastSent(); ok && in.After(out) {
-					wire = append(wire, us(in.Sub(out)))
-				}
-			}
-			break
+		t := targets[(seq-1)%len(targets)]
+		t.sent++
+		if !t.echo(seq, payload, buf, oob) {
+			t.lost++
 		}
 		next = next.Add(interval)
 		if now := time.Now(); next.Before(now) {
 			next = now // behind schedule: send at once, do not burst
 		}
+	}
+}
+
+// echo sends request seq and waits up to a second for its reply, which it
+// times as the pinger saw it and at the device; false when no reply came.
+func (t *pingTarget) echo(seq int, payload, buf, oob []byte) bool {
+	msg := icmp.Message{Type: t.proto.request, Body: &icmp.Echo{Seq: seq & 0xffff, Data: payload}}
+	b, _ := msg.Marshal(nil)
+	t0 := time.Now()
+	if _, err := t.c.WriteTo(b, t.dst); err != nil {
+		return false
+	}
+	t.c.SetReadDeadline(t0.Add(time.Second))
+	for {
+		m, oobn, _, _, err := t.c.ReadMsgUDP(buf, oob)
+		if err != nil {
+			return false
+		}
+		rtt := time.Since(t0)
+		r, err := icmp.ParseMessage(t.proto.proto, buf[:m])
+		if err != nil || r.Type != t.proto.reply {
+			continue
+		}
+		if e, ok := r.Body.(*icmp.Echo); !ok || e.Seq != seq&0xffff {
+			continue // a late reply to an earlier request
+		}
+		t.rtts = append(t.rtts, us(rtt))
+		if in, ok := softwareStamp(oob[:oobn]); ok {
+			if out, ok := t.c.lastSent(); ok && in.After(out) {
+				t.wire = append(t.wire, us(in.Sub(out)))
+			}
+		}
+		return true
 	}
 }

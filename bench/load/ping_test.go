@@ -37,6 +37,35 @@ func TestPingIsAnsweredAndTimedAtTheDeviceOverBothFamilies(t *testing.T) {
 	}
 }
 
+// Twin pingers take the two addresses in turn, one echo each, and report
+// each address's round trips apart: as many requests to one as to the
+// other (give or take each pinger's last), every one answered and timed.
+func TestPingTwinsTakeTheAddressesInTurn(t *testing.T) {
+	ns := netnstest.New(t)
+	if err := ns.Do(func() error { return writeSysctl("net/ipv4/ping_group_range", "0 2147483647") }); err != nil {
+		t.Fatal(err)
+	}
+	const pingers = 2
+	var r PingResult
+	if err := ns.Do(func() (err error) {
+		r, err = PingTwins("::1", "127.0.0.1", pingers, 10*time.Millisecond, 200*time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Twin == nil {
+		t.Fatalf("%+v: no twin result", r)
+	}
+	for _, res := range []PingResult{r, *r.Twin} {
+		if res.Sent == 0 || res.RTT.Samples != res.Sent || res.Lost != 0 || res.Wire.Samples != res.Sent {
+			t.Errorf("%+v: want every request answered and timed at the device", res)
+		}
+	}
+	if d := r.Sent - r.Twin.Sent; d < 0 || d > pingers {
+		t.Errorf("%d requests to the first address, %d to the twin: want the first's turn to come first, one each", r.Sent, r.Twin.Sent)
+	}
+}
+
 // In a closed loop each pinger sends as its reply arrives: far more
 // replies than a 10 ms pace would give, and none lost.
 func TestClosedLoopPingSendsOnEachReply(t *testing.T) {

@@ -159,6 +159,9 @@ type point struct {
 	label    string // for progress: "10 pingers"
 	workload string // the record's, when not the group's
 	run      func(ctx context.Context, e *Env) (map[string]float64, []byte, error)
+	// pairsItself: on an IPv6 set-up the run measures its IPv4 twin
+	// itself (ping6Group), and withIPv4Twin leaves it be.
+	pairsItself bool
 }
 
 // group is a workload: its points share one set-up per stack, unless

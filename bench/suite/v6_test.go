@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gonetstack/gonet/bench/load"
 )
 
 // Each IPv6 variant runs right after its IPv4 workload, on IPv6 set-ups,
@@ -281,8 +283,7 @@ func TestWhyNamesTheExtraACKsOverIPv6(t *testing.T) {
 
 // GoNet's IPv6 points measure its IPv4 twin on the same set-up, before and
 // after the IPv6 run in turn, and record the paired ratio of the headline
-// metric; other stacks, and IPv4 set-ups, run once, but in ping, which
-// every stack answers over both families, every stack is paired.
+// metric; other stacks, and IPv4 set-ups, run once.
 func TestIPv6PointsPairGoNetWithItsIPv4Twin(t *testing.T) {
 	var addrs []string
 	run := withIPv4Twin("rr6", func(_ context.Context, e *Env) (map[string]float64, []byte, error) {
@@ -325,20 +326,43 @@ func TestIPv6PointsPairGoNetWithItsIPv4Twin(t *testing.T) {
 			t.Errorf("%s (IPv6 %v): ran %d times, want once", e.Stack, e.IPv6, len(addrs))
 		}
 	}
-	ping := withIPv4Twin("ping6", func(_ context.Context, e *Env) (map[string]float64, []byte, error) {
-		addrs = append(addrs, e.Addr)
-		return map[string]float64{"mean_us": 50}, nil, nil
-	})
-	for _, st := range []string{"kernel", "gvisor", "gonet"} {
-		for i, want := range [][]string{{v4, v6}, {v6, v4}} {
-			addrs = nil
-			if _, _, err := ping(context.Background(), &Env{Stack: st, Addr: v6, IPv6: true}); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(addrs, want) {
-				t.Errorf("ping6 on %s, call %d: ran at %v, want %v", st, i+1, addrs, want)
-			}
+}
+
+// Ping over IPv6 pairs every stack with its IPv4 twin echo by echo, in one
+// run (ping6Group): its points pair themselves rather than run twice, and
+// the run's metrics are the IPv6 address's, the twin's under "twin4:" and
+// their ratio.
+func TestPing6PairsEveryStackEchoByEcho(t *testing.T) {
+	var ping6 *group
+	gs := (&Suite{Plan: Full}).groups()
+	for i := range gs {
+		if gs[i].workload == "ping6" {
+			ping6 = &gs[i]
 		}
+	}
+	if ping6 == nil || len(ping6.points) == 0 || !ping6.ipv6 {
+		t.Fatalf("no IPv6 ping group with points: %+v", ping6)
+	}
+	for _, p := range ping6.points {
+		if !p.pairsItself {
+			t.Errorf("ping6 %s: runs its twin apart", p.name)
+		}
+	}
+	r := load.PingResult{Sent: 10, RTT: load.Latency{Samples: 10, MeanUS: 110}, Wire: load.Latency{Samples: 10, MeanUS: 60},
+		Twin: &load.PingResult{Sent: 10, RTT: load.Latency{Samples: 10, MeanUS: 100}, Wire: load.Latency{Samples: 10, MeanUS: 50}}}
+	m, err := pingRunMetrics(r, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m["mean_us"] != 110 || m["twin4:mean_us"] != 100 || m["twin4:wire_mean_us"] != 50 || math.Abs(m["v6_over_v4"]-1.1) > 1e-9 {
+		t.Errorf("metrics %v: want IPv6's, the twin's under twin4: and their ratio 1.1", m)
+	}
+	r.Twin = nil
+	if _, err := pingRunMetrics(r, true); err == nil {
+		t.Error("a twin run without the twin's replies: no error")
+	}
+	if m, err := pingRunMetrics(r, false); err != nil || len(m) == 0 || m["v6_over_v4"] != 0 {
+		t.Errorf("a run without a twin: %v, %v", m, err)
 	}
 }
 

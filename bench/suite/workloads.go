@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,7 +28,9 @@ func (s *Suite) groups() []group {
 		if len(g.points) > 0 {
 			g.ipv6 = true
 			for i := range g.points {
-				g.points[i].run = withIPv4Twin(g.workload, g.points[i].run)
+				if !g.points[i].pairsItself {
+					g.points[i].run = withIPv4Twin(g.workload, g.points[i].run)
+				}
 			}
 			gs = append(gs, g)
 		}
@@ -42,7 +45,7 @@ func (s *Suite) groups() []group {
 	}
 
 	gs = append(gs, pingGroup("ping", p.Pingers, p))
-	v6(pingGroup("ping6", p.Pingers6, p))
+	v6(ping6Group(p))
 	add(pacedPingGroup(p))
 
 	g := group{workload: "short"}
@@ -107,17 +110,13 @@ func (s *Suite) groups() []group {
 // machine with two cores: paired on one set-up, the two meet the same
 // server process, the same link and the same moment. GoNet's wildcard
 // listeners take both families; gVisor's and the kernel's servers in an
-// IPv6 set-up serve IPv6 only, and keep their unpaired comparison, except
-// in ping, which every stack answers over both families: there the three
-// are paired alike, so that the kernel's and gVisor's own ratios show
-// what IPv6 costs the load generator's side (the client's kernel), which
-// GoNet's ratio includes too.
+// IPv6 set-up serve IPv6 only, and keep their unpaired comparison. Ping
+// pairs closer still, echo by echo (ping6Group).
 func withIPv4Twin(workload string, run func(context.Context, *Env) (map[string]float64, []byte, error)) func(context.Context, *Env) (map[string]float64, []byte, error) {
 	metric := headline[workload].metric
-	everyStack := workload == "ping6"
 	calls := map[string]int{}
 	return func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-		if !e.IPv6 || (e.Stack != "gonet" && !everyStack) {
+		if !e.IPv6 || e.Stack != "gonet" {
 			return run(ctx, e)
 		}
 		calls[e.Stack]++
@@ -164,6 +163,30 @@ func pingGroup(workload string, pingers []int, p Plan) group {
 				return runPing(ctx, e, n, p.PingInterval, p.PingDur)
 			},
 		})
+	}
+	return g
+}
+
+// ping6Group is ping over IPv6, each point paired with its IPv4 twin echo
+// by echo: every pinger sends its requests to the server's IPv6 and IPv4
+// addresses in turn (load.PingTwins), one run for both. An idle stack's
+// echo round trip is mostly wake-ups, whose cost moves by 10-20% from one
+// run to the next on two shared cores for every stack alike, where GoNet's
+// own IPv6 work adds a tenth of a microsecond; interleaved, both families
+// meet the same threads and the same moments. Every stack answers echoes
+// over both families on an IPv6 set-up, so all three are paired, and the
+// kernel's and gVisor's ratios show what IPv6 costs the client's side.
+func ping6Group(p Plan) group {
+	g := pingGroup("ping6", p.Pingers6, p)
+	for i, n := range p.Pingers6 {
+		g.points[i].pairsItself = true
+		g.points[i].run = func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+			twin := ""
+			if e.IPv6 {
+				twin = serverAddr.Addr().String()
+			}
+			return runPingTwin(ctx, e, n, p.PingInterval, p.PingDur, twin)
+		}
 	}
 	return g
 }
@@ -504,17 +527,57 @@ func measure(ctx context.Context, e *Env, timeout, steady time.Duration, args ..
 
 func dur(d time.Duration) string { return d.String() }
 
+// runPing runs n pingers at e.Addr.
 func runPing(ctx context.Context, e *Env, n int, interval, d time.Duration) (map[string]float64, []byte, error) {
+	return runPingTwin(ctx, e, n, interval, d, "")
+}
+
+// runPingTwin is runPing with each pinger taking e.Addr and twin in turn
+// (unless twin is ""); the twin's figures are recorded under "twin4:"
+// beside the two's ratio of the headline metric, as withIPv4Twin records
+// them.
+func runPingTwin(ctx context.Context, e *Env, n int, interval, d time.Duration, twin string) (map[string]float64, []byte, error) {
 	var r load.PingResult
-	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "ping", "-addr", e.Addr, "-n", strconv.Itoa(n),
-		"-interval", dur(interval), "-dur", dur(d))
+	args := []string{"ping", "-addr", e.Addr, "-n", strconv.Itoa(n), "-interval", dur(interval), "-dur", dur(d)}
+	if twin != "" {
+		args = append(args, "-twin", twin)
+	}
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, args...)
 	if err != nil {
 		return nil, out, err
 	}
-	if r.RTT.Samples == 0 {
-		return nil, out, fmt.Errorf("no replies to %d pings", r.Sent)
+	m, err := pingRunMetrics(r, twin != "")
+	if err != nil {
+		return nil, out, err
 	}
-	m := map[string]float64{
+	m["server_cpu_s"] = w.serverCPU()
+	w.packetRate(m, e.Stack)
+	w.counters(m)
+	return m, out, nil
+}
+
+// pingRunMetrics are a ping run's metrics: e.Addr's, and with a twin its
+// figures under "twin4:" and the two's ratio of the headline metric.
+func pingRunMetrics(r load.PingResult, twin bool) (map[string]float64, error) {
+	if r.RTT.Samples == 0 {
+		return nil, fmt.Errorf("no replies to %d pings", r.Sent)
+	}
+	m := pingMetrics(r)
+	if twin {
+		if r.Twin == nil || r.Twin.RTT.Samples == 0 {
+			return nil, errors.New("no replies at the twin address")
+		}
+		for k, v := range pingMetrics(*r.Twin) {
+			m["twin4:"+k] = v
+		}
+		m["v6_over_v4"] = m[headline["ping6"].metric] / m["twin4:"+headline["ping6"].metric]
+	}
+	return m, nil
+}
+
+// pingMetrics are what the pingers measured of one address.
+func pingMetrics(r load.PingResult) map[string]float64 {
+	return map[string]float64{
 		"mean_us":      r.RTT.MeanUS,
 		"p50_us":       r.RTT.P50US,
 		"wire_mean_us": r.Wire.MeanUS,
@@ -525,11 +588,7 @@ func runPing(ctx context.Context, e *Env, n int, interval, d time.Duration) (map
 		"sent":         float64(r.Sent),
 		"loss_pct":     100 * float64(r.Lost) / float64(max(1, r.Sent)),
 		"replies_s":    r.RepliesPerS,
-		"server_cpu_s": w.serverCPU(),
 	}
-	w.packetRate(m, e.Stack)
-	w.counters(m)
-	return m, out, nil
 }
 
 func runShort(ctx context.Context, e *Env, n, size int, d time.Duration) (map[string]float64, []byte, error) {
