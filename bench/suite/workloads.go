@@ -181,11 +181,12 @@ func ping6Group(p Plan) group {
 	for i, n := range p.Pingers6 {
 		g.points[i].pairsItself = true
 		g.points[i].run = func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-			twin := ""
-			if e.IPv6 {
-				twin = serverAddr.Addr().String()
+			if !e.IPv6 {
+				return runPing(ctx, e, n, p.PingInterval, p.PingDur)
 			}
-			return runPingTwin(ctx, e, n, p.PingInterval, p.PingDur, twin)
+			// Twice as long, for each family as many echoes as a run
+			// of its own would have: the two runs' time, in one.
+			return runPingTwin(ctx, e, n, p.PingInterval, 2*p.PingDur, serverAddr.Addr().String())
 		}
 	}
 	return g
