@@ -148,6 +148,7 @@ type pingTarget struct {
 	rtts, wire []float64
 	sent, lost int
 }
+
 // pinger sends a request every interval from next until end, to its
 // targets in turn, and waits for each reply before the next request.
 func pinger(targets []*pingTarget, next, end time.Time, interval time.Duration) {
