@@ -33,18 +33,17 @@ type Machine struct {
 // memmovePath is the copy Go's runtime picks for 2 KiB or more on a CPU
 // of this vendor with these /proc/cpuinfo flags: REP MOVSQ on Intel with
 // ERMS and FSRM when the destination is 16-byte aligned, AVX otherwise
-// (or REP MOVS without AVX).
+// (or REP MOVS without AVX, which every CPU with FSRM has).
 func memmovePath(vendor string, flags []string) string {
 	has := func(f string) bool { return slices.Contains(flags, f) }
 	switch {
-	case vendor == "GenuineIntel" && has("erms") && has("fsrm") && has("avx"):
-		return "REP MOVSQ to a 16-byte-aligned destination, AVX to any other"
+	case !has("avx"):
+		return "REP MOVS"
 	case vendor == "GenuineIntel" && has("erms") && has("fsrm"):
-		return "REP MOVSQ to a 16-byte-aligned destination"
-	case has("avx"):
+		return "REP MOVSQ to a 16-byte-aligned destination, AVX to any other"
+	default:
 		return "AVX"
 	}
-	return "REP MOVS"
 }
 
 func describeMachine() Machine {
