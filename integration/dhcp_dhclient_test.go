@@ -47,6 +47,14 @@ var (
 // cutoff past the test's window. Its growth from there is its own.
 const dhclientConf = "initial-interval 4;\nbackoff-cutoff 64;\ntimeout 300;\n"
 
+// dhclientRenewConf keeps dhclient's waits between renewals at 4 to 12 s
+// (past the cutoff it draws from half the cutoff to one and a half
+// times it), so that its first REQUEST past T2, the one that rebinds,
+// comes within 12 s of T2. With dhclientConf's cutoff the waits grow
+// from 4-11 s to 4-33 s over the renewals, and a CI run once waited
+// more than 20 s past GoNet's rebinding for it.
+const dhclientRenewConf = "initial-interval 4;\nbackoff-cutoff 8;\ntimeout 300;\n"
+
 // dhclientScript does what dhclient-script does that the test needs,
 // and nothing else (the stock one rewrites /etc/resolv.conf, which is the
 // machine's): the leased address on the interface, so that a renewal can
@@ -182,12 +190,12 @@ func (l *sideBySide) startCapture(t *testing.T) {
 }
 
 // startDhclient runs ISC dhclient in the foreground on its veth, with the
-// test's configuration and script, until the test ends.
-func (l *sideBySide) startDhclient(t *testing.T) {
+// given configuration and the test's script, until the test ends.
+func (l *sideBySide) startDhclient(t *testing.T, config string) {
 	t.Helper()
 	conf := filepath.Join(l.dir, "dhclient.conf")
 	script := filepath.Join(l.dir, "script")
-	if err := os.WriteFile(conf, []byte(dhclientConf), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(script, []byte(dhclientScript), 0o755); err != nil {
@@ -360,7 +368,7 @@ func TestDHCPTimingsBesideDhclient(t *testing.T) {
 	t.Run("DISCOVER retransmission backoff with no server", func(t *testing.T) {
 		t.Parallel()
 		l := newSideBySide(t)
-		l.startDhclient(t)
+		l.startDhclient(t, dhclientConf)
 		c, err := dhcp.StartOn(context.Background(), l.stack, l.tap, dhcp.ClientConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -459,14 +467,15 @@ func TestDHCPTimingsBesideDhclient(t *testing.T) {
 		if lease.T1 != t1 || lease.T2 != t2 {
 			t.Fatalf("GoNet's lease has T1 %v and T2 %v, want dnsmasq's %v and %v", lease.T1, lease.T2, t1, t2)
 		}
-		l.startDhclient(t)
+		l.startDhclient(t, dhclientRenewConf)
 		waitFor(t, "dhclient's lease", 20*time.Second, l.dhclientBound)
+		dhclientBound := time.Now()
 		// The server goes: the renewals go unanswered.
 		stop()
 		waitFor(t, "GoNet's rebinding", t2+5*time.Second, l.seen(1, rebinding(gonetMAC)))
-		// dhclient's may come some seconds after T2, at its first
-		// retransmission past it.
-		waitFor(t, "dhclient's rebinding", 20*time.Second, l.seen(1, rebinding(dhclientMAC)))
+		// dhclient's comes at its first retransmission past T2, up to
+		// 12 s after it with dhclientRenewConf.
+		waitFor(t, "dhclient's rebinding", time.Until(dhclientBound.Add(t2+12*time.Second+3*time.Second)), l.seen(1, rebinding(dhclientMAC)))
 		list := l.messages(t)
 		for _, who := range []struct {
 			name           string
