@@ -24,12 +24,13 @@ func Main(args []string) error {
 	}
 	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 	addr := fs.String("addr", "", "the server's address")
-	twin := fs.String("twin", "", "ping: a second address of the server's, which each pinger pings in turn with -addr (its result is the JSON's twin)")
+	twin := fs.String("twin", "", "ping: a second address of the server's, which each pinger pings in turn with -addr; bulk: which the slices take in turn with -addr (its result is the JSON's twin)")
 	n := fs.Int("n", 1, "pingers, clients, streams or connections")
 	dur := fs.Duration("dur", 2*time.Second, "how long to run")
 	interval := fs.Duration("interval", 20*time.Millisecond, "ping: interval of each pinger (0: closed loop, each request sent as the reply to the last arrives)")
 	size := fs.Int("size", 4096, "short, udp: bytes per transfer or datagram")
 	dir := fs.String("dir", "up", "bulk: up (client to server) or down")
+	slice := fs.Duration("slice", 0, "bulk: cut the run in slices this long, each with connections of its own (0: one run); -dur is each address's")
 	rate := fs.Float64("rate", 0, "udp: offered Mbit/s (0: as fast as possible)")
 	conc := fs.Int("concurrency", 256, "scale, burst: dials at once")
 	port := fs.Int("port", 0, "bulk, rr, udprr, burst: the server's port (0: the handler's, as package handlers numbers them); a daemon's own services")
@@ -49,7 +50,16 @@ func Main(args []string) error {
 	case "short":
 		res, err = Short(*addr, *n, *size, *dur)
 	case "bulk":
-		res, err = Bulk(*addr, *dir, *n, *port, *dur)
+		switch {
+		case *slice > 0 && *twin != "":
+			res, err = BulkSliced([]string{*addr, *twin}, *dir, *n, *port, *dur, *slice)
+		case *slice > 0:
+			res, err = BulkSliced([]string{*addr}, *dir, *n, *port, *dur, *slice)
+		case *twin != "":
+			err = errors.New("bulk: -twin takes -slice")
+		default:
+			res, err = Bulk(*addr, *dir, *n, *port, *dur)
+		}
 	case "rr":
 		res, err = RR(*addr, *n, *port, *dur)
 	case "crr":

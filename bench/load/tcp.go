@@ -112,6 +112,14 @@ type BulkResult struct {
 	// sockets: the sender's kernel→stack, the suite's check that a
 	// route's congctl took.
 	CC string `json:"cc,omitempty"`
+	// Slices is how many runs of their own the bytes came from, when
+	// the run was cut in slices (BulkSliced); SliceGbps is each one's
+	// rate, in the order they ran.
+	Slices    int       `json:"slices,omitempty"`
+	SliceGbps []float64 `json:"slice_gbit_s,omitempty"`
+	// Twin is the second address's result when slices went to two
+	// addresses in turn.
+	Twin *BulkResult `json:"twin,omitempty"`
 }
 
 // Bulk moves data for dur over n streams: "up" writes to the discard port
@@ -199,6 +207,53 @@ func Bulk(addr, dir string, n, port int, dur time.Duration) (BulkResult, error) 
 	}
 	b := total.Load()
 	return BulkResult{Dir: dir, Streams: n, Bytes: b, Seconds: secs, Gbps: float64(b) * 8 / secs / 1e9, CC: cc}, nil
+}
+
+// BulkSliced is Bulk cut into slices of slice each, each a run of its own
+// with connections of its own, for dur in all at each address: with two,
+// the server's address in two families say, the slices take them in the
+// order ABBA ABBA... Two bulk runs of a few seconds one after the other
+// differ by 10-20% on two shared cores (ARCHITECTURE.md, "IPv6"): each
+// connection settles into its own pattern of batches and wake-ups, and
+// the machine drifts under it. Many short slices average the first over
+// many connections and, interleaved, cancel the second, as ping's twins
+// cancel it echo by echo. Every slice pays its connections' start and
+// the drain of its last writes, the same for either address. The result
+// is the first address's, its Twin the second's.
+func BulkSliced(addrs []string, dir string, n, port int, dur, slice time.Duration) (BulkResult, error) {
+	if len(addrs) == 0 || len(addrs) > 2 {
+		return BulkResult{}, fmt.Errorf("bulk: %d addresses to slice between, want one or two", len(addrs))
+	}
+	if slice <= 0 || slice > dur {
+		return BulkResult{}, fmt.Errorf("bulk: slices of %v in a run of %v", slice, dur)
+	}
+	per := int((dur + slice - 1) / slice) // slices at each address
+	rs := make([]BulkResult, len(addrs))
+	for i := range per * len(addrs) {
+		// 0, 1, 1, 0, 0, 1, 1, 0...: a drift linear in time weighs
+		// the same on both within every four.
+		a := (i + 1) / 2 % len(addrs)
+		r, err := Bulk(addrs[a], dir, n, port, slice)
+		if err != nil {
+			return BulkResult{}, fmt.Errorf("slice %d of %d, at %s: %w", i+1, per*len(addrs), addrs[a], err)
+		}
+		sum := &rs[a]
+		sum.Bytes += r.Bytes
+		sum.Seconds += r.Seconds
+		sum.SliceGbps = append(sum.SliceGbps, r.Gbps)
+		sum.Slices++
+		if sum.CC == "" {
+			sum.CC = r.CC
+		}
+	}
+	for i := range rs {
+		rs[i].Dir, rs[i].Streams = dir, n
+		rs[i].Gbps = float64(rs[i].Bytes) * 8 / rs[i].Seconds / 1e9
+	}
+	if len(rs) == 2 {
+		rs[0].Twin = &rs[1]
+	}
+	return rs[0], nil
 }
 
 // congestionControl is the congestion control algorithm the kernel runs on

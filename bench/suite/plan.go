@@ -41,6 +41,10 @@ type Plan struct {
 	// repetitions of a paired ratio settle on two shared cores. Those
 	// beyond Reps run at the end.
 	Reps6 int `json:"reps6,omitempty"`
+	// BulkSlice6 cuts bulk6's runs in slices this long, each with
+	// connections of its own, GoNet's taking its IPv6 and IPv4 address
+	// in turn (load.BulkSliced); 0: whole runs, paired by withIPv4Twin.
+	BulkSlice6 time.Duration `json:"bulk_slice6,omitempty"`
 
 	// Issue 16's small packets: pingers at PacedInterval and in a
 	// closed loop (PingDur a point), and UDP request-response on these
@@ -154,6 +158,7 @@ var Full = Plan{
 	// for bulk: about 3 minutes more on two cores.
 	Pingers6:     []int{1, 100},
 	BulkStreams6: []int{1},
+	BulkSlice6:   500 * time.Millisecond,
 	RRConns6:     []int{1, 100},
 	ProfileDur:   3 * time.Second,
 	// Issue 16: about 4 minutes more on two cores (measured: the paced
@@ -243,6 +248,7 @@ var Quick = Plan{
 	ScaleConns:       100,
 	Pingers6:         []int{1},
 	BulkStreams6:     []int{1},
+	BulkSlice6:       250 * time.Millisecond,
 	RRConns6:         []int{1},
 	ProfileDur:       500 * time.Millisecond,
 	// Issue 16's workloads, each at its smallest point.

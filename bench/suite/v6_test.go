@@ -435,3 +435,36 @@ func TestPingIsJudgedAtTheClientsDevice(t *testing.T) {
 		})
 	}
 }
+
+// Bulk over IPv6 is cut in slices that pair themselves (bulk6Group): the
+// full and quick plans slice it, and a plan without a slice length pairs
+// whole runs through withIPv4Twin as before.
+func TestBulk6PairsItselfSliceBySlice(t *testing.T) {
+	for _, c := range []struct {
+		plan   Plan
+		paired bool
+	}{
+		{Full, true},
+		{Quick, true},
+		{func() Plan { p := Full; p.BulkSlice6 = 0; return p }(), false},
+	} {
+		if c.paired && (c.plan.BulkSlice6 <= 0 || c.plan.BulkSlice6 > c.plan.BulkDur) {
+			t.Errorf("%s plan: slices of %v in runs of %v", c.plan.Name, c.plan.BulkSlice6, c.plan.BulkDur)
+		}
+		var bulk6 *group
+		gs := (&Suite{Plan: c.plan}).groups()
+		for i := range gs {
+			if gs[i].workload == "bulk6" {
+				bulk6 = &gs[i]
+			}
+		}
+		if bulk6 == nil || len(bulk6.points) != 2*len(c.plan.BulkStreams6) || !bulk6.ipv6 {
+			t.Fatalf("%s plan: bulk6 group %+v, want an IPv6 group with each direction's points", c.plan.Name, bulk6)
+		}
+		for _, p := range bulk6.points {
+			if p.pairsItself != c.paired {
+				t.Errorf("%s plan, bulk6 %s: pairs itself %v, want %v", c.plan.Name, p.name, p.pairsItself, c.paired)
+			}
+		}
+	}
+}
