@@ -54,6 +54,11 @@ type Stats struct {
 	// Super-segments (buffer.Offload.GSOType) read from and written to a
 	// link with offloads, each counted once in RxFrames or TxFrames.
 	RxGSO, TxGSO stats.Counter
+	// RxGSO6 counts the RxGSO that were TCP over IPv6: the kernel hands
+	// a TAP reader super-segments of each family only if it asked for
+	// that family's TSO (TUNSETOFFLOAD), and without them every segment
+	// of that family crosses at the MTU.
+	RxGSO6 stats.Counter
 }
 
 // txQueueLen bounds the frames waiting for the transmit goroutine. Senders
@@ -233,7 +238,12 @@ func (n *NIC) receive(q int) {
 			p := pkts[i]
 			n.Stats.RxFrames.Inc()
 			n.Stats.RxBytes.Add(uint64(p.Len()))
-			if p.Offload.GSOType != buffer.GSONone {
+			switch p.Offload.GSOType {
+			case buffer.GSONone:
+			case buffer.GSOTCPv6:
+				n.Stats.RxGSO.Inc()
+				n.Stats.RxGSO6.Inc()
+			default:
 				n.Stats.RxGSO.Inc()
 			}
 			eth, ok := wire.ParseEthernet(p.Bytes())

@@ -313,6 +313,64 @@ func TestIPv6DualStackListenerReachedByBothFamilies(t *testing.T) {
 	}
 }
 
+// The kernel sends GoNet super-segments of both families (GoNet asks the
+// TAP for TSO4 and TSO6), and the NIC counts IPv6's apart: without TSO6
+// every IPv6 segment would cross at the MTU, a cost IPv4 does not pay.
+func TestIPv6KernelSendsSuperSegmentsOfEachFamily(t *testing.T) {
+	checkGoroutines(t)
+	h := newHost6(t, options{}, true)
+	defer h.logCounters(t, false)
+	l, err := h.stack.Listen("tcp", ":9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- services.ServeDiscardTCP(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		l.Close()
+		if err := <-done; err != nil {
+			t.Errorf("discard service: %v", err)
+		}
+	})
+	gso := func() (all, v6 int64) {
+		return h.counter("NIC." + h.dev + ".RxGSO"), h.counter("NIC." + h.dev + ".RxGSO6")
+	}
+	for _, tt := range []struct {
+		network, addr string
+		v6            bool
+	}{
+		{"tcp4", gonetTCPAddr(9), false},
+		{"tcp6", addrPort6(gonetAddr6.Addr(), 9), true},
+	} {
+		t.Run(tt.network, func(t *testing.T) {
+			all0, v60 := gso()
+			k := h.dialKernel6(t, tt.network, tt.addr)
+			k.SetDeadline(time.Now().Add(30 * time.Second))
+			if _, err := k.Write(make([]byte, 8<<20)); err != nil {
+				t.Fatalf("kernel writes: %v", err)
+			}
+			if err := k.CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			// Discard closes once it has read everything.
+			if _, err := io.Copy(io.Discard, k); err != nil {
+				t.Fatalf("waiting for GoNet's FIN: %v", err)
+			}
+			all1, v61 := gso()
+			all, v6 := all1-all0, v61-v60
+			want6 := int64(0)
+			if tt.v6 {
+				want6 = all
+			}
+			if all == 0 || v6 != want6 {
+				t.Errorf("8 MiB over %s: %d super-segments, %d of them IPv6; want some, %d of them IPv6", tt.network, all, v6, want6)
+			}
+		})
+	}
+}
+
 // 4. UDP over IPv6.
 
 func TestIPv6UDPEchoWithSocat(t *testing.T) {

@@ -26,6 +26,7 @@ func TestNameFollowsPrometheusConventions(t *testing.T) {
 		{"an acronym's plural stays with it", "TCP.ChallengeACKsLimited", counter, "gonet_tcp_challenge_acks_limited_total", ""},
 		{"a plural acronym at the end", "IPv4.ReasmOKs", counter, "gonet_ipv4_reasm_oks_total", ""},
 		{"an acronym at the end", "NIC.tap0.RxGSO", counter, "gonet_nic_rx_gso_total", "tap0"},
+		{"a family after an acronym", "NIC.tap0.RxGSO6", counter, "gonet_nic_rx_gso6_total", "tap0"},
 		{"a NIC becomes a label", "NIC.tap0.RxFrames", counter, "gonet_nic_rx_frames_total", "tap0"},
 		{"a NIC whose name has a dot", "NIC.eth0.100.TxFrames", counter, "gonet_nic_tx_frames_total", "eth0.100"},
 		{"ARP is per NIC too", "ARP.vm0.PendingResolutns", gauge, "gonet_arp_pending_resolutns", "vm0"},

@@ -704,6 +704,8 @@ func runBulkSliced(ctx context.Context, e *Env, dir string, n int, d, slice time
 	if twin != "" {
 		m["twin4:gbit_s"], m["twin4:bytes"] = r.Twin.Gbps, float64(r.Twin.Bytes)
 		m["v6_over_v4"] = r.Gbps / r.Twin.Gbps
+		// The link's frames are both families', not "bytes"' alone.
+		delete(m, "frames")
 	}
 	if v, ok := w.retransPct(dir); ok {
 		m["retrans_pct"] = v
@@ -716,6 +718,11 @@ func runBulkSliced(ctx context.Context, e *Env, dir string, n int, d, slice time
 		// none when the kernel cuts every segment to the MTU first.
 		if !w.gw && e.Stack != "kernel" {
 			m["rx_super_segments"] = float64(counterSum(w.sAfter, ".RxGSO") - counterSum(w.sBefore, ".RxGSO"))
+		}
+		// GoNet's NIC counts IPv6's apart (TSO6).
+		if twin != "" {
+			v6 := float64(counterSum(w.sAfter, ".RxGSO6") - counterSum(w.sBefore, ".RxGSO6"))
+			m["rx_super_segments"], m["twin4:rx_super_segments"] = v6, m["rx_super_segments"]-v6
 		}
 		// GoNet's own drops: a connection's input queue full.
 		if _, ok := w.sAfter["TCP.InQueueDrops"]; ok || (e.Stack == "gonet" && !w.gw) {
