@@ -238,13 +238,11 @@ func (n *NIC) receive(q int) {
 			p := pkts[i]
 			n.Stats.RxFrames.Inc()
 			n.Stats.RxBytes.Add(uint64(p.Len()))
-			switch p.Offload.GSOType {
-			case buffer.GSONone:
-			case buffer.GSOTCPv6:
+			if p.Offload.GSOType != buffer.GSONone {
 				n.Stats.RxGSO.Inc()
-				n.Stats.RxGSO6.Inc()
-			default:
-				n.Stats.RxGSO.Inc()
+				if p.Offload.GSOType == buffer.GSOTCPv6 {
+					n.Stats.RxGSO6.Inc()
+				}
 			}
 			eth, ok := wire.ParseEthernet(p.Bytes())
 			if !ok {
