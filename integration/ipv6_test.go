@@ -215,7 +215,14 @@ func TestIPv6SocatEchoTCP6(t *testing.T) {
 // ends.
 func (h *host6) serve6(t *testing.T, port uint16, svc func(context.Context, net.Listener) error) {
 	t.Helper()
-	l, err := h.stack.Listen("tcp6", ":"+strconv.Itoa(int(port)))
+	h.serve(t, "tcp6", port, svc)
+}
+
+// serve runs svc on GoNet's listener for network ("tcp" for both
+// families) on port until the test ends.
+func (h *host6) serve(t *testing.T, network string, port uint16, svc func(context.Context, net.Listener) error) {
+	t.Helper()
+	l, err := h.stack.Listen(network, ":"+strconv.Itoa(int(port)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,20 +327,7 @@ func TestIPv6KernelSendsSuperSegmentsOfEachFamily(t *testing.T) {
 	checkGoroutines(t)
 	h := newHost6(t, options{}, true)
 	defer h.logCounters(t, false)
-	l, err := h.stack.Listen("tcp", ":9")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- services.ServeDiscardTCP(ctx, l) }()
-	t.Cleanup(func() {
-		cancel()
-		l.Close()
-		if err := <-done; err != nil {
-			t.Errorf("discard service: %v", err)
-		}
-	})
+	h.serve(t, "tcp", 9, services.ServeDiscardTCP)
 	gso := func() (all, v6 int64) {
 		return h.counter("NIC." + h.dev + ".RxGSO"), h.counter("NIC." + h.dev + ".RxGSO6")
 	}
