@@ -50,11 +50,13 @@ func Main(args []string) error {
 	case "short":
 		res, err = Short(*addr, *n, *size, *dur)
 	case "bulk":
+		addrs := []string{*addr}
+		if *twin != "" {
+			addrs = append(addrs, *twin)
+		}
 		switch {
-		case *slice > 0 && *twin != "":
-			res, err = BulkSliced([]string{*addr, *twin}, *dir, *n, *port, *dur, *slice)
 		case *slice > 0:
-			res, err = BulkSliced([]string{*addr}, *dir, *n, *port, *dur, *slice)
+			res, err = BulkSliced(addrs, *dir, *n, *port, *dur, *slice)
 		case *twin != "":
 			err = errors.New("bulk: -twin takes -slice")
 		default:
