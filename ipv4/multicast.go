@@ -105,11 +105,8 @@ var ErrNoMulticastInterface = errors.New("ipv4: no interface with an address for
 // which the link maps to its own multicast address (RFC 1112 section 6.4).
 func (t *table) multicastRoute(g netip.Addr, via *Interface) (ip.Route, error) {
 	if via == nil {
-		for _, r := range t.routes {
-			if r.Dst.Contains(g) {
-				via = r.Iface
-				break
-			}
+		if r, ok := t.routes.Lookup(g, nil); ok {
+			via = r.Iface
 		}
 	}
 	if via == nil && len(t.addrs) > 0 {

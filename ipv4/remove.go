@@ -25,9 +25,9 @@ func (p *Protocol) RemoveAddress(a netip.Addr) error {
 		if slices.ContainsFunc(t.addrs, func(ad address) bool { return ad.iface == gone.iface && ad.prefix.Masked() == on }) {
 			return nil
 		}
-		t.routes = slices.DeleteFunc(t.routes, func(r Route) bool { return r == Route{Dst: on, Iface: gone.iface} })
-		t.routes = slices.DeleteFunc(t.routes, func(r Route) bool {
-			return r.Iface == gone.iface && r.Gateway.IsValid() && !t.onLink(r.Gateway, r.Iface)
+		t.routes.Remove(Route{Dst: on, Iface: gone.iface})
+		t.routes.DeleteFunc(func(r Route) bool {
+			return r.Iface == gone.iface && !r.OnLink() && !t.routes.OnLink(r.Gateway, r.Iface)
 		})
 		return nil
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -80,19 +81,10 @@ func (i *Interface) SourceFor(dst netip.Addr) (netip.Addr, bool) {
 	return first, first.IsValid()
 }
 
-// Route is an entry of the routing table.
-type Route struct {
-	Dst     netip.Prefix
-	Gateway netip.Addr // invalid for an on-link route
-	Iface   *Interface
-}
-
-func (r Route) String() string {
-	if r.Gateway.IsValid() {
-		return fmt.Sprintf("%v via %v dev %s", r.Dst, r.Gateway, r.Iface.name)
-	}
-	return fmt.Sprintf("%v dev %s", r.Dst, r.Iface.name)
-}
+// Route is an entry of the routing table (package route, shared with
+// IPv6): an on-link subnet, or a route through a gateway on one. Its
+// Preference plays no part in IPv4.
+type Route = route.Route[*Interface]
 
 type address struct {
 	prefix netip.Prefix
@@ -116,7 +108,7 @@ func (p *Protocol) Addresses(iface *Interface) []netip.Prefix {
 type table struct {
 	ifaces []*Interface
 	addrs  []address
-	routes []Route // longest prefix first
+	routes route.Table[*Interface]
 	groups []group // multicast groups joined (multicast.go)
 }
 
@@ -134,14 +126,12 @@ func (t *tables) update(f func(*table) error) error {
 	n := &table{
 		ifaces: slices.Clone(old.ifaces),
 		addrs:  slices.Clone(old.addrs),
-		routes: slices.Clone(old.routes),
+		routes: old.routes.Clone(),
 		groups: slices.Clone(old.groups),
 	}
 	if err := f(n); err != nil {
 		return err
 	}
-	// Longest prefix first; among equals, the older route first.
-	slices.SortStableFunc(n.routes, func(a, b Route) int { return b.Dst.Bits() - a.Dst.Bits() })
 	t.cur.Store(n)
 	return nil
 }
@@ -192,7 +182,7 @@ func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix) error {
 			}
 		}
 		t.addrs = append(t.addrs, address{prefix, iface})
-		t.routes = append(t.routes, Route{Dst: prefix.Masked(), Iface: iface})
+		t.routes.Add(Route{Dst: prefix, Iface: iface})
 		return nil
 	})
 }
@@ -203,14 +193,11 @@ func (p *Protocol) AddRoute(r Route) error {
 	if !r.Dst.IsValid() || !r.Dst.Addr().Is4() {
 		return fmt.Errorf("ipv4: route destination %v is not an IPv4 prefix", r.Dst)
 	}
-	r.Dst = r.Dst.Masked()
 	return p.tables.update(func(t *table) error {
-		if r.Gateway.IsValid() {
-			if !t.onLink(r.Gateway, r.Iface) {
-				return fmt.Errorf("ipv4: route %v: gateway %v is not on a subnet of %s", r.Dst, r.Gateway, r.Iface.name)
-			}
+		if !r.OnLink() && !t.routes.OnLink(r.Gateway, r.Iface) {
+			return fmt.Errorf("ipv4: route %v: gateway %v is not on a subnet of %s", r.Dst, r.Gateway, r.Iface.name)
 		}
-		t.routes = append(t.routes, r)
+		t.routes.Add(r)
 		return nil
 	})
 }
@@ -218,26 +205,16 @@ func (p *Protocol) AddRoute(r Route) error {
 // RemoveRoute removes the route r names by destination, gateway and
 // interface; it reports whether there was one.
 func (p *Protocol) RemoveRoute(r Route) bool {
-	r.Dst = r.Dst.Masked()
 	removed := false
 	_ = p.tables.update(func(t *table) error {
-		n := len(t.routes)
-		t.routes = slices.DeleteFunc(t.routes, func(o Route) bool { return o == r })
-		removed = len(t.routes) < n
+		removed = t.routes.Remove(r)
 		return nil
 	})
 	return removed
 }
 
-// onLink reports whether an on-link route of iface covers a.
-func (t *table) onLink(a netip.Addr, iface *Interface) bool {
-	return slices.ContainsFunc(t.routes, func(r Route) bool {
-		return r.Iface == iface && !r.Gateway.IsValid() && r.Dst.Contains(a)
-	})
-}
-
 // Routes returns a copy of the routing table, longest prefix first.
-func (p *Protocol) Routes() []Route { return slices.Clone(p.tables.load().routes) }
+func (p *Protocol) Routes() []Route { return p.tables.load().routes.All() }
 
 // ErrNoRoute is returned for a destination no route covers (the kernel's
 // ENETUNREACH).
@@ -267,9 +244,12 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 }
 
 // lookup is Route's longest prefix match, over only's routes when only is
-// not nil.
+// not nil, passing over a route out of an interface with no address to
+// send from.
 func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, error) {
-	for _, r := range t.routes {
+	routes := t.routes.Searched()
+	for i := range routes {
+		r := &routes[i]
 		if !r.Dst.Contains(dst) || only != nil && r.Iface != only {
 			continue
 		}
@@ -278,7 +258,7 @@ func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, 
 			continue
 		}
 		ri := r.Iface.route(src, dst, false)
-		if r.Gateway.IsValid() {
+		if !r.OnLink() {
 			ri.NextHop = r.Gateway
 		} else if t.isSubnetBroadcast(dst, r.Iface) {
 			ri.Bcast = true

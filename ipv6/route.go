@@ -12,6 +12,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -115,45 +116,11 @@ type Address struct {
 	scope Scope
 }
 
-// Preference is a default router's preference (RFC 4191 section 2.1),
-// ordered: a higher one is chosen first.
-type Preference int8
-
-// The preferences.
-const (
-	PreferenceLow    Preference = -1
-	PreferenceMedium Preference = 0
-	PreferenceHigh   Preference = 1
-)
-
-// PreferenceFromBits decodes the two-bit Prf field of a router
-// advertisement or route information option (RFC 4191 section 2.1): 01
-// high, 00 medium, 11 low; the reserved 10 counts as medium (section 2.2).
-func PreferenceFromBits(prf uint8) Preference {
-	switch prf & 3 {
-	case 1:
-		return PreferenceHigh
-	case 3:
-		return PreferenceLow
-	}
-	return PreferenceMedium
-}
-
-// Route is an entry of the routing table: an on-link prefix (no gateway)
-// or a route through a router, ::/0 for a default router.
-type Route struct {
-	Dst        netip.Prefix
-	Gateway    netip.Addr // invalid on-link; usually the router's link-local address
-	Iface      *Interface
-	Preference Preference // among routes to the same prefix, higher first (RFC 4191)
-}
-
-func (r Route) String() string {
-	if r.Gateway.IsValid() {
-		return fmt.Sprintf("%v via %v dev %s pref %d", r.Dst, r.Gateway, r.Iface.name, r.Preference)
-	}
-	return fmt.Sprintf("%v dev %s", r.Dst, r.Iface.name)
-}
+// Route is an entry of the routing table (package route, shared with
+// IPv4): an on-link prefix, or a route through a router, usually by its
+// link-local address, ::/0 for a default router; among routes to one
+// prefix the router of the highest preference is chosen (RFC 4191).
+type Route = route.Route[*Interface]
 
 // group is a multicast group joined on an interface.
 type group struct {
@@ -167,7 +134,7 @@ type table struct {
 	ifaces []*Interface
 	addrs  []Address
 	groups []group
-	routes []Route // longest prefix first, then highest preference
+	routes route.Table[*Interface]
 }
 
 type tables struct {
@@ -185,19 +152,11 @@ func (t *tables) update(f func(*table) error) error {
 		ifaces: slices.Clone(old.ifaces),
 		addrs:  slices.Clone(old.addrs),
 		groups: slices.Clone(old.groups),
-		routes: slices.Clone(old.routes),
+		routes: old.routes.Clone(),
 	}
 	if err := f(n); err != nil {
 		return err
 	}
-	// Longest prefix first; among equals, the preferred router first
-	// (RFC 4191 section 3), then the older route.
-	slices.SortStableFunc(n.routes, func(a, b Route) int {
-		if d := b.Dst.Bits() - a.Dst.Bits(); d != 0 {
-			return d
-		}
-		return int(b.Preference) - int(a.Preference)
-	})
 	t.cur.Store(n)
 	return nil
 }
@@ -250,8 +209,8 @@ func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix, state AddrS
 			return fmt.Errorf("ipv6: address %v already assigned", a)
 		}
 		t.addrs = append(t.addrs, Address{Prefix: prefix, Iface: iface, State: state, scope: AddrScope(a)})
-		if on := prefix.Masked(); prefix.Bits() < 128 && !a.IsLinkLocalUnicast() && !t.hasRoute(Route{Dst: on, Iface: iface}) {
-			t.routes = append(t.routes, Route{Dst: on, Iface: iface})
+		if prefix.Bits() < 128 && !a.IsLinkLocalUnicast() {
+			t.routes.Add(Route{Dst: prefix, Iface: iface})
 		}
 		return nil
 	})
@@ -288,7 +247,7 @@ func (p *Protocol) RemoveAddress(a netip.Addr) error {
 				return nil
 			}
 		}
-		t.routes = slices.DeleteFunc(t.routes, func(r Route) bool { return r == Route{Dst: on, Iface: gone.Iface} })
+		t.routes.Remove(Route{Dst: on, Iface: gone.Iface})
 		return nil
 	})
 }
@@ -371,21 +330,14 @@ func (p *Protocol) AddRoute(r Route) error {
 	if !r.Dst.IsValid() || !r.Dst.Addr().Is6() || r.Iface == nil {
 		return fmt.Errorf("ipv6: route to %v: not an IPv6 prefix with an interface", r.Dst)
 	}
-	r.Dst = r.Dst.Masked()
 	r.Gateway = r.Gateway.WithZone("")
 	return p.tables.update(func(t *table) error {
-		if g := r.Gateway; g.IsValid() && !g.IsLinkLocalUnicast() && !t.onLink(g, r.Iface) {
+		if g := r.Gateway; g.IsValid() && !g.IsLinkLocalUnicast() && !t.routes.OnLink(g, r.Iface) {
 			return fmt.Errorf("ipv6: route %v: gateway %v is neither link-local nor on a prefix of %s", r.Dst, g, r.Iface.name)
 		}
-		if t.hasRoute(r) {
-			return nil
-		}
-		// A route to the same prefix through the same gateway is the
-		// same route, whose preference may have changed.
-		t.routes = slices.DeleteFunc(t.routes, func(o Route) bool {
-			return o.Dst == r.Dst && o.Gateway == r.Gateway && o.Iface == r.Iface
-		})
-		t.routes = append(t.routes, r)
+		// The same route of another preference is replaced: a router
+		// may change its preference in any advertisement.
+		t.routes.Add(r)
 		return nil
 	})
 }
@@ -394,33 +346,17 @@ func (p *Protocol) AddRoute(r Route) error {
 // whatever its preference (a router lifetime ended, RFC 4861 section
 // 6.3.5), and reports whether there was one.
 func (p *Protocol) RemoveRoute(r Route) bool {
-	r.Dst, r.Gateway = r.Dst.Masked(), r.Gateway.WithZone("")
+	r.Gateway = r.Gateway.WithZone("")
 	removed := false
 	_ = p.tables.update(func(t *table) error {
-		n := len(t.routes)
-		t.routes = slices.DeleteFunc(t.routes, func(o Route) bool {
-			return o.Dst == r.Dst && o.Gateway == r.Gateway && o.Iface == r.Iface
-		})
-		removed = len(t.routes) < n
+		removed = t.routes.Remove(r)
 		return nil
 	})
 	return removed
 }
 
 // Routes returns a copy of the routing table, in the order it is searched.
-func (p *Protocol) Routes() []Route { return slices.Clone(p.tables.load().routes) }
-
-func (t *table) hasRoute(r Route) bool { return slices.Contains(t.routes, r) }
-
-// onLink reports whether an on-link prefix of iface covers a.
-func (t *table) onLink(a netip.Addr, iface *Interface) bool {
-	for _, r := range t.routes {
-		if r.Iface == iface && !r.Gateway.IsValid() && r.Dst.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
+func (p *Protocol) Routes() []Route { return p.tables.load().routes.All() }
 
 // Errors of a route lookup, both wrapping the kernel's errno for them.
 var (
@@ -520,12 +456,12 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 		}
 		out = zi
 	default:
-		r, ok := t.lookup(a, zi)
+		r, ok := t.routes.Lookup(a, zi)
 		if !ok {
 			return ip.Route{}, ErrNoRoute
 		}
 		out = r.Iface
-		if r.Gateway.IsValid() {
+		if !r.OnLink() {
 			nextHop = r.Gateway
 		}
 	}
@@ -534,16 +470,6 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 		pmtu = e.mtu
 	}
 	return out.route(t.selectSource(a, scope, out), nextHop, pmtu), nil
-}
-
-// lookup is the longest prefix match, restricted to iface when not nil.
-func (t *table) lookup(a netip.Addr, iface *Interface) (Route, bool) {
-	for _, r := range t.routes {
-		if r.Dst.Contains(a) && (iface == nil || r.Iface == iface) {
-			return r, true
-		}
-	}
-	return Route{}, false
 }
 
 // linkScoped reports whether an address of scope s means something only

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/route"
 )
 
 var (
@@ -21,13 +22,13 @@ var (
 //	::/0 via fe80::fe dev eth1, preference high
 //	2001:db8:5::/48 via fe80::aa dev eth1, preference low
 //	2001:db8:5:1::/64 via 2001:db8:1::1 dev eth0 (a gateway on-link)
-func routed(t *testing.T) *harness {
+func routed(t testing.TB) *harness {
 	h := newHarness(t, ipv6.Config{})
 	must(t, h.p.AddAddress(h.eth1, netip.MustParsePrefix("fd00::2/64"), ipv6.Preferred))
 	must(t, h.p.AddAddress(h.eth1, netip.MustParsePrefix("fe80::3/64"), ipv6.Preferred))
 	must(t, h.p.AddAddress(h.eth0, netip.MustParsePrefix("2001:db8:2::2/64"), ipv6.Deprecated))
-	must(t, h.p.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("::/0"), Gateway: routerHigh, Iface: h.eth1, Preference: ipv6.PreferenceHigh}))
-	must(t, h.p.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:5::/48"), Gateway: routerLow, Iface: h.eth1, Preference: ipv6.PreferenceLow}))
+	must(t, h.p.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("::/0"), Gateway: routerHigh, Iface: h.eth1, Preference: route.PreferenceHigh}))
+	must(t, h.p.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:5::/48"), Gateway: routerLow, Iface: h.eth1, Preference: route.PreferenceLow}))
 	must(t, h.p.AddRoute(ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:5:1::/64"), Gateway: peerAddr, Iface: h.eth0}))
 	return h
 }
@@ -103,27 +104,19 @@ func TestAddRouteChecksTheGateway(t *testing.T) {
 		t.Error("a gateway off every on-link prefix was accepted")
 	}
 	// The same route again with another preference replaces it.
-	r := ipv6.Route{Dst: netip.MustParsePrefix("::/0"), Gateway: router, Iface: h.eth0, Preference: ipv6.PreferenceLow}
+	r := ipv6.Route{Dst: netip.MustParsePrefix("::/0"), Gateway: router, Iface: h.eth0, Preference: route.PreferenceLow}
 	must(t, h.p.AddRoute(r))
 	n := 0
 	for _, o := range h.p.Routes() {
 		if o.Gateway == router {
 			n++
-			if o.Preference != ipv6.PreferenceLow {
+			if o.Preference != route.PreferenceLow {
 				t.Errorf("preference %d, want low", o.Preference)
 			}
 		}
 	}
 	if n != 1 {
 		t.Errorf("%d routes through the router, want 1", n)
-	}
-}
-
-func TestPreferenceFromBits(t *testing.T) {
-	for bits, want := range map[uint8]ipv6.Preference{0: ipv6.PreferenceMedium, 1: ipv6.PreferenceHigh, 2: ipv6.PreferenceMedium, 3: ipv6.PreferenceLow} {
-		if got := ipv6.PreferenceFromBits(bits); got != want {
-			t.Errorf("Prf %02b: %d, want %d", bits, got, want)
-		}
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -296,7 +297,7 @@ type fakeHost struct {
 	mu          sync.Mutex
 	addrs       map[netip.Addr]ndp.AddrState
 	onLink      map[netip.Prefix]time.Duration
-	routers     map[netip.Addr]ndp.Preference
+	routers     map[netip.Addr]route.Preference
 	mtu         int
 	hopLimit    uint8
 	nextHop     map[netip.Addr]netip.Addr
@@ -308,7 +309,7 @@ func newFakeHost() *fakeHost {
 	return &fakeHost{
 		addrs:     map[netip.Addr]ndp.AddrState{},
 		onLink:    map[netip.Prefix]time.Duration{},
-		routers:   map[netip.Addr]ndp.Preference{},
+		routers:   map[netip.Addr]route.Preference{},
 		nextHop:   map[netip.Addr]netip.Addr{},
 		redirects: map[netip.Addr]netip.Addr{},
 	}
@@ -342,7 +343,7 @@ func (f *fakeHost) SetOnLink(p netip.Prefix, l time.Duration) {
 	f.onLink[p] = l
 }
 
-func (f *fakeHost) SetDefaultRouter(r netip.Addr, pref ndp.Preference, l time.Duration) {
+func (f *fakeHost) SetDefaultRouter(r netip.Addr, pref route.Preference, l time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l == 0 {

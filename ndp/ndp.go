@@ -32,6 +32,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -140,17 +141,6 @@ func (s AddrState) String() string {
 	return "AddrState(?)"
 }
 
-// Preference is a default router's preference (RFC 4191 section 2.1),
-// ordered so that a larger value is preferred.
-type Preference int8
-
-// The preferences.
-const (
-	PrefLow    Preference = -1
-	PrefMedium Preference = 0
-	PrefHigh   Preference = 1
-)
-
 // Infinite is the lifetime Host is told for what does not expire (an
 // advertised lifetime of all ones, RFC 4861 section 4.6.2; a static
 // address).
@@ -178,7 +168,7 @@ type Host interface {
 	// SetDefaultRouter records router in the default router list with
 	// pref for lifetime; zero removes it (RFC 4861 section 6.3.4, RFC
 	// 4191 section 3).
-	SetDefaultRouter(router netip.Addr, pref Preference, lifetime time.Duration)
+	SetDefaultRouter(router netip.Addr, pref route.Preference, lifetime time.Duration)
 	// SetLinkMTU sets the link MTU from an advertisement's MTU option.
 	SetLinkMTU(mtu int)
 	// SetHopLimit sets the default hop limit (CurHopLimit).

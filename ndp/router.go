@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/clock"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -59,24 +60,13 @@ func (p *Protocol) solicitRouters() {
 // router is an entry of the default router list; p.mu guards it.
 type router struct {
 	addr  netip.Addr
-	pref  Preference
+	pref  route.Preference
 	timer clock.Timer
 }
 
 // onLinkPrefix is an entry of the prefix list; p.mu guards it.
 type onLinkPrefix struct {
 	timer clock.Timer
-}
-
-// prefFrom reads RFC 4191 section 2.2: the reserved value is medium.
-func prefFrom(w wire.RouterPreference) Preference {
-	switch w {
-	case wire.RouterPrefHigh:
-		return PrefHigh
-	case wire.RouterPrefLow:
-		return PrefLow
-	}
-	return PrefMedium
 }
 
 // routerAdvertisement processes a valid RA from src (RFC 4861 section
@@ -92,7 +82,7 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 	// The default router list, with the preference of RFC 4191 section
 	// 3 ("If the Router Lifetime is zero, the preference value MUST be
 	// set to (00) by the sender and MUST be ignored by the receiver").
-	p.setRouterLocked(src, prefFrom(ra.Preference()), time.Duration(ra.RouterLifetime())*time.Second)
+	p.setRouterLocked(src, route.PreferenceFromBits(uint8(ra.Preference())), time.Duration(ra.RouterLifetime())*time.Second)
 	// "If the received Reachable Time value is non-zero, the host SHOULD
 	// set its BaseReachableTime variable to the received value. If the
 	// new value differs from the previous value, the host SHOULD
@@ -218,7 +208,7 @@ func (p *Protocol) setOnLinkLocked(prefix netip.Prefix, valid time.Duration) {
 
 // setRouterLocked adds, refreshes or (with lifetime zero) removes a
 // default router (RFC 4861 section 6.3.4).
-func (p *Protocol) setRouterLocked(addr netip.Addr, pref Preference, life time.Duration) {
+func (p *Protocol) setRouterLocked(addr netip.Addr, pref route.Preference, life time.Duration) {
 	r := p.routers[addr]
 	if life == 0 {
 		if r != nil {
@@ -281,7 +271,7 @@ func (stopped) Reset(time.Duration) bool { return false }
 // Router is a default router as Routers reports it.
 type Router struct {
 	Addr netip.Addr
-	Pref Preference
+	Pref route.Preference
 }
 
 // Routers returns the default router list.

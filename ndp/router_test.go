@@ -11,6 +11,7 @@ import (
 
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -70,7 +71,7 @@ func TestRouterAdvertisementConfiguresTheHost(t *testing.T) {
 		if f.hopLimit != 64 || f.mtu != 1400 {
 			t.Errorf("hop limit %d MTU %d, want 64 and 1400", f.hopLimit, f.mtu)
 		}
-		if p, ok := f.routers[routerLL]; !ok || p != ndp.PrefHigh {
+		if p, ok := f.routers[routerLL]; !ok || p != route.PreferenceHigh {
 			t.Errorf("routers %v, want %v high", f.routers, routerLL)
 		}
 		if l, ok := f.onLink[prefix1]; !ok || l != 100*time.Second {
@@ -208,7 +209,7 @@ func TestRouterLifetimeZeroRemovesTheRouterAndReservedPreferenceIsMedium(t *test
 	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 600, Flags: 0x10 /* reserved */})
 	h.sync()
 	h.host.with(func(f *fakeHost) {
-		if p, ok := f.routers[routerLL]; !ok || p != ndp.PrefMedium {
+		if p, ok := f.routers[routerLL]; !ok || p != route.PreferenceMedium {
 			t.Errorf("routers %v, want %v medium", f.routers, routerLL)
 		}
 	})

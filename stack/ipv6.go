@@ -9,6 +9,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/route"
 )
 
 // linkHost is what a NIC's neighbour discovery tells the IPv6 layer
@@ -99,10 +100,10 @@ func (h linkHost) SetOnLink(prefix netip.Prefix, lifetime time.Duration) {
 	}
 }
 
-func (h linkHost) SetDefaultRouter(router netip.Addr, pref ndp.Preference, lifetime time.Duration) {
+func (h linkHost) SetDefaultRouter(router netip.Addr, pref route.Preference, lifetime time.Duration) {
 	// The route's preference is the router's: AddRoute replaces the
 	// router's route with one of the new preference.
-	r := ipv6.Route{Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gateway: router, Iface: h.iface, Preference: ipv6.Preference(pref)}
+	r := ipv6.Route{Dst: netip.PrefixFrom(netip.IPv6Unspecified(), 0), Gateway: router, Iface: h.iface, Preference: pref}
 	if lifetime == 0 {
 		h.s.ip6.RemoveRoute(r)
 		h.s.env.Log.Info("default router gone", "nic", h.iface.Name(), "router", router.String())
