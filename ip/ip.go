@@ -3,7 +3,8 @@
 // the parameters of one to send, a route, and the Network interface that
 // ipv4 and ipv6 each implement. A transport demultiplexes and sends for
 // either family through these alone, so it is written once, not twice
-// (issue 12, item 7).
+// (issue 12, item 7). Both families' output shares its offload handling
+// here too (offload.go).
 package ip
 
 import (

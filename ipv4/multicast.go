@@ -152,6 +152,6 @@ func (p *Protocol) loopMulticast(ri *ip.Route, pkt *buffer.Packet) {
 	q := p.env.Pool.Get(pkt.Len())
 	copy(q.Bytes(), pkt.Bytes())
 	q.Offload = pkt.Offload
-	finishChecksum(q)
+	ip.FinishChecksum(q)
 	p.loop.Deliver(q)
 }

@@ -73,7 +73,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	// RFC 6864 section 4.1: IDs matter only for datagrams that may be
 	// fragmented, but a fresh ID on each costs nothing and helps tools.
 	f.ID = uint16(p.nextID.Add(1))
-	if f.TotalLen <= ri.MTU || p.superSegment(pkt, &ri) {
+	if f.TotalLen <= ri.MTU || ip.SuperSegment(pkt, &ri, &p.Stats.OutGSO, &p.Stats.OutGSOFallbacks) {
 		wire.EncodeIPv4(pkt.Prepend(f.HeaderLen()), &f)
 		pkt.Offload.Prepended(f.HeaderLen())
 		if loop {
@@ -95,7 +95,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 func (p *Protocol) output(ri *ip.Route, pkt *buffer.Packet) {
 	switch {
 	case ri.Local:
-		finishChecksum(pkt) // our own input checks it
+		ip.FinishChecksum(pkt) // our own input checks it
 		p.loop.Deliver(pkt)
 	case ri.Bcast && ri.NextHop != limitedBroadcast:
 		routeIface(ri).out.OutputBroadcast(pkt)
@@ -110,7 +110,7 @@ func (p *Protocol) output(ri *ip.Route, pkt *buffer.Packet) {
 // last carries a multiple of 8 payload bytes.
 func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route, loop bool) {
 	defer pkt.Release()
-	finishChecksum(pkt) // fragments cannot carry a partial checksum
+	ip.FinishChecksum(pkt) // fragments cannot carry a partial checksum
 	payload := pkt.Bytes()
 	hl := f.HeaderLen()
 	chunk := (ri.MTU - hl) &^ 7

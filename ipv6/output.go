@@ -97,7 +97,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	}
 	unfrag := 0 // extension headers of the unfragmentable part
 	if sp.RouterAlert {
-		finishChecksum(pkt) // the partial checksum's start would move
+		ip.FinishChecksum(pkt) // the partial checksum's start would move
 		b := pkt.Prepend(len(routerAlert))
 		copy(b, routerAlert[:])
 		b[0], f.NextHeader = f.NextHeader, wire.ProtoHopByHop
@@ -111,7 +111,7 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	if dst.IsMulticast() {
 		p.Stats.OutMcastPkts.Inc()
 	}
-	if wire.IPv6HeaderLen+pkt.Len() <= ri.MTU || p.superSegment(pkt, ri) {
+	if wire.IPv6HeaderLen+pkt.Len() <= ri.MTU || ip.SuperSegment(pkt, &ri, &p.Stats.OutGSO, &p.Stats.OutGSOFallbacks) {
 		wire.EncodeIPv6(pkt.Prepend(wire.IPv6HeaderLen), &f)
 		pkt.Offload.Prepended(wire.IPv6HeaderLen)
 		if sp.MulticastLoop && dst.IsMulticast() && !ri.Local {
@@ -138,7 +138,7 @@ var routerAlert = [8]byte{0, 0, 5, 2, 0, 0, wire.IPv6OptPadN, 0}
 // output passes a whole datagram to the interface, or loops it back.
 func (p *Protocol) output(ri ip.Route, pkt *buffer.Packet) {
 	if ri.Local {
-		finishChecksum(pkt) // our own input checks it
+		ip.FinishChecksum(pkt) // our own input checks it
 		p.loop.Deliver(pkt)
 		return
 	}
@@ -157,7 +157,7 @@ func (p *Protocol) output(ri ip.Route, pkt *buffer.Packet) {
 // is ever sent as an atomic fragment (RFC 8021).
 func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, ri ip.Route, loop bool) {
 	defer pkt.Release()
-	finishChecksum(pkt) // fragments cannot carry a partial checksum
+	ip.FinishChecksum(pkt) // fragments cannot carry a partial checksum
 	head, payload := pkt.Bytes()[:unfrag], pkt.Bytes()[unfrag:]
 	hl := wire.IPv6HeaderLen + unfrag + wire.IPv6FragmentLen
 	chunk := (ri.MTU - hl) &^ 7
@@ -191,36 +191,6 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv6Fields, unfrag int, 
 	p.Stats.FragOKs.Inc()
 }
 
-// Offloads on the way out, as IPv4's (ipv4/offload.go): a transport may
-// leave its checksum to the link and TCP may hand over a super-segment
-// (buffer.GSOTCPv6) when the route's interface does that; a datagram that
-// must be fragmented or looped back gets its checksum finished first.
-
-// superSegment reports whether pkt, too long for ri's MTU, is a TCP
-// super-segment the link will cut up.
-func (p *Protocol) superSegment(pkt *buffer.Packet, ri ip.Route) bool {
-	if pkt.Offload.GSOType == buffer.GSONone {
-		return false
-	}
-	if !ri.Offloads.TSO {
-		p.Stats.OutGSOFallbacks.Inc()
-		pkt.Offload.GSOType, pkt.Offload.GSOSize, pkt.Offload.HdrLen = buffer.GSONone, 0, 0
-		return false
-	}
-	p.Stats.OutGSO.Inc()
-	return true
-}
-
-// finishChecksum completes a partial checksum in software, where no link
-// will: pkt's data starts at the upper-layer header.
-func finishChecksum(pkt *buffer.Packet) {
-	if pkt.Offload.Flags&buffer.NeedsCsum == 0 {
-		return
-	}
-	wire.FinishChecksum(pkt.Bytes(), int(pkt.Offload.CsumStart), int(pkt.Offload.CsumOffset))
-	pkt.Offload = buffer.Offload{}
-}
-
 // loopMulticast hands a copy of a multicast datagram the host sends back
 // to the host's own input when the interface it leaves through is a
 // member of the group (IPV6_MULTICAST_LOOP, RFC 3493 section 5.2).
@@ -231,6 +201,6 @@ func (p *Protocol) loopMulticast(ri ip.Route, pkt *buffer.Packet) {
 	q := p.env.Pool.Get(pkt.Len())
 	copy(q.Bytes(), pkt.Bytes())
 	q.Offload = pkt.Offload
-	finishChecksum(q)
+	ip.FinishChecksum(q)
 	p.loop.Deliver(q)
 }
