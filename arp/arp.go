@@ -413,23 +413,14 @@ func (p *Protocol) enqueue(nextHop netip.Addr, pkt *buffer.Packet) {
 			pkt.Release()
 			return
 		}
-		r = &resolution{ip: nextHop, reply: make(chan wire.MAC, 1), queue: make(chan *buffer.Packet, p.cfg.QueueLen)}
+		r = &resolution{ip: nextHop, reply: make(chan wire.MAC, 1), queue: buffer.NewQueue(p.cfg.QueueLen, p.env.Budget)}
 		p.pending[nextHop] = r
 		p.Stats.PendingResolutns.Add(1)
 		p.wg.Add(1)
 		go p.resolve(r)
 	}
-	if !p.env.Budget.Reserve(pkt.Len()) {
+	if !r.queue.Put(pkt) {
 		p.Stats.QueueDrops.Inc()
-		pkt.Release()
-		return
-	}
-	select {
-	case r.queue <- pkt:
-	default:
-		p.env.Budget.Release(pkt.Len())
-		p.Stats.QueueDrops.Inc()
-		pkt.Release()
 	}
 }
 
@@ -438,7 +429,7 @@ func (p *Protocol) enqueue(nextHop netip.Addr, pkt *buffer.Packet) {
 type resolution struct {
 	ip    netip.Addr
 	reply chan wire.MAC
-	queue chan *buffer.Packet
+	queue *buffer.Queue
 }
 
 // resolve asks for r.ip until a reply or the last retry, then sends or drops
@@ -497,32 +488,26 @@ func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 		closing = true
 	default:
 	}
-	// No one sends on r.queue once r is out of pending: drain it.
+	// No one puts on r.queue once r is out of pending: drain it.
 	dropped := 0
-	for {
-		select {
-		case pk := <-r.queue:
-			p.env.Budget.Release(pk.Len())
-			switch {
-			case resolved:
-				p.nic.Send(mac, wire.EtherTypeIPv4, pk)
-			case closing:
-				p.Stats.QueueDrops.Inc()
-				pk.Release()
-			default:
-				p.Stats.UnresolvedDrops.Inc()
-				dropped++
-				if p.host == nil {
-					pk.Release()
-				} else {
-					p.host.Unreachable(r.ip, pk)
-				}
-			}
+	for pk := r.queue.Take(); pk != nil; pk = r.queue.Take() {
+		switch {
+		case resolved:
+			p.nic.Send(mac, wire.EtherTypeIPv4, pk)
+		case closing:
+			p.Stats.QueueDrops.Inc()
+			pk.Release()
 		default:
-			if !resolved {
-				p.unresolved(r.ip, dropped)
+			p.Stats.UnresolvedDrops.Inc()
+			dropped++
+			if p.host == nil {
+				pk.Release()
+			} else {
+				p.host.Unreachable(r.ip, pk)
 			}
-			return
 		}
+	}
+	if !resolved {
+		p.unresolved(r.ip, dropped)
 	}
 }

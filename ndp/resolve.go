@@ -85,7 +85,7 @@ func (p *Protocol) startResolutionLocked(addr netip.Addr, pkt *buffer.Packet) *n
 		addr:  addr,
 		src:   src,
 		reply: make(chan wire.MAC, 1),
-		queue: make(chan *buffer.Packet, p.cfg.QueueLen),
+		queue: buffer.NewQueue(p.cfg.QueueLen, p.env.Budget),
 	}
 	n.res = r
 	p.resolving++
@@ -100,7 +100,7 @@ func (p *Protocol) startResolutionLocked(addr netip.Addr, pkt *buffer.Packet) *n
 type resolution struct {
 	addr, src netip.Addr
 	reply     chan wire.MAC
-	queue     chan *buffer.Packet
+	queue     *buffer.Queue
 }
 
 // answer tells the resolution the neighbour's link-layer address; it never
@@ -112,23 +112,13 @@ func (r *resolution) answer(mac wire.MAC) {
 	}
 }
 
-// enqueue parks pkt on the resolution, counted against the stack's memory
-// budget: a full queue drops it (section 7.2.2: "the queue SHOULD be
-// bounded"; "When a queue overflows, the new arrival SHOULD replace the
-// oldest entry" is not followed, as arp does not: the oldest has waited
-// longest and is as good as any).
+// enqueue parks pkt on the resolution, counting a drop: the queue is
+// bounded and charged to the stack's memory budget (section 7.2.2), and
+// drops the new arrival where the section would have the oldest replaced,
+// as arp's does (buffer.Queue.Put says why).
 func (r *resolution) enqueue(p *Protocol, pkt *buffer.Packet) {
-	if !p.env.Budget.Reserve(pkt.Len()) {
+	if !r.queue.Put(pkt) {
 		p.Stats.QueueDrops.Inc()
-		pkt.Release()
-		return
-	}
-	select {
-	case r.queue <- pkt:
-	default:
-		p.env.Budget.Release(pkt.Len())
-		p.Stats.QueueDrops.Inc()
-		pkt.Release()
 	}
 }
 
@@ -190,22 +180,16 @@ func (p *Protocol) finish(r *resolution, mac wire.MAC, resolved bool) {
 		p.Stats.ResolveFailed.Inc()
 	}
 	// No one queues on r once its entry no longer points to it.
-	for {
-		select {
-		case pk := <-r.queue:
-			p.env.Budget.Release(pk.Len())
-			switch {
-			case resolved:
-				p.nic.Send(mac, wire.EtherTypeIPv6, pk)
-			case closed || p.host == nil:
-				p.Stats.UnresolvedDrops.Inc()
-				pk.Release()
-			default:
-				p.Stats.UnresolvedDrops.Inc()
-				p.host.Unreachable(r.addr, pk)
-			}
+	for pk := r.queue.Take(); pk != nil; pk = r.queue.Take() {
+		switch {
+		case resolved:
+			p.nic.Send(mac, wire.EtherTypeIPv6, pk)
+		case closed || p.host == nil:
+			p.Stats.UnresolvedDrops.Inc()
+			pk.Release()
 		default:
-			return
+			p.Stats.UnresolvedDrops.Inc()
+			p.host.Unreachable(r.addr, pk)
 		}
 	}
 }
