@@ -117,7 +117,7 @@ func (h linkHost) SetDefaultRouter(router netip.Addr, pref route.Preference, lif
 		return
 	}
 	if !known {
-		h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", int(pref))
+		h.s.env.Log.Info("default router", "nic", h.iface.Name(), "router", router.String(), "pref", pref.String())
 	}
 }
 
