@@ -1,6 +1,8 @@
 package route_test
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -176,6 +178,50 @@ func TestPreferenceFromBits(t *testing.T) {
 	for bits, want := range map[uint8]route.Preference{0: route.PreferenceMedium, 1: route.PreferenceHigh, 2: route.PreferenceMedium, 3: route.PreferenceLow} {
 		if got := route.PreferenceFromBits(bits); got != want {
 			t.Errorf("PreferenceFromBits(%02b) = %v, want %v", bits, got, want)
+		}
+	}
+}
+
+// Whatever routers advertise and withdraw, in whatever order, the table
+// stays in search order with one route per prefix, gateway and interface,
+// and the oldest of equals first.
+func TestAnySequenceOfChangesKeepsTheSearchOrder(t *testing.T) {
+	prefixes := []string{"::/0", "2001:db8::/32", "2001:db8:1::/48", "2001:db8:1::/64", "fd00::/8"}
+	gateways := []string{"", "fe80::1", "fe80::2", "fe80::3"}
+	ifaces := []nic{"eth0", "eth1"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		var tb route.Table[nic]
+		age := map[string]int{} // the step each route was added at, preference aside
+		key := func(x rt) string { return fmt.Sprint(x.Dst, x.Gateway, x.Iface) }
+		for step := range 50 {
+			x := r(prefixes[rng.IntN(len(prefixes))], gateways[rng.IntN(len(gateways))],
+				ifaces[rng.IntN(len(ifaces))], route.Preference(rng.IntN(3)-1))
+			if rng.IntN(3) == 0 {
+				if tb.Remove(x) {
+					delete(age, key(x))
+				}
+				continue
+			}
+			if !tb.Has(x) {
+				age[key(x)] = step
+			}
+			tb.Add(x)
+		}
+		rs := tb.Searched()
+		if len(rs) != len(age) {
+			t.Fatalf("round %d: %d routes, want %d: %v", round, len(rs), len(age), rs)
+		}
+		for i := 1; i < len(rs); i++ {
+			a, b := rs[i-1], rs[i]
+			switch {
+			case a.Dst.Bits() < b.Dst.Bits():
+				t.Fatalf("round %d: %v before the longer %v", round, a, b)
+			case a.Dst.Bits() == b.Dst.Bits() && a.Preference < b.Preference:
+				t.Fatalf("round %d: %v before the preferred %v", round, a, b)
+			case a.Dst.Bits() == b.Dst.Bits() && a.Preference == b.Preference && age[key(a)] > age[key(b)]:
+				t.Fatalf("round %d: %v before the older %v", round, a, b)
+			}
 		}
 	}
 }
