@@ -18,7 +18,7 @@ type discard struct{}
 func (discard) Output(netip.Addr, *buffer.Packet)  {}
 func (discard) OutputBroadcast(pkt *buffer.Packet) { pkt.Release() }
 
-func newRouteTest(t *testing.T) (*ipv4.Protocol, *ipv4.Interface, *ipv4.Interface) {
+func newRouteTest(t testing.TB) (*ipv4.Protocol, *ipv4.Interface, *ipv4.Interface) {
 	t.Helper()
 	p := ipv4.New(ipv4.Config{}, &env.Env{Clock: clock.Real{}, Rand: env.NewRand(nil), Pool: buffer.NewPool()})
 	eth0, err := p.AddOffloadInterface("eth0", 1500, link.Capabilities{}, discard{})
