@@ -32,10 +32,14 @@ func newRouteTest(t testing.TB) (*ipv4.Protocol, *ipv4.Interface, *ipv4.Interfac
 	return p, eth0, eth1
 }
 
-// TestRemoveAddressTakesItsRoutes pins what goes with an address, as on
-// Linux: its subnet's on-link route and the routes through gateways only
-// that subnet reached; routes of other interfaces and subnets stay.
-func TestRemoveAddressTakesItsRoutes(t *testing.T) {
+// newRoutedTest is newRouteTest with a table to search:
+//
+//	eth0: 10.0.0.2/24, 10.9.0.2/24; eth1: 10.1.0.2/24
+//	0.0.0.0/0 via 10.0.0.1 dev eth0
+//	172.16.0.0/12 via 10.9.0.1 dev eth0
+//	192.168.0.0/16 via 10.1.0.1 dev eth1
+func newRoutedTest(t testing.TB) (*ipv4.Protocol, *ipv4.Interface, *ipv4.Interface) {
+	t.Helper()
 	p, eth0, eth1 := newRouteTest(t)
 	for _, a := range []struct {
 		i *ipv4.Interface
@@ -45,9 +49,8 @@ func TestRemoveAddressTakesItsRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	gw := netip.MustParseAddr("10.0.0.1")
 	for _, r := range []ipv4.Route{
-		{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: gw, Iface: eth0},
+		{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("10.0.0.1"), Iface: eth0},
 		{Dst: netip.MustParsePrefix("172.16.0.0/12"), Gateway: netip.MustParseAddr("10.9.0.1"), Iface: eth0},
 		{Dst: netip.MustParsePrefix("192.168.0.0/16"), Gateway: netip.MustParseAddr("10.1.0.1"), Iface: eth1},
 	} {
@@ -55,6 +58,14 @@ func TestRemoveAddressTakesItsRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return p, eth0, eth1
+}
+
+// TestRemoveAddressTakesItsRoutes pins what goes with an address, as on
+// Linux: its subnet's on-link route and the routes through gateways only
+// that subnet reached; routes of other interfaces and subnets stay.
+func TestRemoveAddressTakesItsRoutes(t *testing.T) {
+	p, eth0, _ := newRoutedTest(t)
 	if err := p.RemoveAddress(netip.MustParseAddr("10.0.0.2")); err != nil {
 		t.Fatal(err)
 	}
