@@ -511,6 +511,9 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 	if len(data) > 0 {
 		kept = c.queueData(seg.pk, data)
 	}
+	if kept && len(data) > 0 {
+		c.noteDataIn(now)
+	}
 	if kept || len(data) == 0 {
 		c.rcv.nxt = c.rcv.nxt.Add(seqnum.Size(len(data)))
 		if fin {
@@ -523,11 +526,12 @@ func (c *Conn) receiveText(seg *segment, now time.Time) bool {
 	} else if len(data) > 0 {
 		// Delayed ACK (RFC 9293 3.8.6.3, RFC 5681 4.2): at least every
 		// second full-sized segment, and within DelayedAck; a
-		// super-segment's runt within runtAckDelay.
+		// super-segment's runt within runtAckDelay; none while quick
+		// ACKs run (quickack.go).
 		full, runt := segmentsIn(seg.pk, len(data))
 		c.rcv.segsUnacked += full
 		switch {
-		case c.rcv.segsUnacked >= 2:
+		case c.rcv.segsUnacked >= 2 || c.quickAck():
 			c.rcv.ackNow = true
 		case runt:
 			c.delayAck(now.Add(runtAckDelay))

@@ -497,7 +497,8 @@ func TestRuntOfASuperSegmentWaitsBrieflyForTheNext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var tp tapTCP
-				a, b := v6test.Pair(t, v6test.Options{Caps: link.Capabilities{TxChecksum: true, TSO: true}, Tap: tp.tap})
+				a, b := v6test.Pair(t, v6test.Options{Caps: link.Capabilities{TxChecksum: true, TSO: true}, Tap: tp.tap,
+					TCP: tcp.Config{QuickAcks: -1}}) // a bulk receiver past its quick ACKs
 				l := listen6(t, b, "[::]:7")
 				defer l.Close()
 				go func() {

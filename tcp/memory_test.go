@@ -32,7 +32,7 @@ func newBudgetRig(t *testing.T, cfg tcp.Config, limit int) *rig {
 // the refused client's retransmitted SYN gets through.
 func TestASmallBudgetRefusesNewConnectionsAndKeepsTheAccepted(t *testing.T) {
 	const fit = 3
-	r := newBudgetRig(t, tcp.Config{SynCookies: tcp.SynCookiesNever}, 2*fit*tcp.ConnMemory)
+	r := newBudgetRig(t, tcp.Config{SynCookies: tcp.SynCookiesNever, QuickAcks: -1}, 2*fit*tcp.ConnMemory)
 	l := r.listen(0)
 	conns := make([]*tcp.Conn, fit)
 	peers := make([]*peer, fit)

@@ -142,6 +142,9 @@ func (c *Conn) noteSent(seq seqnum.Value, n int, fin bool) {
 		}
 	}
 	if end.GreaterThan(c.snd.max) {
+		if n > 0 {
+			c.noteDataOut(now)
+		}
 		start := seqnum.Max(seq, c.snd.max)
 		c.snd.sent = append(c.snd.sent, sentSeg{start: start, end: end, sentAt: now, retrans: start != seq})
 		c.snd.max = end
@@ -238,6 +241,7 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 			c.rcv.segsUnacked = 0
 			c.rcv.acked = c.rcv.nxt
 			c.timers.delackAt = noTime
+			c.noteAckSent()
 		}
 	}
 	wire.EncodeTCP(b, &f)

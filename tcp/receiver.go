@@ -43,6 +43,10 @@ type receiver struct {
 	segsUnacked int
 	acked       seqnum.Value // RCV.NXT as the last ACK sent carried it
 	dupAcksOwed int          // segments that arrived out of order since the last output
+	// Quick ACKs and interactive mode (quickack.go).
+	quickAcks   int       // ACKs still sent at once for data
+	lastDataAt  time.Time // when in-order data last arrived
+	interactive bool      // our replies carry the ACKs: delay them
 
 	tune        rcvTuner // receive auto-tuning (autotune.go), shared
 	memPressure bool     // the budget holds the window back (memory.go)

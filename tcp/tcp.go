@@ -80,6 +80,10 @@ type Config struct {
 	// DelayedAck is the longest an ACK waits for company (40 ms, as
 	// Linux's minimum; RFC 9293 3.8.6.3 allows up to 500 ms).
 	DelayedAck time.Duration
+	// QuickAcks bounds the data segments acknowledged at once, not
+	// delayed, at a connection's start and after a pause (quickack.go;
+	// 16, as Linux's TCP_MAX_QUICKACKS; negative: none).
+	QuickAcks int
 	// SynRetries and SynAckRetries bound handshake retransmissions (6 and
 	// 5, as Linux); Retries bounds retransmissions of data before the
 	// connection is aborted with ETIMEDOUT (15, as tcp_retries2).
@@ -148,6 +152,7 @@ func (c *Config) setDefaults() {
 	c.RTOMax = cmp.Or(c.RTOMax, 120*time.Second)
 	c.RTOInitial = cmp.Or(c.RTOInitial, time.Second)
 	c.DelayedAck = cmp.Or(c.DelayedAck, 40*time.Millisecond)
+	c.QuickAcks = cmp.Or(c.QuickAcks, 16)
 	c.FinTimeout = cmp.Or(c.FinTimeout, 60*time.Second)
 	c.KeepaliveIdle = cmp.Or(c.KeepaliveIdle, 2*time.Hour)
 	c.KeepaliveInterval = cmp.Or(c.KeepaliveInterval, 75*time.Second)

@@ -109,6 +109,7 @@ func (c *Conn) onTimer() {
 	}
 	if due(&c.timers.delackAt) {
 		c.rcv.ackNow = true
+		c.delayedAckExpired()
 		c.p.Stats.DelayedACKs.Inc()
 	}
 	if due(&c.timers.keepaliveAt) {
