@@ -14,15 +14,16 @@ import (
 	"github.com/gonetstack/gonet/tcp"
 )
 
-// FuzzPeer lets a broken or hostile peer drive an established connection
-// that has data to send: segments with any control bits, sequence and
+// FuzzPeer lets a broken or hostile peer drive a connection that has data
+// to send, or a listener: segments with any control bits, sequence and
 // acknowledgement numbers near and far from the window's edges, SACK
 // blocks over what the stack sent and beyond it, windows that open, shrink
-// and close, payloads in and out of order; time moving on to fire every
-// timer; the application writing, half-closing and closing. Whatever comes,
-// the stack must not crash, must send only well-formed segments (gopacket
-// checks their checksums) and, once closed, must give back every buffer,
-// every byte of its memory budget and every goroutine (the rig checks).
+// and close, payloads in and out of order, SYN cookies good and bad, ICMP
+// errors quoting what is in flight; time moving on to fire every timer;
+// the application half-closing and closing. Whatever comes, the stack must
+// not crash, must send only segments that obey the rules watch checks and,
+// once closed, must give back every buffer, every byte of its memory
+// budget and every goroutine (the rig checks).
 //
 // setup's low byte picks the options the peer offers (bits 0-1 the MSS,
 // 2-3 the window scale, 4 whether it offers one, 5 SACK, 6 timestamps);
