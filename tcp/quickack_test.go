@@ -23,6 +23,17 @@ func TestQuickAcks(t *testing.T) {
 		p.advance(delayedAck)
 		p.expectACK()
 	}
+	// quickThenDelayed checks that n requests are acknowledged at once
+	// and the next is not.
+	quickThenDelayed := func(t *testing.T, r *rig, p *peer, n int) {
+		t.Helper()
+		for range n {
+			request(p)
+			p.expectACK()
+		}
+		request(p)
+		delayed(t, r, p)
+	}
 	// reply reads the request and answers it at once: the answer
 	// carries the ACK.
 	reply := func(t *testing.T, c *tcp.Conn, p *peer) {
@@ -43,23 +54,9 @@ func TestQuickAcks(t *testing.T) {
 				p.expectACK()
 			}},
 		{name: "quick ACKs run out after QuickAcks", cfg: tcp.Config{QuickAcks: 3}, delayedAcks: 1,
-			run: func(t *testing.T, r *rig, c *tcp.Conn, p *peer) {
-				for range 3 {
-					request(p)
-					p.expectACK()
-				}
-				request(p)
-				delayed(t, r, p)
-			}},
+			run: func(t *testing.T, r *rig, c *tcp.Conn, p *peer) { quickThenDelayed(t, r, p, 3) }},
 		{name: "a window of less than four segments allows two", cfg: tcp.Config{ReceiveBuffer: 2000, ReceiveBufferMax: 2000}, delayedAcks: 1,
-			run: func(t *testing.T, r *rig, c *tcp.Conn, p *peer) {
-				for range 2 {
-					request(p)
-					p.expectACK()
-				}
-				request(p)
-				delayed(t, r, p)
-			}},
+			run: func(t *testing.T, r *rig, c *tcp.Conn, p *peer) { quickThenDelayed(t, r, p, 2) }},
 		{name: "a reply makes the connection interactive: the next request's ACK rides on its reply",
 			run: func(t *testing.T, r *rig, c *tcp.Conn, p *peer) {
 				request(p)
