@@ -51,7 +51,7 @@ func TestNagle(t *testing.T) {
 // One segment's ACK waits DelayedAck for company (RFC 9293 3.8.6.3).
 func TestDelayedAckWaitsForTheTimer(t *testing.T) {
 	const delay = 100 * time.Millisecond
-	r := newRig(t, tcp.Config{DelayedAck: delay, QuickAcks: -1}) // the delayed ACK itself, not a young connection's quick ones
+	r := newRig(t, tcp.Config{DelayedAck: delay})
 	_, p := r.accepted(rawtest.TCPOpts{})
 	p.send(A, pattern(stackMSS))
 	r.nothing()
@@ -109,7 +109,7 @@ func TestImmediateAcks(t *testing.T) {
 
 // Data going the other way carries the delayed ACK: no ACK of its own.
 func TestReplyCarriesTheDelayedAck(t *testing.T) {
-	r := newRig(t, tcp.Config{QuickAcks: -1}) // past its quick ACKs, as an interactive connection is
+	r := newRig(t, tcp.Config{})
 	c, p := r.accepted(rawtest.TCPOpts{})
 	p.send(P|A, []byte("question"))
 	checkData(t, readAll(t, c, 8), []byte("question"))

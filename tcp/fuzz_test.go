@@ -131,7 +131,7 @@ const opLen = 8
 
 // runPeerScript is one run of FuzzPeer.
 func runPeerScript(t *testing.T, setup uint16, script []byte) {
-	cfg := tcp.Config{SendBuffer: 64 << 10, ReceiveBuffer: 16 << 10, ReceiveBufferMax: 16 << 10, MSL: time.Second}
+	cfg := tcp.Config{SendBuffer: 64 << 10, ReceiveBuffer: 16 << 10, ReceiveBufferMax: 16 << 10, MSL: time.Second, QuickAcks: 16}
 	if setup&fuzzECN != 0 {
 		cfg.ECN = tcp.ECNOn
 	}

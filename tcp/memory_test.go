@@ -21,7 +21,7 @@ import (
 // newBudgetRig is newRig with a memory budget of limit bytes.
 func newBudgetRig(t *testing.T, cfg tcp.Config, limit int) *rig {
 	t.Helper()
-	h := rawtest.New(t, stack.Config{TCP: cfg, MemoryLimit: int64(limit), ARP: arp.Config{CacheTTL: 10000 * time.Hour}})
+	h := rawtest.New(t, stack.Config{TCP: rawConfig(cfg), MemoryLimit: int64(limit), ARP: arp.Config{CacheTTL: 10000 * time.Hour}})
 	h.LearnPeer(t)
 	return &rig{t: t, h: h}
 }
@@ -32,7 +32,7 @@ func newBudgetRig(t *testing.T, cfg tcp.Config, limit int) *rig {
 // the refused client's retransmitted SYN gets through.
 func TestASmallBudgetRefusesNewConnectionsAndKeepsTheAccepted(t *testing.T) {
 	const fit = 3
-	r := newBudgetRig(t, tcp.Config{SynCookies: tcp.SynCookiesNever, QuickAcks: -1}, 2*fit*tcp.ConnMemory)
+	r := newBudgetRig(t, tcp.Config{SynCookies: tcp.SynCookiesNever}, 2*fit*tcp.ConnMemory)
 	l := r.listen(0)
 	conns := make([]*tcp.Conn, fit)
 	peers := make([]*peer, fit)

@@ -75,7 +75,7 @@ func TestPAWSDropsAnOldTimestamp(t *testing.T) {
 // A timestamp comparison is modulo 2^32 (RFC 7323 5.2): just past a wrap of
 // the peer's clock, a small value is newer, not older.
 func TestPAWSComparesAcrossTheWrap(t *testing.T) {
-	r := newRig(t, tcp.Config{QuickAcks: -1})
+	r := newRig(t, tcp.Config{})
 	c, p := r.accepted(rawtest.TCPOpts{MSS: 1460, HasTimestamp: true, TSVal: 0xffffff00})
 	p.sendTS(P|A, []byte("wrapped"), 5)
 	checkData(t, readAll(t, c, 7), []byte("wrapped"))

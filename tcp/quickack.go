@@ -39,7 +39,10 @@ func (c *Conn) quickAckBudget() int {
 	if c.p.cfg.QuickAcks <= 0 {
 		return 0
 	}
-	wnd := max(int(c.rcv.adv.Sub(c.rcv.nxt)), 0)
+	wnd := 0
+	if c.rcv.nxt.LessThan(c.rcv.adv) {
+		wnd = int(c.rcv.adv.Sub(c.rcv.nxt))
+	}
 	return min(max(wnd/(2*max(c.rcv.mss, 1)), 2), c.p.cfg.QuickAcks)
 }
 

@@ -94,7 +94,11 @@ func TestQuickAcks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, tt.cfg)
+			cfg := tt.cfg
+			if cfg.QuickAcks == 0 {
+				cfg.QuickAcks = 16 // the default, which newRig would turn off
+			}
+			r := newRig(t, cfg)
 			c, p := r.accepted(rawtest.TCPOpts{})
 			tt.run(t, r, c, p)
 			r.nothing()

@@ -43,14 +43,28 @@ type rig struct {
 // newRig returns a stack configured with cfg that knows the peer's MAC
 // address for longer than any test runs, so that no ARP comes between
 // segments however far the clock moves.
+//
+// Its connections send no quick ACKs unless cfg.QuickAcks asks for them
+// (rawConfig): the raw tests script exact exchanges, and a young
+// connection acknowledges a second segment at once or with the first as
+// its goroutine happens to meet them, one at a time or in one batch.
+// TestQuickAcks and FuzzPeer ask.
 func newRig(t testing.TB, cfg tcp.Config) *rig {
 	t.Helper()
-	h := rawtest.New(t, stack.Config{TCP: cfg, ARP: arp.Config{CacheTTL: 10000 * time.Hour}})
+	h := rawtest.New(t, stack.Config{TCP: rawConfig(cfg), ARP: arp.Config{CacheTTL: 10000 * time.Hour}})
 	h.LearnPeer(t)
 	return &rig{t: t, h: h}
 }
 
 func (r *rig) proto() *tcp.Protocol { return r.h.S.TCP() }
+
+// rawConfig is cfg with quick ACKs off unless it sets QuickAcks (newRig).
+func rawConfig(cfg tcp.Config) tcp.Config {
+	if cfg.QuickAcks == 0 {
+		cfg.QuickAcks = -1
+	}
+	return cfg
+}
 
 // next returns the next frame the stack sent.
 func (r *rig) next() []byte {

@@ -285,7 +285,7 @@ func TestAbortiveClose(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, tcp.Config{QuickAcks: -1})
+			r := newRig(t, tcp.Config{})
 			c, p := r.accepted(rawtest.TCPOpts{})
 			tt.setup(t, c, p)
 			// Whatever the stack had to say before the Close, such as a

@@ -127,7 +127,7 @@ func TestReceivedDataIsTrimmedToTheWindow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := newRig(t, tcp.Config{ReceiveBuffer: buf, QuickAcks: -1})
+			r := newRig(t, tcp.Config{ReceiveBuffer: buf})
 			c, p := r.accepted(rawtest.TCPOpts{})
 			stream := pattern(2 * buf)
 			if tt.first > 0 {

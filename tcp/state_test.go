@@ -163,7 +163,7 @@ func TestSimultaneousOpen(t *testing.T) {
 // Half-close (RFC 9293 3.6): after CloseWrite the stack sends its FIN and
 // still receives until the peer's FIN.
 func TestHalfCloseStillReceives(t *testing.T) {
-	r := newRig(t, tcp.Config{QuickAcks: -1})
+	r := newRig(t, tcp.Config{})
 	c, p := r.accepted(rawtest.TCPOpts{})
 	if err := c.CloseWrite(); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ func (r *rig) wantCounters(want map[string]int64) {
 // offered: MSS, window scale (applied to the peer's windows) and
 // SACK-permitted, and timestamps on.
 func TestSynCookieWhenTheBacklogIsFull(t *testing.T) {
-	r := newRig(t, tcp.Config{QuickAcks: -1})
+	r := newRig(t, tcp.Config{})
 	l := r.listen(1)
 	r.synAckISN(41000) // half-open: the backlog is full
 	opts := allOpts

@@ -15,7 +15,7 @@ import (
 func TestSequenceNumbersWrapDuringATransfer(t *testing.T) {
 	const mss = 1000
 	const want = 1<<32 - 1501 // the stack's ISN: its second segment wraps
-	r := newRig(t, tcp.Config{QuickAcks: -1})
+	r := newRig(t, tcp.Config{})
 	l := r.listen(0)
 	first, p := r.synAckISN(peerPort)
 	p.send(R, nil)
