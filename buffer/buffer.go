@@ -74,19 +74,28 @@ func (o *Offload) Prepended(n int) {
 }
 
 // Packet is a packet buffer: data in buf[off:end], headroom in buf[:off].
+// The data's last `borrowed` bytes may be loans, still in their lender's
+// memory (Borrow).
 type Packet struct {
 	buf      []byte
 	off, end int
 	class    int8
 	pool     *Pool
+	borrowed int
+	loans    []loan
 
 	// Offload is the packet's virtio-net metadata, zero when unused.
 	Offload Offload
 }
 
-// Bytes returns the packet's data. The slice is valid until the packet
-// changes or is released.
-func (p *Packet) Bytes() []byte { return p.buf[p.off:p.end] }
+// Bytes returns the packet's data, copying any loans into place first
+// (Borrow). The slice is valid until the packet changes or is released.
+func (p *Packet) Bytes() []byte {
+	if p.borrowed != 0 {
+		p.own()
+	}
+	return p.buf[p.off:p.end]
+}
 
 // Len returns the data length.
 func (p *Packet) Len() int { return p.end - p.off }
@@ -110,6 +119,9 @@ func (p *Packet) Prepend(n int) []byte {
 // TrimFront drops n bytes from the front, as a layer does with its header
 // on the way in.
 func (p *Packet) TrimFront(n int) {
+	if n > p.Len()-p.borrowed {
+		p.own()
+	}
 	if n > p.Len() {
 		panic(fmt.Sprintf("buffer: trim %d bytes of %d", n, p.Len()))
 	}
@@ -119,6 +131,9 @@ func (p *Packet) TrimFront(n int) {
 // SetLen sets the data length, keeping the front; it trims padding (an
 // Ethernet frame's tail beyond the IP total length) or grows into capacity.
 func (p *Packet) SetLen(n int) {
+	if p.borrowed != 0 {
+		p.own()
+	}
 	if n < 0 || p.off+n > len(p.buf) {
 		panic(fmt.Sprintf("buffer: length %d out of capacity %d", n, p.Cap()))
 	}
@@ -132,6 +147,7 @@ func (p *Packet) Reset() {
 	if h > len(p.buf) {
 		h = 0
 	}
+	p.returnLoans()
 	p.off, p.end = h, h
 	p.Offload = Offload{}
 }
@@ -143,9 +159,77 @@ func (p *Packet) Release() {
 	if pool == nil {
 		panic("buffer: release of a packet twice or not from a pool")
 	}
+	p.returnLoans()
 	p.pool = nil
 	pool.lent.Add(-1)
 	pool.classes[p.class].Put(p)
+}
+
+// Loans. A packet's data may end in bytes it borrows rather than holds: a
+// TCP segment's payload can stay in the connection's send buffer until a
+// link that gathers (link.Capabilities.TxGather) writes the frame from its
+// pieces in one system call (writev(2)), which saves a copy of every byte
+// sent. The packet keeps room for the borrowed bytes all the same, so that
+// whoever reads its data with Bytes gets them copied into place and the
+// loans returned: a packet with loans goes anywhere a packet goes, and
+// costs the copy only where something looks at its payload.
+
+// A Lender owns bytes a packet borrows. Return is called once for each
+// Borrow, when the packet no longer needs them; the lender must not
+// change the bytes before then.
+type Lender interface{ Return() }
+
+type loan struct {
+	b    []byte
+	from Lender
+}
+
+// Borrow makes b, owned by from, the next of the data's borrowed bytes: a
+// packet's loans stand, in the order borrowed, for the last bytes of its
+// data, whose room it keeps unwritten. It panics when the loans would
+// outgrow the data: the caller sized the packet for them.
+func (p *Packet) Borrow(b []byte, from Lender) {
+	if p.borrowed+len(b) > p.Len() {
+		panic(fmt.Sprintf("buffer: borrow %d bytes beyond %d of data with %d borrowed", len(b), p.Len(), p.borrowed))
+	}
+	p.loans = append(p.loans, loan{b, from})
+	p.borrowed += len(b)
+}
+
+// Borrowed returns how many of the data's last bytes are loans.
+func (p *Packet) Borrowed() int { return p.borrowed }
+
+// Head returns the data the packet holds itself: all of it but the
+// loans. A reader of headers uses it to leave the loans where they are.
+func (p *Packet) Head() []byte { return p.buf[p.off : p.end-p.borrowed] }
+
+// Slices appends to dst the data as pieces, the head first and then each
+// loan, for a write that gathers them, and returns it.
+func (p *Packet) Slices(dst [][]byte) [][]byte {
+	dst = append(dst, p.Head())
+	for _, l := range p.loans {
+		dst = append(dst, l.b)
+	}
+	return dst
+}
+
+// own copies the loans into their room and returns them.
+func (p *Packet) own() {
+	at := p.end - p.borrowed
+	for _, l := range p.loans {
+		at += copy(p.buf[at:], l.b)
+	}
+	p.returnLoans()
+}
+
+// returnLoans gives every loan back to its lender.
+func (p *Packet) returnLoans() {
+	for i := range p.loans {
+		p.loans[i].from.Return()
+	}
+	clear(p.loans)
+	p.loans = p.loans[:0]
+	p.borrowed = 0
 }
 
 // Pool lends packets of the size classes above. The zero value is not

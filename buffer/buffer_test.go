@@ -217,3 +217,70 @@ func TestBatch(t *testing.T) {
 		t.Errorf("a batch came back holding %d packets", len(b.Pkts))
 	}
 }
+
+// lender counts the loans given back to it.
+type lender struct{ returned int }
+
+func (l *lender) Return() { l.returned++ }
+
+// A packet's loans stand for the end of its data: they reach a gathering
+// writer as pieces (Slices), are copied into place for anyone who reads the
+// data (Bytes) or changes its length, and go back to their lender once,
+// whichever way the packet's life ends.
+func TestLoansAreTheDataTailUntilRead(t *testing.T) {
+	tests := []struct {
+		name string
+		use  func(pk *buffer.Packet) // after the loans, before Release
+		// copied, when set, is the packet's data after the use: the loans
+		// were copied into its own buffer and returned before Release.
+		copied string
+	}{
+		{name: "released unread", use: func(*buffer.Packet) {}},
+		{name: "a header prepended", use: func(pk *buffer.Packet) { copy(pk.Prepend(2), "hh") }},
+		{name: "the head trimmed", use: func(pk *buffer.Packet) { pk.TrimFront(2) }},
+		{name: "read", use: func(pk *buffer.Packet) { pk.Bytes() }, copied: "headabcdef"},
+		{name: "trimmed into the loans", use: func(pk *buffer.Packet) { pk.TrimFront(5) }, copied: "bcdef"},
+		{name: "its length set", use: func(pk *buffer.Packet) { pk.SetLen(pk.Len()) }, copied: "headabcdef"},
+		{name: "cloned", use: func(pk *buffer.Packet) { buffer.NewPool().Clone(pk).Release() }, copied: "headabcdef"},
+		{name: "reset", use: func(pk *buffer.Packet) { pk.Reset() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pool := buffer.NewPool()
+			pk := pool.Get(4 + 6)
+			copy(pk.Bytes(), "head")
+			var l lender
+			pk.Borrow([]byte("abc"), &l)
+			pk.Borrow([]byte("def"), &l)
+			if pk.Borrowed() != 6 || string(pk.Head()) != "head" {
+				t.Fatalf("Borrowed() = %d, Head() = %q; want 6, \"head\"", pk.Borrowed(), pk.Head())
+			}
+			if got := bytes.Join(pk.Slices(nil), []byte("|")); string(got) != "head|abc|def" {
+				t.Fatalf("Slices = %q, want head|abc|def", got)
+			}
+			tt.use(pk)
+			if tt.copied != "" {
+				if l.returned != 2 || pk.Borrowed() != 0 {
+					t.Fatalf("after the use: %d loans returned, %d bytes borrowed; want 2, 0", l.returned, pk.Borrowed())
+				}
+				if got := string(pk.Bytes()); got != tt.copied {
+					t.Fatalf("data %q, want %q", got, tt.copied)
+				}
+			}
+			pk.Release()
+			if l.returned != 2 {
+				t.Fatalf("%d loans returned, want 2", l.returned)
+			}
+		})
+	}
+}
+
+func TestBorrowBeyondTheDataPanics(t *testing.T) {
+	pk := buffer.NewPool().Get(4)
+	defer pk.Release()
+	var l lender
+	pk.Borrow([]byte("ab"), &l)
+	if msg := panics(func() { pk.Borrow([]byte("abc"), &l) }); !strings.Contains(msg, "borrow 3 bytes beyond 4") {
+		t.Fatalf("panic %q, want one about borrowing beyond the data", msg)
+	}
+}

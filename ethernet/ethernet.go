@@ -176,7 +176,7 @@ func (n *NIC) Send(dst wire.MAC, etherType uint16, pkt *buffer.Packet) {
 	pkt.Offload.Prepended(wire.EthernetHeaderLen)
 	tx := n.tx[0]
 	if len(n.tx) > 1 {
-		tx = n.tx[flowQueue(pkt.Bytes(), len(n.tx))]
+		tx = n.tx[flowQueue(pkt.Head(), len(n.tx))]
 	}
 	n.sendMu.RLock()
 	defer n.sendMu.RUnlock()

@@ -13,7 +13,8 @@ import (
 // between GoNet and a kernel socket, with the offloads on (the harness's
 // default) and off, checked by SHA-256; with them on, the counters must
 // show that super-segments and partial checksums crossed the TAP both ways,
-// so that a silent fallback to plain frames fails the test.
+// and that GoNet's payload was written from its send buffer, so that a
+// silent fallback to plain frames or copies fails the test.
 
 func TestOffloadBulkToKernel(t *testing.T) {
 	for _, tt := range []struct {
@@ -75,12 +76,18 @@ func (h *host) checkOffloadCounters(t *testing.T, on bool, dir string) {
 			fmt.Fprintf(&sb, " %s=%d", k, v)
 		}
 	}
-	t.Logf("TAP %s: %d frames, %d super-segments, %d partial checksums;%s", dir, frames, gso, csum, sb.String())
+	t.Logf("TAP %s: %d frames, %d super-segments, %d partial checksums, %d gathered;%s", dir, frames, gso, csum, st.TxGathered.Load(), sb.String())
 	switch {
 	case on && (gso == 0 || csum == 0):
 		t.Errorf("offloads on: %d super-segments and %d partial checksums crossed the TAP (%s), want some of each", gso, csum, dir)
 	case !on && (gso != 0 || csum != 0):
 		t.Errorf("offloads off: %d super-segments and %d partial checksums crossed the TAP (%s), want none", gso, csum, dir)
+	}
+	// With them on, TCP's payload goes from its send buffer to the TAP
+	// without a copy into the frame (link.Capabilities.TxGather), and
+	// nothing on the way reads it into place.
+	if gathered := st.TxGathered.Load(); dir == "Tx" && on != (gathered != 0) {
+		t.Errorf("offloads on: %v; %d frames written from the send buffer's loans", on, gathered)
 	}
 	// The stack's own counters (gonet stats) agree with the TAP's.
 	if nic := m["NIC."+h.dev+"."+dir+"GSO"]; nic != int64(gso) {

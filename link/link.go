@@ -64,6 +64,12 @@ type Capabilities struct {
 	// bytes, longer than the MTU (the kernel's TSO towards a TAP device, or
 	// its GRO): a reader gives ReadBatch packets of RxFrameSize.
 	RxGSO bool
+	// TxGather: frames out may end in loans (buffer.Packet.Borrow), which
+	// the endpoint writes from where they are, with the frame's head, in
+	// one write; TCP then lends its payload instead of copying it into the
+	// frame. It goes with TxChecksum: a checksum in software would read
+	// the payload and so copy it.
+	TxGather bool
 }
 
 // MaxGSOFrame is the longest frame an endpoint with RxGSO reads: the

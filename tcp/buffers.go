@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/gonetstack/gonet/budget"
 	"github.com/gonetstack/gonet/buffer"
@@ -11,16 +12,32 @@ import (
 // sendBuffer holds the bytes the application wrote and the peer has not
 // acknowledged: a queue of fixed-size chunks, so it grows with the data in
 // it and costs nothing when idle. Each chunk is reserved from the stack's
-// memory budget while held.
+// memory budget while the buffer holds it.
 type sendBuffer struct {
-	chunks []*[chunkSize]byte
+	chunks []*chunk
 	head   int // offset of the first byte in chunks[0]
 	n      int // bytes held
 }
 
 const chunkSize = 16 << 10
 
-var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+// A chunk is a piece of send buffer, which segments may also borrow
+// (lendTo) until their frames are written: it goes back to chunkPool when
+// the buffer and every segment have done with it. Its bytes do not change
+// meanwhile, since the buffer only appends after them.
+type chunk struct {
+	b    [chunkSize]byte
+	refs atomic.Int32
+}
+
+var chunkPool = sync.Pool{New: func() any { return new(chunk) }}
+
+// Return drops a reference; the last one puts the chunk back in the pool.
+func (c *chunk) Return() {
+	if c.refs.Add(-1) == 0 {
+		chunkPool.Put(c)
+	}
+}
 
 // room returns how many bytes can be appended without a new chunk.
 func (s *sendBuffer) room() int { return len(s.chunks)*chunkSize - s.head - s.n }
@@ -33,11 +50,13 @@ func (s *sendBuffer) write(b []byte, bud *budget.Budget) int {
 			if !bud.Reserve(chunkSize) {
 				break
 			}
-			s.chunks = append(s.chunks, chunkPool.Get().(*[chunkSize]byte))
+			c := chunkPool.Get().(*chunk)
+			c.refs.Store(1)
+			s.chunks = append(s.chunks, c)
 		}
 		end := s.head + s.n
 		c := s.chunks[end/chunkSize]
-		k := copy(c[end%chunkSize:], b)
+		k := copy(c.b[end%chunkSize:], b)
 		s.n += k
 		written += k
 		b = b[k:]
@@ -50,18 +69,35 @@ func (s *sendBuffer) copyAt(dst []byte, off int) {
 	pos := s.head + off
 	for len(dst) > 0 {
 		c := s.chunks[pos/chunkSize]
-		k := copy(dst, c[pos%chunkSize:])
+		k := copy(dst, c.b[pos%chunkSize:])
 		dst = dst[k:]
 		pos += k
 	}
 }
 
-// discard drops n bytes from the front, freeing emptied chunks.
+// lendTo lends pk the n bytes starting off bytes into the buffer, in
+// place of a copy (buffer.Packet.Borrow): pk's last n bytes of data.
+func (s *sendBuffer) lendTo(pk *buffer.Packet, off, n int) {
+	pos := s.head + off
+	for n > 0 {
+		c := s.chunks[pos/chunkSize]
+		b := c.b[pos%chunkSize:]
+		b = b[:min(len(b), n)]
+		c.refs.Add(1)
+		pk.Borrow(b, c)
+		n -= len(b)
+		pos += len(b)
+	}
+}
+
+// discard drops n bytes from the front, freeing emptied chunks. A segment
+// still waiting to be written may hold one a little longer (lendTo); its
+// budget is given back now, since the buffer no longer counts it.
 func (s *sendBuffer) discard(n int, bud *budget.Budget) {
 	s.head += n
 	s.n -= n
 	for s.head >= chunkSize || (s.n == 0 && len(s.chunks) > 0) {
-		chunkPool.Put(s.chunks[0])
+		s.chunks[0].Return()
 		// Shift rather than reslice: a slice that slides forward makes
 		// append reallocate it every cap(chunks) chunks, an allocation
 		// per 16 KiB-chunk or so in a bulk transfer; copying at most a

@@ -12,16 +12,24 @@ import (
 	"github.com/gonetstack/gonet/wire"
 )
 
-// The send buffer against a plain byte slice: random writes, reads at
-// random offsets and discards from the front.
+// The send buffer against a plain byte slice: random writes, reads and
+// loans at random offsets and discards from the front. A packet keeps the
+// bytes it borrowed after the buffer discards them, until it is released
+// or reads them.
 func TestSendBufferMatchesASlice(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	bud := budget.New(1 << 30)
+	pool := buffer.NewPool()
 	var s sendBuffer
 	var model []byte
+	type lent struct {
+		pk   *buffer.Packet
+		want []byte
+	}
+	var loans []lent
 	next := byte(0)
 	for step := 0; step < 20000; step++ {
-		switch r.IntN(3) {
+		switch r.IntN(5) {
 		case 0:
 			b := make([]byte, r.IntN(3*chunkSize))
 			for i := range b {
@@ -47,14 +55,48 @@ func TestSendBufferMatchesASlice(t *testing.T) {
 			n := r.IntN(len(model) + 1)
 			s.discard(n, bud)
 			model = model[n:]
+		case 3:
+			if len(model) == 0 {
+				continue
+			}
+			off := r.IntN(len(model))
+			n := min(r.IntN(len(model)-off+1), buffer.MaxSize-64)
+			pk := pool.Get(64 + n)
+			s.lendTo(pk, off, n)
+			if pk.Borrowed() != n {
+				t.Fatalf("step %d: lendTo(%d, %d) lent %d", step, off, n, pk.Borrowed())
+			}
+			loans = append(loans, lent{pk, bytes.Clone(model[off : off+n])})
+		case 4:
+			if len(loans) == 0 {
+				continue
+			}
+			i := r.IntN(len(loans))
+			l := loans[i]
+			if r.IntN(2) == 0 {
+				if got := l.pk.Bytes()[64:]; !bytes.Equal(got, l.want) {
+					t.Fatalf("step %d: a packet's %d borrowed bytes changed", step, len(l.want))
+				}
+			}
+			l.pk.Release()
+			loans = append(loans[:i], loans[i+1:]...)
 		}
 		if s.n != len(model) {
 			t.Fatalf("step %d: buffer holds %d, model %d", step, s.n, len(model))
 		}
 	}
 	s.discard(s.n, bud)
+	for _, l := range loans {
+		if got := l.pk.Bytes()[64:]; !bytes.Equal(got, l.want) {
+			t.Fatalf("a packet's %d borrowed bytes changed after the buffer emptied", len(l.want))
+		}
+		l.pk.Release()
+	}
 	if bud.Used() != 0 {
 		t.Fatalf("%d bytes of budget left", bud.Used())
+	}
+	if n := pool.Outstanding(); n != 0 {
+		t.Fatalf("%d packets outstanding", n)
 	}
 }
 
@@ -94,7 +136,7 @@ func BenchmarkSendBufferCopyAt(b *testing.B) {
 				d := dst[:n]
 				if matched {
 					pos := s.head + off
-					src := uintptr(unsafe.Pointer(&s.chunks[pos/chunkSize][pos%chunkSize]))
+					src := uintptr(unsafe.Pointer(&s.chunks[pos/chunkSize].b[pos%chunkSize]))
 					shift := (src - uintptr(unsafe.Pointer(&dst[0]))) & 63
 					d = dst[shift : shift+uintptr(n)]
 				}

@@ -218,7 +218,8 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	pk := c.p.env.Pool.Get(hl + n)
 	b := pk.Bytes()
 	wire.EncodeTCPOptions(b[wire.TCPMinHeaderLen:], &opts)
-	if n > 0 {
+	lend := n >= lendMin && c.route.Offloads.TxGather && c.route.Offloads.TxChecksum
+	if n > 0 && !lend {
 		c.sock.sndBuf.copyAt(b[hl:], off)
 	}
 	f := wire.TCPFields{
@@ -246,12 +247,23 @@ func (c *Conn) sendSegment(seq seqnum.Value, flags uint8, off, n int) {
 	}
 	wire.EncodeTCP(b, &f)
 	c.finishSegment(pk, hl, n)
+	if lend {
+		// After finishSegment: a partial checksum reads no payload.
+		c.sock.sndBuf.lendTo(pk, off, n)
+	}
 	// DF on every segment: path MTU discovery (RFC 1191, tcp/icmp.go),
 	// unless the path MTU is locked at the floor.
 	c.net.SendRoute(pk, ip.SendParams{Src: c.id.local.Addr(), Dst: c.id.remote.Addr(), Proto: wire.ProtoTCP,
 		DF: !c.route.PMTULocked, TOS: ecn, Confirm: c.snd.confirm}, c.route)
 	c.snd.confirm = false
 }
+
+// lendMin is the smallest payload a segment borrows from the send buffer
+// rather than copies, on a link that gathers (link.Capabilities.TxGather).
+// Bulk data leaves in super-segments of up to 64 KiB, whose copy the loans
+// save; a segment under a frame's worth is a request, a reply or a tail,
+// which stays one piece in one buffer, as request-response was measured.
+const lendMin = 2048
 
 // windowField computes the window to advertise and records its right edge.
 // Receiver SWS avoidance (RFC 9293 3.8.6.2.2): the right edge moves only

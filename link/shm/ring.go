@@ -69,15 +69,20 @@ func (p *producer) used() uint64 {
 	return p.pos - p.starts[p.tail&p.r.mask]
 }
 
-// put copies frame into the ring, unpublished, with offload metadata off.
-// It reports false, writing nothing, when the ring has no free descriptor
-// or the data area no room.
-func (p *producer) put(frame []byte, off buffer.Offload) bool {
+// put copies a frame into the ring, unpublished, with offload metadata
+// off: the frame is its pieces (buffer.Packet.Slices), copied one after
+// the other. It reports false, writing nothing, when the ring has no free
+// descriptor or the data area no room.
+func (p *producer) put(pieces [][]byte, off buffer.Offload) bool {
 	size := uint64(len(p.r.data))
 	if p.head-p.tail > p.r.mask {
 		return false
 	}
-	n := alignUp(uint64(len(frame)))
+	length := 0
+	for _, b := range pieces {
+		length += len(b)
+	}
+	n := alignUp(uint64(length))
 	at := p.pos % size
 	var pad uint64
 	if at+n > size {
@@ -89,8 +94,10 @@ func (p *producer) put(frame []byte, off buffer.Offload) bool {
 	p.starts[p.head&p.r.mask] = p.pos
 	p.pos += pad
 	at = p.pos % size
-	copy(p.r.data[at:at+uint64(len(frame))], frame)
-	d := descriptor{offset: uint32(at), length: uint32(len(frame)), offload: off}
+	for _, b := range pieces {
+		at += uint64(copy(p.r.data[at:], b))
+	}
+	d := descriptor{offset: uint32(p.pos % size), length: uint32(length), offload: off}
 	slot := (p.head & p.r.mask) * descSize
 	d.encode(p.r.desc[slot : slot+descSize])
 	p.pos += n

@@ -40,7 +40,7 @@ func TestIndicesWrapAtTwoToThe32(t *testing.T) {
 		var sent [][]byte
 		for i := range uint32(5) {
 			f := frame(pool, 60+int(seq+i)*20, seq+i)
-			if !p.put(f.Bytes(), buffer.Offload{}) {
+			if !p.put([][]byte{f.Bytes()}, buffer.Offload{}) {
 				t.Fatalf("frame %d: ring full at head %d, tail %d", seq+i, p.head, p.tail)
 			}
 			sent = append(sent, f.Bytes())

@@ -40,7 +40,8 @@ func stackPair(t *testing.T, o Options) (a, b *stack.Stack, ea, eb *Endpoint) {
 
 // Two GoNet stacks ping each other over the ring link and move 16 MiB
 // each way over TCP, checked by SHA-256; with offloads on both sides, TCP
-// sends 64 KiB super-segments that cross whole.
+// sends 64 KiB super-segments that cross whole, copied into the ring from
+// its send buffer.
 func TestStacksTalkTCPOverTheRing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -71,6 +72,12 @@ func TestStacksTalkTCPOverTheRing(t *testing.T) {
 				avg := s.TxBytes.Load() / max(s.TxFrames.Load(), 1)
 				if tc.offload && avg < 3000 {
 					t.Errorf("%s's link: frames of %d bytes on average: no super-segments", name, avg)
+				}
+				// TCP's payload is copied into the ring from its send
+				// buffer (link.Capabilities.TxGather), not into a frame
+				// first.
+				if g := s.TxGathered.Load(); tc.offload != (g != 0) {
+					t.Errorf("%s's link: %d frames gathered from loans with offloads %v", name, g, tc.offload)
 				}
 				t.Logf("%s's link: %v", name, counters(e))
 			}

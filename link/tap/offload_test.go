@@ -58,7 +58,7 @@ func TestVNetHdrKnownBytes(t *testing.T) {
 func TestOffloadKernelLeavesChecksumsPartial(t *testing.T) {
 	ns := newNS(t)
 	e := ns.open(t, Options{Offload: true})
-	want := link.Capabilities{TxChecksum: true, RxChecksum: true, TSO: true, RxGSO: true}
+	want := link.Capabilities{TxChecksum: true, RxChecksum: true, TSO: true, RxGSO: true, TxGather: true}
 	if c := e.Capabilities(); c != want {
 		t.Errorf("Capabilities() = %+v, want %+v", c, want)
 	}

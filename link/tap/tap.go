@@ -174,6 +174,10 @@ type Stats struct {
 	// partial checksums, and frames written that were or had.
 	RxGSO, RxCsumPartial stats.Counter
 	TxGSO, TxCsumPartial stats.Counter
+	// TxGathered counts frames written from loans as well as from their
+	// own buffer (link.Capabilities.TxGather): TCP payload the frame did
+	// not copy.
+	TxGathered stats.Counter
 }
 
 // Endpoint is a TAP device. It implements link.Endpoint.
@@ -195,9 +199,10 @@ type Endpoint struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// sysWrite is write(2); a test puts a fake in its place to see each
-	// outcome of a write counted.
-	sysWrite func(fd int, b []byte) (int, error)
+	// sysWrite is writev(2), which writes a frame's pieces (its head and
+	// its loans, buffer.Packet.Slices) as one; a test puts a fake in its
+	// place to see each outcome of a write counted.
+	sysWrite func(fd int, pieces [][]byte) (int, error)
 }
 
 var _ link.Endpoint = (*Endpoint)(nil)
@@ -209,7 +214,8 @@ type queue struct {
 	e      *Endpoint
 	file   *os.File
 	rc     syscall.RawConn
-	rd, wr batchOp // ReadBatch's and WriteBatch's state
+	rd, wr batchOp  // ReadBatch's and WriteBatch's state
+	pieces [][]byte // the frame being written, as writev(2) takes it
 	// pollFn is readSome that never waits: poll's RawConn callback.
 	pollFn func(fd uintptr) bool
 	spin   *link.Spin // how long read polls now
@@ -221,7 +227,7 @@ type queue struct {
 // tells the result. The device is found or created in the network namespace
 // of the calling thread (runtime.LockOSThread and setns choose another).
 func Open(name string, opts Options) (*Endpoint, error) {
-	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload, spin: opts.Spin, sysWrite: unix.Write}
+	e := &Endpoint{name: name, mtu: opts.MTU, vnetHdr: opts.VNetHdr || opts.Offload, offload: opts.Offload, spin: opts.Spin, sysWrite: unix.Writev}
 	if e.spin == 0 {
 		e.spin = link.DefaultSpin
 	}
@@ -665,7 +671,7 @@ func (q *queue) writeSome(fd uintptr) bool {
 	e, w := q.e, &q.wr
 	tries := 0
 	for w.n < len(w.pkts) {
-		err := e.writeOne(int(fd), w.pkts[w.n])
+		err := q.writeOne(int(fd), w.pkts[w.n])
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -708,24 +714,28 @@ func (e *Endpoint) countRefused(err error) {
 // errMalformed marks a frame the endpoint refuses before the kernel sees it.
 var errMalformed = errors.New("malformed frame")
 
-// writeOne writes one frame, with its virtio-net header when VNetHdr is on.
-func (e *Endpoint) writeOne(fd int, p *buffer.Packet) error {
+// writeOne writes one frame, with its virtio-net header when VNetHdr is
+// on, from its pieces: a packet with loans (TCP's payload, left in its
+// send buffer) is gathered from where they are (link.Capabilities.TxGather).
+func (q *queue) writeOne(fd int, p *buffer.Packet) error {
+	e := q.e
 	size := p.Len()
 	// A GSO super-segment may exceed the MTU: the kernel segments it.
 	gso := e.vnetHdr && p.Offload.GSOType != buffer.GSONone
 	if size < link.EthernetHeaderLen || size > link.MaxFrame(e.mtu) && !gso {
 		return errMalformed
 	}
-	b := p.Bytes()
 	if e.vnetHdr {
 		if p.Headroom() < VNetHdrLen {
 			return errMalformed
 		}
 		encodeVNetHdr(p.Prepend(VNetHdrLen), p.Offload)
-		b = p.Bytes()
-		p.TrimFront(VNetHdrLen)
+		defer p.TrimFront(VNetHdrLen)
 	}
-	if _, err := e.sysWrite(fd, b); err != nil {
+	q.pieces = p.Slices(q.pieces[:0])
+	_, err := e.sysWrite(fd, q.pieces)
+	clear(q.pieces) // hold no loan past the write
+	if err != nil {
 		return err
 	}
 	e.stats.TxFrames.Inc()
@@ -735,6 +745,9 @@ func (e *Endpoint) writeOne(fd int, p *buffer.Packet) error {
 	}
 	if e.vnetHdr && p.Offload.Flags&buffer.NeedsCsum != 0 {
 		e.stats.TxCsumPartial.Inc()
+	}
+	if p.Borrowed() != 0 {
+		e.stats.TxGathered.Inc()
 	}
 	return nil
 }
@@ -779,7 +792,7 @@ func (e *Endpoint) Capabilities() link.Capabilities {
 	if !e.offload {
 		return link.Capabilities{}
 	}
-	return link.Capabilities{TxChecksum: true, RxChecksum: true, TSO: true, RxGSO: true}
+	return link.Capabilities{TxChecksum: true, RxChecksum: true, TSO: true, RxGSO: true, TxGather: true}
 }
 
 // Stats returns the endpoint's live counters.
