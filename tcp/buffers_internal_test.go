@@ -116,7 +116,10 @@ func TestSendBufferMatchesASlice(t *testing.T) {
 // does. The "matched" ones shift the destination to the source's alignment
 // (mod 64), as a payload placed by its stream offset would be: what the
 // copy would cost if the kernel's copy out of the packet took the
-// misalignment instead.
+// misalignment instead. Since a link that gathers (the TAP and the ring
+// with offloads) takes a super-segment's payload as loans (lendTo), this
+// copy is what the other links pay: plain TAPs, the stream link, the
+// fault and pcap wrappers.
 func BenchmarkSendBufferCopyAt(b *testing.B) {
 	const window = 4 << 20
 	pool := buffer.NewPool()
