@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +88,48 @@ func TestUDPRRIsAnsweredByTheEcho(t *testing.T) {
 	}
 	if r.Transactions == 0 || r.Lost != 0 || r.Latency.Samples != int(r.Transactions) || r.FirstErr != "" {
 		t.Errorf("%+v: want every request answered", r)
+	}
+}
+
+// Twin clients hold a connection to each address and take them in turn,
+// one transaction each, so that both addresses' figures come from the same
+// moments; each address's transactions are its own.
+func TestRRTwinsTakeTheAddressesInTurn(t *testing.T) {
+	var served [2]atomic.Int64
+	var ports [2]int
+	for i := range ports {
+		ports[i] = serveLoopback(t, func(c net.Conn, n *handlers.Counters) {
+			var b [1]byte
+			for {
+				if _, err := c.Read(b[:]); err != nil {
+					return
+				}
+				served[i].Add(1)
+				if _, err := c.Write(b[:]); err != nil {
+					return
+				}
+			}
+		})
+	}
+	const clients = 3
+	rs, err := rrOver(func(network, address string) (net.Conn, error) {
+		return net.DialTimeout(network, address, 5*time.Second)
+	}, []string{fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])}, clients, 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if r.Conns != clients || r.Transactions == 0 || r.Latency.Samples != int(r.Transactions) {
+			t.Errorf("address %d: %+v, want transactions, each a sample", i, r)
+		}
+	}
+	// Each client meets the first address first and may stop after it:
+	// the servers' counts differ by a turn at most per client, and so do
+	// the recorded ones, whose warm-up may end between the two.
+	if d := rs[0].Transactions - rs[1].Transactions; d < -clients || d > clients {
+		t.Errorf("%d transactions at the first address, %d at the second: want them in turn", rs[0].Transactions, rs[1].Transactions)
+	}
+	if d := served[0].Load() - served[1].Load(); d < 0 || d > clients {
+		t.Errorf("the servers answered %d and %d: want them in turn", served[0].Load(), served[1].Load())
 	}
 }

@@ -286,6 +286,9 @@ type RRResult struct {
 	Transactions int64   `json:"transactions"`
 	PerSecond    float64 `json:"transactions_s"`
 	Latency      Latency `json:"latency"`
+	// Twin is the second address's result when each client took two
+	// in turn (RRTwins).
+	Twin *RRResult `json:"twin,omitempty"`
 }
 
 // RR runs n connections for dur, each sending a 1-byte request to the RR
@@ -301,6 +304,28 @@ func RR(addr string, n, port int, dur time.Duration) (RRResult, error) {
 	}, hostPort(addr, port), n, dur)
 }
 
+// RRTwins is RR with each of the n clients holding a connection to addr
+// and one to twin, and taking them in turn, one transaction each: the
+// server's address in two families, say. An idle stack's round trip is
+// mostly wake-ups, whose cost moves by 10-20% from one run to the next;
+// interleaved, both addresses meet the same threads and the same moments,
+// as PingTwins' echoes do. The result is addr's, its Twin twin's; dur is
+// the two's, and each address's rate counts its transactions over half of
+// it, its turns' share.
+func RRTwins(addr, twin string, n, port int, dur time.Duration) (RRResult, error) {
+	if port == 0 {
+		port = handlers.RRPort
+	}
+	rs, err := rrOver(func(network, address string) (net.Conn, error) {
+		return net.DialTimeout(network, address, 5*time.Second)
+	}, []string{hostPort(addr, port), hostPort(twin, port)}, n, dur)
+	if err != nil {
+		return RRResult{}, err
+	}
+	rs[0].Twin = &rs[1]
+	return rs[0], nil
+}
+
 // Dialer opens a connection as net.Dial does: the kernel's, or a stack's
 // in the load generator's own process.
 type Dialer func(network, address string) (net.Conn, error)
@@ -310,51 +335,77 @@ type Dialer func(network, address string) (net.Conn, error)
 // how a GoNet stack in the load generator's process (package gnclient)
 // measures request-response over its own link.
 func RROver(dial Dialer, address string, n int, dur time.Duration) (RRResult, error) {
-	host, _, err := net.SplitHostPort(address)
+	rs, err := rrOver(dial, []string{address}, n, dur)
 	if err != nil {
 		return RRResult{}, err
 	}
-	conns := make([]net.Conn, n)
-	for i := range conns {
-		c, err := dial(tcpNet(host), address)
+	return rs[0], nil
+}
+
+// rrOver runs n clients, each with a connection to every address, which
+// it takes in turn, and returns each address's result.
+func rrOver(dial Dialer, addresses []string, n int, dur time.Duration) ([]RRResult, error) {
+	networks := make([]string, len(addresses))
+	for i, address := range addresses {
+		host, _, err := net.SplitHostPort(address)
 		if err != nil {
-			for _, c := range conns[:i] {
-				c.Close()
-			}
-			return RRResult{}, err
+			return nil, err
 		}
-		conns[i] = c
+		networks[i] = tcpNet(host)
+	}
+	var conns []net.Conn
+	clients := make([][]net.Conn, n)
+	for i := range clients {
+		for j, address := range addresses {
+			c, err := dial(networks[j], address)
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return nil, err
+			}
+			conns = append(conns, c)
+			clients[i] = append(clients[i], c)
+		}
 	}
 	warm := time.Now().Add(100 * time.Millisecond)
 	end := warm.Add(dur)
 	var mu sync.Mutex
-	var all []float64
+	all := make([][]float64, len(addresses))
 	var firstErr error
 	var wg sync.WaitGroup
-	for _, c := range conns {
+	for _, cs := range clients {
 		wg.Go(func() {
-			defer c.Close()
-			c.SetDeadline(end.Add(10 * time.Second))
-			samples := make([]float64, 0, 1<<14)
+			samples := make([][]float64, len(cs))
+			for i, c := range cs {
+				defer c.Close()
+				c.SetDeadline(end.Add(10 * time.Second))
+				samples[i] = make([]float64, 0, 1<<14/len(cs))
+			}
 			var b [1]byte
 			var err error
+		loop:
 			for {
-				t0 := time.Now()
-				if !t0.Before(end) {
-					break
-				}
-				if _, err = c.Write(b[:]); err != nil {
-					break
-				}
-				if _, err = io.ReadFull(c, b[:]); err != nil {
-					break
-				}
-				if t0.After(warm) {
-					samples = append(samples, us(time.Since(t0)))
+				for i, c := range cs {
+					t0 := time.Now()
+					if !t0.Before(end) {
+						break loop
+					}
+					if _, err = c.Write(b[:]); err != nil {
+						break loop
+					}
+					if _, err = io.ReadFull(c, b[:]); err != nil {
+						break loop
+					}
+					if t0.After(warm) {
+						samples[i] = append(samples[i], us(time.Since(t0)))
+					}
 				}
 			}
 			mu.Lock()
-			all = append(all, samples...)
+			for i := range all {
+				all[i] = append(all[i], samples[i]...)
+			}
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -363,11 +414,15 @@ func RROver(dial Dialer, address string, n int, dur time.Duration) (RRResult, er
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return RRResult{}, firstErr
+		return nil, firstErr
 	}
-	r := RRResult{Conns: n, Transactions: int64(len(all)), PerSecond: float64(len(all)) / dur.Seconds()}
-	r.Latency = summarise(all)
-	return r, nil
+	rs := make([]RRResult, len(addresses))
+	for i, a := range all {
+		// Each address had its turns' share of the run.
+		share := dur.Seconds() / float64(len(addresses))
+		rs[i] = RRResult{Conns: n, Transactions: int64(len(a)), PerSecond: float64(len(a)) / share, Latency: summarise(a)}
+	}
+	return rs, nil
 }
 
 // CRRResult is the connect-request-response workload's result.

@@ -468,3 +468,30 @@ func TestBulk6PairsItselfSliceBySlice(t *testing.T) {
 		}
 	}
 }
+
+// GoNet's request-response over IPv6 takes its IPv4 twin transaction by
+// transaction in the full and quick plans (rr6Group), and the report says
+// so once a run has.
+func TestRR6PairsItselfTransactionByTransaction(t *testing.T) {
+	for _, plan := range []Plan{Full, Quick} {
+		var rr6 *group
+		gs := (&Suite{Plan: plan}).groups()
+		for i := range gs {
+			if gs[i].workload == "rr6" {
+				rr6 = &gs[i]
+			}
+		}
+		if rr6 == nil || len(rr6.points) != len(plan.RRConns6) || !rr6.ipv6 {
+			t.Fatalf("%s plan: rr6 group %+v, want an IPv6 group with a point per connection count", plan.Name, rr6)
+		}
+		for _, p := range rr6.points {
+			if !p.pairsItself {
+				t.Errorf("%s plan, rr6 %s: runs its twin apart", plan.Name, p.name)
+			}
+		}
+	}
+	m := rrMetrics(load.RRResult{PerSecond: 20000, Latency: load.Latency{Samples: 10, MeanUS: 50, P50US: 45, P99US: 90}})
+	if m["mean_us"] != 50 || m["p50_us"] != 45 || m["p99_us"] != 90 || m["transactions_s"] != 20000 {
+		t.Errorf("rrMetrics = %v", m)
+	}
+}

@@ -192,6 +192,18 @@ func (r *report) pairedIPv6() bool {
 	return false
 }
 
+// rrPairsItself reports whether GoNet's request-response over IPv6 took
+// its IPv4 twin transaction by transaction (rr6Group), rather than in a
+// run of its own.
+func (r *report) rrPairsItself() bool {
+	for _, pt := range r.points["rr6"] {
+		if _, ok := r.get("rr6", pt, "gonet", "paired_by_transaction"); ok {
+			return true
+		}
+	}
+	return false
+}
+
 // ipv4Cell is GoNet's IPv4 figure to set beside its IPv6 one at pt: its
 // twin's on the same set-ups when it was measured so, else the IPv4
 // workload's.
@@ -226,6 +238,9 @@ func (r *report) ipv6Section() {
 		if p.BulkSlice6 > 0 {
 			r.p("Bulk is paired slice by slice: each run is cut in slices of %v, each with connections of its own, GoNet's taking its IPv6 and IPv4 address in the order ABBA for %v at each, gVisor's and the kernel's at their IPv6 address alone (two bulk runs one after the other differ by 10-20%% too). "+
 				"GoNet's CPU, retransmission and drop figures in bulk over IPv6 are therefore its run's, both families'. ", p.BulkSlice6, p.BulkDur)
+		}
+		if r.rrPairsItself() {
+			r.p("Request-response is paired transaction by transaction: each of GoNet's clients holds a connection to its IPv6 address and one to its IPv4 address and takes them in turn, in one run twice a point's length, its CPU and packet figures therefore both families'. ")
 		}
 		r.p("In bulk and request-response gVisor's and the kernel's servers serve one family per set-up, so theirs are the IPv6 workload's median over the IPv4 workload's: what IPv6 costs them on the same links, within that noise.\n\n")
 		r.p("Ping's round trip is compared twice: as the pinger saw it, and at the client's device, from the request's leaving the client's TAP or veth to the reply's entering it (the kernel's software timestamps). The first adds the client's own kernel and process, whose ICMPv6 path takes longer than their ICMP one whichever stack answers: the kernel's and gVisor's ratios in that row are theirs as much as GoNet's is. The second is the stack under test's own, and judges ping against the 5%% target.\n\n")
