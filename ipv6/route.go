@@ -232,7 +232,11 @@ func (p *Protocol) SetAddressState(a netip.Addr, state AddrState) error {
 
 // RemoveAddress unassigns a (a duplicate found by DAD, a lifetime ended),
 // with the on-link route added with it unless another address of the
-// interface is on the same prefix.
+// interface is on the same prefix. Routes through gateways stay, where
+// IPv4 takes those the prefix alone reached: neighbour discovery resolves
+// a neighbour on the link whatever prefixes the host holds (RFC 4861
+// section 5.2 asks the prefix list only whether a destination is on-link),
+// and Linux's IPv6 keeps them too.
 func (p *Protocol) RemoveAddress(a netip.Addr) error {
 	return p.tables.update(func(t *table) error {
 		i := slices.IndexFunc(t.addrs, func(ad Address) bool { return ad.Prefix.Addr() == a })

@@ -3,6 +3,7 @@ package ipv6_test
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,6 +147,35 @@ func TestSourceSelection(t *testing.T) {
 				t.Errorf("source %v, want %v", ri.Src, want)
 			}
 		})
+	}
+}
+
+// TestRemoveAddressKeepsRoutesThroughGateways pins what goes with an
+// address, as on Linux's IPv6: the on-link route of its prefix, and no
+// route through a gateway, even one on that prefix, which neighbour
+// discovery still reaches on the link (IPv4 takes those, as Linux's IPv4).
+func TestRemoveAddressKeepsRoutesThroughGateways(t *testing.T) {
+	h := routed(t)
+	must(t, h.p.RemoveAddress(ourAddr))
+	onLink := ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:1::/64"), Iface: h.eth0}
+	viaPeer := ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:5:1::/64"), Gateway: peerAddr, Iface: h.eth0}
+	routes := h.p.Routes()
+	if slices.Contains(routes, onLink) {
+		t.Errorf("the on-link route of the removed address stayed: %v", routes)
+	}
+	if !slices.Contains(routes, viaPeer) {
+		t.Errorf("the route through %v went with the address: %v", peerAddr, routes)
+	}
+	ri, err := h.p.Route(netip.MustParseAddr("2001:db8:5:1::1"))
+	must(t, err)
+	if dev := ri.Iface.(*ipv6.Interface).Name(); dev != "eth0" || ri.NextHop != peerAddr {
+		t.Errorf("via %v dev %s, want via %v dev eth0", ri.NextHop, dev, peerAddr)
+	}
+	if _, ok := h.p.AddressState(ourAddr); ok {
+		t.Error("the removed address is still assigned")
+	}
+	if err := h.p.RemoveAddress(ourAddr); err == nil {
+		t.Error("removing it twice succeeded")
 	}
 }
 
