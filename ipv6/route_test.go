@@ -156,9 +156,12 @@ func TestSourceSelection(t *testing.T) {
 // discovery still reaches on the link (IPv4 takes those, as Linux's IPv4).
 func TestRemoveAddressKeepsRoutesThroughGateways(t *testing.T) {
 	h := routed(t)
-	must(t, h.p.RemoveAddress(ourAddr))
 	onLink := ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:1::/64"), Iface: h.eth0}
 	viaPeer := ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:5:1::/64"), Gateway: peerAddr, Iface: h.eth0}
+	if routes := h.p.Routes(); !slices.Contains(routes, onLink) || !slices.Contains(routes, viaPeer) {
+		t.Fatalf("routes before %v: %v, want %v and %v", ourAddr, routes, onLink, viaPeer)
+	}
+	must(t, h.p.RemoveAddress(ourAddr))
 	routes := h.p.Routes()
 	if slices.Contains(routes, onLink) {
 		t.Errorf("the on-link route of the removed address stayed: %v", routes)
