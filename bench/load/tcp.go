@@ -417,9 +417,8 @@ func rrOver(dial Dialer, addresses []string, n int, dur time.Duration) ([]RRResu
 		return nil, firstErr
 	}
 	rs := make([]RRResult, len(addresses))
+	share := dur.Seconds() / float64(len(addresses)) // each address's turns'
 	for i, a := range all {
-		// Each address had its turns' share of the run.
-		share := dur.Seconds() / float64(len(addresses))
 		rs[i] = RRResult{Conns: n, Transactions: int64(len(a)), PerSecond: float64(len(a)) / share, Latency: summarise(a)}
 	}
 	return rs, nil

@@ -281,8 +281,9 @@ func rrGroup(workload string, conns []int, p Plan) group {
 // takes them in turn (load.RRTwins), one run twice a point's length for
 // both, as ping6's pingers take the two in turn. Paired run against run
 // instead (withIPv4Twin), pairs of runs at one connection on AMD spread
-// 0.77-1.26 (three sets of ten to twelve), wider than the 5% judged. gVisor's and the kernel's
-// servers on an IPv6 set-up serve IPv6 alone and run at its address.
+// 0.77-1.26 (three sets of ten to twelve), wider than the 5% judged.
+// gVisor's and the kernel's servers on an IPv6 set-up serve IPv6 alone and
+// run at its address.
 func rr6Group(p Plan) group {
 	g := rrGroup("rr6", p.RRConns6, p)
 	for i, n := range p.RRConns6 {
