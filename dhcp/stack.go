@@ -24,7 +24,7 @@ type Stack interface {
 	AddRoute(dst netip.Prefix, gw netip.Addr, nicName string) error
 	RemoveRoute(dst netip.Prefix, gw netip.Addr, nicName string) bool
 	SetLinkMTU(nicName string, mtu int) (int, error)
-	SetDNS(cfg stack.DNSConfig) error
+	SetLearnedDNS(from stack.DNSOrigin, cfg stack.DNSConfig) error
 	Probe(ctx context.Context, nicName string, addr netip.Addr) (inUse bool, err error)
 	AddAddressWith(ctx context.Context, nicName string, addr netip.Prefix, o stack.AddressOptions) error
 	AddStats(prefix string, st any)
@@ -119,9 +119,8 @@ func (h *stackHost) SetDNS(servers []netip.Addr, search []string) {
 	for _, a := range servers {
 		cfg.Servers = append(cfg.Servers, netip.AddrPortFrom(a, 53))
 	}
-	if err := h.s.SetDNS(cfg); err != nil {
-		// A search domain the resolver will not take: the servers alone.
-		h.s.SetDNS(stack.DNSConfig{Servers: cfg.Servers})
+	if err := h.s.SetLearnedDNS(stack.DNSOrigin{Protocol: stack.DNSFromDHCP, NIC: h.nic}, cfg); err != nil {
+		h.s.Logger().Warn("the lease's DNS servers not taken", "nic", h.nic, "err", err)
 	}
 }
 

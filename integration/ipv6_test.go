@@ -486,11 +486,14 @@ var slaacPrefix = netip.MustParsePrefix("fd00:98::/64")
 
 // radvd runs radvd on the host's device, advertising slaacPrefix, until the
 // test ends. The kernel's end is a router: it forwards, and holds an
-// address in the prefix.
-func (h *host6) radvd(t *testing.T, noSourceLLAddr bool) { startRadvd(t, h.host, noSourceLLAddr) }
+// address in the prefix. Each of extra is a line of radvd.conf's
+// interface block.
+func (h *host6) radvd(t *testing.T, noSourceLLAddr bool, extra ...string) {
+	startRadvd(t, h.host, noSourceLLAddr, extra...)
+}
 
 // startRadvd is host6.radvd for any host: h.dev in h.ns.
-func startRadvd(t *testing.T, h *host, noSourceLLAddr bool) {
+func startRadvd(t *testing.T, h *host, noSourceLLAddr bool, extra ...string) {
 	t.Helper()
 	lookPath(t, "radvd")
 	h.run(t, 5*time.Second, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
@@ -506,8 +509,9 @@ func startRadvd(t *testing.T, h *host, noSourceLLAddr bool) {
 		AdvOnLink on;
 		AdvAutonomous on;
 	};
+	%s
 };
-`, h.dev, map[bool]string{false: "on", true: "off"}[noSourceLLAddr], slaacPrefix), 0o600)
+`, h.dev, map[bool]string{false: "on", true: "off"}[noSourceLLAddr], slaacPrefix, strings.Join(extra, "\n\t")), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -589,6 +593,40 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 				t.Errorf("GoNet's entry for the router: %+v (%v), want its Router flag set; cache %+v", n, ok, h.nd.Neighbors())
 			}
 		})
+	}
+}
+
+// TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names
+// through the DNS server radvd names (RFC 8106's RDNSS option), completing
+// a name with no dot in the domain radvd names (DNSSL), as an IPv6-only
+// host without DHCPv6 must.
+func TestIPv6DNSFromRadvd(t *testing.T) {
+	lookPath(t, "dnsmasq")
+	h := newHost6(t, options{}, false)
+	server := slaacPrefix.Addr().Next() // the kernel's address in the prefix, which startRadvd adds
+	web := netip.MustParseAddr("fd00:98::80")
+	h.radvd(t, false, fmt.Sprintf("RDNSS %v { };", server), "DNSSL lab.test { };")
+	startDnsmasqIn(t, h.host, server, "www.lab.test.", "--local=/lab.test/", "--host-record=www.lab.test,"+web.String())
+
+	want := stack.DNSConfig{Servers: []netip.AddrPort{netip.AddrPortFrom(server, 53)}, Search: []string{"lab.test"}}
+	waitFor(t, "the advertised DNS server and domain to reach the resolver", 20*time.Second, func() bool {
+		d := h.stack.DNS()
+		return slices.Equal(d.Servers, want.Servers) && slices.Equal(d.Search, want.Search)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	addrs, err := h.stack.LookupNetIP(ctx, "ip6", "www")
+	if err != nil || !slices.Equal(addrs, []netip.Addr{web}) {
+		t.Fatalf("LookupNetIP(www) = %v, %v; want %v (www.lab.test from the advertised server)", addrs, err, web)
+	}
+
+	// A server named by hand replaces the advertised ones.
+	byHand := stack.DNSConfig{Servers: []netip.AddrPort{netip.MustParseAddrPort("[fd00:98::99]:53")}}
+	if err := h.stack.SetDNS(byHand); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.stack.DNS(); !slices.Equal(d.Servers, byHand.Servers) || len(d.Search) != 0 {
+		t.Errorf("with a server set by hand, DNS() = %+v, want %+v", d, byHand)
 	}
 }
 

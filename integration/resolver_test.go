@@ -31,13 +31,22 @@ const manyAddrs = 100
 // truncated over UDP) and nothing else, and asks no one else.
 func startNamespaceDnsmasq(t *testing.T, h *host) {
 	t.Helper()
-	args := []string{"--keep-in-foreground", "--conf-file=/dev/null",
-		"--no-resolv", "--no-hosts", "--listen-address=" + kernelAddr.Addr().String(), "--bind-interfaces",
-		"--pid-file=", "--log-facility=-", "--log-queries", "--local=/lan/",
+	records := []string{"--local=/lan/",
 		"--host-record=host.lan," + gonetAddr.Addr().String(), "--host-record=kernel.lan," + kernelAddr.Addr().String(), "--srv-host=_echo._tcp.lan,host.lan,7"}
 	for i := range manyAddrs {
-		args = append(args, "--host-record=many.lan,10.98.0."+strconv.Itoa(i+1))
+		records = append(records, "--host-record=many.lan,10.98.0."+strconv.Itoa(i+1))
 	}
+	startDnsmasqIn(t, h, kernelAddr.Addr(), "host.lan.", records...)
+}
+
+// startDnsmasqIn runs dnsmasq in h's namespace on the address listen, with
+// the records of args, until the test ends; it asks no one else. It
+// returns once dnsmasq answers for probe.
+func startDnsmasqIn(t *testing.T, h *host, listen netip.Addr, probe string, args ...string) {
+	t.Helper()
+	args = append([]string{"--keep-in-foreground", "--conf-file=/dev/null",
+		"--no-resolv", "--no-hosts", "--listen-address=" + listen.String(), "--bind-interfaces",
+		"--pid-file=", "--log-facility=-", "--log-queries"}, args...)
 	var out bytes.Buffer
 	cmd := h.ns.Command(context.Background(), "dnsmasq", args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -55,13 +64,13 @@ func startNamespaceDnsmasq(t *testing.T, h *host) {
 	})
 	// Ready when it answers; its output is read only once it has exited.
 	q := new(mdns.Msg)
-	q.SetQuestion("host.lan.", mdns.TypeA)
+	q.SetQuestion(probe, mdns.TypeA)
 	raw, err := q.Pack()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c, err := h.ns.DialUDP(net.JoinHostPort(kernelAddr.Addr().String(), "53"))
+		c, err := h.ns.DialUDP(net.JoinHostPort(listen.String(), "53"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +82,7 @@ func startNamespaceDnsmasq(t *testing.T, h *host) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("dnsmasq does not answer on %v:53: %v", kernelAddr.Addr(), err)
+			t.Fatalf("dnsmasq does not answer on %v:53: %v", listen, err)
 		}
 	}
 }

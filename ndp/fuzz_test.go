@@ -20,6 +20,11 @@ func FuzzHandle(f *testing.F) {
 	f.Add(seed(wire.ICMPv6NeighborSolicitation, append(make([]byte, 4), target...)), uint8(0), uint8(255))
 	f.Add(seed(wire.ICMPv6NeighborAdvertisement, append([]byte{0x60, 0, 0, 0}, target...)), uint8(1), uint8(255))
 	f.Add(seed(wire.ICMPv6RouterAdvertisement, []byte{64, 0, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0, 3, 4, 64, 0xc0, 0, 0, 0, 100, 0, 0, 0, 50, 0, 0, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}), uint8(2), uint8(255))
+	// An RA with an RDNSS option naming 2001:db8::53 and a DNSSL option
+	// naming lab.test.
+	f.Add(seed(wire.ICMPv6RouterAdvertisement, []byte{64, 0, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0,
+		25, 3, 0, 0, 0, 0, 0, 60, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x53,
+		31, 3, 0, 0, 0, 0, 0, 60, 3, 'l', 'a', 'b', 4, 't', 'e', 's', 't', 0, 0, 0, 0, 0, 0, 0}), uint8(2), uint8(255))
 	f.Add(seed(wire.ICMPv6Redirect, make([]byte, 36)), uint8(2), uint8(255))
 	f.Add(seed(wire.ICMPv6MLDQuery, make([]byte, 24)), uint8(2), uint8(1))
 	f.Add(seed(wire.ICMPv6RouterSolicitation, []byte{0, 0, 0, 0, 1, 0}), uint8(3), uint8(255))

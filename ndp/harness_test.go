@@ -303,6 +303,8 @@ type fakeHost struct {
 	nextHop     map[netip.Addr]netip.Addr
 	redirects   map[netip.Addr]netip.Addr
 	unreachable []netip.Addr
+	dns         ndp.DNS
+	dnsCalls    int
 }
 
 func newFakeHost() *fakeHost {
@@ -376,6 +378,13 @@ func (f *fakeHost) Redirect(dst, target netip.Addr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.redirects[dst] = target
+}
+
+func (f *fakeHost) SetDNS(d ndp.DNS) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dns = d
+	f.dnsCalls++
 }
 
 func (f *fakeHost) Unreachable(nextHop netip.Addr, pkt *buffer.Packet) {

@@ -18,8 +18,9 @@
 // lock of ndp's is held while it is done.
 //
 // What ndp learns (addresses and their states, on-link prefixes, default
-// routers, the link MTU, the hop limit) it tells the IPv6 layer through the
-// Host interface, which is all it knows of that layer.
+// routers, the link MTU, the hop limit, and the DNS servers and search
+// domains routers advertise) it tells the IPv6 layer through the Host
+// interface, which is all it knows of that layer.
 package ndp
 
 import (
@@ -103,6 +104,12 @@ type Config struct {
 	// otherwise grow them with advertisements without end (RFC 4861
 	// section 11.1, RFC 6583 section 4).
 	MaxAddresses, MaxRouters, MaxPrefixes int
+	// MaxDNSServers bounds the DNS Server List that advertisements'
+	// RDNSS options fill (3, as many as a resolv.conf names) and
+	// MaxDNSSearch the DNS Search List of their DNSSL options (6, as
+	// glibc's); RFC 8106 section 5.3.1 asks for "a sufficient number
+	// (e.g., three)".
+	MaxDNSServers, MaxDNSSearch int
 }
 
 func (c *Config) setDefaults() {
@@ -115,6 +122,8 @@ func (c *Config) setDefaults() {
 	c.MaxAddresses = cmp.Or(c.MaxAddresses, 16)
 	c.MaxRouters = cmp.Or(c.MaxRouters, 16)
 	c.MaxPrefixes = cmp.Or(c.MaxPrefixes, 64)
+	c.MaxDNSServers = cmp.Or(c.MaxDNSServers, 3)
+	c.MaxDNSSearch = cmp.Or(c.MaxDNSSearch, 6)
 }
 
 // AddrState is the state of one of our addresses (RFC 4862 section 2).
@@ -181,6 +190,10 @@ type Host interface {
 	// through target (RFC 4861 section 8.3); target == dst means dst is
 	// on-link.
 	Redirect(dst, target netip.Addr)
+	// SetDNS gives the DNS servers and search domains routers
+	// advertise (RFC 8106), whenever they change; empty lists when the
+	// last has expired.
+	SetDNS(dns DNS)
 	// Unreachable takes a datagram that was waiting on a resolution that
 	// failed, to answer with ICMPv6 destination unreachable, code 3
 	// (RFC 4861 section 7.2.2). It owns pkt: it must release it.
@@ -241,6 +254,10 @@ type Stats struct {
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime
 	PrefixesIgnored stats.Counter // prefix options RFC 4862 section 5.5.3 or RFC 4861 section 6.3.4 ignores
 	ListsFull       stats.Counter // an address, router or prefix not added: its list at its bound
+
+	// DNS from advertisements (RFC 8106).
+	DNSOptionsIgnored stats.Counter // RDNSS or DNSSL options discarded by section 5.3.1's checks
+	DNSReplaced       stats.Counter // servers or domains dropped from a full list for newer ones
 }
 
 // Protocol is neighbour discovery on one NIC.
@@ -261,18 +278,20 @@ type Protocol struct {
 	// mu guards everything below but out, which has its own lock. Work
 	// that must not run under mu (calls into Host, sends) is queued with
 	// later, and handed by unlock to the announcer.
-	mu        sync.Mutex
-	closed    bool
-	pending   []func()
-	out       announcer
-	cache     map[netip.Addr]*neighbor
-	resolving int
-	params    params
-	addrs     map[netip.Addr]*address
-	routers   map[netip.Addr]*router
-	onLink    map[netip.Prefix]*onLinkPrefix
-	mld       mld
-	adv       *advertiser // set once the interface advertises (advertise.go)
+	mu         sync.Mutex
+	closed     bool
+	pending    []func()
+	out        announcer
+	cache      map[netip.Addr]*neighbor
+	resolving  int
+	params     params
+	addrs      map[netip.Addr]*address
+	routers    map[netip.Addr]*router
+	onLink     map[netip.Prefix]*onLinkPrefix
+	dnsServers dnsList[netip.Addr] // dns.go
+	dnsSearch  dnsList[string]
+	mld        mld
+	adv        *advertiser // set once the interface advertises (advertise.go)
 
 	isRouter atomic.Bool // the interface advertises: NAs carry the Router flag
 
@@ -348,6 +367,8 @@ func (p *Protocol) Close() {
 		for _, o := range p.onLink {
 			o.timer.Stop()
 		}
+		p.dnsServers.stop()
+		p.dnsSearch.stop()
 		p.mld.stop()
 		p.mu.Unlock()
 		close(p.done)

@@ -93,6 +93,7 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 	if rt := time.Duration(ra.RetransTimer()) * time.Millisecond; rt != 0 {
 		p.params.retrans = rt
 	}
+	dnsChanged := false
 	for opts := ra.Options(); len(opts) > 0; {
 		var o wire.NDOption
 		o, opts = opts.Next()
@@ -121,7 +122,14 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 			if pi, ok := o.PrefixInfo(); ok {
 				p.prefixInfoLocked(pi)
 			}
+		case wire.NDOptRDNSS:
+			dnsChanged = p.rdnssLocked(o) || dnsChanged
+		case wire.NDOptDNSSL:
+			dnsChanged = p.dnsslLocked(o) || dnsChanged
 		}
+	}
+	if dnsChanged {
+		p.dnsChangedLocked() // once for all the advertisement's DNS options
 	}
 	if n := p.cache[cacheKey(src)]; n != nil {
 		n.router = true

@@ -145,6 +145,18 @@ func (h linkHost) Redirect(dst, target netip.Addr) {
 	}
 }
 
+// SetDNS gives the resolver the servers and search domains the NIC's
+// routers advertise (RFC 8106), beside what a DHCP lease gave.
+func (h linkHost) SetDNS(d ndp.DNS) {
+	cfg := DNSConfig{Search: d.Search}
+	for _, a := range d.Servers {
+		cfg.Servers = append(cfg.Servers, netip.AddrPortFrom(a, 53))
+	}
+	if err := h.s.SetLearnedDNS(DNSOrigin{DNSFromRouterAdvertisements, h.iface.Name()}, cfg); err != nil {
+		h.s.env.Log.Warn("advertised DNS servers not taken", "nic", h.iface.Name(), "err", err)
+	}
+}
+
 // Unreachable takes a datagram whose next hop did not answer neighbour
 // solicitation, and answers it as RFC 4861 section 7.2.2 says: ICMPv6
 // destination unreachable, code 3 (address unreachable), to its source

@@ -1,9 +1,11 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -14,11 +16,12 @@ import (
 
 // Names: the stack resolves them with the standard library's DNS client
 // (net.Resolver with PreferGo), whose queries travel over GoNet to the
-// servers GoNet was given (SetDNS: by the daemon's flags or a DHCP lease),
-// never to the host's. Go's resolver takes its options, its search list
-// and its static entries (/etc/hosts) from the host; the stack's own
-// lookups (LookupNetIP, DialContext with a name, LookupAddr) answer from
-// GoNet's static table first (hosts.go), then apply GoNet's search list
+// servers GoNet was given (SetDNS: by the daemon's flags) or learned
+// (SetLearnedDNS: from a DHCP lease or routers' advertisements), never to
+// the host's. Go's resolver takes its options, its search list and its
+// static entries (/etc/hosts) from the host; the stack's own lookups
+// (LookupNetIP, DialContext with a name, LookupAddr) answer from GoNet's
+// static table first (hosts.go), then apply GoNet's search list
 // themselves, as RFC 1123 section 6.1.4.3 and resolv.conf's ndots:1 have
 // it, ask Go's resolver for absolute names only, to which the host's
 // search list does not apply, and drop what it answers from the host's
@@ -35,26 +38,54 @@ type DNSConfig struct {
 	Search []string
 }
 
+// DNSOrigin names what configured DNS on a NIC, for SetLearnedDNS.
+type DNSOrigin struct {
+	Protocol DNSProtocol
+	NIC      string
+}
+
+// DNSProtocol is a protocol that configures DNS.
+type DNSProtocol uint8
+
+// The protocols, in the order their servers and domains are used.
+const (
+	// DNSFromDHCP is a DHCP lease's (RFC 2132 options 6 and 15, RFC
+	// 3397's option 119).
+	DNSFromDHCP DNSProtocol = iota + 1
+	// DNSFromRouterAdvertisements is what routers advertise (RFC 8106's
+	// RDNSS and DNSSL options).
+	DNSFromRouterAdvertisements
+)
+
+func (p DNSProtocol) String() string {
+	switch p {
+	case DNSFromDHCP:
+		return "dhcp"
+	case DNSFromRouterAdvertisements:
+		return "router advertisements"
+	}
+	return fmt.Sprintf("DNSProtocol(%d)", uint8(p))
+}
+
 // resolverState is the stack's DNS configuration, which server is
 // current, and the static host table (hosts.go).
 type resolverState struct {
 	mu      sync.Mutex
-	cfg     DNSConfig
-	current int // index in cfg.Servers of the server queries go to
+	byHand  DNSConfig               // SetDNS's
+	learned map[DNSOrigin]DNSConfig // SetLearnedDNS's
+	cfg     DNSConfig               // what the resolver uses: byHand, or else learned's merged
+	current int                     // index in cfg.Servers of the server queries go to
 	hosts   hostTable
 }
 
-// SetDNS sets the servers and search list the stack's resolver uses.
+// SetDNS sets the servers and search list the stack's resolver uses, by
+// hand: while either is set, they alone are used, and what protocols
+// learned (SetLearnedDNS) waits. An empty cfg hands the resolver back to
+// them.
 func (s *Stack) SetDNS(cfg DNSConfig) error {
-	servers := make([]netip.AddrPort, 0, len(cfg.Servers))
-	for _, a := range cfg.Servers {
-		if !a.Addr().IsValid() || a.Addr().IsUnspecified() || a.Addr().IsMulticast() {
-			return fmt.Errorf("stack: DNS server %v: not a unicast address", a)
-		}
-		if a.Port() == 0 {
-			a = netip.AddrPortFrom(a.Addr(), 53)
-		}
-		servers = append(servers, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	servers, err := checkServers(cfg.Servers)
+	if err != nil {
+		return err
 	}
 	search := make([]string, 0, len(cfg.Search))
 	for _, d := range cfg.Search {
@@ -65,11 +96,92 @@ func (s *Stack) SetDNS(cfg DNSConfig) error {
 		search = append(search, d)
 	}
 	s.dns.mu.Lock()
-	s.dns.cfg = DNSConfig{Servers: servers, Search: search}
-	s.dns.current = 0
+	s.dns.byHand = DNSConfig{Servers: servers, Search: search}
+	s.applyDNSLocked("by hand")
 	s.dns.mu.Unlock()
-	s.env.Log.Info("DNS set", "servers", fmt.Sprint(servers), "search", strings.Join(search, " "))
 	return nil
+}
+
+// SetLearnedDNS sets the servers and search list a protocol learned on a
+// NIC; an empty cfg forgets them. Unless SetDNS set some by hand, the
+// resolver uses every protocol's on every NIC: a DHCP lease's before what
+// routers advertised (RFC 8106 section 5.3.1: a host "SHOULD keep some DNS
+// options from all sources"), each NIC's in the order of their names, so
+// that the same network gives the same list whichever answered first;
+// the same server or domain once. A search domain the resolver cannot
+// use is left out, and logged; the rest is kept.
+func (s *Stack) SetLearnedDNS(from DNSOrigin, cfg DNSConfig) error {
+	servers, err := checkServers(cfg.Servers)
+	if err != nil {
+		return err
+	}
+	search := make([]string, 0, len(cfg.Search))
+	for _, d := range cfg.Search {
+		if d = strings.Trim(d, "."); d != "" && validName(d) {
+			search = append(search, strings.ToLower(d))
+		} else {
+			s.env.Log.Warn("DNS search domain left out: not a domain name", "from", from.Protocol.String(), "nic", from.NIC, "domain", d)
+		}
+	}
+	s.dns.mu.Lock()
+	defer s.dns.mu.Unlock()
+	if len(servers) == 0 && len(search) == 0 {
+		delete(s.dns.learned, from)
+	} else {
+		if s.dns.learned == nil {
+			s.dns.learned = map[DNSOrigin]DNSConfig{}
+		}
+		s.dns.learned[from] = DNSConfig{Servers: servers, Search: search}
+	}
+	s.applyDNSLocked(from.Protocol.String() + " on " + from.NIC)
+	return nil
+}
+
+// checkServers checks that every server is a unicast address, and gives
+// port 53 to those without one.
+func checkServers(in []netip.AddrPort) ([]netip.AddrPort, error) {
+	servers := make([]netip.AddrPort, 0, len(in))
+	for _, a := range in {
+		if !a.Addr().IsValid() || a.Addr().IsUnspecified() || a.Addr().IsMulticast() {
+			return nil, fmt.Errorf("stack: DNS server %v: not a unicast address", a)
+		}
+		if a.Port() == 0 {
+			a = netip.AddrPortFrom(a.Addr(), 53)
+		}
+		servers = append(servers, netip.AddrPortFrom(a.Addr().Unmap(), a.Port()))
+	}
+	return servers, nil
+}
+
+// applyDNSLocked works out the configuration the resolver uses, after a
+// change by why; the first server is current again when it changed.
+func (s *Stack) applyDNSLocked(why string) {
+	cfg := s.dns.byHand
+	if len(cfg.Servers) == 0 && len(cfg.Search) == 0 {
+		origins := slices.SortedFunc(maps.Keys(s.dns.learned), func(a, b DNSOrigin) int {
+			return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), strings.Compare(a.NIC, b.NIC))
+		})
+		cfg = DNSConfig{}
+		for _, o := range origins {
+			l := s.dns.learned[o]
+			for _, a := range l.Servers {
+				if !slices.Contains(cfg.Servers, a) {
+					cfg.Servers = append(cfg.Servers, a)
+				}
+			}
+			for _, d := range l.Search {
+				if !slices.Contains(cfg.Search, d) {
+					cfg.Search = append(cfg.Search, d)
+				}
+			}
+		}
+	}
+	if slices.Equal(cfg.Servers, s.dns.cfg.Servers) && slices.Equal(cfg.Search, s.dns.cfg.Search) {
+		return
+	}
+	s.dns.cfg = cfg
+	s.dns.current = 0
+	s.env.Log.Info("DNS set", "by", why, "servers", fmt.Sprint(cfg.Servers), "search", strings.Join(cfg.Search, " "))
 }
 
 // DNS returns the stack's DNS configuration.
@@ -80,7 +192,7 @@ func (s *Stack) DNS() DNSConfig {
 }
 
 // errNoDNS is the lookup error of a stack without DNS servers.
-var errNoDNS = errors.New("no DNS servers configured (stack.SetDNS, gonet -dns, or a DHCP lease)")
+var errNoDNS = errors.New("no DNS servers configured (stack.SetDNS, gonet -dns, a DHCP lease, or routers' advertisements)")
 
 // Resolver returns a resolver whose queries go over the stack to its DNS
 // servers: over UDP, and over TCP when an answer comes truncated, as Go's

@@ -289,6 +289,61 @@ func TestSetDNSRefusesBadServersAndDomains(t *testing.T) {
 	}
 }
 
+// TestLearnedDNSMergesAndHandConfigWins pins the order the resolver takes
+// servers and domains in: by hand alone while set; otherwise every lease's
+// and every NIC's advertisements', DHCP's first, each once.
+func TestLearnedDNSMergesAndHandConfigWins(t *testing.T) {
+	a, _ := stacktest.Pair(t, stacktest.Options{})
+	ap := netip.MustParseAddrPort
+	ra := func(nic string) stack.DNSOrigin {
+		return stack.DNSOrigin{Protocol: stack.DNSFromRouterAdvertisements, NIC: nic}
+	}
+	dhcp := stack.DNSOrigin{Protocol: stack.DNSFromDHCP, NIC: "eth1"}
+	steps := []struct {
+		name    string
+		set     func() error
+		servers []string
+		search  []string
+	}{
+		{"advertised on eth1", func() error {
+			return a.SetLearnedDNS(ra("eth1"), stack.DNSConfig{Servers: []netip.AddrPort{ap("[2001:db8::53]:53"), ap("[fe80::1%eth1]:53")},
+				Search: []string{"Example.COM", "bad domain"}})
+		}, []string{"[2001:db8::53]:53", "[fe80::1%eth1]:53"}, []string{"example.com"}},
+		{"a lease on eth1 comes first", func() error {
+			return a.SetLearnedDNS(dhcp, stack.DNSConfig{Servers: []netip.AddrPort{ap("10.0.0.53:0"), ap("[2001:db8::53]:53")}, Search: []string{"lan", "example.com"}})
+		}, []string{"10.0.0.53:53", "[2001:db8::53]:53", "[fe80::1%eth1]:53"}, []string{"lan", "example.com"}},
+		{"advertised on eth0 too, before eth1's advertisements, after the lease", func() error {
+			return a.SetLearnedDNS(ra("eth0"), stack.DNSConfig{Servers: []netip.AddrPort{ap("[2001:db8::99]:53")}})
+		}, []string{"10.0.0.53:53", "[2001:db8::53]:53", "[2001:db8::99]:53", "[fe80::1%eth1]:53"}, []string{"lan", "example.com"}},
+		{"by hand, alone", func() error {
+			return a.SetDNS(stack.DNSConfig{Search: []string{"home"}})
+		}, nil, []string{"home"}},
+		{"by hand cleared: the learned again", func() error { return a.SetDNS(stack.DNSConfig{}) },
+			[]string{"10.0.0.53:53", "[2001:db8::53]:53", "[2001:db8::99]:53", "[fe80::1%eth1]:53"}, []string{"lan", "example.com"}},
+		{"the lease ends", func() error { return a.SetLearnedDNS(dhcp, stack.DNSConfig{}) },
+			[]string{"[2001:db8::99]:53", "[2001:db8::53]:53", "[fe80::1%eth1]:53"}, []string{"example.com"}},
+		{"a multicast server is refused, the rest kept", func() error {
+			if err := a.SetLearnedDNS(ra("eth0"), stack.DNSConfig{Servers: []netip.AddrPort{ap("[ff02::1]:53")}}); err == nil {
+				return errors.New("accepted")
+			}
+			return nil
+		}, []string{"[2001:db8::99]:53", "[2001:db8::53]:53", "[fe80::1%eth1]:53"}, []string{"example.com"}},
+	}
+	for _, st := range steps {
+		if err := st.set(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		got := a.DNS()
+		var servers []string
+		for _, s := range got.Servers {
+			servers = append(servers, s.String())
+		}
+		if !slices.Equal(servers, st.servers) || !slices.Equal(got.Search, st.search) {
+			t.Errorf("%s: DNS() = %q %q, want %q %q", st.name, servers, got.Search, st.servers, st.search)
+		}
+	}
+}
+
 // serveDNSWith answers every UDP query on s's port 53 with the datagrams
 // replies makes of it, in order.
 func serveDNSWith(t *testing.T, s *stack.Stack, replies func(query []byte) [][]byte) {

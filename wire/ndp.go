@@ -1,6 +1,9 @@
 package wire
 
-import "net/netip"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Neighbour discovery messages (RFC 4861 section 4) are ICMPv6 messages: the
 // views below are of the whole message, ICMPv6 header first, and their
@@ -303,6 +306,7 @@ const (
 	NDOptRedirectedHeader = 4
 	NDOptMTU              = 5
 	NDOptRDNSS            = 25 // Recursive DNS Server (RFC 8106 section 5.1)
+	NDOptDNSSL            = 31 // DNS Search List (RFC 8106 section 5.2)
 )
 
 // ND option layout (RFC 4861 section 4.6): type, length in units of 8
@@ -518,16 +522,111 @@ func EncodeNDRDNSS(b []byte, lifetime uint32, servers []netip.Addr) {
 }
 
 // RDNSS returns the lifetime and servers of a Recursive DNS Server option;
-// false for another option or one too short to name a server (RFC 8106
-// section 5.1: "The minimum value is 3").
+// false for another option, or one whose length is not a unit and two per
+// server (RFC 8106 section 5.3.1: the Length "is greater than or equal to
+// the minimum value (3) and satisfies the requirement that (Length - 1) %
+// 2 == 0").
 func (p NDOption) RDNSS() (lifetime uint32, servers []netip.Addr, ok bool) {
-	if p.Type() != NDOptRDNSS || len(p) < NDRDNSSLen(1) {
+	if p.Type() != NDOptRDNSS || len(p) < NDRDNSSLen(1) || (len(p)-ndRDNSSAddrs)%16 != 0 {
 		return 0, nil, false
 	}
 	for off := ndRDNSSAddrs; off+16 <= len(p); off += 16 {
 		servers = append(servers, addr16(p, off))
 	}
 	return be.Uint32(p[ndRDNSSLifetime : ndRDNSSLifetime+4]), servers, true
+}
+
+// DNS Search List option layout (RFC 8106 section 5.2): two reserved
+// bytes, the lifetime in seconds, then the domain names, each as a DNS
+// message has it (RFC 1035 section 3.1) but never compressed, and zeros
+// to the next multiple of 8 octets.
+const (
+	ndDNSSLReserved = 2 // 2 bytes
+	ndDNSSLLifetime = 4 // seconds, 4 bytes
+	ndDNSSLNames    = 8
+
+	// maxDomainLen bounds a domain name's encoding, its labels' length
+	// bytes and the root's zero included (RFC 1035 section 3.1).
+	maxDomainLen = 255
+	maxLabelLen  = 63
+)
+
+// NDDNSSLLen returns the length of a DNS Search List option naming
+// domains, which are dotted names without the trailing dot.
+func NDDNSSLLen(domains []string) int {
+	n := ndDNSSLNames
+	for _, d := range domains {
+		n += len(d) + 2 // a length byte per label stands for each dot, plus the first's and the root's
+	}
+	return (n + NDOptUnit - 1) / NDOptUnit * NDOptUnit
+}
+
+// EncodeNDDNSSL writes a DNS Search List option (RFC 8106 section 5.2)
+// naming domains, valid for lifetime seconds, into b[:NDDNSSLLen(domains)].
+// Each domain is a dotted name whose labels are 1 to 63 bytes.
+func EncodeNDDNSSL(b []byte, lifetime uint32, domains []string) {
+	n := NDDNSSLLen(domains)
+	b[ndOptType], b[ndOptLength] = NDOptDNSSL, uint8(n/NDOptUnit)
+	b[ndDNSSLReserved], b[ndDNSSLReserved+1] = 0, 0
+	be.PutUint32(b[ndDNSSLLifetime:ndDNSSLLifetime+4], lifetime)
+	off := ndDNSSLNames
+	for _, d := range domains {
+		for label := range strings.SplitSeq(d, ".") {
+			b[off] = uint8(len(label))
+			off += 1 + copy(b[off+1:], label)
+		}
+		b[off] = 0
+		off++
+	}
+	clear(b[off:n])
+}
+
+// DNSSL returns the lifetime and domains of a DNS Search List option, each
+// a dotted name without the trailing dot; false for another option, or one
+// that names no domain, or one with a name that is compressed, too long,
+// has a dot in a label, or runs into the padding (RFC 8106 section 5.3.1:
+// such an option "MUST" be discarded). A label's bytes are as sent: whether they make a host
+// name is the resolver's to judge.
+func (p NDOption) DNSSL() (lifetime uint32, domains []string, ok bool) {
+	if p.Type() != NDOptDNSSL || len(p) < 2*NDOptUnit {
+		return 0, nil, false
+	}
+	b := p[ndDNSSLNames:]
+	for len(b) > 0 && b[0] != 0 { // a zero where a name would start is the padding
+		var name []byte
+		enc := 1 // the root's zero
+		for {
+			if len(b) == 0 {
+				return 0, nil, false // ran off the end: no root label
+			}
+			l := int(b[0])
+			if l == 0 {
+				b = b[1:]
+				break
+			}
+			// A length of 64 or more is a compression pointer's
+			// bits or a reserved form, neither allowed here.
+			enc += 1 + l
+			if l > maxLabelLen || 1+l > len(b) || enc > maxDomainLen || strings.IndexByte(string(b[1:1+l]), '.') >= 0 {
+				return 0, nil, false // a dot inside a label could not be told from one between labels
+			}
+			if len(name) > 0 {
+				name = append(name, '.')
+			}
+			name = append(name, b[1:1+l]...)
+			b = b[1+l:]
+		}
+		domains = append(domains, string(name))
+	}
+	for _, c := range b {
+		if c != 0 {
+			return 0, nil, false // "padded with zeros": anything else is not a name list
+		}
+	}
+	if len(domains) == 0 {
+		return 0, nil, false
+	}
+	return be.Uint32(p[ndDNSSLLifetime : ndDNSSLLifetime+4]), domains, true
 }
 
 // NDRedirectedHeaderLen returns the length of a Redirected Header option

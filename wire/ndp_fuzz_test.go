@@ -71,6 +71,20 @@ func checkNDOptionRoundTrip(t *testing.T, o wire.NDOption) {
 			t.Fatalf("prefix information option %x encodes as %x", []byte(o), re)
 		}
 	}
+	if life, servers, ok := o.RDNSS(); ok {
+		wire.EncodeNDRDNSS(re, life, servers)
+		if !bytes.Equal(re[:2], o[:2]) || !bytes.Equal(re[4:], o[4:]) {
+			t.Fatalf("RDNSS option %x encodes as %x", []byte(o), re)
+		}
+	}
+	// A DNSSL option padded past the next multiple of 8 octets is read,
+	// but encodes shorter.
+	if life, domains, ok := o.DNSSL(); ok && wire.NDDNSSLLen(domains) == o.Len() {
+		wire.EncodeNDDNSSL(re, life, domains)
+		if !bytes.Equal(re[:2], o[:2]) || !bytes.Equal(re[4:], o[4:]) {
+			t.Fatalf("DNSSL option %x (%q) encodes as %x", []byte(o), domains, re)
+		}
+	}
 	if pkt, ok := o.RedirectedHeader(); ok {
 		wire.EncodeNDRedirectedHeader(re, pkt)
 		if !bytes.Equal(re[:2], o[:2]) || !bytes.Equal(re[8:], o[8:]) {

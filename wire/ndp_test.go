@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gopacket/gopacket"
@@ -59,6 +60,23 @@ func rdnssOpt(lifetime uint32, servers ...netip.Addr) ndOpt {
 	}
 	return ndOpt{wire.NDRDNSSLen(len(servers)), func(b []byte) { wire.EncodeNDRDNSS(b, lifetime, servers) },
 		layers.ICMPv6Option{Type: wire.NDOptRDNSS, Data: d}}
+}
+
+// dnsslOpt builds the option's data by hand, label by label, as RFC 8106
+// section 5.2 lays it out, for gopacket to carry as it is.
+func dnsslOpt(lifetime uint32, domains ...string) ndOpt {
+	d := binary.BigEndian.AppendUint32([]byte{0, 0}, lifetime)
+	for _, name := range domains {
+		for _, label := range strings.Split(name, ".") {
+			d = append(append(d, byte(len(label))), label...)
+		}
+		d = append(d, 0)
+	}
+	for (len(d)+2)%8 != 0 {
+		d = append(d, 0)
+	}
+	return ndOpt{len(d) + 2, func(b []byte) { wire.EncodeNDDNSSL(b, lifetime, domains) },
+		layers.ICMPv6Option{Type: wire.NDOptDNSSL, Data: d}}
 }
 
 func redirHdrOpt(pkt []byte) ndOpt {
@@ -253,6 +271,8 @@ var ndCases = []ndCase{
 	redirectCase("redirect to the destination itself", dstIP6, dstIP6),
 	raCase("router advertisement, SLAAC and two DNS servers", wire.RouterAdvertisementFields{CurHopLimit: 64, RouterLifetime: 1800}, 0, slla(dstMAC),
 		prefixOpt(prefix), rdnssOpt(1800, addr("fd00::3"), addr("2001:db8::53"))),
+	raCase("router advertisement with a DNS search list", wire.RouterAdvertisementFields{RouterLifetime: 1800}, 0,
+		rdnssOpt(wire.NDInfiniteLifetime, addr("fe80::1")), dnsslOpt(600, "example.com", "lab.example.org"), dnsslOpt(0, "x")),
 }
 
 // build writes c with wire: fixed part, options, checksum.
@@ -495,5 +515,76 @@ func TestNDRDNSSReadsWhatItEncodes(t *testing.T) {
 	}
 	if _, _, ok := wire.NDOption(b[:8]).RDNSS(); ok {
 		t.Error("RDNSS() of an option naming no server succeeded; RFC 8106 5.1's minimum length is 3")
+	}
+}
+
+func TestNDDNSSLReadsWhatItEncodes(t *testing.T) {
+	for _, domains := range [][]string{
+		{"example.com"},
+		{"a", "b.c", "lab.example.org"},
+		{strings.Repeat("x", 63) + ".test"}, // the longest label
+		{strings.Repeat(strings.Repeat("x", 62)+".", 3) + strings.Repeat("y", 61)}, // 255 bytes encoded, the longest name
+	} {
+		b := make([]byte, wire.NDDNSSLLen(domains))
+		wire.EncodeNDDNSSL(b, 1200, domains)
+		opts, ok := wire.ParseNDOptions(b)
+		if !ok || len(b)%wire.NDOptUnit != 0 {
+			t.Fatalf("ParseNDOptions(%x) failed", b)
+		}
+		o, _ := opts.Next()
+		life, got, ok := o.DNSSL()
+		if !ok || life != 1200 || !slices.Equal(got, domains) {
+			t.Errorf("DNSSL() = %d, %q, %v; want 1200, %q, true", life, got, ok, domains)
+		}
+	}
+}
+
+// TestNDDNSOptionsMalformedAreRefused pins RFC 8106 section 5.3.1's
+// validity checks: an option that fails them is discarded whole.
+func TestNDDNSOptionsMalformedAreRefused(t *testing.T) {
+	unit := func(typ uint8, body ...byte) wire.NDOption {
+		b := append([]byte{typ, 0, 0, 0, 0, 0, 0x0e, 0x10}, body...)
+		for len(b)%8 != 0 {
+			b = append(b, 0)
+		}
+		b[1] = byte(len(b) / 8)
+		return wire.NDOption(b)
+	}
+	server := netip.MustParseAddr("2001:db8::53").AsSlice()
+	tests := []struct {
+		name string
+		o    wire.NDOption
+		ok   bool
+	}{
+		{"RDNSS with one server", unit(wire.NDOptRDNSS, server...), true},
+		{"RDNSS with no server (length 1)", unit(wire.NDOptRDNSS), false},
+		{"RDNSS of even length 4: a server and half of another", unit(wire.NDOptRDNSS, append(server, make([]byte, 8)...)...), false},
+		{"DNSSL with one name", unit(wire.NDOptDNSSL, 3, 'l', 'a', 'b', 0), true},
+		{"DNSSL of padding alone", unit(wire.NDOptDNSSL, 0, 0, 0), false},
+		{"DNSSL whose name runs into the end", unit(wire.NDOptDNSSL, 7, 'l', 'a', 'b', 'l', 'a', 'b', 'l'), false},
+		{"DNSSL with a label longer than the option", unit(wire.NDOptDNSSL, 12, 'l', 'a', 'b'), false},
+		{"DNSSL with a dot inside a label", unit(wire.NDOptDNSSL, 3, 'a', '.', 'b', 0), false},
+		{"DNSSL with a compression pointer", unit(wire.NDOptDNSSL, 3, 'l', 'a', 'b', 0xc0, 0x08), false},
+		{"DNSSL with a label of 64 bytes", unit(wire.NDOptDNSSL, append([]byte{64}, bytes.Repeat([]byte{'x'}, 64)...)...), false},
+		{"DNSSL whose padding is not zeros", unit(wire.NDOptDNSSL, 3, 'l', 'a', 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7), false},
+		{"DNSSL of a name over 255 bytes", unit(wire.NDOptDNSSL, slices.Concat(
+			slices.Repeat(append([]byte{63}, bytes.Repeat([]byte{'x'}, 63)...), 4), []byte{0})...), false},
+		{"DNSSL too short to have a name (length 1)", wire.NDOption{wire.NDOptDNSSL, 1, 0, 0, 0, 0, 0, 1}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, ok := wire.ParseNDOptions(tt.o); !ok {
+				t.Fatalf("the option %x is not even well formed as an ND option", []byte(tt.o))
+			}
+			var ok bool
+			if tt.o.Type() == wire.NDOptRDNSS {
+				_, _, ok = tt.o.RDNSS()
+			} else {
+				_, _, ok = tt.o.DNSSL()
+			}
+			if ok != tt.ok {
+				t.Errorf("accepted = %v, want %v (option %x)", ok, tt.ok, []byte(tt.o))
+			}
+		})
 	}
 }

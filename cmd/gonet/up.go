@@ -58,8 +58,9 @@ address first. GoNet waits up to a minute for its first lease.
 
 Names are resolved over GoNet, from a static table first (-host NAME=ADDR,
 -hosts FILE in /etc/hosts's format; empty by default), then from the DNS
-servers of -dns or the lease; never from the machine's /etc/hosts, which
-names its neighbours, not GoNet's. A flag that names
+servers of -dns, or else those of the lease and those routers advertise
+(RFC 8106's RDNSS and DNSSL options, the lease's first); never from the
+machine's /etc/hosts, which names its neighbours, not GoNet's. A flag that names
 a peer takes a name where it can be resolved when needed: -gw from the
 static table alone (DNS servers off the link are reached through the
 gateway), gonet ping's DEST and gonet iperf3's -c from either; -dns takes
