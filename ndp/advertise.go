@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +57,10 @@ type RouterConfig struct {
 	// 3 * MaxRtrAdvInterval").
 	DNSServers  []netip.Addr
 	DNSLifetime time.Duration
+	// DNSSearch are advertised in a DNS Search List option (RFC 8106
+	// section 5.2) with DNSLifetime: domain names, dotted, without the
+	// trailing dot.
+	DNSSearch []string
 }
 
 // AdvPrefix is a prefix of AdvPrefixList (section 6.2.1): on-link and
@@ -122,6 +128,19 @@ func (c *RouterConfig) setDefaults(nicMTU int) error {
 		if !s.Is6() || s.Is4In6() || s.IsMulticast() || s.IsUnspecified() {
 			return fmt.Errorf("DNS server %v: not an IPv6 unicast address", s)
 		}
+	}
+	c.DNSSearch = slices.Clone(c.DNSSearch) // the caller's, trimmed below
+	for i, d := range c.DNSSearch {
+		d = strings.TrimSuffix(d, ".")
+		if len(d) == 0 || len(d) > 253 || slices.ContainsFunc(strings.Split(d, "."), func(l string) bool { return len(l) == 0 || len(l) > 63 }) {
+			return fmt.Errorf("DNS search domain %q: not a domain name of labels of 1 to 63 bytes, 253 in all", d)
+		}
+		c.DNSSearch[i] = d
+	}
+	// An option's length is a byte of 8-octet units.
+	if len(c.DNSServers) > 0 && wire.NDRDNSSLen(len(c.DNSServers)) > 255*wire.NDOptUnit ||
+		len(c.DNSSearch) > 0 && wire.NDDNSSLLen(c.DNSSearch) > 255*wire.NDOptUnit {
+		return errors.New("DNS servers or search domains: more than an option holds")
 	}
 	return nil
 }
@@ -315,12 +334,15 @@ func (p *Protocol) solicitedLocked(a *advertiser) {
 
 // routerAdvertisement builds an advertisement from src, the link-local
 // address, to all-nodes (section 6.2.3): the fixed fields, our link-layer
-// address, the MTU, each prefix and the DNS servers.
+// address, the MTU, each prefix, the DNS servers and the search domains.
 func (p *Protocol) routerAdvertisement(a *advertiser, src netip.Addr, life time.Duration) message {
 	c := &a.cfg
 	n := wire.RouterAdvertisementLen + wire.NDLinkLayerAddrLen + wire.NDMTULen + len(c.Prefixes)*wire.NDPrefixInfoLen
 	if len(c.DNSServers) > 0 {
 		n += wire.NDRDNSSLen(len(c.DNSServers))
+	}
+	if len(c.DNSSearch) > 0 {
+		n += wire.NDDNSSLLen(c.DNSSearch)
 	}
 	m := p.newMessage(src, ipv6.AllNodes, n, false)
 	b := m.icmp
@@ -345,6 +367,10 @@ func (p *Protocol) routerAdvertisement(a *advertiser, src netip.Addr, life time.
 	}
 	if len(c.DNSServers) > 0 {
 		wire.EncodeNDRDNSS(b[off:], seconds(c.DNSLifetime), c.DNSServers)
+		off += wire.NDRDNSSLen(len(c.DNSServers))
+	}
+	if len(c.DNSSearch) > 0 {
+		wire.EncodeNDDNSSL(b[off:], seconds(c.DNSLifetime), c.DNSSearch)
 	}
 	p.Stats.OutRouterAdvertisements.Inc()
 	return m

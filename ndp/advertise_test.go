@@ -3,6 +3,8 @@ package ndp_test
 import (
 	"encoding/binary"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ func newRouter(t *testing.T) *harness {
 	err := h.p.Advertise(ndp.RouterConfig{
 		Prefixes:   []ndp.AdvPrefix{{Prefix: guestPrefix}},
 		DNSServers: []netip.Addr{dnsServer},
+		DNSSearch:  []string{"lab.test."},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,9 +96,16 @@ func TestAdvertisementNamesPrefixMTUAndDNSServer(t *testing.T) {
 			if len(o.Data) != 22 || life != 1800 || srv != dnsServer {
 				t.Errorf("RDNSS %d bytes lifetime %d server %v; want one server %v for 1800 s", len(o.Data), life, srv, dnsServer)
 			}
+		case wire.NDOptDNSSL:
+			// lab.test as RFC 1035 section 3.1 has it, padded with
+			// zeros to 24 bytes with the type and length.
+			want := "\x00\x00\x00\x00\x07\x08\x03lab\x04test\x00\x00\x00\x00\x00\x00\x00"
+			if string(o.Data) != want {
+				t.Errorf("DNSSL %q, want %q (lab.test for 1800 s)", o.Data, want)
+			}
 		}
 	}
-	for _, want := range []layers.ICMPv6Opt{layers.ICMPv6OptSourceAddress, layers.ICMPv6OptMTU, layers.ICMPv6OptPrefixInfo, wire.NDOptRDNSS} {
+	for _, want := range []layers.ICMPv6Opt{layers.ICMPv6OptSourceAddress, layers.ICMPv6OptMTU, layers.ICMPv6OptPrefixInfo, wire.NDOptRDNSS, wire.NDOptDNSSL} {
 		if !seen[want] {
 			t.Errorf("RA without option %v", want)
 		}
@@ -159,13 +169,16 @@ func TestRouterTakesNothingFromOtherRoutersAdvertisements(t *testing.T) {
 
 func TestAdvertiseRefusesWhatRFC4861Forbids(t *testing.T) {
 	for name, cfg := range map[string]ndp.RouterConfig{
-		"MaxRtrAdvInterval under 4 s":     {MaxRtrAdvInterval: 3 * time.Second},
-		"MinRtrAdvInterval over 0.75 max": {MaxRtrAdvInterval: 100 * time.Second, MinRtrAdvInterval: 80 * time.Second},
-		"router lifetime over 9000 s":     {DefaultLifetime: 9001 * time.Second},
-		"link MTU under 1280":             {LinkMTU: 1000},
-		"link-local prefix":               {Prefixes: []ndp.AdvPrefix{{Prefix: netip.MustParsePrefix("fe80::/64")}}},
-		"preferred past valid":            {Prefixes: []ndp.AdvPrefix{{Prefix: guestPrefix, ValidLifetime: time.Hour, PreferredLife: 2 * time.Hour}}},
-		"multicast DNS server":            {DNSServers: []netip.Addr{ipv6.AllNodes}},
+		"MaxRtrAdvInterval under 4 s":              {MaxRtrAdvInterval: 3 * time.Second},
+		"MinRtrAdvInterval over 0.75 max":          {MaxRtrAdvInterval: 100 * time.Second, MinRtrAdvInterval: 80 * time.Second},
+		"router lifetime over 9000 s":              {DefaultLifetime: 9001 * time.Second},
+		"link MTU under 1280":                      {LinkMTU: 1000},
+		"link-local prefix":                        {Prefixes: []ndp.AdvPrefix{{Prefix: netip.MustParsePrefix("fe80::/64")}}},
+		"preferred past valid":                     {Prefixes: []ndp.AdvPrefix{{Prefix: guestPrefix, ValidLifetime: time.Hour, PreferredLife: 2 * time.Hour}}},
+		"multicast DNS server":                     {DNSServers: []netip.Addr{ipv6.AllNodes}},
+		"search domain with an empty label":        {DNSSearch: []string{"lab..test"}},
+		"search domain's label of 64 bytes":        {DNSSearch: []string{strings.Repeat("x", 64) + ".test"}},
+		"more search domains than an option holds": {DNSSearch: slices.Repeat([]string{strings.Repeat("x", 63) + ".test"}, 30)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, ndp.Config{NoDAD: true, NoRouterSolicitation: true})

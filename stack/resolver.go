@@ -137,6 +137,48 @@ func (s *Stack) SetLearnedDNS(from DNSOrigin, cfg DNSConfig) error {
 	return nil
 }
 
+// DNSSource is one source of the resolver's configuration, as DNSSources
+// lists it.
+type DNSSource struct {
+	// ByHand is SetDNS's configuration; From is the origin of the
+	// others.
+	ByHand bool
+	From   DNSOrigin
+	DNSConfig
+	// Used says whether the resolver uses it: learned ones wait while
+	// some are set by hand.
+	Used bool
+}
+
+// DNSSources returns where the resolver's configuration comes from: what
+// was set by hand, if anything, then what each protocol learned on each
+// NIC, in the order their servers and domains are used.
+func (s *Stack) DNSSources() []DNSSource {
+	s.dns.mu.Lock()
+	defer s.dns.mu.Unlock()
+	var out []DNSSource
+	byHand := len(s.dns.byHand.Servers) > 0 || len(s.dns.byHand.Search) > 0
+	if byHand {
+		out = append(out, DNSSource{ByHand: true, DNSConfig: cloneDNS(s.dns.byHand), Used: true})
+	}
+	for _, o := range s.learnedOrderLocked() {
+		out = append(out, DNSSource{From: o, DNSConfig: cloneDNS(s.dns.learned[o]), Used: !byHand})
+	}
+	return out
+}
+
+func cloneDNS(c DNSConfig) DNSConfig {
+	return DNSConfig{Servers: slices.Clone(c.Servers), Search: slices.Clone(c.Search)}
+}
+
+// learnedOrderLocked returns the origins of what was learned in the order
+// it is used: DHCP's before advertisements', then by NIC name.
+func (s *Stack) learnedOrderLocked() []DNSOrigin {
+	return slices.SortedFunc(maps.Keys(s.dns.learned), func(a, b DNSOrigin) int {
+		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), strings.Compare(a.NIC, b.NIC))
+	})
+}
+
 // checkServers checks that every server is a unicast address, and gives
 // port 53 to those without one.
 func checkServers(in []netip.AddrPort) ([]netip.AddrPort, error) {
@@ -158,11 +200,8 @@ func checkServers(in []netip.AddrPort) ([]netip.AddrPort, error) {
 func (s *Stack) applyDNSLocked(why string) {
 	cfg := s.dns.byHand
 	if len(cfg.Servers) == 0 && len(cfg.Search) == 0 {
-		origins := slices.SortedFunc(maps.Keys(s.dns.learned), func(a, b DNSOrigin) int {
-			return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), strings.Compare(a.NIC, b.NIC))
-		})
 		cfg = DNSConfig{}
-		for _, o := range origins {
+		for _, o := range s.learnedOrderLocked() {
 			l := s.dns.learned[o]
 			for _, a := range l.Servers {
 				if !slices.Contains(cfg.Servers, a) {
@@ -188,7 +227,7 @@ func (s *Stack) applyDNSLocked(why string) {
 func (s *Stack) DNS() DNSConfig {
 	s.dns.mu.Lock()
 	defer s.dns.mu.Unlock()
-	return DNSConfig{Servers: slices.Clone(s.dns.cfg.Servers), Search: slices.Clone(s.dns.cfg.Search)}
+	return cloneDNS(s.dns.cfg)
 }
 
 // errNoDNS is the lookup error of a stack without DNS servers.

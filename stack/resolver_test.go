@@ -3,6 +3,7 @@ package stack_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -341,6 +342,23 @@ func TestLearnedDNSMergesAndHandConfigWins(t *testing.T) {
 		if !slices.Equal(servers, st.servers) || !slices.Equal(got.Search, st.search) {
 			t.Errorf("%s: DNS() = %q %q, want %q %q", st.name, servers, got.Search, st.servers, st.search)
 		}
+	}
+
+	// The sources, in the order they are used, and which are.
+	if err := a.SetDNS(stack.DNSConfig{Search: []string{"home"}}); err != nil {
+		t.Fatal(err)
+	}
+	var sources []string
+	for _, src := range a.DNSSources() {
+		what := src.From.Protocol.String() + " on " + src.From.NIC
+		if src.ByHand {
+			what = "by hand"
+		}
+		sources = append(sources, fmt.Sprintf("%s %d/%d %v", what, len(src.Servers), len(src.Search), src.Used))
+	}
+	want := []string{"by hand 0/1 true", "router advertisements on eth0 1/0 false", "router advertisements on eth1 2/1 false"}
+	if !slices.Equal(sources, want) {
+		t.Errorf("DNSSources() = %q, want %q", sources, want)
 	}
 }
 

@@ -17,12 +17,13 @@ import (
 	"github.com/gonetstack/gonet/services"
 )
 
-// What a daemon's NIC holds of both families, for gonet addr and gonet
-// neigh: its addresses (IPv4's as given, IPv6's with their duplicate
-// address detection state and lifetimes, RFC 4862) and its neighbours
-// (the ARP cache, and neighbour discovery's, RFC 4861 section 7.3). gonet
-// up answers at linkPath with a linkInfo as JSON; a daemon that does not
-// (a gateway) answers 404.
+// What a daemon's NIC holds of both families, for gonet addr, gonet neigh
+// and gonet dns: its addresses (IPv4's as given, IPv6's with their
+// duplicate address detection state and lifetimes, RFC 4862), its
+// neighbours (the ARP cache, and neighbour discovery's, RFC 4861 section
+// 7.3), and its resolver's servers and domains (dnsinfo.go). gonet up
+// answers at linkPath with a linkInfo as JSON; a daemon that does not (a
+// gateway) answers 404.
 
 const linkPath = services.StatusPrefix + "link.json"
 
@@ -32,6 +33,7 @@ type linkInfo struct {
 	MAC       string      `json:"mac"`
 	Addresses []addrInfo  `json:"addresses"`
 	Neighbors []neighInfo `json:"neighbors"`
+	DNS       dnsInfo     `json:"dns"`
 }
 
 // forever is the lifetime, in seconds, of what does not expire.
@@ -102,6 +104,7 @@ func (h *host) linkInfo() linkInfo {
 			li.Neighbors = append(li.Neighbors, ni)
 		}
 	}
+	li.DNS = h.dnsInfo()
 	slices.SortFunc(li.Addresses, func(a, b addrInfo) int { return cmpAddr(a.Prefix.Addr(), b.Prefix.Addr()) })
 	slices.SortFunc(li.Neighbors, func(a, b neighInfo) int { return cmpAddr(a.Addr, b.Addr) })
 	return li
