@@ -272,3 +272,50 @@ func TestSnoopingBridgeLearnsGoNetsMembership(t *testing.T) {
 		t.Errorf("IGMP.%s.OutLeaves = %d, want the one IGMPv2 leave", h.dev, n)
 	}
 }
+
+// The IPv6 twin, over a bridge whose querier speaks MLDv1 (Linux's
+// default, mcast_mld_version 1): GoNet answers in MLDv1 compatibility mode
+// (RFC 3810 section 8.2.1), the bridge's database lists GoNet's group from
+// its MLDv1 Reports, and drops it after GoNet's Done.
+func TestSnoopingBridgeLearnsGoNetsMembershipOverMLDv1(t *testing.T) {
+	netnstest.RequireTool(t, "bridge")
+	h := newHost(t, options{})
+	br := "br" + h.dev[len(h.dev)-min(len(h.dev), 8):]
+	h.run(t, 5*time.Second, "ip", "link", "add", br, "type", "bridge",
+		"mcast_snooping", "1", "mcast_mld_version", "1",
+		"mcast_query_interval", "300", "mcast_last_member_interval", "50", "mcast_last_member_count", "2",
+		"mcast_startup_query_interval", "100", "mcast_query_response_interval", "100")
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "type", "bridge", "mcast_querier", "1")
+	h.run(t, 5*time.Second, "ip", "link", "set", h.dev, "master", br)
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "up")
+	mdb := func() string { return h.run(t, 5*time.Second, "bridge", "mdb", "show", "dev", br) }
+	counter := func(name string) int64 { return int64(h.stack.Counters()["NDP."+h.dev+"."+name]) }
+
+	group := netip.MustParseAddr("ff05::1:3")
+	c, err := h.stack.ListenMulticastUDP(netip.AddrPortFrom(netip.IPv6Unspecified(), 5405))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.JoinGroup(h.dev, group); err != nil {
+		t.Fatal(err)
+	}
+	// The bridge queries from its link-local address once that has
+	// passed DAD, every 3 s.
+	waitFor(t, "GoNet to answer the bridge's MLDv1 query in MLDv1", 20*time.Second, func() bool {
+		return counter("MLDMode") == 1 && counter("OutGroupMembResponses") > 0
+	})
+	waitFor(t, "the bridge to learn "+group.String(), 15*time.Second, func() bool {
+		out := mdb()
+		return strings.Contains(out, "port "+h.dev) && strings.Contains(out, group.String())
+	})
+	if err := c.LeaveGroup(h.dev, group); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the bridge to forget "+group.String(), 15*time.Second, func() bool {
+		return !strings.Contains(mdb(), group.String())
+	})
+	if n := counter("OutGroupMembReductions"); n != 1 {
+		t.Errorf("NDP.%s.OutGroupMembReductions = %d, want the one MLDv1 Done", h.dev, n)
+	}
+}

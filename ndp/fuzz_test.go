@@ -27,6 +27,8 @@ func FuzzHandle(f *testing.F) {
 		31, 3, 0, 0, 0, 0, 0, 60, 3, 'l', 'a', 'b', 4, 't', 'e', 's', 't', 0, 0, 0, 0, 0, 0, 0}), uint8(2), uint8(255))
 	f.Add(seed(wire.ICMPv6Redirect, make([]byte, 36)), uint8(2), uint8(255))
 	f.Add(seed(wire.ICMPv6MLDQuery, make([]byte, 24)), uint8(2), uint8(1))
+	f.Add(seed(wire.ICMPv6MLDQuery, make([]byte, 20)), uint8(2), uint8(1)) // MLDv1's
+	f.Add(seed(wire.ICMPv6MLDv1Report, append(make([]byte, 4), ipv6.SolicitedNode(stackLL).AsSlice()...)), uint8(8), uint8(1))
 	f.Add(seed(wire.ICMPv6RouterSolicitation, []byte{0, 0, 0, 0, 1, 0}), uint8(3), uint8(255))
 	srcs := []netip.Addr{peerLL, netip.IPv6Unspecified(), routerLL, netip.MustParseAddr("2001:db8::1"), ipv6.AllNodes}
 	dsts := []netip.Addr{stackLL, ipv6.SolicitedNode(stackLL), ipv6.AllNodes}

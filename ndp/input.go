@@ -52,10 +52,16 @@ func (p *Protocol) Handle(pkt *buffer.Packet, h ip.Header, reassembled bool) {
 		p.Stats.InRedirects.Inc()
 	case wire.ICMPv6MLDQuery:
 		p.Stats.InGroupMembQueries.Inc()
-	case wire.ICMPv6MLDv1Report, wire.ICMPv6MLDv2Report, wire.ICMPv6MLDv1Done:
+	case wire.ICMPv6MLDv2Report, wire.ICMPv6MLDv1Done:
 		// A host does not suppress its reports on hearing another's
-		// (RFC 3810 section 6.2 has no such rule): nothing to do.
+		// (RFC 3810 section 6.2 has no such rule), and a Done is the
+		// routers' business: nothing to do.
 		p.Stats.InMLDReports.Inc()
+		return
+	case wire.ICMPv6MLDv1Report:
+		// In MLDv1 mode another listener's Report answers for us.
+		p.Stats.InMLDReports.Inc()
+		p.handleV1Report(h, m)
 		return
 	default:
 		p.Stats.InUnknown.Inc()
@@ -267,22 +273,31 @@ func (p *Protocol) handleRedirect(h ip.Header, m wire.ICMPv6) {
 	p.redirectLocked(r)
 }
 
-// handleQuery validates an MLD Query and schedules the answer (RFC 3810
-// section 6.2). RFC 3810 section 5.1.14: "the node checks if the source
-// address of the message is a valid link-local address, if the Hop Limit
-// is set to 1 ... If any of these checks fails, the packet is dropped";
-// the Router Alert option is the IPv6 layer's to see.
-func (p *Protocol) handleQuery(h ip.Header, m wire.ICMPv6) {
-	if h.TTL != 1 {
+// mldValid checks what every MLD message must be, counting a drop: RFC
+// 3810 section 5.1.14 (and RFC 2710 section 5): "the node checks if the
+// source address of the message is a valid link-local address, if the Hop
+// Limit is set to 1 ... If any of these checks fails, the packet is
+// dropped", and the checksum; the Router Alert option is the IPv6 layer's
+// to see. A Report may come from the unspecified address, from a node
+// without an address yet (RFC 3590 section 4); a Query may not.
+func (p *Protocol) mldValid(h ip.Header, m wire.ICMPv6, unspecifiedOK bool) bool {
+	switch {
+	case h.TTL != 1:
 		p.Stats.InBadHopLimit.Inc()
-		return
-	}
-	if !h.Src.IsLinkLocalUnicast() {
+	case !h.Src.IsLinkLocalUnicast() && !(unspecifiedOK && h.Src.IsUnspecified()):
 		p.Stats.InBadSource.Inc()
-		return
-	}
-	if !m.ChecksumValid(h.Src, h.Dst) {
+	case !m.ChecksumValid(h.Src, h.Dst):
 		p.Stats.InBadChecksum.Inc()
+	default:
+		return true
+	}
+	return false
+}
+
+// handleQuery validates an MLD Query and schedules the answer (RFC 3810
+// section 6.2).
+func (p *Protocol) handleQuery(h ip.Header, m wire.ICMPv6) {
+	if !p.mldValid(h, m, false) {
 		return
 	}
 	q, ok := wire.ParseMLDQuery(m)
@@ -300,7 +315,25 @@ func (p *Protocol) handleQuery(h ip.Header, m wire.ICMPv6) {
 	if p.closed {
 		return
 	}
-	p.queryLocked(group, time.Duration(q.MaxRespDelay())*time.Millisecond)
+	p.queryLocked(group, time.Duration(q.MaxRespDelay())*time.Millisecond, q.IsV1())
+}
+
+// handleV1Report takes another listener's MLDv1 Report, sent to the group
+// it names (RFC 2710 section 3.6).
+func (p *Protocol) handleV1Report(h ip.Header, m wire.ICMPv6) {
+	if !p.mldValid(h, m, true) {
+		return
+	}
+	r, ok := wire.ParseMLDv1(m)
+	if !ok || !r.Group().IsMulticast() || r.Group() != h.Dst.WithZone("") {
+		p.Stats.InMalformed.Inc()
+		return
+	}
+	p.mu.Lock()
+	defer p.unlock()
+	if !p.closed {
+		p.otherReportLocked(r.Group())
+	}
 }
 
 // linkAddr returns the Ethernet address of the first link-layer address

@@ -170,3 +170,157 @@ func TestRemovingAnAddressLeavesItsGroup(t *testing.T) {
 		t.Error("host still has the address")
 	}
 }
+
+// MLDv1 compatibility (RFC 3810 section 8.2.1).
+
+func (h *harness) injectV1(m msg, typ uint8, group netip.Addr, delay time.Duration) {
+	h.t.Helper()
+	if m.hops == 0 {
+		m.hops = 1
+	}
+	h.inject(m, typ, &layers.MLDv1MulticastListenerQueryMessage{
+		MLDv1Message: layers.MLDv1Message{MaximumResponseDelay: delay, MulticastAddress: ipOf(group)}})
+}
+
+// v1Message decodes an MLDv1 Report or Done the stack sent and checks
+// what RFC 2710 section 3 asks of both: hop limit 1, the Router Alert
+// option, a valid checksum; it returns the destination and the group.
+func v1Message(t *testing.T, f *frame) (dst, group netip.Addr) {
+	t.Helper()
+	if f.ip6.HopLimit != 1 {
+		t.Errorf("MLDv1 message with hop limit %d", f.ip6.HopLimit)
+	}
+	hbh, _ := f.pkt.Layer(layers.LayerTypeIPv6HopByHop).(*layers.IPv6HopByHop)
+	if hbh == nil || len(hbh.Options) == 0 || hbh.Options[0].OptionType != 5 {
+		t.Error("no Router Alert option (RFC 2711) in a Hop-by-Hop header")
+	}
+	if err := f.icmp.SetNetworkLayerForChecksum(f.ip6); err != nil {
+		t.Fatal(err)
+	}
+	if err, v := f.icmp.VerifyChecksum(); err != nil || !v.Valid {
+		t.Errorf("checksum wrong (%v)", err)
+	}
+	var m layers.MLDv1MulticastListenerReportMessage
+	if err := m.DecodeFromBytes(f.icmp.Payload, nil); err != nil {
+		t.Fatal(err)
+	}
+	dst, _ = netip.AddrFromSlice(f.ip6.DstIP)
+	group, _ = netip.AddrFromSlice(m.MulticastAddress)
+	return dst, group
+}
+
+// nextV1Reports returns the groups of the next n MLDv1 Reports, each
+// checked to go to its group.
+func (h *harness) nextV1Reports(t *testing.T, n int) map[netip.Addr]bool {
+	t.Helper()
+	groups := map[netip.Addr]bool{}
+	for range n {
+		dst, group := v1Message(t, h.next(layers.ICMPv6TypeMLDv1MulticastListenerReportMessage))
+		if dst != group {
+			t.Errorf("MLDv1 Report of %v sent to %v, want the group (RFC 2710 section 3.6)", group, dst)
+		}
+		groups[group] = true
+	}
+	return groups
+}
+
+func TestMLDv1QuerierTurnsTheHostToMLDv1(t *testing.T) {
+	h := newHarness(t, quiet)
+	static := netip.MustParsePrefix("2001:db8::1234:5678/64")
+	if err := h.p.AddStatic(static); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(ndp.MLDUnsolicitedReportInterval) // the joins' retransmissions
+	h.drain()
+	v2 := h.p.Stats.OutMLDv2Reports.Load()
+
+	// A general query of MLDv1 (24 bytes): each group is answered on a
+	// timer of its own, with a Report to the group.
+	h.injectV1(msg{src: routerLL, dst: ipv6.AllNodes}, layers.ICMPv6TypeMLDv1MulticastListenerQueryMessage, netip.IPv6Unspecified(), 10*time.Second)
+	if v := h.p.MLDVersion(); v != 1 || h.p.Stats.MLDMode.Load() != 1 {
+		t.Fatalf("MLDVersion %d, MLDMode %d after an MLDv1 query; want 1", v, h.p.Stats.MLDMode.Load())
+	}
+	h.clk.Advance(10 * time.Second)
+	got := h.nextV1Reports(t, 2)
+	for _, want := range []netip.Addr{ipv6.SolicitedNode(stackLL), ipv6.SolicitedNode(static.Addr())} {
+		if !got[want] {
+			t.Errorf("no MLDv1 Report of %v; got %v", want, got)
+		}
+	}
+
+	// A join: a Report now and one more within the Unsolicited Report
+	// Interval; a leave: one Done to all-routers.
+	group := netip.MustParseAddr("ff05::1:3")
+	if err := h.p.JoinGroup(group); err != nil {
+		t.Fatal(err)
+	}
+	h.nextV1Reports(t, 1)
+	h.clk.Advance(ndp.MLDv1UnsolicitedReportInterval)
+	h.nextV1Reports(t, 1)
+	h.p.LeaveGroup(group)
+	dst, left := v1Message(t, h.next(layers.ICMPv6TypeMLDv1MulticastListenerDoneMessage))
+	if dst != ipv6.AllRouters || left != group {
+		t.Errorf("Done of %v to %v, want %v to all-routers", left, dst, group)
+	}
+	h.clk.Advance(ndp.MLDv1UnsolicitedReportInterval)
+	h.none(layers.ICMPv6TypeMLDv1MulticastListenerDoneMessage)
+	if n := h.p.Stats.OutMLDv2Reports.Load(); n != v2 {
+		t.Errorf("%d MLDv2 reports sent in MLDv1 mode", n-v2)
+	}
+	if r, d := h.p.Stats.OutGroupMembResponses.Load(), h.p.Stats.OutGroupMembReductions.Load(); r != 4 || d != 1 {
+		t.Errorf("OutGroupMembResponses %d, OutGroupMembReductions %d; want 4 and 1", r, d)
+	}
+
+	// The Older Version Querier Present timer runs out: MLDv2 again.
+	h.clk.Advance(2*ndp.MLDQueryInterval + ndp.MLDQueryResponseInterval)
+	if v := h.p.MLDVersion(); v != 2 || h.p.Stats.MLDMode.Load() != 2 {
+		t.Errorf("MLDVersion %d, MLDMode %d after the Older Version Querier Present Timeout; want 2", v, h.p.Stats.MLDMode.Load())
+	}
+	if err := h.p.JoinGroup(group); err != nil {
+		t.Fatal(err)
+	}
+	checkRecords(t, report(t, h.next(layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2)), layers.MLDv2MulticastAddressRecordTypeChangeToExcludeMode, group)
+}
+
+func TestMLDv1ReportFromAnotherListenerAnswersForUs(t *testing.T) {
+	h := newHarness(t, quiet)
+	h.clk.Advance(ndp.MLDUnsolicitedReportInterval)
+	h.drain()
+	group := ipv6.SolicitedNode(stackLL)
+	h.injectV1(msg{src: routerLL, dst: group}, layers.ICMPv6TypeMLDv1MulticastListenerQueryMessage, group, 10*time.Second)
+	h.injectV1(msg{src: peerLL, dst: group}, layers.ICMPv6TypeMLDv1MulticastListenerReportMessage, group, 0)
+	h.clk.Advance(10 * time.Second)
+	h.none(layers.ICMPv6TypeMLDv1MulticastListenerReportMessage)
+	if n := h.p.Stats.MLDReportsSuppressed.Load(); n != 1 {
+		t.Errorf("MLDReportsSuppressed = %d, want 1", n)
+	}
+	// A Report to another address than its group is no answer.
+	h.injectV1(msg{src: routerLL, dst: group}, layers.ICMPv6TypeMLDv1MulticastListenerQueryMessage, group, 10*time.Second)
+	h.injectV1(msg{src: peerLL, dst: ipv6.AllNodes}, layers.ICMPv6TypeMLDv1MulticastListenerReportMessage, group, 0)
+	h.clk.Advance(10 * time.Second)
+	h.nextV1Reports(t, 1)
+	if n := h.p.Stats.InMalformed.Load(); n != 1 {
+		t.Errorf("InMalformed = %d, want 1", n)
+	}
+}
+
+func TestMLDVersion1SpeaksMLDv1FromTheStart(t *testing.T) {
+	h := newHarness(t, ndp.Config{NoDAD: true, NoRouterSolicitation: true, MLDVersion: 1})
+	if got := h.nextV1Reports(t, 1); !got[ipv6.SolicitedNode(stackLL)] {
+		t.Errorf("the first MLDv1 Report is of %v, want the link-local address's solicited-node group", got)
+	}
+	h.none(layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2)
+}
+
+func TestInterfaceLocalGroupsAreNeverReported(t *testing.T) {
+	h := newHarness(t, quiet)
+	h.clk.Advance(ndp.MLDUnsolicitedReportInterval)
+	h.drain()
+	if err := h.p.JoinGroup(netip.MustParseAddr("ff01::1:3")); err != nil {
+		t.Fatal(err)
+	}
+	h.none(layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2)
+	h.injectQuery(msg{src: routerLL, dst: ipv6.AllNodes}, netip.IPv6Unspecified(), time.Second)
+	h.clk.Advance(time.Second)
+	checkRecords(t, report(t, h.next(layers.ICMPv6TypeMLDv2MulticastListenerReportMessageV2)), layers.MLDv2MulticastAddressRecordTypeModeIsExcluded, ipv6.SolicitedNode(stackLL))
+}

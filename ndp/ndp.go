@@ -110,6 +110,10 @@ type Config struct {
 	// glibc's); RFC 8106 section 5.3.1 asks for "a sufficient number
 	// (e.g., three)".
 	MaxDNSServers, MaxDNSSearch int
+	// MLDVersion 1 makes the interface speak MLDv1 always (RFC 2710),
+	// as Linux's force_mld_version; 0 or 2 is MLDv2, falling back to
+	// MLDv1 while an MLDv1 querier is present (RFC 3810 section 8.2.1).
+	MLDVersion int
 }
 
 func (c *Config) setDefaults() {
@@ -214,6 +218,8 @@ type Stats struct {
 	OutNeighborSolicits       stats.Counter
 	OutNeighborAdvertisements stats.Counter
 	OutMLDv2Reports           stats.Counter
+	OutGroupMembResponses     stats.Counter // MLDv1 Reports (RFC 2710), in MLDv1 mode
+	OutGroupMembReductions    stats.Counter // MLDv1 Dones
 	OutRouterAdvertisements   stats.Counter // sent as an advertising interface (advertise.go)
 	// Other routers' advertisements, left unprocessed by an advertising
 	// interface (RFC 4861 section 6.2.7).
@@ -254,6 +260,12 @@ type Stats struct {
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime
 	PrefixesIgnored stats.Counter // prefix options RFC 4862 section 5.5.3 or RFC 4861 section 6.3.4 ignores
 	ListsFull       stats.Counter // an address, router or prefix not added: its list at its bound
+
+	// MLD's Host Compatibility Mode (RFC 3810 section 8.2.1), 2 or 1,
+	// and our MLDv1 answers not sent because another listener reported
+	// the group first (RFC 2710 section 4).
+	MLDMode              stats.Gauge
+	MLDReportsSuppressed stats.Counter
 
 	// DNS from advertisements (RFC 8106).
 	DNSOptionsIgnored stats.Counter // RDNSS or DNSSL options discarded by section 5.3.1's checks
@@ -318,6 +330,10 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 		onLink:  map[netip.Prefix]*onLinkPrefix{},
 	}
 	p.mld.groups = map[netip.Addr]*group{}
+	p.Stats.MLDMode.Add(2)
+	p.mu.Lock()
+	p.v1Locked() // Config.MLDVersion 1 shows at once
+	p.mu.Unlock()
 	p.out.wake = make(chan struct{}, 1)
 	p.params.init(cfg, e)
 	p.log = newNDPLog(p)

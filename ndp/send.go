@@ -118,6 +118,19 @@ func (p *Protocol) mldReport(src netip.Addr, recs []wire.MLDv2Record) message {
 	return m
 }
 
+// mldV1 builds an MLDv1 Report (to the group) or Done (to all-routers)
+// of group, typ saying which (RFC 2710 section 3).
+func (p *Protocol) mldV1(src, dst netip.Addr, typ uint8, group netip.Addr) message {
+	m := p.newMessage(src, dst, wire.MLDv1Len, true)
+	wire.EncodeMLDv1(m.icmp, typ, group)
+	if typ == wire.ICMPv6MLDv1Report {
+		p.Stats.OutGroupMembResponses.Inc()
+	} else {
+		p.Stats.OutGroupMembReductions.Inc()
+	}
+	return m
+}
+
 // linkLocalLocked returns a preferred link-local address of ours, the
 // source of router solicitations and MLD reports, or :: when there is none
 // yet (RFC 4861 section 6.3.7, RFC 3810 section 5.2.13); p.mu is held.

@@ -3,7 +3,9 @@ package wire
 import "net/netip"
 
 // Multicast Listener Discovery version 2 (RFC 3810): the Query a router
-// sends and the Report a host answers with. Like the ND messages, the views
+// sends and the Report a host answers with; and version 1's Report and
+// Done (RFC 2710 section 3), which a version 2 host sends while a version
+// 1 querier is on the link (RFC 3810 section 8.2.1). Like the ND messages, the views
 // and encoders cover the whole ICMPv6 message, header included; a Report is
 // built by EncodeMLDv2Report followed by SetICMPv6Checksum. MLD messages go
 // with a Hop-by-Hop header carrying the Router Alert option (RFC 3810
@@ -22,6 +24,8 @@ const (
 	// MLDv1QueryLen is the length of an MLDv1 Query (RFC 2710 section 3),
 	// which RFC 3810 section 8.1 has a version 2 host tell apart by it.
 	MLDv1QueryLen = 24
+	// MLDv1Len is the length of an MLDv1 Report or Done, the Query's.
+	MLDv1Len = MLDv1QueryLen
 	// MLDv2QueryLen is the fixed part of an MLDv2 Query (RFC 3810 section
 	// 5.1), before its source addresses.
 	MLDv2QueryLen = 28
@@ -210,6 +214,31 @@ func EncodeMLDv2Report(b []byte, recs []MLDv2Record) {
 		off += MLDv2RecordLen + 16*len(r.Sources)
 	}
 }
+
+// EncodeMLDv1 writes an MLDv1 Report or Done (typ ICMPv6MLDv1Report or
+// ICMPv6MLDv1Done) naming group into b[:MLDv1Len]: the Query's layout,
+// with the Maximum Response Delay, reserved and checksum fields zero (RFC
+// 2710 section 3.4: "set to zero by the sender" in both).
+func EncodeMLDv1(b []byte, typ uint8, group netip.Addr) {
+	b[icmpv6Type], b[icmpv6Code] = typ, 0
+	clear(b[icmpv6Checksum:mldGroup])
+	putAddr16(b, mldGroup, group)
+}
+
+// MLDv1 is a view of an MLDv1 Report or Done.
+type MLDv1 []byte
+
+// ParseMLDv1 checks that b is an MLDv1 Report or Done of at least its
+// 24 bytes (RFC 2710 section 3: longer ones are taken, the rest ignored).
+func ParseMLDv1(b []byte) (MLDv1, bool) {
+	if len(b) < MLDv1Len || (b[icmpv6Type] != ICMPv6MLDv1Report && b[icmpv6Type] != ICMPv6MLDv1Done) {
+		return nil, false
+	}
+	return MLDv1(b[:MLDv1Len]), true
+}
+
+// Group returns the Multicast Address field: the group reported or left.
+func (m MLDv1) Group() netip.Addr { return addr16(m, mldGroup) }
 
 // IPv6OptRouterAlert is the Router Alert option's type (RFC 2711 section
 // 2.1), and IPv6RouterAlertMLD its value for MLD messages.

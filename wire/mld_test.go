@@ -49,6 +49,53 @@ func TestEncodeMLDv2ReportDecodesWithGopacket(t *testing.T) {
 	}
 }
 
+func TestEncodeMLDv1DecodesWithGopacket(t *testing.T) {
+	src := addr("fe80::1")
+	for _, tt := range []struct {
+		name string
+		typ  uint8
+		dst  netip.Addr
+		want uint8
+	}{
+		{"report, to the group", wire.ICMPv6MLDv1Report, addr("ff05::1:3"), layers.ICMPv6TypeMLDv1MulticastListenerReportMessage},
+		{"done, to all-routers", wire.ICMPv6MLDv1Done, addr("ff02::2"), layers.ICMPv6TypeMLDv1MulticastListenerDoneMessage},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			group := addr("ff05::1:3")
+			b := make([]byte, wire.MLDv1Len)
+			for i := range b {
+				b[i] = 0xa5 // every field written
+			}
+			wire.EncodeMLDv1(b, tt.typ, group)
+			wire.SetICMPv6Checksum(b, src, tt.dst)
+			g, valid := gopacketICMPv6Valid(t, b, src, tt.dst)
+			if !valid || g.TypeCode.Type() != tt.want || g.TypeCode.Code() != 0 {
+				t.Fatalf("gopacket: %v, checksum valid %v", g.TypeCode, valid)
+			}
+			var m layers.MLDv1MulticastListenerReportMessage // Done's layout is the same
+			decodeLayer(t, &m, g.Payload)
+			if m.MaximumResponseDelay != 0 || !m.MulticastAddress.Equal(ip(group)) {
+				t.Errorf("gopacket decodes delay %v group %v, want 0 and %v", m.MaximumResponseDelay, m.MulticastAddress, group)
+			}
+			if b[6] != 0 || b[7] != 0 {
+				t.Errorf("reserved field %x, want zero", b[6:8])
+			}
+			v1, ok := wire.ParseMLDv1(b)
+			if !ok || v1.Group() != group {
+				t.Errorf("ParseMLDv1 = %v, %v; want %v", v1.Group(), ok, group)
+			}
+			if _, ok := wire.ParseMLDv1(b[:wire.MLDv1Len-1]); ok {
+				t.Error("ParseMLDv1 took 23 bytes")
+			}
+		})
+	}
+	q := make([]byte, wire.MLDv1QueryLen)
+	q[0] = wire.ICMPv6MLDQuery
+	if _, ok := wire.ParseMLDv1(q); ok {
+		t.Error("ParseMLDv1 took a query")
+	}
+}
+
 func TestParseMLDQueryReadsWhatGopacketBuilds(t *testing.T) {
 	tests := []struct {
 		name    string
