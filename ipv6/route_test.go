@@ -182,6 +182,52 @@ func TestRemoveAddressKeepsRoutesThroughGateways(t *testing.T) {
 	}
 }
 
+// TestSourceSelectionPrefersMatchingLabel pins rule 6 with RFC 6724's
+// default policy table, before rule 8: a global destination gets the
+// global source even where the unique local one shares more bits with it.
+func TestSourceSelectionPrefersMatchingLabel(t *testing.T) {
+	h := routed(t)
+	global := netip.MustParsePrefix("2001:db8:e1::2/64")
+	must(t, h.p.AddAddress(h.eth1, global, ipv6.Preferred))
+	for _, tt := range []struct{ dst, src string }{
+		{"8000::1", global.Addr().String()}, // shares a bit with fd00::2, none with 2001:db8:e1::2
+		{"fd99::1", "fd00::2"},
+	} {
+		ri, err := h.p.Route(netip.MustParseAddr(tt.dst))
+		must(t, err)
+		if want := netip.MustParseAddr(tt.src); ri.Src != want {
+			t.Errorf("to %s: source %v, want %v", tt.dst, ri.Src, want)
+		}
+	}
+}
+
+func TestPolicyTable(t *testing.T) {
+	for _, tt := range []struct {
+		addr              string
+		precedence, label int
+		scope             ipv6.Scope
+	}{
+		{"::1", 50, 0, ipv6.ScopeLinkLocal},
+		{"2001:db8::1", 40, 1, ipv6.ScopeGlobal},
+		{"fe80::1", 40, 1, ipv6.ScopeLinkLocal},
+		{"192.0.2.1", 35, 4, ipv6.ScopeGlobal},
+		{"::ffff:192.0.2.1", 35, 4, ipv6.ScopeGlobal},
+		{"169.254.1.1", 35, 4, ipv6.ScopeLinkLocal},
+		{"127.0.0.1", 35, 4, ipv6.ScopeLinkLocal},
+		{"2002:c000:201::1", 30, 2, ipv6.ScopeGlobal},
+		{"2001:0:4136:e378::1", 5, 5, ipv6.ScopeGlobal},
+		{"fd00::1", 3, 13, ipv6.ScopeGlobal},
+		{"fec0::1", 1, 11, ipv6.ScopeGlobal},
+		{"3ffe::1", 1, 12, ipv6.ScopeGlobal},
+		{"::c000:201", 1, 3, ipv6.ScopeGlobal},
+	} {
+		a := netip.MustParseAddr(tt.addr)
+		if p, l, sc := ipv6.Precedence(a), ipv6.Label(a), ipv6.SelectionScope(a); p != tt.precedence || l != tt.label || sc != tt.scope {
+			t.Errorf("%s: precedence %d label %d scope %v, want %d %d %v", tt.addr, p, l, sc, tt.precedence, tt.label, tt.scope)
+		}
+	}
+}
+
 func TestSourceSelectionLongestPrefixAndStates(t *testing.T) {
 	h := newHarness(t, ipv6.Config{})
 	// Two addresses on eth0 of which the second shares more with the

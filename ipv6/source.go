@@ -11,21 +11,21 @@ import (
 // scoped to a link is a candidate only on its own interface (RFC 4007
 // section 9), and a destination scoped to a link takes only the outgoing
 // interface's addresses (as Linux does, and section 4 recommends: another
-// link's address may not be reachable from there). Of the rules, these apply to a host with one address per
-// prefix and no policy table of its own:
+// link's address may not be reachable from there). Of the rules, these
+// apply to a host with one address per prefix:
 //
 //	rule 1, prefer the same address (the destination is the host's own:
 //	        Route has answered Local before it gets here);
 //	rule 2, prefer the appropriate scope;
 //	rule 3, avoid deprecated addresses;
 //	rule 5, prefer the outgoing interface;
+//	rule 6, prefer matching label (the default policy table, policy.go:
+//	        a unique local destination from a unique local source);
 //	rule 8, use the longest matching prefix.
 //
 // Rule 4 (home addresses, Mobile IPv6) and rule 7 (temporary addresses,
 // RFC 8981) have nothing to choose between until the stack has those
-// addresses; rule 6 (matching label) needs RFC 6724's policy table, whose
-// default labels matter for IPv4-mapped, 6to4 and Teredo destinations the
-// stack does not route.
+// addresses.
 
 // selectSource returns the best source for dst, of scope scD, out of
 // iface, or nil when there is no candidate. A table is never changed in
@@ -70,6 +70,10 @@ func better(a, b *Address, dst netip.Addr, scD Scope, iface *Interface) bool {
 	if (a.Iface == iface) != (b.Iface == iface) {
 		return a.Iface == iface
 	}
+	// Rule 6.
+	if ld := Label(dst); (Label(sa) == ld) != (Label(sb) == ld) {
+		return Label(sa) == ld
+	}
 	// Rule 8.
 	return commonPrefixLen(a, dst) > commonPrefixLen(b, dst)
 }
@@ -78,7 +82,13 @@ func better(a, b *Address, dst netip.Addr, scD Scope, iface *Interface) bool {
 // bits S and D share, counted no further than S's prefix, since the
 // interface identifier says nothing about where D is.
 func commonPrefixLen(s *Address, d netip.Addr) int {
-	x, y := s.Prefix.Addr().As16(), d.As16()
+	return CommonPrefixLen(s.Prefix.Addr(), d, s.Prefix.Bits())
+}
+
+// CommonPrefixLen returns how many leading bits a and b share, at most
+// limit.
+func CommonPrefixLen(a, b netip.Addr, limit int) int {
+	x, y := a.As16(), b.As16()
 	n := 0
 	for i := range x {
 		if x[i] != y[i] {
@@ -87,5 +97,5 @@ func commonPrefixLen(s *Address, d netip.Addr) int {
 		}
 		n += 8
 	}
-	return min(n, s.Prefix.Bits())
+	return min(n, limit)
 }

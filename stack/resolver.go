@@ -361,8 +361,15 @@ func (c *dnsPacketConn) WriteTo(b []byte, a net.Addr) (int, error) { return c.pc
 // domain first, any other name as it is first; a name ending in a dot is
 // absolute and tried alone. network is "ip", "ip4" or "ip6" (or a
 // transport's, "tcp4" meaning IPv4 alone); an IPv4-mapped address comes
-// back unmapped.
+// back unmapped. The addresses come in the order to try them, by RFC 6724
+// section 6 over GoNet's own routes (addrselect.go).
 func (s *Stack) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	addrs, err := s.lookupNetIP(ctx, network, host)
+	s.sortDestinations(addrs)
+	return addrs, err
+}
+
+func (s *Stack) lookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	family := "ip"
 	switch {
 	case strings.HasSuffix(network, "4"):

@@ -138,8 +138,10 @@ func isName(host string) bool {
 	return err != nil
 }
 
-// dialName resolves host and dials its addresses in turn, returning the
-// first connection made or the first address's error.
+// dialName resolves host and dials its addresses, returning the first
+// connection made or the first address's error: over TCP racing them, the
+// families interleaved (Happy Eyeballs, RFC 8305: addrselect.go); over
+// UDP, whose dial sends nothing, in turn until one has a route.
 func (s *Stack) dialName(ctx context.Context, network, host, port string) (net.Conn, error) {
 	fail := func(err error) error { return &net.OpError{Op: "dial", Net: network, Err: err} }
 	p, err := s.Resolver().LookupPort(ctx, network, port)
@@ -149,6 +151,13 @@ func (s *Stack) dialName(ctx context.Context, network, host, port string) (net.C
 	addrs, err := s.LookupNetIP(ctx, network, host)
 	if err != nil {
 		return nil, fail(err)
+	}
+	if isNetwork(network, "tcp") && len(addrs) > 1 {
+		aps := make([]netip.AddrPort, 0, len(addrs))
+		for _, a := range interleave(addrs) {
+			aps = append(aps, netip.AddrPortFrom(a, uint16(p)))
+		}
+		return s.dialRace(ctx, network, aps)
 	}
 	var first error
 	for _, a := range addrs {

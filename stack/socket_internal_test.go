@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -104,5 +105,17 @@ func TestListenOnAnIPv4Stack(t *testing.T) {
 	}
 	if _, err := s.Listen("sctp", ":80"); err == nil || !strings.Contains(err.Error(), "unknown network") {
 		t.Errorf("sctp: %v", err)
+	}
+}
+
+func TestInterleaveAlternatesFamilies(t *testing.T) {
+	var in []netip.Addr
+	for _, a := range []string{"2001:db8::1", "2001:db8::2", "2001:db8::3", "10.0.0.1", "10.0.0.2"} {
+		in = append(in, netip.MustParseAddr(a))
+	}
+	got := interleave(in)
+	want := []netip.Addr{in[0], in[3], in[1], in[4], in[2]}
+	if !slices.Equal(got, want) {
+		t.Errorf("interleave = %v, want %v", got, want)
 	}
 }
