@@ -596,6 +596,63 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 	}
 }
 
+// TestIPv6TemporaryAddressFromRadvd: with temporary addresses on (RFC
+// 8981), GoNet forms one beside its SLAAC address from radvd's prefix, and
+// the kernel sees GoNet's connections come from it (RFC 6724 rule 7).
+func TestIPv6TemporaryAddressFromRadvd(t *testing.T) {
+	h := newHost6(t, options{stack: stack.Config{NDP: ndp.Config{TempAddresses: true}}}, false)
+	server := slaacPrefix.Addr().Next()
+	h.radvd(t, false)
+	public, err := ipv6.FromPrefix(slaacPrefix, ipv6.EUI64(h.mac()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var temp netip.Addr
+	waitFor(t, "GoNet's temporary address, past DAD", 20*time.Second, func() bool {
+		addrs, err := h.stack.Addresses6(h.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range addrs {
+			if a.Temporary && a.State == ndp.Preferred && slaacPrefix.Contains(a.Prefix.Addr()) {
+				temp = a.Prefix.Addr()
+				return true
+			}
+		}
+		return false
+	})
+	if temp == public {
+		t.Fatalf("the temporary address is the public one, %v", temp)
+	}
+	waitFor(t, "GoNet's public address, past DAD", 10*time.Second, func() bool {
+		st, ok := h.stack.IPv6().AddressState(public)
+		return ok && st == ipv6.Preferred
+	})
+	var l net.Listener
+	if err := h.ns.Do(func() (err error) {
+		l, err = net.Listen("tcp6", addrPort6(server, 7611))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := h.stack.DialTCP(ctx, netip.AddrPortFrom(server, 7611))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	kc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if from := kc.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(); from != temp {
+		t.Errorf("the kernel accepted a connection from %v, want GoNet's temporary address %v (public %v)", from, temp, public)
+	}
+}
+
 // TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names
 // through the DNS server radvd names (RFC 8106's RDNSS option), completing
 // a name with no dot in the domain radvd names (DNSSL), as an IPv6-only

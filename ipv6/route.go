@@ -110,6 +110,9 @@ type Address struct {
 	Prefix netip.Prefix // the address and the length of its on-link prefix
 	Iface  *Interface
 	State  AddrState
+	// Temporary marks a temporary address (RFC 8981), which source
+	// selection prefers (RFC 6724 rule 7).
+	Temporary bool
 	// scope is AddrScope of the address, kept with it because source
 	// selection asks for it of every candidate on every Route: for each
 	// echo reply and unconnected UDP datagram.
@@ -200,6 +203,17 @@ func (t *table) iface(name string) *Interface {
 // by their zone), adds the on-link route for it. An address that DAD must
 // check is added Tentative and made Preferred by SetAddressState.
 func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix, state AddrState) error {
+	return p.addAddress(Address{Prefix: prefix, Iface: iface, State: state})
+}
+
+// AddTemporary is AddAddress for a temporary address (RFC 8981), which
+// source selection prefers to the interface's public ones.
+func (p *Protocol) AddTemporary(iface *Interface, prefix netip.Prefix, state AddrState) error {
+	return p.addAddress(Address{Prefix: prefix, Iface: iface, State: state, Temporary: true})
+}
+
+func (p *Protocol) addAddress(ad Address) error {
+	prefix, iface := ad.Prefix, ad.Iface
 	a := prefix.Addr()
 	if !prefix.IsValid() || !a.Is6() || a.Is4In6() || a.Zone() != "" || a.IsUnspecified() || a.IsMulticast() || a.IsLoopback() {
 		return fmt.Errorf("ipv6: %v is not a unicast IPv6 address with a prefix", prefix)
@@ -208,7 +222,8 @@ func (p *Protocol) AddAddress(iface *Interface, prefix netip.Prefix, state AddrS
 		if _, ok := t.local(a); ok {
 			return fmt.Errorf("ipv6: address %v already assigned", a)
 		}
-		t.addrs = append(t.addrs, Address{Prefix: prefix, Iface: iface, State: state, scope: AddrScope(a)})
+		ad.scope = AddrScope(a)
+		t.addrs = append(t.addrs, ad)
 		if prefix.Bits() < 128 && !a.IsLinkLocalUnicast() {
 			t.routes.Add(Route{Dst: prefix, Iface: iface})
 		}

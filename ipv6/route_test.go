@@ -201,6 +201,29 @@ func TestSourceSelectionPrefersMatchingLabel(t *testing.T) {
 	}
 }
 
+// TestSourceSelectionPrefersTemporary pins rule 7 (RFC 8981 addresses),
+// after rule 3: a deprecated temporary address loses to a preferred
+// public one.
+func TestSourceSelectionPrefersTemporary(t *testing.T) {
+	h := routed(t)
+	public, temp := netip.MustParsePrefix("2001:db8:e1::2/64"), netip.MustParsePrefix("2001:db8:e1:0:8a3c:11f2:94d7:5e01/64")
+	must(t, h.p.AddAddress(h.eth1, public, ipv6.Preferred))
+	must(t, h.p.AddTemporary(h.eth1, temp, ipv6.Preferred))
+	dst := netip.MustParseAddr("2001:db8:77::1")
+	src := func() netip.Addr {
+		ri, err := h.p.Route(dst)
+		must(t, err)
+		return ri.Src
+	}
+	if got := src(); got != temp.Addr() {
+		t.Errorf("source %v, want the temporary %v", got, temp.Addr())
+	}
+	must(t, h.p.SetAddressState(temp.Addr(), ipv6.Deprecated))
+	if got := src(); got != public.Addr() {
+		t.Errorf("source %v once the temporary is deprecated, want %v", got, public.Addr())
+	}
+}
+
 func TestPolicyTable(t *testing.T) {
 	for _, tt := range []struct {
 		addr              string

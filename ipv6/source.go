@@ -21,11 +21,12 @@ import (
 //	rule 5, prefer the outgoing interface;
 //	rule 6, prefer matching label (the default policy table, policy.go:
 //	        a unique local destination from a unique local source);
+//	rule 7, prefer temporary addresses (RFC 8981), as Linux's
+//	        use_tempaddr=2 does: a host that forms them wants them used;
 //	rule 8, use the longest matching prefix.
 //
-// Rule 4 (home addresses, Mobile IPv6) and rule 7 (temporary addresses,
-// RFC 8981) have nothing to choose between until the stack has those
-// addresses.
+// Rule 4 (home addresses, Mobile IPv6) has nothing to choose between: the
+// stack has no such addresses.
 
 // selectSource returns the best source for dst, of scope scD, out of
 // iface, or nil when there is no candidate. A table is never changed in
@@ -73,6 +74,10 @@ func better(a, b *Address, dst netip.Addr, scD Scope, iface *Interface) bool {
 	// Rule 6.
 	if ld := Label(dst); (Label(sa) == ld) != (Label(sb) == ld) {
 		return Label(sa) == ld
+	}
+	// Rule 7.
+	if a.Temporary != b.Temporary {
+		return a.Temporary
 	}
 	// Rule 8.
 	return commonPrefixLen(a, dst) > commonPrefixLen(b, dst)

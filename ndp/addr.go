@@ -23,6 +23,7 @@ const (
 	fromLinkLocal origin = iota + 1
 	fromStatic
 	fromSLAAC
+	fromTemporary // RFC 8981, temp.go
 )
 
 // address is one of ours; p.mu guards it.
@@ -39,6 +40,8 @@ type address struct {
 	preferredUntil, validUntil time.Time
 	timer                      clock.Timer
 	gen                        uint64
+	// temp is a temporary address's own state (temp.go).
+	temp tempState
 }
 
 func (a *address) addr() netip.Addr { return a.prefix.Addr() }
@@ -124,8 +127,8 @@ func (p *Protocol) addAddressLocked(prefix netip.Prefix, o origin, valid, prefer
 	a := &address{prefix: prefix, origin: o, state: Tentative, dup: make(chan struct{}, 1)}
 	p.setLifetimesLocked(a, valid, preferred)
 	p.addrs[a.addr()] = a
-	host := p.host
-	p.later(func() { host.AddAddress(prefix, Tentative) })
+	host, temporary := p.host, o == fromTemporary
+	p.later(func() { host.AddAddress(prefix, Tentative, temporary) })
 	// RFC 4862 section 5.4.2: "Before sending a Neighbor Solicitation,
 	// an interface MUST join the all-nodes multicast address and the
 	// solicited-node multicast address of the tentative address."
@@ -249,6 +252,10 @@ func (p *Protocol) duplicateLocked(a *address) {
 	host, addr := p.host, a.addr()
 	p.later(func() { host.SetAddressState(addr, Duplicate) })
 	p.leaveLocked(ipv6.SolicitedNode(addr))
+	if a.origin == fromTemporary {
+		p.tempDuplicateLocked(a)
+		return
+	}
 	retry := retryStable(p, a)
 	p.later(func() { p.logDuplicate(addr, retry) })
 	if !retry {
@@ -276,6 +283,9 @@ func (p *Protocol) armLifetimeLocked(a *address) {
 	next := a.validUntil
 	if a.state == Preferred && !a.preferredUntil.IsZero() {
 		next = a.preferredUntil
+		if a.origin == fromTemporary && !a.temp.regenerated {
+			next = next.Add(-p.regenAdvance())
+		}
 	}
 	if next.IsZero() {
 		return
@@ -298,6 +308,9 @@ func (p *Protocol) lifetimeTimer(a *address, gen uint64) {
 		p.Stats.AddrsExpired.Inc()
 		p.removeAddressLocked(a)
 		return
+	}
+	if a.origin == fromTemporary && a.state == Preferred {
+		p.tempRegenerateLocked(a, now)
 	}
 	if a.state == Preferred && !a.preferredUntil.IsZero() && !now.Before(a.preferredUntil) {
 		a.state = Deprecated
@@ -340,6 +353,9 @@ func (p *Protocol) slaacLocked(prefix netip.Prefix, valid, preferred time.Durati
 		found = true
 		p.updateLifetimesLocked(a, valid, preferred, now)
 	}
+	if found {
+		p.tempPrefixLocked(prefix, valid, preferred, now)
+	}
 	if found || valid == 0 {
 		return // (d) forms an address only with a nonzero valid lifetime
 	}
@@ -378,6 +394,7 @@ func (p *Protocol) slaacLocked(prefix netip.Prefix, valid, preferred time.Durati
 	p.Stats.SLAACAddrs.Inc()
 	a := p.addAddressLocked(netip.PrefixFrom(addr, prefix.Bits()), fromSLAAC, valid, preferred)
 	a.dadCounter = c
+	p.tempPrefixLocked(prefix, valid, preferred, now)
 }
 
 // updateLifetimesLocked is RFC 4862 section 5.5.3 (e) for one address.
@@ -420,6 +437,8 @@ type Address struct {
 	State  AddrState
 	// PreferredUntil and ValidUntil are zero for an infinite lifetime.
 	PreferredUntil, ValidUntil time.Time
+	// Temporary marks a temporary address (RFC 8981).
+	Temporary bool
 }
 
 // Addresses returns a snapshot of our addresses, tentative and duplicate
@@ -429,7 +448,7 @@ func (p *Protocol) Addresses() []Address {
 	defer p.mu.Unlock()
 	out := make([]Address, 0, len(p.addrs))
 	for _, a := range p.addrs {
-		out = append(out, Address{a.prefix, a.state, a.preferredUntil, a.validUntil})
+		out = append(out, Address{a.prefix, a.state, a.preferredUntil, a.validUntil, a.origin == fromTemporary})
 	}
 	return out
 }

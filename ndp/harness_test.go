@@ -305,6 +305,7 @@ type fakeHost struct {
 	unreachable []netip.Addr
 	dns         ndp.DNS
 	dnsCalls    int
+	temporary   []netip.Addr // the temporary addresses added, in order
 }
 
 func newFakeHost() *fakeHost {
@@ -317,10 +318,13 @@ func newFakeHost() *fakeHost {
 	}
 }
 
-func (f *fakeHost) AddAddress(a netip.Prefix, s ndp.AddrState) {
+func (f *fakeHost) AddAddress(a netip.Prefix, s ndp.AddrState, temporary bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.addrs[a.Addr()] = s
+	if temporary {
+		f.temporary = append(f.temporary, a.Addr())
+	}
 }
 
 func (f *fakeHost) SetAddressState(a netip.Addr, s ndp.AddrState) {

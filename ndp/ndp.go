@@ -110,6 +110,10 @@ type Config struct {
 	// glibc's); RFC 8106 section 5.3.1 asks for "a sufficient number
 	// (e.g., three)".
 	MaxDNSServers, MaxDNSSearch int
+	// TempAddresses forms a temporary address (RFC 8981) beside each
+	// address SLAAC forms, renewed a day at a time, and has source
+	// selection prefer them (Linux's use_tempaddr=2).
+	TempAddresses bool
 	// MLDVersion 1 makes the interface speak MLDv1 always (RFC 2710),
 	// as Linux's force_mld_version; 0 or 2 is MLDv2, falling back to
 	// MLDv1 while an MLDv1 querier is present (RFC 3810 section 8.2.1).
@@ -169,8 +173,9 @@ const Infinite time.Duration = 1<<63 - 1
 // with a lock of ndp's held, one call at a time and in the order of the
 // events behind them; a Host may call back into ndp (Output, Confirm).
 type Host interface {
-	// AddAddress assigns addr (with its prefix length) in state.
-	AddAddress(addr netip.Prefix, state AddrState)
+	// AddAddress assigns addr (with its prefix length) in state;
+	// temporary marks a temporary address (RFC 8981).
+	AddAddress(addr netip.Prefix, state AddrState, temporary bool)
 	// SetAddressState moves an address to state.
 	SetAddressState(addr netip.Addr, state AddrState)
 	// RemoveAddress unassigns an address.
@@ -257,6 +262,7 @@ type Stats struct {
 	DADFailed       stats.Counter // duplicates found (RFC 4862 section 5.4.5)
 	DADRetries      stats.Counter // RFC 7217 section 6 new addresses after a duplicate
 	SLAACAddrs      stats.Counter // addresses formed from prefixes
+	TempAddrs       stats.Counter // temporary addresses formed (RFC 8981), a retry after a duplicate among them
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime
 	PrefixesIgnored stats.Counter // prefix options RFC 4862 section 5.5.3 or RFC 4861 section 6.3.4 ignores
 	ListsFull       stats.Counter // an address, router or prefix not added: its list at its bound

@@ -39,12 +39,16 @@ func addrState(st ndp.AddrState) (ipv6.AddrState, bool) {
 	return 0, false
 }
 
-func (h linkHost) AddAddress(addr netip.Prefix, st ndp.AddrState) {
+func (h linkHost) AddAddress(addr netip.Prefix, st ndp.AddrState, temporary bool) {
 	state, ok := addrState(st)
 	if !ok {
 		return
 	}
-	if err := h.s.ip6.AddAddress(h.iface, addr, state); err != nil {
+	add := h.s.ip6.AddAddress
+	if temporary {
+		add = h.s.ip6.AddTemporary
+	}
+	if err := add(h.iface, addr, state); err != nil {
 		h.s.env.Log.Warn("IPv6 address not added", "nic", h.iface.Name(), "addr", addr.String(), "err", err)
 		return
 	}

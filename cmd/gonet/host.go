@@ -94,6 +94,9 @@ type linkConfig struct {
 	// slaac forms addresses from advertised prefixes (RFC 4862 section
 	// 5.5.3); -slaac=false turns it off.
 	slaac bool
+	// tempAddr is -temp-addr: temporary addresses (RFC 8981) beside
+	// SLAAC's, preferred as sources.
+	tempAddr bool
 	// stableKey is the -stable-iid file holding the RFC 7217 secret
 	// key; empty: interface identifiers from the MAC (EUI-64).
 	stableKey string
@@ -146,6 +149,7 @@ func (c *linkConfig) registerIPv6(fs *flag.FlagSet) {
 	c.slaac = true
 	fs.BoolVar(&c.noIPv6, "no-ipv6", false, "run IPv4 only, as Linux's disable_ipv6: no link-local address, no neighbour discovery, IPv6 frames dropped")
 	fs.BoolVar(&c.slaac, "slaac", true, "form addresses from the prefixes routers advertise (RFC 4862); -slaac=false takes only the routes they advertise")
+	fs.BoolVar(&c.tempAddr, "temp-addr", false, "form a temporary address (RFC 8981: a random identifier, renewed daily) beside each address SLAAC forms, and prefer it as the source of new connections, as Linux's use_tempaddr=2")
 	fs.StringVar(&c.stableKey, "stable-iid", "", "form IPv6 interface identifiers as RFC 7217's stable opaque ones from the secret key in `FILE` (created, mode 0600, with a new key when absent) instead of from the MAC")
 }
 
@@ -280,6 +284,9 @@ func (c *linkConfig) checkAddrs() error {
 		if c.stableKey != "" {
 			return usagef("-stable-iid forms IPv6 addresses, and -no-ipv6 turns IPv6 off")
 		}
+		if c.tempAddr {
+			return usagef("-temp-addr forms IPv6 addresses, and -no-ipv6 turns IPv6 off")
+		}
 	}
 	if err := c.loadHosts(); err != nil {
 		return err
@@ -387,7 +394,7 @@ func (c *linkConfig) checkGateway(gw netip.Addr) error {
 
 // ndpConfig is the neighbour discovery the flags ask for.
 func (c *linkConfig) ndpConfig() (ndp.Config, error) {
-	cfg := ndp.Config{NoSLAAC: !c.slaac || c.router, NoRouterSolicitation: c.router}
+	cfg := ndp.Config{NoSLAAC: !c.slaac || c.router, NoRouterSolicitation: c.router, TempAddresses: c.tempAddr && c.slaac}
 	if c.stableKey != "" {
 		key, err := loadSecretKey(c.stableKey)
 		if err != nil {

@@ -48,6 +48,8 @@ type addrInfo struct {
 	// ValidLft and PreferredLft are the seconds left, or forever.
 	ValidLft     int64 `json:"valid_lft"`
 	PreferredLft int64 `json:"preferred_lft"`
+	// Temporary marks a temporary address (RFC 8981).
+	Temporary bool `json:"temporary,omitempty"`
 }
 
 // neighInfo is one neighbour cache entry, of either family.
@@ -83,7 +85,7 @@ func (h *host) linkInfo() linkInfo {
 	if addrs, err := h.stack.Addresses6(h.nic); err == nil {
 		for _, a := range addrs {
 			li.Addresses = append(li.Addresses, addrInfo{Prefix: a.Prefix, State: a.State.String(),
-				ValidLft: lifetimeLeft(a.ValidUntil, now), PreferredLft: lifetimeLeft(a.PreferredUntil, now)})
+				ValidLft: lifetimeLeft(a.ValidUntil, now), PreferredLft: lifetimeLeft(a.PreferredUntil, now), Temporary: a.Temporary})
 		}
 	}
 	if arp, err := h.stack.Neighbors(h.nic); err == nil {
@@ -160,7 +162,8 @@ var addrCommand = &command{
 	usage:   "gonet addr [-tap NAME | -control PATH]",
 	about: `Asks a running gonet up for its NIC's addresses through its control socket
 and prints them as the kernel's ip addr does: the NIC and its MAC, then
-each address, "inet" for IPv4 and "inet6" for IPv6, with its state
+each address, "inet" for IPv4 and "inet6" for IPv6 ("temporary" for
+an RFC 8981 one, with -temp-addr), with its state
 (tentative while duplicate address detection runs, preferred, deprecated
 once its preferred lifetime ends, duplicate when another node has it) and
 its lifetimes in seconds or forever: the link-local address, the -addr
@@ -225,6 +228,9 @@ func writeAddrs(w io.Writer, li linkInfo) {
 		scope := "global"
 		if a.Prefix.Addr().IsLinkLocalUnicast() {
 			scope = "link"
+		}
+		if a.Temporary {
+			scope += " temporary" // as ip addr marks it
 		}
 		fmt.Fprintf(w, "    %s %s scope %s %s\n        valid_lft %s preferred_lft %s\n",
 			kind, a.Prefix, scope, a.State, lifetimeText(a.ValidLft), lifetimeText(a.PreferredLft))
