@@ -8,7 +8,9 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/wire"
 )
 
 var tempConfig = ndp.Config{NoDAD: true, NoRouterSolicitation: true, TempAddresses: true}
@@ -123,5 +125,34 @@ func TestTemporaryAddressFollowsAShorterAdvertisedLifetime(t *testing.T) {
 	eventually(t, "the public address", func() bool { s, _ := h2.host.addr(slaac1); return s == ndp.Preferred })
 	if held, _ := h2.temporaries(); len(held) != 0 {
 		t.Errorf("temporary addresses %v without Config.TempAddresses", held)
+	}
+}
+
+// TestTemporaryDuplicateIsReplaced pins RFC 8981 section 3.4: a temporary
+// address DAD finds in use is replaced by a new random one.
+func TestTemporaryDuplicateIsReplaced(t *testing.T) {
+	cfg := withDAD
+	cfg.TempAddresses = true
+	h := newHarness(t, cfg)
+	h.raPrefix(3600, 1800)
+	var first netip.Addr
+	eventually(t, "a tentative temporary address", func() bool {
+		_, told := h.temporaries()
+		if len(told) == 1 {
+			first = told[0]
+		}
+		return len(told) == 1
+	})
+	other := wire.MAC{0x02, 0, 0, 0, 0, 0x44}
+	h.injectNA(msg{src: first, dst: ipv6.AllNodes}, first, naOverride, llOpt(layers.ICMPv6OptTargetAddress, other))
+	eventually(t, "the duplicate's replacement", func() bool {
+		_, told := h.temporaries()
+		return len(told) == 2 && told[1] != first
+	})
+	if s := h.addrState(first); s != ndp.Duplicate {
+		t.Errorf("the first is %v, want duplicate", s)
+	}
+	if n := h.p.Stats.TempAddrs.Load(); n != 2 {
+		t.Errorf("TempAddrs = %d, want 2", n)
 	}
 }
