@@ -27,6 +27,7 @@ import (
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link/fault"
 	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
@@ -561,6 +562,10 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// An address beyond the router, added first: the kernel
+			// installs its local route a moment after ip returns.
+			beyond := netip.MustParseAddr("fd00:96::1")
+			h.run(t, 5*time.Second, "ip", "-6", "addr", "add", beyond.String()+"/128", "dev", "lo")
 			h.radvd(t, tt.noSLLA)
 			waitFor(t, fmt.Sprintf("GoNet to form %v and pass its DAD", want), 15*time.Second, func() bool {
 				st, ok := h.stack.IPv6().AddressState(want)
@@ -586,8 +591,6 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 			// from its new one, and an address beyond the router
 			// through its default route.
 			h.gonetPing(t, slaacPrefix.Addr().Next(), 56)
-			beyond := netip.MustParseAddr("fd00:96::1")
-			h.run(t, 5*time.Second, "ip", "-6", "addr", "add", beyond.String()+"/128", "dev", "lo")
 			h.gonetPing(t, beyond, 56)
 			if n, ok := h.nd.Neighbor(h.kernelLL); !ok || !n.Router {
 				t.Errorf("GoNet's entry for the router: %+v (%v), want its Router flag set; cache %+v", n, ok, h.nd.Neighbors())
@@ -651,6 +654,42 @@ func TestIPv6TemporaryAddressFromRadvd(t *testing.T) {
 	if from := kc.RemoteAddr().(*net.TCPAddr).AddrPort().Addr(); from != temp {
 		t.Errorf("the kernel accepted a connection from %v, want GoNet's temporary address %v (public %v)", from, temp, public)
 	}
+}
+
+// TestIPv6RouteInformationFromRadvd: radvd advertises itself as no default
+// router, with a route to 2001:db8:77::/48 (RFC 4191's Route Information
+// option): GoNet takes the route, with its preference, and reaches an
+// address beyond the router by it alone.
+func TestIPv6RouteInformationFromRadvd(t *testing.T) {
+	h := newHost6(t, options{}, false)
+	// The kernel's address beyond the route, added first: the kernel
+	// installs its local route a moment after ip returns.
+	beyond := netip.MustParseAddr("2001:db8:77::1")
+	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", beyond.String()+"/128", "dev", "lo")
+	h.radvd(t, false, "AdvDefaultLifetime 0;", "route 2001:db8:77::/48 { AdvRoutePreference high; AdvRouteLifetime 1800; };")
+	want := ipv6.Route{Dst: netip.MustParsePrefix("2001:db8:77::/48"), Gateway: h.kernelLL.WithZone(""), Preference: route.PreferenceHigh}
+	waitFor(t, "the advertised route", 20*time.Second, func() bool {
+		for _, r := range h.stack.IPv6().Routes() {
+			if r.Dst == want.Dst && r.Gateway == want.Gateway && r.Preference == want.Preference {
+				return true
+			}
+		}
+		return false
+	})
+	for _, r := range h.stack.IPv6().Routes() {
+		if r.Dst.Bits() == 0 {
+			t.Errorf("a default route %v from a router of lifetime 0", r)
+		}
+	}
+	public, err := ipv6.FromPrefix(slaacPrefix, ipv6.EUI64(h.mac()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "GoNet's SLAAC address", 10*time.Second, func() bool {
+		st, ok := h.stack.IPv6().AddressState(public)
+		return ok && st == ipv6.Preferred
+	})
+	h.gonetPing(t, beyond, 56)
 }
 
 // TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names

@@ -25,6 +25,9 @@ func FuzzHandle(f *testing.F) {
 	f.Add(seed(wire.ICMPv6RouterAdvertisement, []byte{64, 0, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0,
 		25, 3, 0, 0, 0, 0, 0, 60, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x53,
 		31, 3, 0, 0, 0, 0, 0, 60, 3, 'l', 'a', 'b', 4, 't', 'e', 's', 't', 0, 0, 0, 0, 0, 0, 0}), uint8(2), uint8(255))
+	// An RA with a Route Information option for 2001:db8:77::/48, high.
+	f.Add(seed(wire.ICMPv6RouterAdvertisement, []byte{64, 0, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0,
+		24, 2, 48, 1 << 3, 0, 0, 7, 8, 0x20, 0x01, 0x0d, 0xb8, 0, 0x77, 0, 0}), uint8(2), uint8(255))
 	f.Add(seed(wire.ICMPv6Redirect, make([]byte, 36)), uint8(2), uint8(255))
 	f.Add(seed(wire.ICMPv6MLDQuery, make([]byte, 24)), uint8(2), uint8(1))
 	f.Add(seed(wire.ICMPv6MLDQuery, make([]byte, 20)), uint8(2), uint8(1)) // MLDv1's

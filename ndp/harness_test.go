@@ -305,7 +305,8 @@ type fakeHost struct {
 	unreachable []netip.Addr
 	dns         ndp.DNS
 	dnsCalls    int
-	temporary   []netip.Addr // the temporary addresses added, in order
+	temporary   []netip.Addr                // the temporary addresses added, in order
+	routes      map[string]route.Preference // "PREFIX via ROUTER"
 }
 
 func newFakeHost() *fakeHost {
@@ -315,6 +316,7 @@ func newFakeHost() *fakeHost {
 		routers:   map[netip.Addr]route.Preference{},
 		nextHop:   map[netip.Addr]netip.Addr{},
 		redirects: map[netip.Addr]netip.Addr{},
+		routes:    map[string]route.Preference{},
 	}
 }
 
@@ -357,6 +359,19 @@ func (f *fakeHost) SetDefaultRouter(r netip.Addr, pref route.Preference, l time.
 		return
 	}
 	f.routers[r] = pref
+}
+
+func (f *fakeHost) SetRoute(prefix netip.Prefix, router netip.Addr, pref route.Preference, l time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := prefix.String() + " via " + router.String()
+	if l == 0 {
+		if f.routes[k] == pref {
+			delete(f.routes, k)
+		}
+		return
+	}
+	f.routes[k] = pref
 }
 
 func (f *fakeHost) SetLinkMTU(mtu int) {

@@ -100,7 +100,8 @@ type Config struct {
 	QueueLen, MaxEntries, MaxPending int
 	// MaxAddresses bounds the addresses SLAAC forms (16, as Linux's
 	// max_addresses), MaxRouters the default router list (16) and
-	// MaxPrefixes the prefix list (64): a node on the link could
+	// MaxPrefixes the prefix list and, apart, the routes of Route
+	// Information options (64 each): a node on the link could
 	// otherwise grow them with advertisements without end (RFC 4861
 	// section 11.1, RFC 6583 section 4).
 	MaxAddresses, MaxRouters, MaxPrefixes int
@@ -187,6 +188,10 @@ type Host interface {
 	// pref for lifetime; zero removes it (RFC 4861 section 6.3.4, RFC
 	// 4191 section 3).
 	SetDefaultRouter(router netip.Addr, pref route.Preference, lifetime time.Duration)
+	// SetRoute records that prefix is reached through router with pref
+	// for lifetime; zero removes the route of that preference (RFC 4191
+	// section 3.1's Route Information options).
+	SetRoute(prefix netip.Prefix, router netip.Addr, pref route.Preference, lifetime time.Duration)
 	// SetLinkMTU sets the link MTU from an advertisement's MTU option.
 	SetLinkMTU(mtu int)
 	// SetHopLimit sets the default hop limit (CurHopLimit).
@@ -265,7 +270,10 @@ type Stats struct {
 	TempAddrs       stats.Counter // temporary addresses formed (RFC 8981), a retry after a duplicate among them
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime
 	PrefixesIgnored stats.Counter // prefix options RFC 4862 section 5.5.3 or RFC 4861 section 6.3.4 ignores
-	ListsFull       stats.Counter // an address, router or prefix not added: its list at its bound
+	ListsFull       stats.Counter // an address, router, prefix or route not added: its list at its bound
+	// Route Information options ignored (RFC 4191): malformed, the
+	// reserved preference, ::/0, or a link-local or multicast prefix.
+	RouteInfoIgnored stats.Counter
 
 	// MLD's Host Compatibility Mode (RFC 3810 section 8.2.1), 2 or 1,
 	// and our MLDv1 answers not sent because another listener reported
@@ -306,6 +314,7 @@ type Protocol struct {
 	addrs      map[netip.Addr]*address
 	routers    map[netip.Addr]*router
 	onLink     map[netip.Prefix]*onLinkPrefix
+	routeInfos map[routeKey]*routeInfo
 	dnsServers dnsList[netip.Addr] // dns.go
 	dnsSearch  dnsList[string]
 	mld        mld
@@ -324,16 +333,17 @@ type Protocol struct {
 func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 	cfg.setDefaults()
 	p := &Protocol{
-		nic:     nic,
-		cfg:     cfg,
-		env:     e,
-		done:    make(chan struct{}),
-		raSeen:  make(chan struct{}),
-		llDone:  make(chan struct{}),
-		cache:   map[netip.Addr]*neighbor{},
-		addrs:   map[netip.Addr]*address{},
-		routers: map[netip.Addr]*router{},
-		onLink:  map[netip.Prefix]*onLinkPrefix{},
+		nic:        nic,
+		cfg:        cfg,
+		env:        e,
+		done:       make(chan struct{}),
+		raSeen:     make(chan struct{}),
+		llDone:     make(chan struct{}),
+		cache:      map[netip.Addr]*neighbor{},
+		addrs:      map[netip.Addr]*address{},
+		routers:    map[netip.Addr]*router{},
+		onLink:     map[netip.Prefix]*onLinkPrefix{},
+		routeInfos: map[routeKey]*routeInfo{},
 	}
 	p.mld.groups = map[netip.Addr]*group{}
 	p.Stats.MLDMode.Add(2)
@@ -388,6 +398,9 @@ func (p *Protocol) Close() {
 		}
 		for _, o := range p.onLink {
 			o.timer.Stop()
+		}
+		for _, r := range p.routeInfos {
+			r.timer.Stop()
 		}
 		p.dnsServers.stop()
 		p.dnsSearch.stop()

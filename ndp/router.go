@@ -122,6 +122,8 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 			if pi, ok := o.PrefixInfo(); ok {
 				p.prefixInfoLocked(pi)
 			}
+		case wire.NDOptRouteInfo:
+			p.routeInfoLocked(src, o)
 		case wire.NDOptRDNSS:
 			dnsChanged = p.rdnssLocked(o) || dnsChanged
 		case wire.NDOptDNSSL:
@@ -212,6 +214,78 @@ func (p *Protocol) setOnLinkLocked(prefix netip.Prefix, valid time.Duration) {
 		}
 	})
 	p.later(func() { host.SetOnLink(prefix, valid) })
+}
+
+// routeKey names a route a Route Information option gives: a prefix
+// through a router.
+type routeKey struct {
+	prefix netip.Prefix
+	router netip.Addr
+}
+
+// routeInfo is an entry of the routes Route Information options give;
+// p.mu guards it.
+type routeInfo struct {
+	pref  route.Preference
+	timer clock.Timer
+}
+
+// routeInfoLocked applies a Route Information option from router (RFC
+// 4191 section 3.1, a type C host's): the prefix is reached through the
+// router with the option's preference until its Route Lifetime ends; zero
+// removes it. Ignored, and counted: a malformed option or one with the
+// reserved preference (section 2.3), a link-local or multicast prefix,
+// which no router forwards to, and ::/0, which the default router list
+// keeps with the advertisement's own preference and lifetime.
+func (p *Protocol) routeInfoLocked(router netip.Addr, o wire.NDOption) {
+	ri, ok := o.RouteInfo()
+	a := ri.Prefix.Addr()
+	if !ok || ri.Prefix.Bits() == 0 || a.IsLinkLocalUnicast() || a.IsMulticast() {
+		p.Stats.RouteInfoIgnored.Inc()
+		return
+	}
+	key := routeKey{ri.Prefix, router}
+	r := p.routeInfos[key]
+	life := lifetime(ri.Lifetime)
+	if life == 0 {
+		if r != nil {
+			p.removeRouteInfoLocked(key)
+		}
+		return
+	}
+	if r == nil {
+		if len(p.routeInfos) >= p.cfg.MaxPrefixes {
+			p.Stats.ListsFull.Inc()
+			return
+		}
+		r = &routeInfo{}
+		p.routeInfos[key] = r
+	} else {
+		r.timer.Stop()
+		if pref := route.PreferenceFromBits(uint8(ri.Preference)); pref != r.pref {
+			// The table keys routes by preference too: the old
+			// one goes before the new is added.
+			old := r.pref
+			host := p.host
+			p.later(func() { host.SetRoute(key.prefix, router, old, 0) })
+		}
+	}
+	r.pref = route.PreferenceFromBits(uint8(ri.Preference))
+	r.timer = p.expiry(life, func() {
+		if p.routeInfos[key] == r {
+			p.removeRouteInfoLocked(key)
+		}
+	})
+	host, pref := p.host, r.pref
+	p.later(func() { host.SetRoute(key.prefix, router, pref, life) })
+}
+
+func (p *Protocol) removeRouteInfoLocked(key routeKey) {
+	r := p.routeInfos[key]
+	r.timer.Stop()
+	delete(p.routeInfos, key)
+	host, pref := p.host, r.pref
+	p.later(func() { host.SetRoute(key.prefix, key.router, pref, 0) })
 }
 
 // setRouterLocked adds, refreshes or (with lifetime zero) removes a

@@ -3,6 +3,7 @@ package ndp_test
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
 	"net/netip"
 	"testing"
 	"time"
@@ -388,4 +389,52 @@ func TestFirstRouterSolicitationWaitsForTheLinkLocalAddress(t *testing.T) {
 	h.clk.WaitPending(1) // the solicitation's delay
 	h.clk.Advance(ndp.MaxRtrSolicitationDelay)
 	checkRS(t, h.next(layers.ICMPv6TypeRouterSolicitation))
+}
+
+// rio is a Route Information option (RFC 4191 section 2.3), as wire
+// encodes it.
+func rio(prefix string, pref wire.RouterPreference, life uint32) layers.ICMPv6Option {
+	r := wire.NDRouteInfo{Prefix: netip.MustParsePrefix(prefix), Preference: pref, Lifetime: life}
+	b := make([]byte, wire.NDRouteInfoLen(r.Prefix.Bits()))
+	wire.EncodeNDRouteInfo(b, &r)
+	return layers.ICMPv6Option{Type: wire.NDOptRouteInfo, Data: b[2:]}
+}
+
+func (h *harness) hostRoutes() map[string]route.Preference {
+	var out map[string]route.Preference
+	h.host.with(func(f *fakeHost) { out = maps.Clone(f.routes) })
+	return out
+}
+
+// TestRouteInformationOptionsAddRoutesThroughTheRouter pins RFC 4191
+// section 3.1 for a type C host.
+func TestRouteInformationOptionsAddRoutesThroughTheRouter(t *testing.T) {
+	h := newHarness(t, quiet)
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 1800, Options: layers.ICMPv6Options{
+		rio("2001:db8:77::/48", wire.RouterPrefHigh, 60),
+		rio("2001:db8:78::/64", wire.RouterPrefLow, wire.NDInfiniteLifetime),
+		rio("::/0", wire.RouterPrefHigh, 60),        // the default router list's
+		rio("fe80::/64", wire.RouterPrefMedium, 60), // never through a router
+	}})
+	h.sync()
+	via := " via " + routerLL.String()
+	want := map[string]route.Preference{"2001:db8:77::/48" + via: route.PreferenceHigh, "2001:db8:78::/64" + via: route.PreferenceLow}
+	if got := h.hostRoutes(); !maps.Equal(got, want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+	if n := h.p.Stats.RouteInfoIgnored.Load(); n != 2 {
+		t.Errorf("RouteInfoIgnored = %d, want 2 (::/0 and fe80::/64)", n)
+	}
+	// A new preference replaces the route; lifetime zero removes one; a
+	// lifetime's end another.
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 1800, Options: layers.ICMPv6Options{
+		rio("2001:db8:78::/64", wire.RouterPrefMedium, 0),
+		rio("2001:db8:77::/48", wire.RouterPrefMedium, 60),
+	}})
+	h.sync()
+	if got, want := h.hostRoutes(), map[string]route.Preference{"2001:db8:77::/48" + via: route.PreferenceMedium}; !maps.Equal(got, want) {
+		t.Errorf("routes %v, want %v", got, want)
+	}
+	h.clk.Advance(60 * time.Second)
+	eventually(t, "the route's lifetime to end", func() bool { return len(h.hostRoutes()) == 0 })
 }

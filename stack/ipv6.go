@@ -125,6 +125,24 @@ func (h linkHost) SetDefaultRouter(router netip.Addr, pref route.Preference, lif
 	}
 }
 
+// SetRoute takes a route a router advertised (RFC 4191's Route
+// Information option).
+func (h linkHost) SetRoute(prefix netip.Prefix, router netip.Addr, pref route.Preference, lifetime time.Duration) {
+	r := ipv6.Route{Dst: prefix, Gateway: router, Iface: h.iface, Preference: pref}
+	if lifetime == 0 {
+		h.s.ip6.RemoveRoute(r)
+		return
+	}
+	known := slices.Contains(h.s.ip6.Routes(), ipv6.Route{Dst: prefix, Gateway: router.WithZone(""), Iface: h.iface, Preference: pref})
+	if err := h.s.ip6.AddRoute(r); err != nil {
+		h.s.env.Log.Warn("advertised route not added", "nic", h.iface.Name(), "prefix", prefix.String(), "router", router.String(), "err", err)
+		return
+	}
+	if !known {
+		h.s.env.Log.Info("advertised route", "nic", h.iface.Name(), "prefix", prefix.String(), "router", router.String(), "pref", pref.String())
+	}
+}
+
 func (h linkHost) SetLinkMTU(mtu int) { h.iface.SetLinkMTU(mtu) }
 
 func (h linkHost) SetHopLimit(n uint8) { h.s.ip6.SetHopLimit(n) }

@@ -305,6 +305,7 @@ const (
 	NDOptPrefixInfo       = 3
 	NDOptRedirectedHeader = 4
 	NDOptMTU              = 5
+	NDOptRouteInfo        = 24 // Route Information (RFC 4191 section 2.3)
 	NDOptRDNSS            = 25 // Recursive DNS Server (RFC 8106 section 5.1)
 	NDOptDNSSL            = 31 // DNS Search List (RFC 8106 section 5.2)
 )
@@ -534,6 +535,68 @@ func (p NDOption) RDNSS() (lifetime uint32, servers []netip.Addr, ok bool) {
 		servers = append(servers, addr16(p, off))
 	}
 	return be.Uint32(p[ndRDNSSLifetime : ndRDNSSLifetime+4]), servers, true
+}
+
+// Route Information option layout (RFC 4191 section 2.3): the prefix
+// length, the preference in bits 3-4 of the next byte, the route lifetime
+// in seconds, then as many bytes of the prefix as the length holds.
+const (
+	ndRIOPrefixLen = 2 // 1 byte
+	ndRIOFlags     = 3 // Prf << 3
+	ndRIOLifetime  = 4 // 4 bytes
+	ndRIOPrefix    = 8 // 0, 8 or 16 bytes
+	ndRIOPrfShift  = 3
+)
+
+// NDRouteInfo is a Route Information option as RouteInfo reads it.
+type NDRouteInfo struct {
+	Prefix     netip.Prefix // masked: the bits past the length are ignored
+	Preference RouterPreference
+	Lifetime   uint32 // seconds; NDInfiniteLifetime is forever
+}
+
+// RouteInfo returns a Route Information option; false for another option,
+// one whose prefix length exceeds 128 or what its length holds ("If the
+// Prefix Length is greater than 64, then Length must be 3. If the Prefix
+// Length is greater than 0, then Length must be 2 or 3"), or one with the
+// reserved preference, which "MUST" be ignored (RFC 4191 section 2.3).
+func (p NDOption) RouteInfo() (NDRouteInfo, bool) {
+	if p.Type() != NDOptRouteInfo || len(p) < NDOptUnit || len(p) > 3*NDOptUnit {
+		return NDRouteInfo{}, false
+	}
+	bits := int(p[ndRIOPrefixLen])
+	prf := RouterPreference(p[ndRIOFlags]>>ndRIOPrfShift) & 3
+	if bits > 128 || bits > 8*(len(p)-ndRIOPrefix) || prf == RouterPrefReserved {
+		return NDRouteInfo{}, false
+	}
+	var a [16]byte
+	copy(a[:], p[ndRIOPrefix:])
+	prefix := netip.PrefixFrom(netip.AddrFrom16(a), bits).Masked()
+	return NDRouteInfo{Prefix: prefix, Preference: prf, Lifetime: be.Uint32(p[ndRIOLifetime : ndRIOLifetime+4])}, true
+}
+
+// NDRouteInfoLen returns the length of a Route Information option for a
+// prefix of bits: the fewest units that hold it.
+func NDRouteInfoLen(bits int) int {
+	switch {
+	case bits == 0:
+		return NDOptUnit
+	case bits <= 64:
+		return 2 * NDOptUnit
+	}
+	return 3 * NDOptUnit
+}
+
+// EncodeNDRouteInfo writes the Route Information option r describes into
+// b[:NDRouteInfoLen(r.Prefix.Bits())].
+func EncodeNDRouteInfo(b []byte, r *NDRouteInfo) {
+	n := NDRouteInfoLen(r.Prefix.Bits())
+	b[ndOptType], b[ndOptLength] = NDOptRouteInfo, uint8(n/NDOptUnit)
+	b[ndRIOPrefixLen] = uint8(r.Prefix.Bits())
+	b[ndRIOFlags] = uint8(r.Preference&3) << ndRIOPrfShift
+	be.PutUint32(b[ndRIOLifetime:ndRIOLifetime+4], r.Lifetime)
+	a := r.Prefix.Masked().Addr().As16()
+	copy(b[ndRIOPrefix:n], a[:])
 }
 
 // DNS Search List option layout (RFC 8106 section 5.2): two reserved

@@ -85,6 +85,15 @@ func checkNDOptionRoundTrip(t *testing.T, o wire.NDOption) {
 			t.Fatalf("DNSSL option %x (%q) encodes as %x", []byte(o), domains, re)
 		}
 	}
+	// A Route Information option longer than its prefix needs is read,
+	// but encodes shorter.
+	if r, ok := o.RouteInfo(); ok && wire.NDRouteInfoLen(r.Prefix.Bits()) == o.Len() {
+		wire.EncodeNDRouteInfo(re, &r)
+		got, _ := wire.NDOption(re).RouteInfo()
+		if got != r || !bytes.Equal(re[:3], o[:3]) || re[3] != o[3]&0x18 || !bytes.Equal(re[4:8], o[4:8]) {
+			t.Fatalf("route information option %x encodes as %x", []byte(o), re)
+		}
+	}
 	if pkt, ok := o.RedirectedHeader(); ok {
 		wire.EncodeNDRedirectedHeader(re, pkt)
 		if !bytes.Equal(re[:2], o[:2]) || !bytes.Equal(re[8:], o[8:]) {

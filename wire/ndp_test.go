@@ -62,6 +62,23 @@ func rdnssOpt(lifetime uint32, servers ...netip.Addr) ndOpt {
 		layers.ICMPv6Option{Type: wire.NDOptRDNSS, Data: d}}
 }
 
+// rioOpt builds a Route Information option's data by hand (RFC 4191
+// section 2.3): as few bytes of the prefix as its length needs.
+func rioOpt(prefix string, prf uint8, lifetime uint32) ndOpt {
+	p := netip.MustParsePrefix(prefix)
+	d := append([]byte{byte(p.Bits()), prf << 3}, binary.BigEndian.AppendUint32(nil, lifetime)...)
+	n := 0
+	switch {
+	case p.Bits() > 64:
+		n = 16
+	case p.Bits() > 0:
+		n = 8
+	}
+	d = append(d, p.Addr().AsSlice()[:n]...)
+	r := wire.NDRouteInfo{Prefix: p, Preference: wire.RouterPreference(prf), Lifetime: lifetime}
+	return ndOpt{len(d) + 2, func(b []byte) { wire.EncodeNDRouteInfo(b, &r) }, layers.ICMPv6Option{Type: wire.NDOptRouteInfo, Data: d}}
+}
+
 // dnsslOpt builds the option's data by hand, label by label, as RFC 8106
 // section 5.2 lays it out, for gopacket to carry as it is.
 func dnsslOpt(lifetime uint32, domains ...string) ndOpt {
@@ -273,6 +290,8 @@ var ndCases = []ndCase{
 		prefixOpt(prefix), rdnssOpt(1800, addr("fd00::3"), addr("2001:db8::53"))),
 	raCase("router advertisement with a DNS search list", wire.RouterAdvertisementFields{RouterLifetime: 1800}, 0,
 		rdnssOpt(wire.NDInfiniteLifetime, addr("fe80::1")), dnsslOpt(600, "example.com", "lab.example.org"), dnsslOpt(0, "x")),
+	raCase("router advertisement with routes of every length", wire.RouterAdvertisementFields{RouterLifetime: 1800}, 0,
+		rioOpt("::/0", 1, 1800), rioOpt("2001:db8:77::/48", 3, 600), rioOpt("2001:db8:78::/64", 0, 0), rioOpt("2001:db8:79::8/125", 1, wire.NDInfiniteLifetime)),
 }
 
 // build writes c with wire: fixed part, options, checksum.
@@ -586,5 +605,38 @@ func TestNDDNSOptionsMalformedAreRefused(t *testing.T) {
 				t.Errorf("accepted = %v, want %v (option %x)", ok, tt.ok, []byte(tt.o))
 			}
 		})
+	}
+}
+
+func TestNDRouteInfoReadsWhatItEncodesAndRefusesTheMalformed(t *testing.T) {
+	for _, prefix := range []string{"::/0", "2001:db8:77::/48", "2001:db8:78::/64", "2001:db8:79::8/125", "2001:db8::1/128"} {
+		o := rioOpt(prefix, 3, 600)
+		b := make([]byte, o.len)
+		o.encode(b)
+		r, ok := wire.NDOption(b).RouteInfo()
+		if !ok || r.Prefix != netip.MustParsePrefix(prefix) || r.Preference != wire.RouterPrefLow || r.Lifetime != 600 {
+			t.Errorf("%s: RouteInfo() = %+v, %v", prefix, r, ok)
+		}
+	}
+	// The bits past the prefix length are ignored (RFC 4191 section 2.3).
+	b := make([]byte, 16)
+	wire.EncodeNDRouteInfo(b, &wire.NDRouteInfo{Prefix: netip.MustParsePrefix("2001:db8:77::/48")})
+	b[8+7] = 0xff
+	if r, ok := wire.NDOption(b).RouteInfo(); !ok || r.Prefix != netip.MustParsePrefix("2001:db8:77::/48") {
+		t.Errorf("RouteInfo() with bits past the length = %+v, %v", r, ok)
+	}
+	for _, tt := range []struct {
+		name string
+		o    []byte
+	}{
+		{"a /64 in one unit", []byte{wire.NDOptRouteInfo, 1, 64, 0, 0, 0, 0, 60}},
+		{"a /65 in two units", append([]byte{wire.NDOptRouteInfo, 2, 65, 0, 0, 0, 0, 60}, make([]byte, 8)...)},
+		{"a /129", append([]byte{wire.NDOptRouteInfo, 3, 129, 0, 0, 0, 0, 60}, make([]byte, 16)...)},
+		{"the reserved preference", []byte{wire.NDOptRouteInfo, 1, 0, 2 << 3, 0, 0, 0, 60}},
+		{"four units", append([]byte{wire.NDOptRouteInfo, 4, 0, 0, 0, 0, 0, 60}, make([]byte, 24)...)},
+	} {
+		if r, ok := wire.NDOption(tt.o).RouteInfo(); ok {
+			t.Errorf("%s: RouteInfo() = %+v, accepted", tt.name, r)
+		}
 	}
 }
