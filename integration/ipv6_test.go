@@ -692,6 +692,47 @@ func TestIPv6RouteInformationFromRadvd(t *testing.T) {
 	h.gonetPing(t, beyond, 56)
 }
 
+// TestIPv6StatelessDHCPv6FromDnsmasq: dnsmasq in the kernel's namespace
+// advertises the prefix with the Other flag (ra-stateless) and serves
+// DHCPv6 information; GoNet asks for it (RFC 8415 section 18.2.6) and its
+// resolver takes the DNS server and search domain dnsmasq gives.
+func TestIPv6StatelessDHCPv6FromDnsmasq(t *testing.T) {
+	lookPath(t, "dnsmasq")
+	h := newHost6(t, options{}, false)
+	server := slaacPrefix.Addr().Next()
+	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", netip.PrefixFrom(server, 64).String(), "dev", h.dev, "nodad")
+	var out bytes.Buffer
+	cmd := h.ns.Command(context.Background(), "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
+		"--no-resolv", "--no-hosts", "--port=0", "--interface="+h.dev, "--bind-interfaces",
+		"--pid-file=", "--log-facility=-", "--log-dhcp", "--enable-ra", "--ra-param="+h.dev+",3,1800",
+		"--dhcp-range="+slaacPrefix.Addr().String()+",ra-stateless,64",
+		"--dhcp-option=option6:dns-server,["+server.String()+"]", "--dhcp-option=option6:domain-search,dhcp6.test")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dnsmasq: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dnsmasq:\n%s", out.String())
+		}
+	})
+	waitFor(t, "the DNS server and domain DHCPv6 gives", 30*time.Second, func() bool {
+		for _, src := range h.stack.DNSSources() {
+			if src.From.Protocol == stack.DNSFromDHCPv6 && slices.Contains(src.Search, "dhcp6.test") &&
+				slices.Contains(src.Servers, netip.AddrPortFrom(server, 53)) {
+				return true
+			}
+		}
+		return false
+	})
+	if n := h.counter("DHCPv6." + h.dev + ".InReplies"); n < 1 {
+		t.Errorf("DHCPv6.%s.InReplies = %d", h.dev, n)
+	}
+}
+
 // TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names
 // through the DNS server radvd names (RFC 8106's RDNSS option), completing
 // a name with no dot in the domain radvd names (DNSSL), as an IPv6-only

@@ -62,7 +62,7 @@ func (l *dnsList[T]) stop() {
 	}
 }
 
-// updateLocked applies one option's values with their lifetime: zero
+// updateDNSLocked applies one option's values with their lifetime: zero
 // removes them ("the RDNSS addresses MUST no longer be used", section 5.1);
 // otherwise each goes, in the option's order, to the front of the list
 // ("the latest received RDNSS or DNSSL is more preferred to the old ones",

@@ -307,6 +307,7 @@ type fakeHost struct {
 	dnsCalls    int
 	temporary   []netip.Addr                // the temporary addresses added, in order
 	routes      map[string]route.Preference // "PREFIX via ROUTER"
+	configFlags [2]bool                     // Managed, Other
 }
 
 func newFakeHost() *fakeHost {
@@ -359,6 +360,12 @@ func (f *fakeHost) SetDefaultRouter(r netip.Addr, pref route.Preference, l time.
 		return
 	}
 	f.routers[r] = pref
+}
+
+func (f *fakeHost) SetConfigFlags(managed, other bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.configFlags = [2]bool{managed, other}
 }
 
 func (f *fakeHost) SetRoute(prefix netip.Prefix, router netip.Addr, pref route.Preference, l time.Duration) {

@@ -188,6 +188,10 @@ type Host interface {
 	// pref for lifetime; zero removes it (RFC 4861 section 6.3.4, RFC
 	// 4191 section 3).
 	SetDefaultRouter(router netip.Addr, pref route.Preference, lifetime time.Duration)
+	// SetConfigFlags passes on an advertisement's Managed and Other
+	// flags (RFC 4861 section 4.2) when one first sets either: DHCPv6
+	// is then there to ask (RFC 8415 section 6).
+	SetConfigFlags(managed, other bool)
 	// SetRoute records that prefix is reached through router with pref
 	// for lifetime; zero removes the route of that preference (RFC 4191
 	// section 3.1's Route Information options).
@@ -321,6 +325,8 @@ type Protocol struct {
 	adv        *advertiser // set once the interface advertises (advertise.go)
 
 	isRouter atomic.Bool // the interface advertises: NAs carry the Router flag
+
+	configFlags [2]bool // the Managed and Other flags last passed to Host
 
 	log ndpLog // log.go
 

@@ -93,6 +93,11 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 	if rt := time.Duration(ra.RetransTimer()) * time.Millisecond; rt != 0 {
 		p.params.retrans = rt
 	}
+	// Section 4.2's M and O flags: what DHCPv6 has to give.
+	if f := [2]bool{ra.Managed(), ra.Other()}; f != p.configFlags && (f[0] || f[1]) {
+		p.configFlags = f
+		p.later(func() { host.SetConfigFlags(f[0], f[1]) })
+	}
 	dnsChanged := false
 	for opts := ra.Options(); len(opts) > 0; {
 		var o wire.NDOption

@@ -438,3 +438,21 @@ func TestRouteInformationOptionsAddRoutesThroughTheRouter(t *testing.T) {
 	h.clk.Advance(60 * time.Second)
 	eventually(t, "the route's lifetime to end", func() bool { return len(h.hostRoutes()) == 0 })
 }
+
+func TestManagedAndOtherFlagsReachTheHostOnce(t *testing.T) {
+	h := newHarness(t, quiet)
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 1800})
+	h.sync()
+	h.host.with(func(f *fakeHost) {
+		if f.configFlags != [2]bool{} {
+			t.Errorf("flags %v from an advertisement without M or O", f.configFlags)
+		}
+	})
+	h.injectRA(msg{}, &layers.ICMPv6RouterAdvertisement{RouterLifetime: 1800, Flags: 0x40 /* O */})
+	h.sync()
+	h.host.with(func(f *fakeHost) {
+		if f.configFlags != [2]bool{false, true} {
+			t.Errorf("flags %v, want Other", f.configFlags)
+		}
+	})
+}

@@ -55,6 +55,9 @@ const (
 	// DNSFromRouterAdvertisements is what routers advertise (RFC 8106's
 	// RDNSS and DNSSL options).
 	DNSFromRouterAdvertisements
+	// DNSFromDHCPv6 is what a DHCPv6 server gives (RFC 3646's options,
+	// by a stateless exchange, RFC 8415 section 6.1).
+	DNSFromDHCPv6
 )
 
 func (p DNSProtocol) String() string {
@@ -63,6 +66,8 @@ func (p DNSProtocol) String() string {
 		return "dhcp"
 	case DNSFromRouterAdvertisements:
 		return "router advertisements"
+	case DNSFromDHCPv6:
+		return "dhcpv6"
 	}
 	return fmt.Sprintf("DNSProtocol(%d)", uint8(p))
 }
@@ -104,9 +109,9 @@ func (s *Stack) SetDNS(cfg DNSConfig) error {
 
 // SetLearnedDNS sets the servers and search list a protocol learned on a
 // NIC; an empty cfg forgets them. Unless SetDNS set some by hand, the
-// resolver uses every protocol's on every NIC: a DHCP lease's before what
-// routers advertised (RFC 8106 section 5.3.1: a host "SHOULD keep some DNS
-// options from all sources"), each NIC's in the order of their names, so
+// resolver uses every protocol's on every NIC: a DHCP lease's, then what
+// routers advertised, then DHCPv6's (RFC 8106 section 5.3.1: a host
+// "SHOULD keep some DNS options from all sources"), each NIC's in the order of their names, so
 // that the same network gives the same list whichever answered first;
 // the same server or domain once. A search domain the resolver cannot
 // use is left out, and logged; the rest is kept.
@@ -172,7 +177,7 @@ func cloneDNS(c DNSConfig) DNSConfig {
 }
 
 // learnedOrderLocked returns the origins of what was learned in the order
-// it is used: DHCP's before advertisements', then by NIC name.
+// it is used: by protocol (DNSProtocol's order), then by NIC name.
 func (s *Stack) learnedOrderLocked() []DNSOrigin {
 	return slices.SortedFunc(maps.Keys(s.dns.learned), func(a, b DNSOrigin) int {
 		return cmp.Or(cmp.Compare(a.Protocol, b.Protocol), strings.Compare(a.NIC, b.NIC))

@@ -21,6 +21,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/dealer"
+	"github.com/gonetstack/gonet/dhcpv6"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ethernet"
 	"github.com/gonetstack/gonet/icmp"
@@ -66,14 +67,18 @@ type Config struct {
 	// addresses only.
 	NoIPv6 bool
 
-	IPv4   ipv4.Config
-	IGMP   igmp.Config
-	IPv6   ipv6.Config
-	NDP    ndp.Config
-	ICMP   icmp.Config
-	ICMPv6 icmpv6.Config
-	UDP    udp.Config
-	TCP    tcp.Config
+	IPv4 ipv4.Config
+	IGMP igmp.Config
+	IPv6 ipv6.Config
+	NDP  ndp.Config
+	// NoDHCPv6 keeps a NIC from asking DHCPv6 servers for DNS servers
+	// and search domains when its routers set the Other or Managed flag
+	// (package dhcpv6, stateless: addresses come from SLAAC).
+	NoDHCPv6 bool
+	ICMP     icmp.Config
+	ICMPv6   icmpv6.Config
+	UDP      udp.Config
+	TCP      tcp.Config
 }
 
 // errNoIPv6 is the error for IPv6 asked of a stack with Config.NoIPv6.
@@ -119,6 +124,7 @@ type nic struct {
 	igmp   *igmp.Protocol
 	nd     *ndp.Protocol
 	iface6 *ipv6.Interface
+	dhcp6  *dhcpv6.Client // started by the first advertisement with M or O; s.mu guards it
 }
 
 // New returns a running stack with no NICs.
@@ -469,6 +475,9 @@ func (s *Stack) Metrics() stats.Snapshot {
 		if n.nd != nil {
 			m.Add("NDP."+n.eth.Name(), &n.nd.Stats)
 		}
+		if n.dhcp6 != nil {
+			m.Add("DHCPv6."+n.eth.Name(), &n.dhcp6.Stats)
+		}
 	}
 	for prefix, st := range s.extra {
 		m.Add(prefix, st)
@@ -577,6 +586,14 @@ func (s *Stack) Close() error {
 	for _, n := range nics {
 		if err := n.eth.StopReceive(); err != nil && first == nil {
 			first = fmt.Errorf("stack: close NIC %s: %w", n.eth.Name(), err)
+		}
+	}
+	for _, n := range nics {
+		s.mu.Lock()
+		c := n.dhcp6
+		s.mu.Unlock()
+		if c != nil {
+			c.Close()
 		}
 	}
 	s.tcp.Close()

@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"net/netip"
-	"strings"
-)
+import "net/netip"
 
 // Neighbour discovery messages (RFC 4861 section 4) are ICMPv6 messages: the
 // views below are of the whole message, ICMPv6 header first, and their
@@ -607,11 +604,6 @@ const (
 	ndDNSSLReserved = 2 // 2 bytes
 	ndDNSSLLifetime = 4 // seconds, 4 bytes
 	ndDNSSLNames    = 8
-
-	// maxDomainLen bounds a domain name's encoding, its labels' length
-	// bytes and the root's zero included (RFC 1035 section 3.1).
-	maxDomainLen = 255
-	maxLabelLen  = 63
 )
 
 // NDDNSSLLen returns the length of a DNS Search List option naming
@@ -619,7 +611,7 @@ const (
 func NDDNSSLLen(domains []string) int {
 	n := ndDNSSLNames
 	for _, d := range domains {
-		n += len(d) + 2 // a length byte per label stands for each dot, plus the first's and the root's
+		n += DomainNameLen(d)
 	}
 	return (n + NDOptUnit - 1) / NDOptUnit * NDOptUnit
 }
@@ -632,61 +624,23 @@ func EncodeNDDNSSL(b []byte, lifetime uint32, domains []string) {
 	b[ndOptType], b[ndOptLength] = NDOptDNSSL, uint8(n/NDOptUnit)
 	b[ndDNSSLReserved], b[ndDNSSLReserved+1] = 0, 0
 	be.PutUint32(b[ndDNSSLLifetime:ndDNSSLLifetime+4], lifetime)
-	off := ndDNSSLNames
+	names := b[ndDNSSLNames:ndDNSSLNames]
 	for _, d := range domains {
-		for label := range strings.SplitSeq(d, ".") {
-			b[off] = uint8(len(label))
-			off += 1 + copy(b[off+1:], label)
-		}
-		b[off] = 0
-		off++
+		names = AppendDomainName(names, d)
 	}
-	clear(b[off:n])
+	clear(b[ndDNSSLNames+len(names) : n])
 }
 
 // DNSSL returns the lifetime and domains of a DNS Search List option, each
 // a dotted name without the trailing dot; false for another option, or one
-// that names no domain, or one with a name that is compressed, too long,
-// has a dot in a label, or runs into the padding (RFC 8106 section 5.3.1:
-// such an option "MUST" be discarded). A label's bytes are as sent: whether they make a host
-// name is the resolver's to judge.
+// that names no domain, or one with a name DomainNames refuses (RFC 8106
+// section 5.3.1: such an option "MUST" be discarded).
 func (p NDOption) DNSSL() (lifetime uint32, domains []string, ok bool) {
 	if p.Type() != NDOptDNSSL || len(p) < 2*NDOptUnit {
 		return 0, nil, false
 	}
-	b := p[ndDNSSLNames:]
-	for len(b) > 0 && b[0] != 0 { // a zero where a name would start is the padding
-		var name []byte
-		enc := 1 // the root's zero
-		for {
-			if len(b) == 0 {
-				return 0, nil, false // ran off the end: no root label
-			}
-			l := int(b[0])
-			if l == 0 {
-				b = b[1:]
-				break
-			}
-			// A length of 64 or more is a compression pointer's
-			// bits or a reserved form, neither allowed here.
-			enc += 1 + l
-			if l > maxLabelLen || 1+l > len(b) || enc > maxDomainLen || strings.IndexByte(string(b[1:1+l]), '.') >= 0 {
-				return 0, nil, false // a dot inside a label could not be told from one between labels
-			}
-			if len(name) > 0 {
-				name = append(name, '.')
-			}
-			name = append(name, b[1:1+l]...)
-			b = b[1+l:]
-		}
-		domains = append(domains, string(name))
-	}
-	for _, c := range b {
-		if c != 0 {
-			return 0, nil, false // "padded with zeros": anything else is not a name list
-		}
-	}
-	if len(domains) == 0 {
+	domains, ok = DomainNames(p[ndDNSSLNames:])
+	if !ok || len(domains) == 0 {
 		return 0, nil, false
 	}
 	return be.Uint32(p[ndDNSSLLifetime : ndDNSSLLifetime+4]), domains, true

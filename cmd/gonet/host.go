@@ -94,6 +94,9 @@ type linkConfig struct {
 	// slaac forms addresses from advertised prefixes (RFC 4862 section
 	// 5.5.3); -slaac=false turns it off.
 	slaac bool
+	// dhcpv6 asks DHCPv6 servers for DNS when routers set the Other or
+	// Managed flag (RFC 8415 stateless); -dhcpv6=false does not.
+	dhcpv6 bool
 	// tempAddr is -temp-addr: temporary addresses (RFC 8981) beside
 	// SLAAC's, preferred as sources.
 	tempAddr bool
@@ -146,9 +149,10 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 
 // registerIPv6 adds the flags of the host's IPv6 to fs.
 func (c *linkConfig) registerIPv6(fs *flag.FlagSet) {
-	c.slaac = true
+	c.slaac, c.dhcpv6 = true, true
 	fs.BoolVar(&c.noIPv6, "no-ipv6", false, "run IPv4 only, as Linux's disable_ipv6: no link-local address, no neighbour discovery, IPv6 frames dropped")
 	fs.BoolVar(&c.slaac, "slaac", true, "form addresses from the prefixes routers advertise (RFC 4862); -slaac=false takes only the routes they advertise")
+	fs.BoolVar(&c.dhcpv6, "dhcpv6", true, "ask the link's DHCPv6 servers for DNS servers and search domains when routers set the Other or Managed flag (RFC 8415, stateless: addresses come from SLAAC); -dhcpv6=false does not")
 	fs.BoolVar(&c.tempAddr, "temp-addr", false, "form a temporary address (RFC 8981: a random identifier, renewed daily) beside each address SLAAC forms, and prefer it as the source of new connections, as Linux's use_tempaddr=2")
 	fs.StringVar(&c.stableKey, "stable-iid", "", "form IPv6 interface identifiers as RFC 7217's stable opaque ones from the secret key in `FILE` (created, mode 0600, with a new key when absent) instead of from the MAC")
 }
@@ -635,7 +639,8 @@ func bringUpOn(c *linkConfig, ep link.Endpoint, nic string, log *slog.Logger) (*
 	gc := stack.TuneGC(c.memory)
 	log.Info("collector set", "gogc", gcPercent(gc.Percent), "gogc_from_env", gc.PercentFromEnv,
 		"gomemlimit", gc.Limit, "gomemlimit_from_env", gc.LimitFromEnv)
-	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log, NoIPv6: c.noIPv6, NDP: nd})
+	s := stack.New(stack.Config{MemoryLimit: c.memory, TCP: tcp.Config{ECN: c.ecn}, Logger: log, NoIPv6: c.noIPv6, NDP: nd,
+		NoDHCPv6: !c.dhcpv6 || c.router})
 	h := &host{stack: s, nic: nic, mac: ep.MAC(), name: c.hostname, capture: capture}
 	if err := s.AddNIC(h.nic, ep); err != nil {
 		s.Close()
