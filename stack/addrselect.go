@@ -202,6 +202,14 @@ func (s *Stack) dialRace(ctx context.Context, network string, addrs []netip.Addr
 			errs[r.i] = r.err
 			if started < len(addrs) && ctx.Err() == nil {
 				start()
+				// A tick that came meanwhile is for the attempt
+				// just started: the next waits its own delay.
+				if !t.Stop() {
+					select {
+					case <-t.C():
+					default:
+					}
+				}
 				t.Reset(ConnectionAttemptDelay)
 			}
 		case <-next:
