@@ -15,16 +15,31 @@ import (
 	"github.com/gonetstack/gonet/wire"
 )
 
-// Transmission parameters of an Information-request (RFC 8415 section
-// 7.6) and the Information Refresh Time's bounds (section 21.23).
+// Transmission parameters (RFC 8415 section 7.6): the first delay, the
+// first and longest retransmission timeouts and the most transmissions of
+// each exchange, and the Information Refresh Time's bounds (section
+// 21.23).
 const (
-	InfMaxDelay   = time.Second       // INF_MAX_DELAY: the first request's random delay
-	InfTimeout    = time.Second       // INF_TIMEOUT: the first retransmission timeout
-	InfMaxRT      = time.Hour         // INF_MAX_RT: the longest
-	IRTDefault    = 24 * time.Hour    // IRT_DEFAULT: a Reply without the option
-	IRTMinimum    = 600 * time.Second // IRT_MINIMUM
-	infMaxRTFloor = 60 * time.Second  // section 21.25's bounds on a server's INF_MAX_RT
-	infMaxRTCeil  = 86400 * time.Second
+	InfMaxDelay = time.Second // INF_MAX_DELAY, and SOL_MAX_DELAY
+	InfTimeout  = time.Second // INF_TIMEOUT
+	InfMaxRT    = time.Hour   // INF_MAX_RT
+	SolTimeout  = time.Second
+	SolMaxRT    = time.Hour
+	ReqTimeout  = time.Second
+	ReqMaxRT    = 30 * time.Second
+	ReqMaxRC    = 10
+	DecTimeout  = time.Second
+	DecMaxRC    = 4
+	RenTimeout  = 10 * time.Second
+	RenMaxRT    = 600 * time.Second
+	RebTimeout  = 10 * time.Second
+	RebMaxRT    = 600 * time.Second
+	IRTDefault  = 24 * time.Hour    // IRT_DEFAULT: a Reply without the option
+	IRTMinimum  = 600 * time.Second // IRT_MINIMUM
+	// maxRTFloor and maxRTCeil bound a server's SOL_MAX_RT and
+	// INF_MAX_RT (sections 21.24 and 21.25).
+	maxRTFloor = 60 * time.Second
+	maxRTCeil  = 86400 * time.Second
 )
 
 // Config is what a Client needs.
@@ -34,45 +49,69 @@ type Config struct {
 	Conn net.PacketConn
 	// Servers is where requests go: [ff02::1:2%NIC]:547.
 	Servers netip.AddrPort
-	// MAC is the interface's, the client's DUID-LL.
+	// MAC is the interface's, the client's DUID-LL and its IAID.
 	MAC wire.MAC
 	// Env gives the clock, the random source and the logger.
 	Env *env.Env
 	// Learned is told the servers and search domains of each Reply
 	// whose information differs from the last.
 	Learned func(servers []netip.Addr, search []string)
+	// Lease is told each address leased, with its lifetimes, when it is
+	// leased and each time the lease is extended; a zero valid lifetime
+	// takes it away. Only a Managed client leases.
+	Lease func(addr netip.Addr, valid, preferred time.Duration)
 }
 
 // Stats are the client's counters.
 type Stats struct {
-	OutInformationRequests stats.Counter // retransmissions included
-	InReplies              stats.Counter // replies taken
-	InDiscarded            stats.Counter // another type or transaction, not for us, or a failure status
-	SendErrors             stats.Counter // a request the socket refused (no link-local address yet, say)
+	OutInformationRequests stats.Counter // retransmissions included, as for each kind
+	OutSolicits            stats.Counter
+	OutRequests            stats.Counter
+	OutRenews              stats.Counter
+	OutRebinds             stats.Counter
+	OutDeclines            stats.Counter
+	InAdvertises           stats.Counter // taken
+	InReplies              stats.Counter // taken
+	InDiscarded            stats.Counter // another type or transaction, not for us, or refused by its status
+	SendErrors             stats.Counter // a message the socket refused (no link-local address yet, say)
+	Leases                 stats.Counter // addresses leased, an extension not counted
+	LeasesLost             stats.Counter // leases that ran out or were declined
+	Leased                 stats.Gauge   // addresses held now
 }
 
-// Client asks for configuration information until closed.
+// Client asks the link's DHCPv6 servers for configuration information
+// (stateless) or, once Managed, for addresses too (stateful), until
+// closed.
 type Client struct {
-	cfg  Config
-	duid []byte
-	log  *slog.Logger
-	in   chan []byte
-	done chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	cfg      Config
+	duid     []byte
+	iaid     uint32
+	log      *slog.Logger
+	in       chan []byte
+	manage   chan struct{}
+	declined chan netip.Addr
+	known    reply // the DNS information last reported; run's alone
+	done     chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
 
 	Stats Stats
 }
 
-// Start begins the exchange: the first Information-request after a
-// random delay of up to INF_MAX_DELAY (RFC 8415 section 18.2.6).
+// Start begins the exchanges: the first message after a random delay of
+// up to INF_MAX_DELAY (RFC 8415 sections 18.2.1 and 18.2.6).
 func Start(cfg Config) *Client {
 	c := &Client{
 		cfg:  cfg,
 		duid: duidLL(cfg.MAC),
-		log:  logs.OrDiscard(cfg.Env.Log).With(slog.String("proto", "dhcpv6")),
-		in:   make(chan []byte, 8),
-		done: make(chan struct{}),
+		// The IAID is the MAC's last four bytes: the same across
+		// restarts for this interface, as section 12 asks.
+		iaid:     uint32(cfg.MAC[2])<<24 | uint32(cfg.MAC[3])<<16 | uint32(cfg.MAC[4])<<8 | uint32(cfg.MAC[5]),
+		log:      logs.OrDiscard(cfg.Env.Log).With(slog.String("proto", "dhcpv6")),
+		in:       make(chan []byte, 8),
+		manage:   make(chan struct{}, 1),
+		declined: make(chan netip.Addr, 8),
+		done:     make(chan struct{}),
 	}
 	c.wg.Add(2)
 	go c.read()
@@ -80,7 +119,28 @@ func Start(cfg Config) *Client {
 	return c
 }
 
-// Close stops the client and closes its socket.
+// Manage has the client lease addresses, as the Managed flag of the
+// link's advertisements asks (RFC 4861 section 4.2): a stateless client
+// stops its exchange and solicits.
+func (c *Client) Manage() {
+	select {
+	case c.manage <- struct{}{}:
+	default:
+	}
+}
+
+// Declined tells the client that duplicate address detection found a
+// leased address in use: the client declines it (section 18.2.8) and
+// solicits again.
+func (c *Client) Declined(addr netip.Addr) {
+	select {
+	case c.declined <- addr:
+	default:
+	}
+}
+
+// Close stops the client and closes its socket. Leases are not released:
+// the interface is going away, and they run out.
 func (c *Client) Close() {
 	c.once.Do(func() {
 		close(c.done)
@@ -105,59 +165,151 @@ func (c *Client) read() {
 		case c.in <- slices.Clone(buf[:n]):
 		case <-c.done:
 			return
-		default: // run is behind: a server's retransmitted Reply is not lost for long
+		default: // run is behind: a server's retransmission is not lost for long
 		}
 	}
 }
 
-// run is the exchange, over and over: a request retransmitted until a
-// Reply comes (section 15), then a wait for its refresh time.
+// run is the stateless exchange over and over (a request retransmitted
+// until a Reply comes, section 15, then a wait for its refresh time) until
+// Manage makes it the stateful one.
 func (c *Client) run() {
 	defer c.wg.Done()
-	clk, rnd := c.cfg.Env.Clock, c.cfg.Env.Rand
 	maxRT := InfMaxRT
-	var last reply
-	wait := time.Duration(rnd.IntN(int(InfMaxDelay) + 1))
+	wait := time.Duration(c.cfg.Env.Rand.IntN(int(InfMaxDelay) + 1))
 	for {
-		if !c.sleep(wait) {
+		switch why, _ := c.sleep(wait, true); why {
+		case stopped:
+			return
+		case managed:
+			c.stateful()
 			return
 		}
-		// One exchange: a transaction ID for all its transmissions.
-		xid := rnd.Uint32() & 0xffffff
-		began := clk.Now()
-		rt := InfTimeout + random(rnd, InfTimeout)
-		var r reply
-		for got := false; !got; {
-			elapsed := min(clk.Now().Sub(began)/(10*time.Millisecond), 0xffff)
-			c.send(informationRequest(xid, c.duid, uint16(elapsed)))
-			r, got = c.await(xid, rt)
-			if c.closed() {
-				return
-			}
-			// "RT = 2*RTprev + RAND*RTprev", and past MRT "RT = MRT +
-			// RAND*MRT".
-			if rt = 2*rt + random(rnd, rt); rt > maxRT {
-				rt = maxRT + random(rnd, maxRT)
-			}
+		r, why := c.exchange(&exch{typ: msgInformationRequest, sent: &c.Stats.OutInformationRequests, irt: InfTimeout, mrt: maxRT,
+			heedManage: true, accept: func(r *reply) verdict { return takeIf(r.typ == msgReply && r.status == statusSuccess) }})
+		switch why {
+		case stopped:
+			return
+		case managed:
+			c.stateful()
+			return
 		}
-		c.Stats.InReplies.Inc()
 		if r.infMaxRT != 0 {
-			maxRT = min(max(time.Duration(r.infMaxRT)*time.Second, infMaxRTFloor), infMaxRTCeil)
+			maxRT = boundMaxRT(r.infMaxRT)
 		}
-		if !slices.Equal(r.servers, last.servers) || !slices.Equal(r.search, last.search) {
-			c.log.Info("DHCPv6 information", "servers", r.servers, "search", r.search)
-			c.cfg.Learned(r.servers, r.search)
-		}
-		last = r
+		c.learn(&r)
 		// Section 18.2.6: ask again once the information's refresh
 		// time is over; all ones is never.
 		wait = IRTDefault
 		switch {
 		case r.refresh == 0xffffffff:
-			<-c.done
-			return
+			wait = 1<<63 - 1
 		case r.refresh != 0:
 			wait = max(time.Duration(r.refresh)*time.Second, IRTMinimum)
+		}
+	}
+}
+
+// learn reports a Reply's DNS information when it differs from what was
+// reported last.
+func (c *Client) learn(r *reply) {
+	if slices.Equal(r.servers, c.known.servers) && slices.Equal(r.search, c.known.search) {
+		return
+	}
+	c.log.Info("DHCPv6 information", "servers", r.servers, "search", r.search)
+	c.cfg.Learned(r.servers, r.search)
+	c.known.servers, c.known.search = r.servers, r.search
+}
+
+func boundMaxRT(secs uint32) time.Duration {
+	return min(max(time.Duration(secs)*time.Second, maxRTFloor), maxRTCeil)
+}
+
+// outcome is how a wait or an exchange ended.
+type outcome int
+
+const (
+	answered outcome = iota // a message taken, or the wait over
+	expired                 // retransmissions or time ran out
+	stopped                 // the client closed
+	managed                 // Manage was called (waits that heed it only)
+	declined                // Declined was called (waits that heed it only)
+)
+
+// exch is one exchange (RFC 8415 section 15): the message to send, of
+// typ, for serverID and about ia when set, counted in sent; the first and
+// longest retransmission timeouts, the most transmissions and the longest
+// time (none when zero); whether Manage ends it; what answer it takes;
+// and, when set, what it takes when a timeout passes (an Advertise
+// gathered meanwhile) instead of retransmitting.
+type exch struct {
+	typ      uint8
+	serverID []byte
+	ia       *lease
+	sent     *stats.Counter
+	irt, mrt time.Duration
+	mrc      int
+	mrd      time.Duration
+	// firstAbove draws the first timeout's RAND above zero, as a
+	// Solicit's is (section 18.2.1).
+	firstAbove bool
+	heedManage bool
+	accept     func(*reply) verdict
+	timeout    func() *reply
+}
+
+// verdict is what an exchange makes of an answer.
+type verdict int
+
+const (
+	refuse verdict = iota // not an answer to take: discarded
+	take                  // the answer: the exchange is over
+	keep                  // an Advertise gathered for the first timeout's choice
+)
+
+// takeIf is a verdict from a condition.
+func takeIf(ok bool) verdict {
+	if ok {
+		return take
+	}
+	return refuse
+}
+
+// exchange sends e's message and retransmits it until e.accept takes an
+// answer: the first timeout IRT plus RAND, each next twice the last plus
+// RAND, past MRT MRT plus RAND, with one transaction ID throughout.
+func (c *Client) exchange(e *exch) (reply, outcome) {
+	clk, rnd := c.cfg.Env.Clock, c.cfg.Env.Rand
+	req := &request{typ: e.typ, xid: rnd.Uint32() & 0xffffff, serverID: e.serverID, ia: e.ia}
+	began := clk.Now()
+	rt := e.irt + random(rnd, e.irt)
+	if e.firstAbove {
+		rt = e.irt + time.Duration(1+rnd.IntN(int(e.irt/10)))
+	}
+	for n := 1; ; n++ {
+		req.elapsed = uint16(min(clk.Now().Sub(began)/(10*time.Millisecond), 0xffff))
+		e.sent.Inc()
+		c.send(req.encode(c.duid))
+		wait := rt
+		if e.mrd != 0 {
+			wait = min(wait, e.mrd-clk.Now().Sub(began))
+		}
+		r, why := c.await(req.xid, wait, e.heedManage, e.accept)
+		if why != expired {
+			return r, why
+		}
+		if e.timeout != nil {
+			if r := e.timeout(); r != nil {
+				return *r, answered
+			}
+		}
+		if e.mrc != 0 && n >= e.mrc || e.mrd != 0 && clk.Now().Sub(began) >= e.mrd {
+			return reply{}, expired
+		}
+		// "RT = 2*RTprev + RAND*RTprev", and past MRT "RT = MRT +
+		// RAND*MRT".
+		if rt = 2*rt + random(rnd, rt); e.mrt != 0 && rt > e.mrt {
+			rt = e.mrt + random(rnd, e.mrt)
 		}
 	}
 }
@@ -169,54 +321,74 @@ func random(rnd *env.Rand, d time.Duration) time.Duration {
 }
 
 func (c *Client) send(b []byte) {
-	c.Stats.OutInformationRequests.Inc()
 	if _, err := c.cfg.Conn.WriteTo(b, net.UDPAddrFromAddrPort(c.cfg.Servers)); err != nil {
 		c.Stats.SendErrors.Inc()
-		c.log.Debug("DHCPv6 request not sent", "err", err)
+		c.log.Debug("DHCPv6 message not sent", "err", err)
 	}
 }
 
-// await waits up to rt for a Reply to xid.
-func (c *Client) await(xid uint32, rt time.Duration) (reply, bool) {
-	t := c.cfg.Env.Clock.NewTimer(rt)
+// await waits up to d for an answer to xid that accept takes.
+func (c *Client) await(xid uint32, d time.Duration, heedManage bool, accept func(*reply) verdict) (reply, outcome) {
+	t := c.cfg.Env.Clock.NewTimer(max(d, 0))
 	defer t.Stop()
+	var manage chan struct{}
+	if heedManage {
+		manage = c.manage
+	}
 	for {
 		select {
 		case b := <-c.in:
-			if r, ok := parseReply(b, xid, c.duid); ok {
-				return r, true
+			r, ok := parseReply(b, xid, c.duid, c.iaid)
+			v := refuse
+			if ok {
+				v = accept(&r)
 			}
-			c.Stats.InDiscarded.Inc()
+			switch {
+			case v == refuse:
+				c.Stats.InDiscarded.Inc()
+				continue
+			case r.typ == msgAdvertise:
+				c.Stats.InAdvertises.Inc()
+			default:
+				c.Stats.InReplies.Inc()
+			}
+			if v == take {
+				return r, answered
+			}
 		case <-t.C():
-			return reply{}, false
+			return reply{}, expired
+		case <-manage:
+			return reply{}, managed
 		case <-c.done:
-			return reply{}, false
+			return reply{}, stopped
 		}
 	}
 }
 
-// sleep waits d on the clock, reporting false once the client closes.
-// Datagrams arriving meanwhile answer nothing of ours.
-func (c *Client) sleep(d time.Duration) bool {
+// sleep waits d on the clock; with heedManage Manage ends it, and
+// without, a declined address does, which it returns. Datagrams arriving
+// meanwhile answer nothing of ours.
+func (c *Client) sleep(d time.Duration, heedManage bool) (outcome, netip.Addr) {
 	t := c.cfg.Env.Clock.NewTimer(d)
 	defer t.Stop()
+	var manage chan struct{}
+	if heedManage {
+		manage = c.manage
+	}
 	for {
 		select {
 		case <-t.C():
-			return true
+			return answered, netip.Addr{}
 		case <-c.in:
 			c.Stats.InDiscarded.Inc()
+		case <-manage:
+			return managed, netip.Addr{}
+		case a := <-c.declined:
+			if !heedManage {
+				return declined, a
+			}
 		case <-c.done:
-			return false
+			return stopped, netip.Addr{}
 		}
-	}
-}
-
-func (c *Client) closed() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
 	}
 }

@@ -78,6 +78,11 @@ func replyFor(t testing.TB, b []byte, opts ...layers.DHCPv6Option) []byte {
 			layers.NewDHCPv6Option(layers.DHCPv6OptServerID, serverID),
 			layers.NewDHCPv6Option(layers.DHCPv6OptClientID, id),
 		}, opts...)}
+	return serialize(t, d)
+}
+
+func serialize(t testing.TB, d *layers.DHCPv6) []byte {
+	t.Helper()
 	buf := gopacket.NewSerializeBuffer()
 	if err := d.SerializeTo(buf, gopacket.SerializeOptions{FixLengths: true}); err != nil {
 		t.Fatal(err)
@@ -112,7 +117,7 @@ func TestParseReplyTakesWhatIsOursAndRefusesTheRest(t *testing.T) {
 	duid := duidLL(mac)
 	req := informationRequest(0x123456, duid, 0)
 	good := replyFor(t, req, dnsOption("2001:db8::53", "ff02::1", "2001:db8::54"), domainOption("lab.test", "example.org"), refreshOption(1200))
-	r, ok := parseReply(good, 0x123456, duid)
+	r, ok := parseReply(good, 0x123456, duid, 7)
 	if !ok || !slices.Equal(r.servers, []netip.Addr{netip.MustParseAddr("2001:db8::53"), netip.MustParseAddr("2001:db8::54")}) ||
 		!slices.Equal(r.search, []string{"lab.test", "example.org"}) || r.refresh != 1200 {
 		t.Errorf("parseReply = %+v, %v; want two servers (the multicast one left out), two domains, refresh 1200", r, ok)
@@ -121,14 +126,17 @@ func TestParseReplyTakesWhatIsOursAndRefusesTheRest(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"another transaction":    replyFor(t, informationRequest(0x654321, duid, 0)),
 		"another client":         replyFor(t, other),
-		"a failure status":       replyFor(t, req, layers.NewDHCPv6Option(layers.DHCPv6OptStatusCode, []byte{0, 2, 'n', 'o'})),
 		"no server identifier":   append([]byte{msgReply, 0x12, 0x34, 0x56}, good[4+4+len(serverID):]...),
 		"a truncated option":     good[:len(good)-1],
 		"a request, not a reply": req,
 	} {
-		if r, ok := parseReply(b, 0x123456, duid); ok {
+		if r, ok := parseReply(b, 0x123456, duid, 7); ok {
 			t.Errorf("%s: parseReply = %+v, accepted", name, r)
 		}
+	}
+	// A status is read for the caller to judge.
+	if r, ok := parseReply(replyFor(t, req, layers.NewDHCPv6Option(layers.DHCPv6OptStatusCode, []byte{0, 2, 'n', 'o'})), 0x123456, duid, 7); !ok || r.status != statusNoAddrsAvail {
+		t.Errorf("a Reply with NoAddrsAvail: %+v, %v", r, ok)
 	}
 }
 

@@ -701,24 +701,8 @@ func TestIPv6StatelessDHCPv6FromDnsmasq(t *testing.T) {
 	h := newHost6(t, options{}, false)
 	server := slaacPrefix.Addr().Next()
 	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", netip.PrefixFrom(server, 64).String(), "dev", h.dev, "nodad")
-	var out bytes.Buffer
-	cmd := h.ns.Command(context.Background(), "dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
-		"--no-resolv", "--no-hosts", "--port=0", "--interface="+h.dev, "--bind-interfaces",
-		"--pid-file=", "--log-facility=-", "--log-dhcp", "--enable-ra", "--ra-param="+h.dev+",3,1800",
-		"--dhcp-range="+slaacPrefix.Addr().String()+",ra-stateless,64",
+	startDnsmasqDHCPv6(t, h, "--dhcp-range="+slaacPrefix.Addr().String()+",ra-stateless,64",
 		"--dhcp-option=option6:dns-server,["+server.String()+"]", "--dhcp-option=option6:domain-search,dhcp6.test")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start dnsmasq: %v", err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("dnsmasq:\n%s", out.String())
-		}
-	})
 	waitFor(t, "the DNS server and domain DHCPv6 gives", 30*time.Second, func() bool {
 		for _, src := range h.stack.DNSSources() {
 			if src.From.Protocol == stack.DNSFromDHCPv6 && slices.Contains(src.Search, "dhcp6.test") &&
@@ -731,6 +715,75 @@ func TestIPv6StatelessDHCPv6FromDnsmasq(t *testing.T) {
 	if n := h.counter("DHCPv6." + h.dev + ".InReplies"); n < 1 {
 		t.Errorf("DHCPv6.%s.InReplies = %d", h.dev, n)
 	}
+}
+
+// TestIPv6StatefulDHCPv6FromDnsmasq: dnsmasq advertises the prefix with
+// the Managed flag and no autonomous flag, and leases addresses by DHCPv6
+// (RFC 8415 section 18); GoNet forms no SLAAC address, leases one in
+// dnsmasq's range, takes it through DAD, and the kernel reaches it.
+func TestIPv6StatefulDHCPv6FromDnsmasq(t *testing.T) {
+	lookPath(t, "dnsmasq")
+	h := newHost6(t, options{}, false)
+	server := slaacPrefix.Addr().Next()
+	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", netip.PrefixFrom(server, 64).String(), "dev", h.dev, "nodad")
+	first, last := netip.MustParseAddr("fd00:98::100"), netip.MustParseAddr("fd00:98::1ff")
+	startDnsmasqDHCPv6(t, h, "--dhcp-range="+first.String()+","+last.String()+",64,1h",
+		"--dhcp-option=option6:dns-server,["+server.String()+"]")
+	var leased netip.Addr
+	waitFor(t, "GoNet to lease an address by DHCPv6 and pass its DAD", 30*time.Second, func() bool {
+		addrs, err := h.stack.Addresses6(h.dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range addrs {
+			if p := a.Prefix.Addr(); a.State == ndp.Preferred && first.Compare(p) <= 0 && p.Compare(last) <= 0 {
+				leased = p
+				return a.Prefix.Bits() == 128
+			}
+		}
+		return false
+	})
+	for _, a := range must6(t, h) {
+		if a.Prefix.Addr() != leased && slaacPrefix.Contains(a.Prefix.Addr()) {
+			t.Errorf("GoNet formed %v in a prefix advertised without the autonomous flag", a.Prefix)
+		}
+	}
+	h.ping6(t, leased, 56, 2)
+	if n := h.counter("DHCPv6." + h.dev + ".Leases"); n < 1 {
+		t.Errorf("DHCPv6.%s.Leases = %d", h.dev, n)
+	}
+}
+
+func must6(t *testing.T, h *host6) []ndp.Address {
+	t.Helper()
+	addrs, err := h.stack.Addresses6(h.dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs
+}
+
+// startDnsmasqDHCPv6 runs dnsmasq in h's namespace as the link's router
+// (its advertisements) and DHCPv6 server, with args, until the test ends;
+// it serves no DNS.
+func startDnsmasqDHCPv6(t *testing.T, h *host6, args ...string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := h.ns.Command(context.Background(), "dnsmasq", append([]string{"--keep-in-foreground", "--conf-file=/dev/null",
+		"--no-resolv", "--no-hosts", "--port=0", "--interface=" + h.dev, "--bind-interfaces",
+		"--pid-file=", "--log-facility=-", "--log-dhcp", "--enable-ra", "--ra-param=" + h.dev + ",3,1800"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start dnsmasq: %v", err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("dnsmasq:\n%s", out.String())
+		}
+	})
 }
 
 // TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names

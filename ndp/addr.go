@@ -24,6 +24,7 @@ const (
 	fromStatic
 	fromSLAAC
 	fromTemporary // RFC 8981, temp.go
+	fromDHCPv6    // leased, Lease
 )
 
 // address is one of ours; p.mu guards it.
@@ -105,6 +106,50 @@ func (p *Protocol) AddStatic(addr netip.Prefix) error {
 		return fmt.Errorf("ndp: static address %v on %s: already assigned", addr, p.nic.Name())
 	}
 	p.addAddressLocked(addr, fromStatic, Infinite, Infinite)
+	return nil
+}
+
+// Lease assigns, extends or, with a zero valid lifetime, takes away an
+// address DHCPv6 leased (RFC 8415 section 18.2.10.1), with the lifetimes
+// the server gave: the server's word, which RFC 4862's two-hour rule does
+// not bound. It is a /128: whether its neighbours are on-link is the
+// advertisements' to say (RFC 5942 section 4). A new one goes through DAD
+// like any other; a duplicate is told Host as Duplicate, for the client to
+// decline it.
+func (p *Protocol) Lease(addr netip.Addr, valid, preferred time.Duration) error {
+	if !addr.Is6() || addr.Is4In6() || addr.IsMulticast() || addr.IsUnspecified() || addr.IsLoopback() || addr.IsLinkLocalUnicast() {
+		return fmt.Errorf("ndp: leased address %v on %s: not a global IPv6 unicast address", addr, p.nic.Name())
+	}
+	p.mu.Lock()
+	defer p.unlock()
+	a := p.addrs[addr]
+	switch {
+	case a != nil && a.origin != fromDHCPv6:
+		return fmt.Errorf("ndp: leased address %v on %s: assigned already, not by DHCPv6", addr, p.nic.Name())
+	case valid == 0:
+		if a != nil {
+			p.removeAddressLocked(a)
+		}
+		return nil
+	case a == nil:
+		p.addAddressLocked(netip.PrefixFrom(addr, 128), fromDHCPv6, valid, min(preferred, valid))
+		return nil
+	}
+	now := p.env.Clock.Now()
+	p.setLifetimesLocked(a, valid, min(preferred, valid))
+	if a.state == Tentative || a.state == Duplicate {
+		return nil // DAD arms the timer when it ends; a duplicate keeps its own
+	}
+	st := Preferred
+	if !a.preferredUntil.IsZero() && !now.Before(a.preferredUntil) {
+		st = Deprecated
+	}
+	if st != a.state {
+		a.state = st
+		host := p.host
+		p.later(func() { host.SetAddressState(addr, st) })
+	}
+	p.armLifetimeLocked(a)
 	return nil
 }
 
@@ -454,8 +499,9 @@ func (p *Protocol) Addresses() []Address {
 }
 
 // retryStable reports whether a duplicate a is followed by a new address
-// with the next DAD counter (RFC 7217 section 6): for stable identifiers
-// ndp formed itself, IDGEN_RETRIES times.
+// with the next DAD counter (RFC 7217 section 6): for the stable
+// identifiers ndp formed itself (link-local and SLAAC), IDGEN_RETRIES
+// times.
 func retryStable(p *Protocol, a *address) bool {
-	return len(p.cfg.SecretKey) > 0 && a.origin != fromStatic && a.dadCounter < IDGenRetries
+	return len(p.cfg.SecretKey) > 0 && (a.origin == fromLinkLocal || a.origin == fromSLAAC) && a.dadCounter < IDGenRetries
 }

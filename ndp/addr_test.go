@@ -153,3 +153,41 @@ func TestStaticAddressGoesThroughDAD(t *testing.T) {
 		t.Errorf("a static address retried (%d): RFC 7217 forms only its own", n)
 	}
 }
+
+// TestLeasedAddressLifetimesAreTheServers pins Lease: a /128 through DAD,
+// its lifetimes as the server gives them (no two-hour rule), taken away
+// with a zero valid lifetime, and refused over an address of another
+// origin.
+func TestLeasedAddressLifetimesAreTheServers(t *testing.T) {
+	h := newHarness(t, quiet)
+	leased := netip.MustParseAddr("2001:db8::100")
+	if err := h.p.Lease(leased, 2*time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the leased address", func() bool { s, _ := h.host.addr(leased); return s == ndp.Preferred })
+	// Shortened to ten minutes: the server's word holds.
+	if err := h.p.Lease(leased, 10*time.Minute, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range h.p.Addresses() {
+		if a.Prefix.Addr() == leased && (a.Prefix.Bits() != 128 || a.ValidUntil.Sub(start) != 10*time.Minute) {
+			t.Errorf("leased %v valid until %v, want a /128 for 10 minutes", a.Prefix, a.ValidUntil.Sub(start))
+		}
+	}
+	if err := h.p.Lease(leased, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the address taken away", func() bool { _, ok := h.host.addr(leased); return !ok })
+	if err := h.p.Lease(slaacOrStatic(t, h), time.Hour, time.Hour); err == nil {
+		t.Error("Lease took over a static address")
+	}
+}
+
+func slaacOrStatic(t *testing.T, h *harness) netip.Addr {
+	t.Helper()
+	static := netip.MustParsePrefix("2001:db8::5/64")
+	if err := h.p.AddStatic(static); err != nil {
+		t.Fatal(err)
+	}
+	return static.Addr()
+}

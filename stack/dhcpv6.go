@@ -2,6 +2,7 @@ package stack
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/gonetstack/gonet/dhcpv6"
 	"github.com/gonetstack/gonet/ndp"
@@ -9,30 +10,41 @@ import (
 )
 
 // DHCPv6 on a NIC whose routers ask for it (the Managed or Other flag of
-// their advertisements, RFC 4861 section 4.2): a stateless client (package
-// dhcpv6) whose DNS servers and search domains join the resolver's as
-// DNSFromDHCPv6, as a Linux host's NetworkManager or systemd-networkd
-// starts one on those flags.
+// their advertisements, RFC 4861 section 4.2): a client (package dhcpv6)
+// whose DNS servers and search domains join the resolver's as
+// DNSFromDHCPv6, and whose leased addresses ndp takes through DAD, as a
+// Linux host's NetworkManager or systemd-networkd starts one on those
+// flags.
 
 // SetConfigFlags starts the NIC's DHCPv6 client at the first
-// advertisement that sets either flag, unless Config.NoDHCPv6. With M set,
-// the servers would lease addresses too, which GoNet does not ask for
-// (stateful DHCPv6 is not done): SLAAC's serve, and the log says so.
+// advertisement that sets either flag, unless Config.NoDHCPv6: stateless
+// for the Other flag, leasing addresses too once the Managed flag is set.
 func (h linkHost) SetConfigFlags(managed, other bool) {
-	if managed {
-		h.s.env.Log.Warn("routers ask for stateful DHCPv6 (the Managed flag); GoNet asks DHCPv6 only for DNS, its addresses come from SLAAC", "nic", h.iface.Name())
-	}
 	if h.s.cfg.NoDHCPv6 {
 		return
 	}
-	h.s.startDHCPv6(h.iface.Name())
+	if c := h.s.startDHCPv6(h.iface.Name()); c != nil && managed {
+		c.Manage()
+	}
 }
 
-// startDHCPv6 starts the named NIC's DHCPv6 client, once. Its socket is
-// bound to the NIC's link-local address, where the servers answer (RFC
-// 8415 section 18.3), so that every NIC has its own; before that address
-// has passed DAD, to the wildcard.
-func (s *Stack) startDHCPv6(name string) {
+// declineLeased tells the named NIC's DHCPv6 client that DAD found addr
+// in use; the client declines it if it leased it.
+func (s *Stack) declineLeased(name string, addr netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.nics {
+		if n.eth.Name() == name && n.dhcp6 != nil {
+			n.dhcp6.Declined(addr.WithZone(""))
+		}
+	}
+}
+
+// startDHCPv6 starts the named NIC's DHCPv6 client, once, and returns
+// it. Its socket is bound to the NIC's link-local address, where the
+// servers answer (RFC 8415 section 18.3), so that every NIC has its own;
+// before that address has passed DAD, to the wildcard.
+func (s *Stack) startDHCPv6(name string) *dhcpv6.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n *nic
@@ -42,7 +54,10 @@ func (s *Stack) startDHCPv6(name string) {
 		}
 	}
 	if s.closed || n == nil || n.nd == nil || n.dhcp6 != nil {
-		return
+		if n != nil {
+			return n.dhcp6
+		}
+		return nil
 	}
 	laddr := netip.AddrPortFrom(netip.IPv6Unspecified(), dhcpv6.ClientPort)
 	for _, a := range n.nd.Addresses() {
@@ -53,7 +68,13 @@ func (s *Stack) startDHCPv6(name string) {
 	conn, err := s.udp.Listen(laddr)
 	if err != nil {
 		s.env.Log.Warn("DHCPv6 client not started", "nic", name, "err", err)
-		return
+		return nil
+	}
+	nd := n.nd
+	lease := func(a netip.Addr, valid, preferred time.Duration) {
+		if err := nd.Lease(a, valid, preferred); err != nil {
+			s.env.Log.Warn("DHCPv6 lease not taken", "nic", name, "err", err)
+		}
 	}
 	learned := func(servers []netip.Addr, search []string) {
 		cfg := DNSConfig{Search: search}
@@ -73,6 +94,8 @@ func (s *Stack) startDHCPv6(name string) {
 		MAC:     wire.MAC(n.eth.HardwareAddr()),
 		Env:     s.env,
 		Learned: learned,
+		Lease:   lease,
 	})
-	s.env.Log.Info("DHCPv6 client started (stateless)", "nic", name, "addr", laddr.String())
+	s.env.Log.Info("DHCPv6 client started", "nic", name, "addr", laddr.String())
+	return n.dhcp6
 }

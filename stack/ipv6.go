@@ -59,6 +59,9 @@ func (h linkHost) SetAddressState(addr netip.Addr, st ndp.AddrState) {
 	state, ok := addrState(st)
 	if !ok {
 		h.RemoveAddress(addr)
+		if st == ndp.Duplicate {
+			h.s.declineLeased(h.iface.Name(), addr)
+		}
 		return
 	}
 	was, _ := h.s.ip6.AddressState(addr)
