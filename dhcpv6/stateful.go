@@ -166,7 +166,7 @@ func (c *Client) hold(h *holding) bool {
 		}
 		ia := &lease{iaid: c.iaid, addrs: h.ia.addrs}
 		r, why := c.exchange(&exch{typ: msgRenew, serverID: h.serverID, ia: ia, sent: &c.Stats.OutRenews,
-			irt: RenTimeout, mrt: RenMaxRT, mrd: h.t2 - h.t1, accept: c.granted})
+			irt: RenTimeout, mrt: RenMaxRT, mrd: max(h.t2-h.t1, time.Nanosecond), accept: c.granted}) // T2 at T1: straight to Rebind
 		if why == expired {
 			var left time.Duration // forever
 			if !h.validEnd.IsZero() {
