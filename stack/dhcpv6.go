@@ -41,9 +41,9 @@ func (s *Stack) declineLeased(name string, addr netip.Addr) {
 }
 
 // startDHCPv6 starts the named NIC's DHCPv6 client, once, and returns
-// it. Its socket is bound to the NIC's link-local address, where the
-// servers answer (RFC 8415 section 18.3), so that every NIC has its own;
-// before that address has passed DAD, to the wildcard.
+// it. Its socket is bound to the NIC's link-local address, the source of
+// its messages and so where the servers answer, so that every NIC has its
+// own; before that address has passed DAD, to the wildcard.
 func (s *Stack) startDHCPv6(name string) *dhcpv6.Client {
 	s.mu.Lock()
 	defer s.mu.Unlock()
