@@ -59,6 +59,12 @@ func usable(r *reply) bool {
 	return r.typ == msgAdvertise && r.status == statusSuccess && r.ia != nil && r.ia.status == statusSuccess && len(r.ia.addrs) > 0
 }
 
+// extends takes a Reply to a Renew or Rebind that grants our IA_NA
+// addresses, or says the server has no binding for it.
+func (c *Client) extends(r *reply) verdict {
+	return takeIf(c.grants(r) || r.typ == msgReply && r.status == statusSuccess && r.ia != nil && r.ia.status == statusNoBinding)
+}
+
 // granted takes a Reply that grants our IA_NA addresses.
 func (c *Client) granted(r *reply) verdict {
 	return takeIf(c.grants(r))
@@ -166,14 +172,24 @@ func (c *Client) hold(h *holding) bool {
 		}
 		ia := &lease{iaid: c.iaid, addrs: h.ia.addrs}
 		r, why := c.exchange(&exch{typ: msgRenew, serverID: h.serverID, ia: ia, sent: &c.Stats.OutRenews,
-			irt: RenTimeout, mrt: RenMaxRT, mrd: max(h.t2-h.t1, time.Nanosecond), accept: c.granted}) // T2 at T1: straight to Rebind
+			irt: RenTimeout, mrt: RenMaxRT, mrd: max(h.t2-h.t1, time.Nanosecond), accept: c.extends}) // T2 at T1: straight to Rebind
 		if why == expired {
 			var left time.Duration // forever
 			if !h.validEnd.IsZero() {
 				left = max(h.validEnd.Sub(clk.Now()), time.Nanosecond)
 			}
 			r, why = c.exchange(&exch{typ: msgRebind, ia: ia, sent: &c.Stats.OutRebinds,
-				irt: RebTimeout, mrt: RebMaxRT, mrd: left, accept: c.granted})
+				irt: RebTimeout, mrt: RebMaxRT, mrd: left, accept: c.extends})
+		}
+		if why == answered && r.ia.status == statusNoBinding {
+			// Section 18.2.10.1: the server has no binding for the
+			// IA: "the client sends a Request message" for it.
+			server := h.serverID
+			if r.serverID != nil {
+				server = r.serverID
+			}
+			r, why = c.exchange(&exch{typ: msgRequest, serverID: server, ia: ia, sent: &c.Stats.OutRequests,
+				irt: ReqTimeout, mrt: ReqMaxRT, mrc: ReqMaxRC, accept: c.granted})
 		}
 		switch why {
 		case stopped:

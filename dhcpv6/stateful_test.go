@@ -184,3 +184,29 @@ func drain(c *fakeConn) [][]byte {
 		}
 	}
 }
+
+// TestRenewAnsweredNoBindingRequestsAgain pins section 18.2.10.1: a Renew
+// answered with NoBinding for the IA_NA is followed by a Request for it.
+func TestRenewAnsweredNoBindingRequestsAgain(t *testing.T) {
+	c, conn, clk, leases := startManaged(t)
+	sol := conn.next(t)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeAdvertise, sol, layers.NewDHCPv6Option(layers.DHCPv6OptPreference, []byte{255}),
+		iaOption(c.iaid, 0, 0, leased{leasedAddr, 3600, 7200}))
+	reqB := conn.next(t)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, reqB, iaOption(c.iaid, 1800, 2880, leased{leasedAddr, 3600, 7200}))
+	nextLease(t, leases)
+	clk.WaitPending(1)
+	clk.Advance(1800 * time.Second)
+	ren := conn.next(t)
+	noBinding := binary.BigEndian.AppendUint32(nil, c.iaid)
+	noBinding = append(noBinding, make([]byte, 8)...)
+	noBinding = append(noBinding, 0, optStatusCode, 0, 2, 0, statusNoBinding)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, ren, layers.NewDHCPv6Option(layers.DHCPv6OptIANA, noBinding))
+	req := decodeRequest(t, conn.next(t))
+	if id, _ := option(req, layers.DHCPv6OptServerID); req.MsgType != layers.DHCPv6MsgTypeRequest || string(id) != string(serverID) {
+		t.Fatalf("%v to %x after NoBinding, want a Request to the server", req.MsgType, id)
+	}
+	if ia := iaOf(t, req); len(ia.addrs) != 1 || ia.addrs[0].addr != leasedAddr {
+		t.Errorf("the Request's IA_NA %+v, want %v", ia, leasedAddr)
+	}
+}
