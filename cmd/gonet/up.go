@@ -43,7 +43,9 @@ always has its link-local address, and forms more from the prefixes
 routers advertise (SLAAC, unless -slaac=false), each used once duplicate
 address detection finds no other node with it; -gw repeats, once per
 family. With IPv6, -addr is optional: the link-local address and SLAAC
-need none.
+need none. Where routers set the Managed or Other flag, DHCPv6 leases
+addresses or gives DNS servers (-dhcpv6=false does not ask); -temp-addr
+adds an RFC 8981 temporary address beside each SLAAC one.
 
 -addr dhcp asks a DHCP server on the link for the IPv4 address (RFC 2131),
 and applies what the lease carries: the subnet mask, the default route
