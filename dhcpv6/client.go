@@ -1,6 +1,7 @@
 package dhcpv6
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -70,6 +71,7 @@ type Stats struct {
 	OutRenews              stats.Counter
 	OutRebinds             stats.Counter
 	OutDeclines            stats.Counter
+	OutReleases            stats.Counter
 	InAdvertises           stats.Counter // taken
 	InReplies              stats.Counter // taken
 	InDiscarded            stats.Counter // another type or transaction, not for us, or refused by its status
@@ -90,7 +92,10 @@ type Client struct {
 	in       chan []byte
 	manage   chan struct{}
 	declined chan netip.Addr
-	known    reply // the DNS information last reported; run's alone
+	release  chan chan struct{}
+	known    reply         // the DNS information last reported; run's alone
+	held     *holding      // the lease held (stateful.go); run's alone
+	released chan struct{} // closed once a Release asked of run is sent; run's alone
 	done     chan struct{}
 	wg       sync.WaitGroup
 	once     sync.Once
@@ -111,6 +116,7 @@ func Start(cfg Config) *Client {
 		in:       make(chan []byte, 8),
 		manage:   make(chan struct{}, 1),
 		declined: make(chan netip.Addr, 8),
+		release:  make(chan chan struct{}),
 		done:     make(chan struct{}),
 	}
 	c.wg.Add(2)
@@ -139,8 +145,28 @@ func (c *Client) Declined(addr netip.Addr) {
 	}
 }
 
-// Close stops the client and closes its socket. Leases are not released:
-// the interface is going away, and they run out.
+// Release gives the leased addresses back to their server with one
+// Release message (RFC 8415 section 18.2.7, not retransmitted: the host is
+// going away) and takes them away, for a host shutting down whose links
+// still carry the message. It returns once the message is sent, at once
+// when nothing is leased, or when ctx ends first.
+func (c *Client) Release(ctx context.Context) {
+	ack := make(chan struct{})
+	select {
+	case c.release <- ack:
+	case <-ctx.Done():
+		return
+	case <-c.done:
+		return
+	}
+	select {
+	case <-ack:
+	case <-ctx.Done():
+	}
+}
+
+// Close stops the client and closes its socket. Leases not given back by
+// Release run out at the server.
 func (c *Client) Close() {
 	c.once.Do(func() {
 		close(c.done)
@@ -229,12 +255,24 @@ func boundMaxRT(secs uint32) time.Duration {
 type outcome int
 
 const (
-	answered outcome = iota // a message taken, or the wait over
-	expired                 // retransmissions or time ran out
-	stopped                 // the client closed
-	managed                 // Manage was called (waits that heed it only)
-	declined                // Declined was called (waits that heed it only)
+	answered  outcome = iota // a message taken, or the wait over
+	expired                  // retransmissions or time ran out
+	stopped                  // the client closed
+	managed                  // Manage was called (waits that heed it only)
+	declined                 // Declined was called (waits that heed it only)
+	releasing                // Release was called while a lease is held: c.released is its answer
 )
+
+// releaseAsked takes a Release request: with a lease held the wait ends
+// for hold to give it back; with none, it is answered at once.
+func (c *Client) releaseAsked(ack chan struct{}) bool {
+	if c.held == nil {
+		close(ack)
+		return false
+	}
+	c.released = ack
+	return true
+}
 
 // exch is one exchange (RFC 8415 section 15): the message to send, of
 // typ, for serverID and about ia when set, counted in sent; the first and
@@ -359,6 +397,10 @@ func (c *Client) await(xid uint32, d time.Duration, heedManage bool, accept func
 			return reply{}, expired
 		case <-manage:
 			return reply{}, managed
+		case ack := <-c.release:
+			if c.releaseAsked(ack) {
+				return reply{}, releasing
+			}
 		case <-c.done:
 			return reply{}, stopped
 		}
@@ -386,6 +428,10 @@ func (c *Client) sleep(d time.Duration, heedManage bool) (outcome, netip.Addr) {
 		case a := <-c.declined:
 			if !heedManage {
 				return declined, a
+			}
+		case ack := <-c.release:
+			if c.releaseAsked(ack) {
+				return releasing, netip.Addr{}
 			}
 		case <-c.done:
 			return stopped, netip.Addr{}

@@ -39,6 +39,7 @@ const (
 	msgRenew              = 5
 	msgRebind             = 6
 	msgReply              = 7
+	msgRelease            = 8
 	msgDecline            = 9
 	msgInformationRequest = 11
 )

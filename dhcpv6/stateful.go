@@ -159,10 +159,15 @@ func (c *Client) updateLeased(now []leased) {
 // lost, its addresses taken away, reporting false if the client closed.
 func (c *Client) hold(h *holding) bool {
 	clk := c.cfg.Env.Clock
+	c.held = h
+	defer func() { c.held = nil }()
 	for {
 		why, dup := c.sleep(h.t1-clk.Now().Sub(h.granted), false)
 		switch {
 		case why == stopped:
+			return false
+		case why == releasing:
+			c.giveBack(h)
 			return false
 		case why == declined && slices.ContainsFunc(h.ia.addrs, func(a leased) bool { return a.addr == dup }):
 			c.decline(h, dup)
@@ -194,6 +199,9 @@ func (c *Client) hold(h *holding) bool {
 		switch why {
 		case stopped:
 			return false
+		case releasing:
+			c.giveBack(h)
+			return false
 		case expired:
 			c.log.Warn("DHCPv6 lease lost: no server renewed it", "addrs", addrsOf(h.ia.addrs))
 			c.drop(h)
@@ -209,7 +217,23 @@ func (c *Client) hold(h *holding) bool {
 			}
 		}
 		h = c.bind(serverID, &r, h.ia.addrs)
+		c.held = h
 	}
+}
+
+// giveBack sends one Release of h to its server (section 18.2.7), takes
+// its addresses away, answers Release, and waits for Close.
+func (c *Client) giveBack(h *holding) {
+	c.log.Info("DHCPv6 lease released", "addrs", addrsOf(h.ia.addrs))
+	c.Stats.OutReleases.Inc()
+	req := &request{typ: msgRelease, xid: c.cfg.Env.Rand.Uint32() & 0xffffff, serverID: h.serverID, ia: &lease{iaid: c.iaid, addrs: h.ia.addrs}}
+	c.send(req.encode(c.duid))
+	for _, a := range h.ia.addrs {
+		c.cfg.Lease(a.addr, 0, 0)
+	}
+	c.updateLeased(nil)
+	close(c.released)
+	<-c.done
 }
 
 // decline tells the server that an address of the lease is in use by

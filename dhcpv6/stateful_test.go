@@ -1,6 +1,7 @@
 package dhcpv6
 
 import (
+	"context"
 	"encoding/binary"
 	"math/rand/v2"
 	"net/netip"
@@ -209,4 +210,42 @@ func TestRenewAnsweredNoBindingRequestsAgain(t *testing.T) {
 	if ia := iaOf(t, req); len(ia.addrs) != 1 || ia.addrs[0].addr != leasedAddr {
 		t.Errorf("the Request's IA_NA %+v, want %v", ia, leasedAddr)
 	}
+}
+
+// TestReleaseGivesTheLeaseBack pins Release: one Release message to the
+// server naming the address, and the address taken away.
+func TestReleaseGivesTheLeaseBack(t *testing.T) {
+	c, conn, _, leases := startManaged(t)
+	sol := conn.next(t)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeAdvertise, sol, layers.NewDHCPv6Option(layers.DHCPv6OptPreference, []byte{255}),
+		iaOption(c.iaid, 0, 0, leased{leasedAddr, 3600, 7200}))
+	reqB := conn.next(t)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, reqB, iaOption(c.iaid, 1800, 2880, leased{leasedAddr, 3600, 7200}))
+	nextLease(t, leases)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.Release(ctx)
+	rel := decodeRequest(t, conn.next(t))
+	if id, _ := option(rel, layers.DHCPv6OptServerID); rel.MsgType != layers.DHCPv6MsgTypeRelease || string(id) != string(serverID) {
+		t.Fatalf("%v to %x, want a Release to the server", rel.MsgType, id)
+	}
+	if ia := iaOf(t, rel); len(ia.addrs) != 1 || ia.addrs[0].addr != leasedAddr {
+		t.Errorf("Release's IA_NA %+v, want %v", ia, leasedAddr)
+	}
+	if e := nextLease(t, leases); e != (leaseEvent{addr: leasedAddr}) {
+		t.Errorf("after Release %+v, want the address taken away", e)
+	}
+}
+
+// TestReleaseWithNothingLeasedReturnsAtOnce: a stateless client has
+// nothing to give back.
+func TestReleaseWithNothingLeasedReturnsAtOnce(t *testing.T) {
+	c, conn, _, _ := startClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.Release(ctx)
+	if ctx.Err() != nil {
+		t.Fatal("Release waited out its context")
+	}
+	conn.none(t)
 }

@@ -727,7 +727,7 @@ func TestIPv6StatefulDHCPv6FromDnsmasq(t *testing.T) {
 	server := slaacPrefix.Addr().Next()
 	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", netip.PrefixFrom(server, 64).String(), "dev", h.dev, "nodad")
 	first, last := netip.MustParseAddr("fd00:98::100"), netip.MustParseAddr("fd00:98::1ff")
-	startDnsmasqDHCPv6(t, h, "--dhcp-range="+first.String()+","+last.String()+",64,1h",
+	logged := startDnsmasqDHCPv6(t, h, "--dhcp-range="+first.String()+","+last.String()+",64,1h",
 		"--dhcp-option=option6:dns-server,["+server.String()+"]")
 	var leased netip.Addr
 	waitFor(t, "GoNet to lease an address by DHCPv6 and pass its DAD", 30*time.Second, func() bool {
@@ -752,6 +752,11 @@ func TestIPv6StatefulDHCPv6FromDnsmasq(t *testing.T) {
 	if n := h.counter("DHCPv6." + h.dev + ".Leases"); n < 1 {
 		t.Errorf("DHCPv6.%s.Leases = %d", h.dev, n)
 	}
+	// Closing, GoNet gives the lease back (RFC 8415 section 18.2.7).
+	h.stack.Close()
+	waitFor(t, "dnsmasq to hear GoNet's Release", 5*time.Second, func() bool {
+		return strings.Contains(logged(), "DHCPRELEASE")
+	})
 }
 
 func must6(t *testing.T, h *host6) []ndp.Address {
@@ -765,14 +770,14 @@ func must6(t *testing.T, h *host6) []ndp.Address {
 
 // startDnsmasqDHCPv6 runs dnsmasq in h's namespace as the link's router
 // (its advertisements) and DHCPv6 server, with args, until the test ends;
-// it serves no DNS.
-func startDnsmasqDHCPv6(t *testing.T, h *host6, args ...string) {
+// it serves no DNS. It returns what dnsmasq has logged so far.
+func startDnsmasqDHCPv6(t *testing.T, h *host6, args ...string) (logged func() string) {
 	t.Helper()
-	var out bytes.Buffer
+	out := &lockedBuffer{}
 	cmd := h.ns.Command(context.Background(), "dnsmasq", append([]string{"--keep-in-foreground", "--conf-file=/dev/null",
 		"--no-resolv", "--no-hosts", "--port=0", "--interface=" + h.dev, "--bind-interfaces",
 		"--pid-file=", "--log-facility=-", "--log-dhcp", "--enable-ra", "--ra-param=" + h.dev + ",3,1800"}, args...)...)
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start dnsmasq: %v", err)
@@ -784,6 +789,25 @@ func startDnsmasqDHCPv6(t *testing.T, h *host6, args ...string) {
 			t.Logf("dnsmasq:\n%s", out.String())
 		}
 	})
+	return out.String
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names

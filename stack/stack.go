@@ -570,14 +570,21 @@ func (s *Stack) Close() error {
 	nics := s.nics
 	s.mu.Unlock()
 	// The link's last words first, while it still carries them: a
-	// router's final advertisement (RFC 4861 section 6.2.5), written out
+	// router's final advertisement (RFC 4861 section 6.2.5) and the
+	// DHCPv6 leases given back (RFC 8415 section 18.2.7), written out
 	// before StopReceive closes the endpoints.
+	ctx, cancel := context.WithTimeout(context.Background(), lastWordsTimeout)
 	for _, n := range nics {
 		if n.nd != nil {
 			n.nd.StopAdvertising()
 		}
+		s.mu.Lock()
+		c := n.dhcp6
+		s.mu.Unlock()
+		if c != nil {
+			c.Release(ctx)
+		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lastWordsTimeout)
 	for _, n := range nics {
 		n.eth.Flush(ctx)
 	}
