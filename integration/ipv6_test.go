@@ -773,7 +773,7 @@ func must6(t *testing.T, h *host6) []ndp.Address {
 // it serves no DNS. It returns what dnsmasq has logged so far.
 func startDnsmasqDHCPv6(t *testing.T, h *host6, args ...string) (logged func() string) {
 	t.Helper()
-	out := &lockedBuffer{}
+	out := &logtest.Log{} // written by dnsmasq while the test reads it
 	cmd := h.ns.Command(context.Background(), "dnsmasq", append([]string{"--keep-in-foreground", "--conf-file=/dev/null",
 		"--no-resolv", "--no-hosts", "--port=0", "--interface=" + h.dev, "--bind-interfaces",
 		"--pid-file=", "--log-facility=-", "--log-dhcp", "--enable-ra", "--ra-param=" + h.dev + ",3,1800"}, args...)...)
@@ -790,24 +790,6 @@ func startDnsmasqDHCPv6(t *testing.T, h *host6, args ...string) (logged func() s
 		}
 	})
 	return out.String
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while the test reads.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestIPv6DNSFromRadvd: a GoNet configured by SLAAC alone resolves names

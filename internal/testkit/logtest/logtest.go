@@ -116,7 +116,8 @@ func (l *Log) Wait(tb testing.TB, msg string, n int) []Event {
 	}
 }
 
-// String returns the log as written, for failure messages.
+// String returns the log as written, for failure messages, or a
+// process's output when a Log is its Stdout, read while it runs.
 func (l *Log) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
