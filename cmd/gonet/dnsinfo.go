@@ -11,7 +11,7 @@ import (
 
 // The resolver's configuration, for gonet dns: the servers and search
 // domains names are resolved with, and where each came from (-dns and
-// -search by hand, a DHCP lease, routers' advertisements), as
+// -search by hand, a DHCP lease, routers' advertisements, DHCPv6), as
 // resolvectl status shows a host's.
 
 // dnsInfo is the resolver's configuration and its sources.
@@ -21,8 +21,8 @@ type dnsInfo struct {
 	Sources []dnsSourceInfo  `json:"sources"`
 }
 
-// dnsSourceInfo is one source: "by hand", "dhcp" or "router
-// advertisements", on a NIC but by hand.
+// dnsSourceInfo is one source: "by hand", "dhcp", "router
+// advertisements" or "dhcpv6", on a NIC but by hand.
 type dnsSourceInfo struct {
 	From    string           `json:"from"`
 	NIC     string           `json:"nic,omitempty"`
@@ -54,8 +54,9 @@ var dnsCommand = &command{
 uses, through its control socket, and prints them as resolv.conf has
 them ("nameserver ADDR", "search DOMAIN..."), after a comment line per
 source: -dns and -search by hand, which alone are used while given; else
-a DHCP lease's and then those routers advertise (RFC 8106's RDNSS and
-DNSSL options), merged. Exits 0 on success, 1 when no daemon answers.`,
+a DHCP lease's, those routers advertise (RFC 8106's RDNSS and DNSSL
+options) and DHCPv6's, merged in that order. Exits 0 on success, 1 when
+no daemon answers.`,
 	flags: func() *flag.FlagSet { fs, _ := linkFlags("dns"); return fs },
 	run: func(ctx context.Context, cmd *command, out *output, args []string) int {
 		return runLink(ctx, cmd, out, args, writeDNS)
