@@ -76,6 +76,7 @@ type Stats struct {
 	InReplies              stats.Counter // taken
 	InDiscarded            stats.Counter // another type or transaction, not for us, or refused by its status
 	SendErrors             stats.Counter // a message the socket refused (no link-local address yet, say)
+	InQueueFull            stats.Counter // datagrams dropped while 8 waited for the exchange to read them
 	Leases                 stats.Counter // addresses leased, an extension not counted
 	LeasesLost             stats.Counter // leases that ran out or were declined
 	Leased                 stats.Gauge   // addresses held now
@@ -192,6 +193,7 @@ func (c *Client) read() {
 		case <-c.done:
 			return
 		default: // run is behind: a server's retransmission is not lost for long
+			c.Stats.InQueueFull.Inc()
 		}
 	}
 }
@@ -365,14 +367,20 @@ func (c *Client) send(b []byte) {
 	}
 }
 
+// manageIf is the channel Manage signals on for a wait that heeds it,
+// nil (never ready) for one that does not.
+func (c *Client) manageIf(heed bool) chan struct{} {
+	if heed {
+		return c.manage
+	}
+	return nil
+}
+
 // await waits up to d for an answer to xid that accept takes.
 func (c *Client) await(xid uint32, d time.Duration, heedManage bool, accept func(*reply) verdict) (reply, outcome) {
 	t := c.cfg.Env.Clock.NewTimer(max(d, 0))
 	defer t.Stop()
-	var manage chan struct{}
-	if heedManage {
-		manage = c.manage
-	}
+	manage := c.manageIf(heedManage)
 	for {
 		select {
 		case b := <-c.in:
@@ -413,10 +421,7 @@ func (c *Client) await(xid uint32, d time.Duration, heedManage bool, accept func
 func (c *Client) sleep(d time.Duration, heedManage bool) (outcome, netip.Addr) {
 	t := c.cfg.Env.Clock.NewTimer(d)
 	defer t.Stop()
-	var manage chan struct{}
-	if heedManage {
-		manage = c.manage
-	}
+	manage := c.manageIf(heedManage)
 	for {
 		select {
 		case <-t.C():

@@ -186,16 +186,24 @@ func drain(c *fakeConn) [][]byte {
 	}
 }
 
+// leaseOnce has a managed client lease leasedAddr at once: an Advertise
+// of preference 255 to its Solicit, a Reply to its Request (T1 1800 s, T2
+// 2880 s).
+func leaseOnce(t *testing.T, c *Client, conn *fakeConn, leases chan leaseEvent) {
+	t.Helper()
+	sol := conn.next(t)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeAdvertise, sol, layers.NewDHCPv6Option(layers.DHCPv6OptPreference, []byte{255}),
+		iaOption(c.iaid, 0, 0, leased{leasedAddr, 3600, 7200}))
+	req := conn.next(t)
+	conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, req, iaOption(c.iaid, 1800, 2880, leased{leasedAddr, 3600, 7200}))
+	nextLease(t, leases)
+}
+
 // TestRenewAnsweredNoBindingRequestsAgain pins section 18.2.10.1: a Renew
 // answered with NoBinding for the IA_NA is followed by a Request for it.
 func TestRenewAnsweredNoBindingRequestsAgain(t *testing.T) {
 	c, conn, clk, leases := startManaged(t)
-	sol := conn.next(t)
-	conn.recv <- answer(t, layers.DHCPv6MsgTypeAdvertise, sol, layers.NewDHCPv6Option(layers.DHCPv6OptPreference, []byte{255}),
-		iaOption(c.iaid, 0, 0, leased{leasedAddr, 3600, 7200}))
-	reqB := conn.next(t)
-	conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, reqB, iaOption(c.iaid, 1800, 2880, leased{leasedAddr, 3600, 7200}))
-	nextLease(t, leases)
+	leaseOnce(t, c, conn, leases)
 	clk.WaitPending(1)
 	clk.Advance(1800 * time.Second)
 	ren := conn.next(t)
@@ -216,12 +224,7 @@ func TestRenewAnsweredNoBindingRequestsAgain(t *testing.T) {
 // server naming the address, and the address taken away.
 func TestReleaseGivesTheLeaseBack(t *testing.T) {
 	c, conn, _, leases := startManaged(t)
-	sol := conn.next(t)
-	conn.recv <- answer(t, layers.DHCPv6MsgTypeAdvertise, sol, layers.NewDHCPv6Option(layers.DHCPv6OptPreference, []byte{255}),
-		iaOption(c.iaid, 0, 0, leased{leasedAddr, 3600, 7200}))
-	reqB := conn.next(t)
-	conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, reqB, iaOption(c.iaid, 1800, 2880, leased{leasedAddr, 3600, 7200}))
-	nextLease(t, leases)
+	leaseOnce(t, c, conn, leases)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.Release(ctx)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -40,20 +38,7 @@ func TestDNSShowsWhatRoutersAdvertise(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := parseUp([]string{"-tap", "d0", "-addr", "10.89.0.2/24"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := bringUpOn(&c.link, epUp, "d0", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	svc, err := startUpServices(context.Background(), slog.New(slog.DiscardHandler), c, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
+	upOn(t, epUp, "-tap", "d0", "-addr", "10.89.0.2/24")
 
 	want := "# router advertisements on d0: nameserver fd00:89::53; search lab.test\n" +
 		"nameserver fd00:89::53\nsearch lab.test\n"

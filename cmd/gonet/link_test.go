@@ -9,9 +9,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/stack"
 )
+
+// upOn runs gonet up's host and services, with its control socket, on
+// the endpoint ep with args, until the test ends.
+func upOn(t *testing.T, ep link.Endpoint, args ...string) {
+	t.Helper()
+	c, err := parseUp(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := bringUpOn(&c.link, ep, c.link.tap, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	svc, err := startUpServices(context.Background(), slog.New(slog.DiscardHandler), c, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop() })
+}
 
 // TestAddrAndNeighShowBothFamilies runs gonet up's host and control socket
 // on one end of an in-memory link, has a peer ping it over both families,
@@ -31,20 +52,7 @@ func TestAddrAndNeighShowBothFamilies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c, err := parseUp([]string{"-tap", "b0", "-addr", "10.88.0.2/24", "-addr", "fd00:88::2/64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := bringUpOn(&c.link, epUp, "b0", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	svc, err := startUpServices(context.Background(), slog.New(slog.DiscardHandler), c, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Stop()
+	upOn(t, epUp, "-tap", "b0", "-addr", "10.88.0.2/24", "-addr", "fd00:88::2/64")
 	awaitPreferred(t, peer, "p0", netip.MustParseAddr("fd00:88::1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
