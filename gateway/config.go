@@ -48,6 +48,14 @@ func NewNetwork(subnet netip.Prefix) (Network, error) {
 	}, nil
 }
 
+// guestMayHold reports whether a guest may hold a: an address of the
+// subnet other than its first and last (the network's and the broadcast)
+// and the gateway's own.
+func (n Network) guestMayHold(a netip.Addr) bool {
+	last := nthAddr(n.Subnet, 1<<(32-n.Subnet.Bits())-1)
+	return n.Subnet.Contains(a) && a != n.Subnet.Addr() && a != last && a != n.Gateway && a != n.DNS
+}
+
 // nthAddr returns the nth address of subnet.
 func nthAddr(subnet netip.Prefix, n uint32) netip.Addr {
 	b := subnet.Addr().As4()
@@ -91,6 +99,13 @@ func NewNetwork6(prefix netip.Prefix) (Network6, error) {
 	}, nil
 }
 
+// guestMayHold reports whether a guest may hold a: an address of the
+// prefix other than the gateway's own and the Subnet-Router anycast
+// address (RFC 4291 section 2.6.1).
+func (n Network6) guestMayHold(a netip.Addr) bool {
+	return n.Prefix.Contains(a) && a != n.Prefix.Addr() && a != n.Gateway && a != n.DNS
+}
+
 // nthAddr6 returns the nth address of a /64.
 func nthAddr6(prefix netip.Prefix, n uint32) netip.Addr {
 	b := prefix.Addr().As16()
@@ -108,50 +123,131 @@ const (
 
 // Forward is an inbound port forward: the host listens on Host, and each
 // connection (TCP) or flow (UDP) there is carried to the guest's GuestPort,
-// arriving from the gateway's address.
+// arriving from the gateway's address in the guest address's family. The
+// host's family and the guest's need not match: a forward from [::1]
+// reaches a guest that serves IPv4 alone, as most do.
 type Forward struct {
 	Proto     Proto
 	Host      netip.AddrPort // 0.0.0.0 when the spec names no address, as slirp4netns
+	Guest     netip.Addr     // unset: the guest's IPv4 address, Network.Guest
 	GuestPort uint16
 }
 
 func (f Forward) String() string {
-	return fmt.Sprintf("%s:%s:%d", f.Proto, f.Host, f.GuestPort)
+	guest := strconv.Itoa(int(f.GuestPort))
+	if f.Guest.IsValid() {
+		guest = netip.AddrPortFrom(f.Guest, f.GuestPort).String()
+	}
+	return fmt.Sprintf("%s:%s:%s", f.Proto, f.Host, guest)
 }
 
-// ParseForward parses PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT, as in
-// tcp:8080:80 or udp:127.0.0.1:5353:53.
+// ParseForward parses PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT, as
+// in tcp:8080:80, udp:127.0.0.1:5353:53 or tcp:[::1]:8080:[fd00::100]:80:
+// an IPv6 address in brackets, as in a URL.
 func ParseForward(s string) (Forward, error) {
 	bad := func(why string) (Forward, error) {
-		return Forward{}, fmt.Errorf("gateway: forward %q: %s; want PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT, as in tcp:8080:80", s, why)
+		return Forward{}, fmt.Errorf("gateway: forward %q: %s; want PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT, as in tcp:8080:80", s, why)
 	}
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 && len(parts) != 4 {
+	parts, err := splitForward(s)
+	if err != nil {
+		return bad(err.Error())
+	}
+	if len(parts) < 3 || len(parts) > 5 {
 		return bad("wrong number of fields")
 	}
 	f := Forward{Proto: Proto(parts[0])}
 	if f.Proto != TCP && f.Proto != UDP {
 		return bad("protocol is not tcp or udp")
 	}
-	addr := netip.IPv4Unspecified()
-	if len(parts) == 4 {
-		a, err := netip.ParseAddr(parts[1])
-		if err != nil || !a.Is4() {
-			return bad("host address is not an IPv4 address")
+	// Which of the fields are addresses: a port never parses as one.
+	hostAddr, guestAddr := "", ""
+	switch fields := parts[1:]; len(fields) {
+	case 4:
+		hostAddr, guestAddr = fields[0], fields[2]
+		parts = []string{fields[1], fields[3]}
+	case 3:
+		if _, err := parsePort(fields[0]); err != nil {
+			hostAddr, parts = fields[0], fields[1:]
+		} else {
+			guestAddr, parts = fields[1], []string{fields[0], fields[2]}
 		}
-		addr = a
-		parts = append(parts[:1], parts[2:]...)
+	default:
+		parts = fields
 	}
-	hostPort, err := parsePort(parts[1])
+	host := netip.IPv4Unspecified()
+	if hostAddr != "" {
+		if host, err = parseForwardAddr(hostAddr); err != nil {
+			return bad("host address: " + err.Error())
+		}
+	}
+	if guestAddr != "" {
+		if f.Guest, err = parseForwardAddr(guestAddr); err != nil {
+			return bad("guest address: " + err.Error())
+		}
+		if f.Guest.Zone() != "" {
+			return bad("guest address: a zone, which only a link-local address has")
+		}
+	}
+	hostPort, err := parsePort(parts[0])
 	if err != nil {
 		return bad("host port: " + err.Error())
 	}
-	f.GuestPort, err = parsePort(parts[2])
+	f.GuestPort, err = parsePort(parts[1])
 	if err != nil {
 		return bad("guest port: " + err.Error())
 	}
-	f.Host = netip.AddrPortFrom(addr, hostPort)
+	f.Host = netip.AddrPortFrom(host, hostPort)
 	return f, nil
+}
+
+// splitForward splits a forward's spec at its colons, but for those
+// inside an IPv6 address's brackets, which it takes away.
+func splitForward(s string) ([]string, error) {
+	var fields []string
+	for {
+		if rest, ok := strings.CutPrefix(s, "["); ok {
+			addr, after, ok := strings.Cut(rest, "]")
+			if !ok {
+				return nil, errors.New("a '[' without its ']'")
+			}
+			if after != "" && after[0] != ':' {
+				return nil, errors.New("']' not followed by ':'")
+			}
+			fields = append(fields, "["+addr+"]")
+			if after == "" {
+				return fields, nil
+			}
+			s = after[1:]
+			continue
+		}
+		field, rest, more := strings.Cut(s, ":")
+		fields = append(fields, field)
+		if !more {
+			return fields, nil
+		}
+		s = rest
+	}
+}
+
+// parseForwardAddr parses an address of a forward's spec: IPv4 as it is,
+// IPv6 only in brackets (its colons would be the spec's).
+func parseForwardAddr(s string) (netip.Addr, error) {
+	inner, bracketed := strings.CutPrefix(s, "[")
+	if bracketed {
+		inner = strings.TrimSuffix(inner, "]")
+	}
+	a, err := netip.ParseAddr(inner)
+	switch {
+	case err != nil:
+		return netip.Addr{}, fmt.Errorf("%q is not an IP address", inner)
+	case a.Is4In6():
+		return netip.Addr{}, fmt.Errorf("%v is IPv4-mapped: write it as IPv4", a)
+	case a.Is4() && bracketed:
+		return netip.Addr{}, fmt.Errorf("brackets around IPv4 %v: only IPv6 takes them", a)
+	case a.Is6() && !bracketed:
+		return netip.Addr{}, fmt.Errorf("IPv6 %v without brackets", a)
+	}
+	return a, nil
 }
 
 var errPort = errors.New("not a port from 1 to 65535")

@@ -37,26 +37,60 @@ func (g *Gateway) AddForward(f Forward) error {
 	if slices.ContainsFunc(g.fwds, func(in *inbound) bool { return in.f.Proto == f.Proto && in.f.Host == f.Host }) {
 		return fmt.Errorf("gateway: forward %v: %v already forwarded", f, f.Host)
 	}
-	guest := netip.AddrPortFrom(g.cfg.Network.Guest, f.GuestPort)
+	guest, from, err := g.inboundEnds(f)
+	if err != nil {
+		return fmt.Errorf("gateway: forward %v: %w", f, err)
+	}
+	// The host socket takes the family of its address alone: [::]
+	// leaves 0.0.0.0 to a forward of its own, as with Linux's
+	// bindv6only.
+	family := "4"
+	if f.Host.Addr().Is6() {
+		family = "6"
+	}
 	in := &inbound{f: f}
 	switch f.Proto {
 	case TCP:
-		l, err := net.ListenTCP("tcp4", net.TCPAddrFromAddrPort(f.Host))
+		l, err := net.ListenTCP("tcp"+family, net.TCPAddrFromAddrPort(f.Host))
 		if err != nil {
 			return fmt.Errorf("gateway: forward %v: %w", f, err)
 		}
-		in.stop = g.loop(func() { g.acceptInbound(l, guest) }, func() { l.Close() })
+		in.stop = g.loop(func() { g.acceptInbound(l, from, guest) }, func() { l.Close() })
 	case UDP:
-		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(f.Host))
+		c, err := net.ListenUDP("udp"+family, net.UDPAddrFromAddrPort(f.Host))
 		if err != nil {
 			return fmt.Errorf("gateway: forward %v: %w", f, err)
 		}
-		in.stop = g.loop(func() { g.serveInboundUDP(c, guest) }, func() { c.Close() })
+		in.stop = g.loop(func() { g.serveInboundUDP(c, from, guest) }, func() { c.Close() })
 	default:
 		return fmt.Errorf("gateway: forward %v: no protocol %q", f, f.Proto)
 	}
 	g.fwds = append(g.fwds, in)
 	return nil
+}
+
+// inboundEnds returns where f's flows go in the guest, and the gateway's
+// address they come from: the guest's IPv4 address unless f names one in
+// the guest's subnet or IPv6 prefix, and the gateway's address in the
+// same family.
+func (g *Gateway) inboundEnds(f Forward) (guest, from netip.AddrPort, err error) {
+	n, n6 := g.cfg.Network, g.cfg.Network6
+	a := f.Guest
+	switch {
+	case !a.IsValid():
+		a = n.Guest
+	case a.Is4() && !n.guestMayHold(a):
+		return guest, from, fmt.Errorf("guest address %v: not a guest's in %v", a, n.Subnet)
+	case a.Is6() && g.cfg.NoIPv6:
+		return guest, from, fmt.Errorf("guest address %v: the gateway's IPv6 is off", a)
+	case a.Is6() && !n6.guestMayHold(a):
+		return guest, from, fmt.Errorf("guest address %v: not a guest's in %v", a, n6.Prefix)
+	}
+	gw := n.Gateway
+	if a.Is6() {
+		gw = n6.Gateway
+	}
+	return netip.AddrPortFrom(a, f.GuestPort), netip.AddrPortFrom(gw, 0), nil
 }
 
 // RemoveForward stops the forward on f.Proto and f.Host; flows it already
@@ -104,8 +138,9 @@ func (g *Gateway) loop(serve, closeSocket func()) (stop func()) {
 	}
 }
 
-// acceptInbound carries each connection accepted on l to guest.
-func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
+// acceptInbound carries each connection accepted on l to guest, from the
+// gateway's address from.
+func (g *Gateway) acceptInbound(l *net.TCPListener, from, guest netip.AddrPort) {
 	for {
 		// Accepted with keepalive on, package net's default for a
 		// listener's connections, as relayTCP wants.
@@ -128,7 +163,7 @@ func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
 			defer give(g.flows)
 			g.Stats.InboundTCP.Inc()
 			ctx, cancel := context.WithTimeout(g.ctx, g.cfg.ConnectTimeout)
-			c, err := g.s.TCP().Dial(ctx, netip.AddrPortFrom(g.cfg.Network.Gateway, 0), guest)
+			c, err := g.s.TCP().Dial(ctx, from, guest)
 			cancel()
 			if err != nil {
 				// The guest refused or did not answer: so is the host's peer.
@@ -153,8 +188,8 @@ func (g *Gateway) acceptInbound(l *net.TCPListener, guest netip.AddrPort) {
 
 // serveInboundUDP carries the datagrams arriving on c to guest, a flow per
 // client address, each through a GoNet endpoint of its own on the
-// gateway's address, so that the guest's answers find their way back.
-func (g *Gateway) serveInboundUDP(c *net.UDPConn, guest netip.AddrPort) {
+// gateway's address from, so that the guest's answers find their way back.
+func (g *Gateway) serveInboundUDP(c *net.UDPConn, from, guest netip.AddrPort) {
 	var mu sync.Mutex
 	flows := map[netip.AddrPort]*udp.Conn{}
 	defer func() {
@@ -180,7 +215,7 @@ func (g *Gateway) serveInboundUDP(c *net.UDPConn, guest netip.AddrPort) {
 			if !g.admit(UDP, client, guest) {
 				continue
 			}
-			e, err = g.s.ListenUDP(netip.AddrPortFrom(g.cfg.Network.Gateway, 0))
+			e, err = g.s.ListenUDP(from)
 			if err != nil {
 				give(g.flows)
 				g.wg.Done()

@@ -2,37 +2,44 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// freePort returns a loopback port nothing listens on, for proto.
+// freePort returns a port nothing listens on at 127.0.0.1, for proto.
 func freePort(t *testing.T, proto Proto) uint16 {
+	return freePortOn(t, proto, netip.MustParseAddr("127.0.0.1"))
+}
+
+// freePortOn returns a port nothing listens on at addr, for proto.
+func freePortOn(t *testing.T, proto Proto, addr netip.Addr) uint16 {
 	t.Helper()
 	var a net.Addr
 	switch proto {
 	case TCP:
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		l, err := net.ListenTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		a = l.Addr()
 		l.Close()
-		return uint16(a.(*net.TCPAddr).Port)
 	default:
-		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(addr, 0)))
 		if err != nil {
 			t.Fatal(err)
 		}
 		a = c.LocalAddr()
 		c.Close()
-		return uint16(a.(*net.UDPAddr).Port)
 	}
+	return uint16(netip.MustParseAddrPort(a.String()).Port())
 }
 
 func TestInboundForwardTCP(t *testing.T) {
@@ -124,5 +131,160 @@ func TestInboundForwardUDP(t *testing.T) {
 	}
 	if n := r.gw.Stats.InboundUDP.Load(); n != 1 {
 		t.Fatalf("InboundUDP = %d for one client, want 1", n)
+	}
+}
+
+// TestInboundForwardAcrossFamilies carries a host connection to the guest
+// in every pairing of the host's family and the guest's: the host socket
+// takes its address's family, and the flow arrives from the gateway's
+// address in the guest address's.
+func TestInboundForwardAcrossFamilies(t *testing.T) {
+	r := newGatewayRig6(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	guest6, err := r.slaacAddr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The guest serves echo on port 80 over both families and says whom
+	// it saw.
+	var l net.Listener
+	if err := r.guest.Do(func() (err error) { l, err = net.Listen("tcp", ":80"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	peers := make(chan netip.Addr, 1)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			peers <- c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap()
+			go func() { defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	loop4, loop6 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")
+	tests := []struct {
+		name        string
+		host, guest netip.Addr
+		wantFrom    netip.Addr
+	}{
+		{"IPv6 host to the guest's IPv4", loop6, netip.Addr{}, r.net.Gateway},
+		{"IPv4 host to the guest's IPv6", loop4, guest6, r.gw.cfg.Network6.Gateway},
+		{"IPv6 host to the guest's IPv6", loop6, guest6, r.gw.cfg.Network6.Gateway},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Forward{Proto: TCP, Host: netip.AddrPortFrom(tt.host, freePortOn(t, TCP, tt.host)), Guest: tt.guest, GuestPort: 80}
+			if err := r.gw.AddForward(f); err != nil {
+				t.Fatal(err)
+			}
+			defer r.gw.RemoveForward(f)
+			c, err := net.DialTimeout("tcp", f.Host.String(), 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			echoesToTheFIN(t, c, bytes.Repeat([]byte("inbound "), 50_000), 10*time.Second)
+			if p := <-peers; p != tt.wantFrom {
+				t.Fatalf("the guest saw the connection come from %v, want %v", p, tt.wantFrom)
+			}
+		})
+	}
+}
+
+func TestInboundForwardUDPToTheGuestsIPv6(t *testing.T) {
+	r := newGatewayRig6(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	guest6, err := r.slaacAddr(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g net.PacketConn
+	if err := r.guest.Do(func() (err error) { g, err = net.ListenPacket("udp6", "[::]:53"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := g.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			g.WriteTo(append([]byte(from.(*net.UDPAddr).IP.String()+" "), b[:n]...), from)
+		}
+	}()
+	loop6 := netip.MustParseAddr("::1")
+	f := Forward{Proto: UDP, Host: netip.AddrPortFrom(loop6, freePortOn(t, UDP, loop6)), Guest: guest6, GuestPort: 53}
+	if err := r.gw.AddForward(f); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(f.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	for _, msg := range []string{"one", "two"} {
+		c.Write([]byte(msg))
+		b := make([]byte, 128)
+		n, err := c.Read(b)
+		if want := r.gw.cfg.Network6.Gateway.String() + " " + msg; err != nil || string(b[:n]) != want {
+			t.Fatalf("answer: %q, %v; want %q", b[:n], err, want)
+		}
+	}
+}
+
+// TestForwardGuestAddressMustBeAGuests pins which guest addresses a
+// forward may name: one of the guest's subnet or prefix, not the
+// gateway's own, and IPv6 only while the gateway's IPv6 is on.
+func TestForwardGuestAddressMustBeAGuests(t *testing.T) {
+	n, err := NewNetwork(DefaultSubnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n6, err := NewNetwork6(DefaultPrefix6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		guest  string
+		noIPv6 bool
+		want   string // the error's telling part, or "" for none
+	}{
+		{"", false, ""},
+		{"10.0.2.101", false, ""},
+		{"fd00::100", false, ""},
+		{"10.0.3.1", false, "not a guest's in 10.0.2.0/24"},
+		{"10.0.2.0", false, "not a guest's"},
+		{"10.0.2.255", false, "not a guest's"},
+		{"10.0.2.2", false, "not a guest's"},
+		{"10.0.2.3", false, "not a guest's"},
+		{"fd01::1", false, "not a guest's in fd00::/64"},
+		{"fd00::", false, "not a guest's"},
+		{"fd00::2", false, "not a guest's"},
+		{"fd00::3", false, "not a guest's"},
+		{"fd00::100", true, "IPv6 is off"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s noIPv6=%v", tt.guest, tt.noIPv6), func(t *testing.T) {
+			g := &Gateway{cfg: Config{Network: n, Network6: n6, NoIPv6: tt.noIPv6}}
+			f := Forward{Proto: TCP, GuestPort: 80}
+			if tt.guest != "" {
+				f.Guest = netip.MustParseAddr(tt.guest)
+			}
+			guest, from, err := g.inboundEnds(f)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("inboundEnds: %v", err)
+			case tt.want == "" && (guest.Addr().Is4() != from.Addr().Is4() || guest.Port() != 80):
+				t.Fatalf("inboundEnds = %v from %v: the families differ", guest, from)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("inboundEnds = %v, %v, %v; want an error about %q", guest, from, err, tt.want)
+			}
+		})
 	}
 }

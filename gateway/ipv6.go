@@ -20,8 +20,8 @@ import (
 // (flows.go): the stack's IPv6 interface forwards as IPv4's does
 // (ipv6/forward.go), the gateway's ::2 stands for the host's ::1, and pings
 // go through the host's ICMPv6 ping or raw socket (ping.go). Inbound
-// forwards stay IPv4: they reach the guest at its DHCP-leased address,
-// since the address it forms by SLAAC is its own to choose.
+// forwards reach the guest at its IPv4 address unless they name its IPv6
+// one (inbound.go): the address it forms by SLAAC is its own to choose.
 
 // startIPv6 gives the guest's NIC the gateway's and the DNS forwarder's
 // IPv6 addresses with the on-link route of the prefix, and makes it an

@@ -23,11 +23,12 @@ const forwardsPath = services.StatusPrefix + "forwards"
 var forwardCommand = &command{
 	name:    "forward",
 	summary: "add, list or remove a running gonet gateway's inbound port forwards",
-	usage:   "gonet forward [-tap NAME | -control PATH] {add PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT | list | remove PROTO:[HOSTADDR:]HOSTPORT}",
+	usage:   "gonet forward [-tap NAME | -control PATH] {add PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT | list | remove PROTO:[HOSTADDR:]HOSTPORT}",
 	about: `Asks a running gonet gateway, through its control socket, to add a port
 forward as its -forward flag does (the host listens on HOSTADDR:HOSTPORT,
-0.0.0.0 when not given, and carries each connection or UDP flow to the
-guest's GUESTPORT), to list those running, one a line, or to remove one;
+0.0.0.0 when not given, an IPv6 address in brackets, and carries each
+connection or UDP flow to GUESTADDR:GUESTPORT, the guest's IPv4 address
+when not given), to list those running, one a line, or to remove one;
 its connections already carried go on. With neither flag it asks the only
 daemon running. Exits 0 on success, 1 when the daemon refuses or does not
 answer.`,

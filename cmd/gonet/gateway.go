@@ -36,7 +36,7 @@ var gatewayCommand = &command{
 	name:    "gateway",
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
 	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] [-ipv6-prefix CIDR] [-no-ipv6] " +
-		"[-forward PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
+		"[-forward PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
 		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT] " +
 		"[-log-level LEVEL] [-log-format text|json]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
@@ -60,8 +60,11 @@ default route via the gateway. With -socket PATH instead of -tap the guest
 is a VM: the gateway listens on that UNIX socket for QEMU's -netdev stream
 (or passt's) frames, each behind its 32-bit big-endian length, one VM at a
 time, and the NIC is ` + socketNIC + `; the VM takes its address from DHCP.
--forward listens on the host and carries each connection (tcp) or flow
-(udp) to the guest's port, from the gateway's address.
+-forward listens on the host (0.0.0.0 unless HOSTADDR says otherwise, an
+IPv6 one in brackets, each address in its own family alone) and carries
+each connection (tcp) or flow (udp) to the guest's port at its IPv4
+address, or at GUESTADDR, one of the guest's subnet or IPv6 prefix, from
+the gateway's address in that family.
 
 When ready it prints one line, "gonet: gateway up TAP GATEWAY/PREFIX MAC",
 on stdout, and logs on stderr how it relays pings. Its log is one event a
@@ -149,7 +152,7 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 			return nil
 		})
 	fs.BoolVar(&c.noIPv6, "no-ipv6", false, "give the guest IPv4 only: no router advertisements, its IPv6 not relayed")
-	fs.Func("forward", "forward the host's port to the guest's as `PROTO:[HOSTADDR:]HOSTPORT:GUESTPORT`, as in tcp:8080:80 (repeatable)",
+	fs.Func("forward", "forward the host's port to the guest's as `PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT`, as in tcp:8080:80 or tcp:[::1]:8080:80 (repeatable)",
 		func(s string) error {
 			f, err := gateway.ParseForward(s)
 			if err != nil {

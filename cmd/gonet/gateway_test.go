@@ -118,12 +118,18 @@ func TestRunExitStatusIsTheCommands(t *testing.T) {
 }
 
 func TestForwardSpecForRemoveNeedsNoGuestPort(t *testing.T) {
-	f, err := parseForwardSpec("tcp:127.0.0.1:8022", true)
-	if err != nil || f.Proto != gateway.TCP || f.Host != netip.MustParseAddrPort("127.0.0.1:8022") {
-		t.Errorf("remove tcp:127.0.0.1:8022: %v, %v", f, err)
-	}
-	if _, err := parseForwardSpec("tcp:127.0.0.1:8022", false); err == nil {
-		t.Error("add tcp:127.0.0.1:8022 (no guest port): no error")
+	for _, tc := range []struct{ spec, host string }{
+		{"tcp:127.0.0.1:8022", "127.0.0.1:8022"},
+		{"tcp:[::1]:8022", "[::1]:8022"},
+		{"tcp:8022", "0.0.0.0:8022"},
+	} {
+		f, err := parseForwardSpec(tc.spec, true)
+		if err != nil || f.Proto != gateway.TCP || f.Host != netip.MustParseAddrPort(tc.host) {
+			t.Errorf("remove %s: %v, %v", tc.spec, f, err)
+		}
+		if _, err := parseForwardSpec(tc.spec, false); err == nil {
+			t.Errorf("add %s (no guest port): no error", tc.spec)
+		}
 	}
 }
 
