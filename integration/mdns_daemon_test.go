@@ -143,3 +143,96 @@ func askMDNS(t *testing.T, ns *netns.NS, network, group, name string, qtype uint
 	}
 	return got
 }
+
+// A host on the kernel's side that starts answering for `gonet up`'s name
+// after GoNet claimed it makes GoNet probe again (RFC 6762 section 9), find
+// the name taken, and move to the next one, -2 (section 8.1), which it
+// then answers for.
+func TestDaemonMovesOffAnMDNSNameAnotherHostTakes(t *testing.T) {
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-hostname", "taken", "-control", "none")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("gonet up's log:\n%s", stderr.String())
+		}
+	}()
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() {
+		t.Fatal("gonet up printed no ready line")
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.IP(ctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
+		t.Fatal(err)
+	}
+	gonet := daemon4GoNet.Addr().String()
+	waitFor(t, "GoNet's answer for taken.local", 10*time.Second, func() bool {
+		return slices.Contains(askMDNS(t, ns, "udp4", "224.0.0.251:5353", "taken.local", mdns.TypeA), gonet)
+	})
+	// The other host: a kernel socket on the group that announces
+	// taken.local with an address of its own and answers every query
+	// for it, GoNet's probes among them.
+	var holder *net.UDPConn
+	err = ns.Do(func() error {
+		ifi, err := net.InterfaceByName(dev)
+		if err != nil {
+			return err
+		}
+		holder, err = net.ListenMulticastUDP("udp4", ifi, &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	group := &net.UDPAddr{IP: net.IPv4(224, 0, 0, 251), Port: 5353}
+	claim := new(mdns.Msg)
+	claim.Response, claim.Authoritative = true, true
+	claim.Answer = []mdns.RR{&mdns.A{Hdr: mdns.RR_Header{Name: "taken.local.", Rrtype: mdns.TypeA, Class: mdns.ClassINET | 1<<15, Ttl: 120}, A: net.IPv4(10, 99, 6, 77)}}
+	out, err := claim.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		buf := make([]byte, 9000)
+		for {
+			n, _, err := holder.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			var q mdns.Msg
+			if q.Unpack(buf[:n]) != nil || q.Response {
+				continue
+			}
+			if slices.ContainsFunc(q.Question, func(qu mdns.Question) bool { return strings.EqualFold(qu.Name, "taken.local.") }) {
+				holder.WriteToUDP(out, group)
+			}
+		}
+	}()
+	if _, err := holder.WriteToUDP(out, group); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "GoNet's answer for taken-2.local", 10*time.Second, func() bool {
+		return slices.Contains(askMDNS(t, ns, "udp4", "224.0.0.251:5353", "taken-2.local", mdns.TypeA), gonet)
+	})
+}

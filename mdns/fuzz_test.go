@@ -1,6 +1,7 @@
 package mdns
 
 import (
+	"cmp"
 	"net/netip"
 	"strings"
 	"testing"
@@ -9,10 +10,12 @@ import (
 )
 
 // FuzzAnswer gives the responder any message, from a querier on the mDNS
-// port and from a legacy resolver's: nothing may crash it, and what it
-// answers must be a well-formed authoritative response holding only the
-// name's own address records (section 6), with the query's ID and
-// question for a legacy resolver (section 6.7).
+// port and from a legacy resolver's. Nothing may crash it, whether it
+// reads the message as a conflict or as a probe; a tie between two probes
+// is decided the same from either side (section 8.2); and what it answers
+// must be a well-formed authoritative response holding only the name's own
+// address records (section 6), with the query's ID and question for a
+// legacy resolver (section 6.7).
 func FuzzAnswer(f *testing.F) {
 	for _, q := range []struct {
 		name  string
@@ -25,17 +28,41 @@ func FuzzAnswer(f *testing.F) {
 		}
 	}
 	f.Add([]byte{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0, 12, 0, 1, 0, 1}, uint16(Port)) // a name pointing at itself
-	addrs := []netip.Prefix{netip.MustParsePrefix("10.0.0.2/24"), netip.MustParsePrefix("fe80::2/64")}
+	// Another host's probe (section 8.2), a claiming response (section
+	// 9), and a query with a known answer (section 7.1).
+	other := []netip.Addr{netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("fd00::9")}
+	probe := &dns.Msg{Question: []dns.Question{{Name: "gonet.local.", Qtype: dns.TypeANY, Qclass: dns.ClassINET | unicastResponse}}, Ns: records("gonet.local.", other, dns.TypeANY, dns.ClassINET, hostTTL)}
+	claim := &dns.Msg{MsgHdr: dns.MsgHdr{Response: true}, Answer: records("gonet.local.", other, dns.TypeANY, dns.ClassINET|cacheFlush, hostTTL)}
+	knowing := new(dns.Msg).SetQuestion("gonet.local.", dns.TypeA)
+	knowing.Answer = records("gonet.local.", []netip.Addr{netip.MustParseAddr("10.0.0.2")}, dns.TypeA, dns.ClassINET, hostTTL)
+	for _, m := range []*dns.Msg{probe, claim, knowing} {
+		if b, err := m.Pack(); err == nil {
+			f.Add(b, uint16(Port))
+		}
+	}
+	addrs := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")}
 	f.Fuzz(func(t *testing.T, msg []byte, port uint16) {
 		from := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), port)
-		out, unicast, ok := answer(msg, from, "gonet.local.", addrs)
+		var q dns.Msg
+		if q.Unpack(msg) != nil {
+			return // the responder drops it unread
+		}
+		// A probe or a response, whatever it holds, is decided without
+		// a crash, and a tie is decided the same from either side.
+		conflicting(&q, "gonet.local.", addrs, true)
+		conflicting(&q, "gonet.local.", addrs, false)
+		if theirs := probedRecords(&q, "gonet.local."); len(theirs) > 0 {
+			ours := records("gonet.local.", addrs, dns.TypeANY, dns.ClassINET, hostTTL)
+			if a, b := tieBreak(ours, theirs), tieBreak(theirs, ours); cmp.Compare(a, 0) != -cmp.Compare(b, 0) {
+				t.Fatalf("tieBreak(ours, theirs) = %d but tieBreak(theirs, ours) = %d", a, b)
+			}
+		}
+		re, ok := answer(&q, from, "gonet.local.", addrs)
 		if !ok {
 			return
 		}
-		var q, m dns.Msg
-		if err := q.Unpack(msg); err != nil {
-			t.Fatalf("answered a message that does not unpack: %v", err)
-		}
+		out, unicast := re.msg, re.unicast
+		var m dns.Msg
 		if err := m.Unpack(out); err != nil {
 			t.Fatalf("the answer does not unpack: %v", err)
 		}

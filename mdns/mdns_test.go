@@ -1,6 +1,7 @@
 package mdns
 
 import (
+	"context"
 	"net/netip"
 	"slices"
 	"testing"
@@ -9,6 +10,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/udp"
 )
 
 // query packs a question for name of type qtype, with the QU bit when qu.
@@ -28,8 +31,24 @@ func query(t *testing.T, name string, qtype uint16, qu bool) []byte {
 	return b
 }
 
+// knowing adds to query q a known answer (section 7.1): gonet.local.'s
+// record of addr with ttl.
+func knowing(t *testing.T, q []byte, addr string, ttl uint32) []byte {
+	t.Helper()
+	var m dns.Msg
+	if err := m.Unpack(q); err != nil {
+		t.Fatal(err)
+	}
+	m.Answer = records("gonet.local.", []netip.Addr{netip.MustParseAddr(addr)}, dns.TypeANY, dns.ClassINET, ttl)
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestAnswerFollowsRFC6762(t *testing.T) {
-	addrs := []netip.Prefix{netip.MustParsePrefix("10.0.0.2/24"), netip.MustParsePrefix("fd00::2/64"), netip.MustParsePrefix("fe80::2/64")}
+	addrs := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fd00::2"), netip.MustParseAddr("fe80::2")}
 	querier := netip.MustParseAddrPort("10.0.0.1:5353")
 	legacy := netip.MustParseAddrPort("10.0.0.1:40000")
 	resp := new(dns.Msg)
@@ -49,6 +68,9 @@ func TestAnswerFollowsRFC6762(t *testing.T) {
 		{"names are case-insensitive", query(t, "GoNet.Local.", dns.TypeA, false), querier, []string{"10.0.0.2"}, false, false},
 		{"QU bit: unicast to the querier", query(t, "gonet.local.", dns.TypeA, true), querier, []string{"10.0.0.2"}, true, false},
 		{"legacy resolver: unicast, its ID and question", query(t, "gonet.local.", dns.TypeA, false), legacy, []string{"10.0.0.2"}, true, true},
+		{"a known answer with half its TTL left is left out", knowing(t, query(t, "gonet.local.", dns.TypeA, false), "10.0.0.2", hostTTL/2), querier, nil, false, false},
+		{"a known answer nearer its end is given again", knowing(t, query(t, "gonet.local.", dns.TypeA, false), "10.0.0.2", hostTTL/2-1), querier, []string{"10.0.0.2"}, false, false},
+		{"the known answer alone is left out", knowing(t, query(t, "gonet.local.", dns.TypeAAAA, false), "fd00::2", hostTTL), querier, []string{"fe80::2"}, false, false},
 		{"another name", query(t, "other.local.", dns.TypeA, false), querier, nil, false, false},
 		{"a type not held", query(t, "gonet.local.", dns.TypeMX, false), querier, nil, false, false},
 		{"a response is ignored", respBytes, querier, nil, false, false},
@@ -56,7 +78,13 @@ func TestAnswerFollowsRFC6762(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, unicast, ok := answer(tt.msg, tt.from, "gonet.local.", addrs)
+			var q dns.Msg
+			ok := q.Unpack(tt.msg) == nil
+			var re reply
+			if ok {
+				re, ok = answer(&q, tt.from, "gonet.local.", addrs)
+			}
+			out, unicast := re.msg, re.unicast
 			if ok != (tt.answers != nil) {
 				t.Fatalf("answered %v, want %v", ok, tt.answers != nil)
 			}
@@ -104,11 +132,7 @@ func TestAnswerFollowsRFC6762(t *testing.T) {
 // both families: to the group, and to a legacy resolver's port.
 func TestResponderAnswersOverBothFamilies(t *testing.T) {
 	a, b := stacktest.Pair(t, stacktest.Options{IPv6: true})
-	r, err := Start(b, "eth0", "gonet-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := startClaimed(t, b, "gonet-b")
 	for _, tt := range []struct {
 		name   string
 		group  netip.AddrPort
@@ -143,18 +167,17 @@ func TestResponderAnswersOverBothFamilies(t *testing.T) {
 			c.SetMulticastInterface("eth0")
 			// The querier's own query is not looped back to it.
 			c.SetMulticastLoopback(false)
+			answered := r.Stats.Answered.Load()
 			if _, err := c.WriteToUDPAddrPort(query(t, "gonet-b.local.", tt.qtype, false), tt.group); err != nil {
 				t.Fatal(err)
 			}
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			buf := make([]byte, 1500)
-			n, _, err := c.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				t.Fatalf("no answer: %v (responder: %d queries, %d answered, %d ignored)", err, r.Stats.Queries.Load(), r.Stats.Answered.Load(), r.Stats.Ignored.Load())
-			}
-			var m dns.Msg
-			if err := m.Unpack(buf[:n]); err != nil {
-				t.Fatal(err)
+			// Every response names the addresses, announcements too: the
+			// counter tells that this one answered the query.
+			var m *dns.Msg
+			for deadline := time.Now().Add(5 * time.Second); r.Stats.Answered.Load() == answered || m == nil; {
+				if m, err = nextResponse(c, time.Until(deadline)); err != nil {
+					t.Fatalf("no answer: %v (responder: %d queries, %d answered, %d ignored)", err, r.Stats.Queries.Load(), r.Stats.Answered.Load(), r.Stats.Ignored.Load())
+				}
 			}
 			var got []netip.Addr
 			for _, rr := range m.Answer {
@@ -171,5 +194,39 @@ func TestResponderAnswersOverBothFamilies(t *testing.T) {
 				t.Errorf("answers %v, want %v among them", got, tt.want)
 			}
 		})
+	}
+}
+
+// startClaimed starts a responder for host on s's eth0 and waits for it to
+// claim a name.
+func startClaimed(t *testing.T, s *stack.Stack, host string) *Responder {
+	t.Helper()
+	r, err := Start(s, "eth0", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := r.WaitClaimed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// nextResponse returns the next response c receives within d, skipping
+// queries (other hosts' probes among them).
+func nextResponse(c *udp.Conn, d time.Duration) (*dns.Msg, error) {
+	c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 9000)
+	for {
+		n, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return nil, err
+		}
+		m := new(dns.Msg)
+		if m.Unpack(buf[:n]) == nil && m.Response {
+			return m, nil
+		}
 	}
 }

@@ -130,7 +130,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
 	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss, stats, addr and neigh on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
-	fs.BoolVar(&c.mdns, "mdns", true, "answer multicast DNS queries (RFC 6762) for -hostname.local with the NIC's addresses, over IPv4 and IPv6; -mdns=false does not")
+	fs.BoolVar(&c.mdns, "mdns", true, "claim -hostname.local on the link by multicast DNS (RFC 6762: probed for, the next free NAME-2.local... if another host holds it) and answer its queries with the NIC's addresses, over IPv4 and IPv6; -mdns=false does not")
 	fs.StringVar(&c.hostname, "hostname", "", "the host's `NAME`, one label: answered as NAME.local over mDNS, and sent to a DHCP server (default: gonet- and the MAC's last three bytes, as gonet-5e1001)")
 	c.metrics.register(fs)
 	c.log.register(fs, slog.LevelInfo)
@@ -202,7 +202,19 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 			return exitFail
 		}
 		defer r.Close()
-		log.Info("mDNS responder", "nic", h.nic, "name", r.Name())
+		log.Info("mDNS responder probing", "nic", h.nic, "name", r.Name())
+		go func() {
+			// Claimed in a second unless another host holds the name,
+			// when it moves to the next free one: worth a warning.
+			name, err := r.WaitClaimed(ctx)
+			switch {
+			case err != nil:
+			case name != h.hostname()+".local.":
+				log.Warn("mDNS name taken by another host, claimed the next", "nic", h.nic, "wanted", h.hostname()+".local", "name", name)
+			default:
+				log.Info("mDNS name claimed", "nic", h.nic, "name", name)
+			}
+		}()
 	}
 
 	fmt.Fprintln(out.stdout, readyLine(h))

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log"
@@ -51,7 +52,11 @@ func main() {
 		log.Fatalf("mdns: %v", err)
 	}
 	defer r.Close()
-	fmt.Printf("mdns: answering %s on %s\n", r.Name(), *tapName)
+	claimed, err := r.WaitClaimed(context.Background())
+	if err != nil {
+		log.Fatalf("mdns: %v", err)
+	}
+	fmt.Printf("mdns: answering %s on %s\n", claimed, *tapName)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig

@@ -1,0 +1,269 @@
+package mdns
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/miekg/dns"
+
+	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/udp"
+)
+
+// Claiming a name (sections 8 and 9), between two stacks on one link.
+
+// groupListener listens on s's eth0 for what is sent to the IPv4 mDNS
+// group, as another responder would.
+func groupListener(t *testing.T, s *stack.Stack) *udp.Conn {
+	t.Helper()
+	c, err := s.ListenMulticastUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), Port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.JoinGroup("eth0", Group4); err != nil {
+		t.Fatal(err)
+	}
+	c.SetMulticastInterface("eth0")
+	c.SetMulticastLoopback(false)
+	return c
+}
+
+// nextQuery returns the next query c receives within d.
+func nextQuery(t *testing.T, c *udp.Conn, d time.Duration) []byte {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 9000)
+	for {
+		n, _, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			t.Fatalf("no query within %v: %v", d, err)
+		}
+		var m dns.Msg
+		if m.Unpack(buf[:n]) == nil && !m.Response {
+			return slices.Clone(buf[:n])
+		}
+	}
+}
+
+func TestProbeAsGopacketDecodesIt(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	c := groupListener(t, a)
+	r, err := Start(b, "eth0", "gonet-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var probes []*layers.DNS
+	for range probeCount {
+		p := gopacket.NewPacket(nextQuery(t, c, 2*time.Second), layers.LayerTypeDNS, gopacket.Default)
+		d, ok := p.Layer(layers.LayerTypeDNS).(*layers.DNS)
+		if !ok {
+			t.Fatalf("gopacket finds no DNS message in the probe: %v", p.ErrorLayer())
+		}
+		probes = append(probes, d)
+	}
+	for i, d := range probes {
+		// Section 8.1: a question of type ANY for the name, the first
+		// asking for a unicast response; section 18.1: ID zero.
+		wantClass := layers.DNSClassIN
+		if i == 0 {
+			wantClass |= unicastResponse
+		}
+		switch {
+		case d.QR || d.ID != 0 || len(d.Questions) != 1:
+			t.Fatalf("probe %d: QR %v ID %d, %d questions; want a query of ID 0 with one", i, d.QR, d.ID, len(d.Questions))
+		case string(d.Questions[0].Name) != "gonet-b.local" || d.Questions[0].Type != layers.DNSType(dns.TypeANY) || d.Questions[0].Class != wantClass:
+			t.Fatalf("probe %d asks %s type %v class %#x, want gonet-b.local ANY %#x", i, d.Questions[0].Name, d.Questions[0].Type, uint16(d.Questions[0].Class), uint16(wantClass))
+		}
+		// Section 8.2: the proposed records in the Authority Section,
+		// without the cache-flush bit: the A record, and the link-local
+		// address's AAAA once it is past DAD.
+		var proposed []netip.Addr
+		for _, rr := range d.Authorities {
+			if string(rr.Name) != "gonet-b.local." && string(rr.Name) != "gonet-b.local" || rr.Class != layers.DNSClassIN {
+				t.Fatalf("probe %d proposes a record of %s class %#x, want gonet-b.local IN", i, rr.Name, uint16(rr.Class))
+			}
+			a, _ := netip.AddrFromSlice(rr.IP)
+			proposed = append(proposed, a.Unmap())
+		}
+		if !slices.Contains(proposed, stacktest.AddrB.Addr()) {
+			t.Fatalf("probe %d proposes %v, want %v among them", i, proposed, stacktest.AddrB.Addr())
+		}
+	}
+}
+
+func TestResponderAnswersNothingBeforeItsNameIsClaimed(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	c := groupListener(t, a)
+	r, err := Start(b, "eth0", "gonet-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// Claiming takes three probes 250 ms apart and 250 ms more.
+	if _, err := c.WriteToUDPAddrPort(query(t, "gonet-b.local.", dns.TypeA, false), netip.AddrPortFrom(Group4, Port)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := nextResponse(c, 300*time.Millisecond); err == nil {
+		t.Fatalf("a response while probing: %v", m)
+	}
+	if n := r.Stats.Ignored.Load(); n != 1 {
+		t.Fatalf("Ignored = %d, want the query", n)
+	}
+}
+
+func TestTakenNameMovesToTheNext(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	rb := startClaimed(t, b, "twin")
+	ra := startClaimed(t, a, "twin")
+	if got := ra.Name(); got != "twin-2.local." {
+		t.Fatalf("the second host claimed %s, want twin-2.local.", got)
+	}
+	if got := rb.Name(); got != "twin.local." {
+		t.Fatalf("the first host moved to %s", got)
+	}
+	if ra.Stats.Conflicts.Load() == 0 || ra.Stats.Renamed.Load() != 1 {
+		t.Fatalf("second host: %d conflicts, %d renames; want some and one", ra.Stats.Conflicts.Load(), ra.Stats.Renamed.Load())
+	}
+}
+
+// Two hosts probing for one name at once: the one whose records sort later
+// (B, 10.0.0.2) keeps it, the other defers, probes again a second later,
+// and finds the name taken.
+func TestSimultaneousProbesTieBreak(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	ra, err := Start(a, "eth0", "twin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Close()
+	rb := startClaimed(t, b, "twin")
+	ctx := t.Context()
+	if _, err := ra.WaitClaimed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ra.Name() != "twin-2.local." || rb.Name() != "twin.local." {
+		t.Fatalf("A claimed %s and B %s, want twin-2.local. and twin.local.", ra.Name(), rb.Name())
+	}
+	if ra.Stats.TiesLost.Load() == 0 || rb.Stats.TiesLost.Load() != 0 {
+		t.Fatalf("ties lost: A %d, B %d; want A some, B none", ra.Stats.TiesLost.Load(), rb.Stats.TiesLost.Load())
+	}
+}
+
+// Section 9: a response claiming a held name with other data sends the
+// holder back to probing, which, unanswered, keeps the name.
+func TestConflictAfterClaimProbesAgain(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	c := groupListener(t, a)
+	r := startClaimed(t, b, "gonet-b")
+	probes := r.Stats.Probes.Load()
+	claim := &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Authoritative: true}}
+	claim.Answer = records("gonet-b.local.", []netip.Addr{netip.MustParseAddr("10.0.0.99")}, dns.TypeA, dns.ClassINET|cacheFlush, hostTTL)
+	out, err := claim.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WriteToUDPAddrPort(out, netip.AddrPortFrom(Group4, Port)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); r.Stats.Probes.Load() < probes+probeCount; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d probes after the conflict, want %d (%d conflicts)", r.Stats.Probes.Load()-probes, probeCount, r.Stats.Conflicts.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.Name() != "gonet-b.local." || r.Stats.Renamed.Load() != 0 {
+		t.Fatalf("moved to %s after a conflict no host kept up", r.Name())
+	}
+}
+
+func TestGoodbyeOnClose(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	c := groupListener(t, a)
+	r := startClaimed(t, b, "gonet-b")
+	time.Sleep(announceInterval + 100*time.Millisecond) // past the announcements
+	r.Close()
+	for {
+		m, err := nextResponse(c, 2*time.Second)
+		if err != nil {
+			t.Fatalf("no goodbye: %v (%d announcements, %d errors)", err, r.Stats.Announcements.Load(), r.Stats.Errors.Load())
+		}
+		goodbye := len(m.Answer) > 0 && !slices.ContainsFunc(m.Answer, func(rr dns.RR) bool {
+			return rr.Header().Ttl != 0 || rr.Header().Name != "gonet-b.local."
+		})
+		if goodbye {
+			return
+		}
+	}
+}
+
+func TestTieBreakFollowsRFC6762(t *testing.T) {
+	a := func(name, addr string) dns.RR {
+		return records(name, []netip.Addr{netip.MustParseAddr(addr)}, dns.TypeANY, dns.ClassINET, hostTTL)[0]
+	}
+	flushed := a("x.local.", "10.0.0.2")
+	flushed.Header().Class |= cacheFlush
+	tests := []struct {
+		name         string
+		ours, theirs []dns.RR
+		want         int
+	}{
+		{"later rdata wins", []dns.RR{a("x.local.", "10.0.0.2")}, []dns.RR{a("x.local.", "10.0.0.1")}, 1},
+		{"earlier rdata loses", []dns.RR{a("x.local.", "10.0.0.1")}, []dns.RR{a("x.local.", "10.0.0.2")}, -1},
+		{"the same records tie", []dns.RR{a("x.local.", "10.0.0.1")}, []dns.RR{a("x.local.", "10.0.0.1")}, 0},
+		{"the cache-flush bit is no part of the class", []dns.RR{a("x.local.", "10.0.0.2")}, []dns.RR{flushed}, 0},
+		{"AAAA (28) sorts after A (1)", []dns.RR{a("x.local.", "fd00::1")}, []dns.RR{a("x.local.", "10.0.0.9")}, 1},
+		{"sorted before compared", []dns.RR{a("x.local.", "10.0.0.9"), a("x.local.", "10.0.0.1")}, []dns.RR{a("x.local.", "10.0.0.1"), a("x.local.", "10.0.0.5")}, 1},
+		{"a set that runs out first loses", []dns.RR{a("x.local.", "10.0.0.1")}, []dns.RR{a("x.local.", "10.0.0.1"), a("x.local.", "fd00::1")}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tieBreak(tt.ours, tt.theirs); max(-1, min(1, got)) != tt.want {
+				t.Fatalf("tieBreak = %d, want the sign of %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConflictingFollowsRFC6762(t *testing.T) {
+	ours := []netip.Addr{netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("fe80::2")}
+	resp := func(ttl uint32, rrs ...dns.RR) *dns.Msg {
+		for _, rr := range rrs {
+			rr.Header().Ttl = ttl
+		}
+		return &dns.Msg{MsgHdr: dns.MsgHdr{Response: true}, Answer: rrs}
+	}
+	addr := func(name, a string) dns.RR {
+		return records(name, []netip.Addr{netip.MustParseAddr(a)}, dns.TypeANY, dns.ClassINET|cacheFlush, hostTTL)[0]
+	}
+	txt := &dns.TXT{Hdr: dns.RR_Header{Name: "gonet.local.", Rrtype: dns.TypeTXT, Class: dns.ClassINET}, Txt: []string{"x"}}
+	tests := []struct {
+		name             string
+		m                *dns.Msg
+		probing, claimed bool // a conflict while probing, once claimed
+	}{
+		{"another address for the name", resp(hostTTL, addr("gonet.local.", "10.0.0.9")), true, true},
+		{"the name in another case", resp(hostTTL, addr("GONET.local.", "10.0.0.9")), true, true},
+		{"our own records", resp(hostTTL, addr("gonet.local.", "10.0.0.2"), addr("gonet.local.", "fe80::2")), false, false},
+		{"another name", resp(hostTTL, addr("other.local.", "10.0.0.9")), false, false},
+		{"a goodbye", resp(0, addr("gonet.local.", "10.0.0.9")), false, false},
+		{"another type for the name", resp(hostTTL, txt), true, false},
+		{"in the additional section", &dns.Msg{MsgHdr: dns.MsgHdr{Response: true}, Extra: []dns.RR{addr("gonet.local.", "10.0.0.9")}}, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := conflicting(tt.m, "gonet.local.", ours, true); got != tt.probing {
+				t.Errorf("while probing: conflict %v, want %v", got, tt.probing)
+			}
+			if got := conflicting(tt.m, "gonet.local.", ours, false); got != tt.claimed {
+				t.Errorf("once claimed: conflict %v, want %v", got, tt.claimed)
+			}
+		})
+	}
+}
