@@ -24,11 +24,12 @@ import (
 // this process's loopback, and addresses the gateway refuses or finds
 // nothing at without opening a host socket: nothing leaves the machine.
 type gatewayRig struct {
-	guest *netns.NS
-	tap   *tap.Endpoint
-	s     *stack.Stack
-	gw    *Gateway
-	net   Network
+	guest  *netns.NS
+	guest6 netip.Addr // the guest's SLAAC address, in newGatewayRig6's rig
+	tap    *tap.Endpoint
+	s      *stack.Stack
+	gw     *Gateway
+	net    Network
 }
 
 func newGatewayRig(t testing.TB, cfg Config) *gatewayRig {

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -96,39 +95,12 @@ func TestInboundForwardTCP(t *testing.T) {
 
 func TestInboundForwardUDP(t *testing.T) {
 	r := newGatewayRig(t, Config{})
-	var g net.PacketConn
-	if err := r.guest.Do(func() (err error) { g, err = net.ListenPacket("udp4", ":53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	go func() {
-		b := make([]byte, 2048)
-		for {
-			n, from, err := g.ReadFrom(b)
-			if err != nil {
-				return
-			}
-			g.WriteTo(append([]byte(from.(*net.UDPAddr).IP.String()+" "), b[:n]...), from)
-		}
-	}()
+	r.guestUDPEcho(t, "udp4", ":53")
 	f := Forward{Proto: UDP, Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), freePort(t, UDP)), GuestPort: 53}
 	if err := r.gw.AddForward(f); err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(f.Host))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	for _, msg := range []string{"one", "two"} {
-		c.Write([]byte(msg))
-		b := make([]byte, 128)
-		n, err := c.Read(b)
-		if want := r.net.Gateway.String() + " " + msg; err != nil || string(b[:n]) != want {
-			t.Fatalf("answer: %q, %v; want %q", b[:n], err, want)
-		}
-	}
+	exchangeViaForward(t, f, r.net.Gateway)
 	if n := r.gw.Stats.InboundUDP.Load(); n != 1 {
 		t.Fatalf("InboundUDP = %d for one client, want 1", n)
 	}
@@ -140,12 +112,6 @@ func TestInboundForwardUDP(t *testing.T) {
 // address in the guest address's.
 func TestInboundForwardAcrossFamilies(t *testing.T) {
 	r := newGatewayRig6(t, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	guest6, err := r.slaacAddr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The guest serves echo on port 80 over both families and says whom
 	// it saw.
 	var l net.Listener
@@ -171,8 +137,8 @@ func TestInboundForwardAcrossFamilies(t *testing.T) {
 		wantFrom    netip.Addr
 	}{
 		{"IPv6 host to the guest's IPv4", loop6, netip.Addr{}, r.net.Gateway},
-		{"IPv4 host to the guest's IPv6", loop4, guest6, r.gw.cfg.Network6.Gateway},
-		{"IPv6 host to the guest's IPv6", loop6, guest6, r.gw.cfg.Network6.Gateway},
+		{"IPv4 host to the guest's IPv6", loop4, r.guest6, r.gw.cfg.Network6.Gateway},
+		{"IPv6 host to the guest's IPv6", loop6, r.guest6, r.gw.cfg.Network6.Gateway},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,46 +162,13 @@ func TestInboundForwardAcrossFamilies(t *testing.T) {
 
 func TestInboundForwardUDPToTheGuestsIPv6(t *testing.T) {
 	r := newGatewayRig6(t, Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	guest6, err := r.slaacAddr(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var g net.PacketConn
-	if err := r.guest.Do(func() (err error) { g, err = net.ListenPacket("udp6", "[::]:53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	go func() {
-		b := make([]byte, 2048)
-		for {
-			n, from, err := g.ReadFrom(b)
-			if err != nil {
-				return
-			}
-			g.WriteTo(append([]byte(from.(*net.UDPAddr).IP.String()+" "), b[:n]...), from)
-		}
-	}()
+	r.guestUDPEcho(t, "udp6", "[::]:53")
 	loop6 := netip.MustParseAddr("::1")
-	f := Forward{Proto: UDP, Host: netip.AddrPortFrom(loop6, freePortOn(t, UDP, loop6)), Guest: guest6, GuestPort: 53}
+	f := Forward{Proto: UDP, Host: netip.AddrPortFrom(loop6, freePortOn(t, UDP, loop6)), Guest: r.guest6, GuestPort: 53}
 	if err := r.gw.AddForward(f); err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.DialUDP("udp6", nil, net.UDPAddrFromAddrPort(f.Host))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	for _, msg := range []string{"one", "two"} {
-		c.Write([]byte(msg))
-		b := make([]byte, 128)
-		n, err := c.Read(b)
-		if want := r.gw.cfg.Network6.Gateway.String() + " " + msg; err != nil || string(b[:n]) != want {
-			t.Fatalf("answer: %q, %v; want %q", b[:n], err, want)
-		}
-	}
+	exchangeViaForward(t, f, r.gw.cfg.Network6.Gateway)
 }
 
 // TestForwardGuestAddressMustBeAGuests pins which guest addresses a
@@ -286,5 +219,48 @@ func TestForwardGuestAddressMustBeAGuests(t *testing.T) {
 				t.Fatalf("inboundEnds = %v, %v, %v; want an error about %q", guest, from, err, tt.want)
 			}
 		})
+	}
+}
+
+// guestUDPEcho serves UDP on network's address in the guest until the test
+// ends, answering each datagram with it behind its source's address and a
+// space: whom the guest saw.
+func (r *gatewayRig) guestUDPEcho(t *testing.T, network, address string) {
+	t.Helper()
+	var g net.PacketConn
+	if err := r.guest.Do(func() (err error) { g, err = net.ListenPacket(network, address); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			n, from, err := g.ReadFrom(b)
+			if err != nil {
+				return
+			}
+			g.WriteTo(append([]byte(from.(*net.UDPAddr).IP.String()+" "), b[:n]...), from)
+		}
+	}()
+}
+
+// exchangeViaForward sends two datagrams to UDP forward f's host address
+// and checks that each comes back from guestUDPEcho, which saw it come
+// from wantFrom.
+func exchangeViaForward(t *testing.T, f Forward, wantFrom netip.Addr) {
+	t.Helper()
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(f.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	for _, msg := range []string{"one", "two"} {
+		c.Write([]byte(msg))
+		b := make([]byte, 128)
+		n, err := c.Read(b)
+		if want := wantFrom.String() + " " + msg; err != nil || string(b[:n]) != want {
+			t.Fatalf("answer: %q, %v; want %q", b[:n], err, want)
+		}
 	}
 }

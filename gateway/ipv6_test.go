@@ -27,8 +27,8 @@ import (
 var denied6 = netip.MustParsePrefix("2001:db8::/32")
 
 // newGatewayRig6 is newGatewayRig once the guest has formed its address in
-// the gateway's prefix by SLAAC and passed its DAD, and the gateway's own
-// addresses have passed theirs.
+// the gateway's prefix by SLAAC (guest6) and passed its DAD, and the
+// gateway's own addresses have passed theirs.
 func newGatewayRig6(t *testing.T, cfg Config) *gatewayRig {
 	t.Helper()
 	netnstest.RequireTool(t, "ip")
@@ -43,9 +43,11 @@ func newGatewayRig6(t *testing.T, cfg Config) *gatewayRig {
 	if err := r.gw.WaitIPv6(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.slaacAddr(ctx); err != nil {
+	a, err := r.slaacAddr(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
+	r.guest6 = a
 	return r
 }
 

@@ -39,7 +39,13 @@ func startDaemon(t *testing.T, ctx context.Context, ns *netns.NS, ready, bin str
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { d.cmd.Process.Kill(); d.cmd.Wait() })
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		d.cmd.Wait()
+		if t.Failed() {
+			t.Logf("gonet %s's log:\n%s", args[0], d.stderr.String())
+		}
+	})
 	d.lines = bufio.NewScanner(stdout)
 	if !d.lines.Scan() {
 		t.Fatalf("gonet %s printed nothing; stderr: %s", args[0], d.stderr.String())

@@ -1,14 +1,11 @@
 package integration
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,37 +27,17 @@ func TestDaemonAnswersMDNSForItsName(t *testing.T) {
 	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-addr", daemon6GoNet.String(), "-control", "none")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("gonet up's log:\n%s", stderr.String())
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatal("gonet up printed no ready line")
-	}
-	f := strings.Fields(lines.Text())
+	d := startDaemon(t, ctx, ns, "gonet: up "+dev, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-addr", daemon6GoNet.String(), "-control", "none")
+	f := strings.Fields(d.lines.Text())
 	if len(f) < 5 {
-		t.Fatalf("ready line %q", lines.Text())
+		t.Fatalf("ready line %q", d.lines.Text())
 	}
 	mac, err := net.ParseMAC(f[4])
 	if err != nil {
-		t.Fatalf("ready line %q: %v", lines.Text(), err)
+		t.Fatalf("ready line %q: %v", d.lines.Text(), err)
 	}
 	go func() {
-		for lines.Scan() {
+		for d.lines.Scan() {
 		}
 	}()
 	name := mdnsName(mac)
@@ -154,29 +131,9 @@ func TestDaemonMovesOffAnMDNSNameAnotherHostTakes(t *testing.T) {
 	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-hostname", "taken", "-control", "none")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("gonet up's log:\n%s", stderr.String())
-		}
-	}()
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatal("gonet up printed no ready line")
-	}
+	d := startDaemon(t, ctx, ns, "gonet: up "+dev, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-hostname", "taken", "-control", "none")
 	go func() {
-		for lines.Scan() {
+		for d.lines.Scan() {
 		}
 	}()
 	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
@@ -193,7 +150,7 @@ func TestDaemonMovesOffAnMDNSNameAnotherHostTakes(t *testing.T) {
 	// taken.local with an address of its own and answers every query
 	// for it, GoNet's probes among them.
 	var holder *net.UDPConn
-	err = ns.Do(func() error {
+	err := ns.Do(func() error {
 		ifi, err := net.InterfaceByName(dev)
 		if err != nil {
 			return err

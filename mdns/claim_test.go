@@ -54,11 +54,7 @@ func nextQuery(t *testing.T, c *udp.Conn, d time.Duration) []byte {
 func TestProbeAsGopacketDecodesIt(t *testing.T) {
 	a, b := stacktest.Pair(t, stacktest.Options{})
 	c := groupListener(t, a)
-	r, err := Start(b, "eth0", "gonet-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	start(t, b, "gonet-b")
 	var probes []*layers.DNS
 	for range probeCount {
 		p := gopacket.NewPacket(nextQuery(t, c, 2*time.Second), layers.LayerTypeDNS, gopacket.Default)
@@ -101,11 +97,7 @@ func TestProbeAsGopacketDecodesIt(t *testing.T) {
 func TestResponderAnswersNothingBeforeItsNameIsClaimed(t *testing.T) {
 	a, b := stacktest.Pair(t, stacktest.Options{})
 	c := groupListener(t, a)
-	r, err := Start(b, "eth0", "gonet-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	r := start(t, b, "gonet-b")
 	// Claiming takes three probes 250 ms apart and 250 ms more.
 	if _, err := c.WriteToUDPAddrPort(query(t, "gonet-b.local.", dns.TypeA, false), netip.AddrPortFrom(Group4, Port)); err != nil {
 		t.Fatal(err)
@@ -138,11 +130,7 @@ func TestTakenNameMovesToTheNext(t *testing.T) {
 // and finds the name taken.
 func TestSimultaneousProbesTieBreak(t *testing.T) {
 	a, b := stacktest.Pair(t, stacktest.Options{})
-	ra, err := Start(a, "eth0", "twin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ra.Close()
+	ra := start(t, a, "twin")
 	rb := startClaimed(t, b, "twin")
 	ctx := t.Context()
 	if _, err := ra.WaitClaimed(ctx); err != nil {

@@ -197,15 +197,22 @@ func TestResponderAnswersOverBothFamilies(t *testing.T) {
 	}
 }
 
-// startClaimed starts a responder for host on s's eth0 and waits for it to
-// claim a name.
-func startClaimed(t *testing.T, s *stack.Stack, host string) *Responder {
+// start starts a responder for host on s's eth0, closed as the test ends.
+func start(t *testing.T, s *stack.Stack, host string) *Responder {
 	t.Helper()
 	r, err := Start(s, "eth0", host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// startClaimed starts a responder for host on s's eth0 and waits for it to
+// claim a name.
+func startClaimed(t *testing.T, s *stack.Stack, host string) *Responder {
+	t.Helper()
+	r := start(t, s, host)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := r.WaitClaimed(ctx); err != nil {
