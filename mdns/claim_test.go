@@ -191,6 +191,41 @@ func TestGoodbyeOnClose(t *testing.T) {
 	}
 }
 
+// Section 8.4: an address added is announced, and one removed said
+// goodbye to, without a query asking.
+func TestAddressChangesAreAnnounced(t *testing.T) {
+	a, b := stacktest.Pair(t, stacktest.Options{})
+	c := groupListener(t, a)
+	startClaimed(t, b, "gonet-b")
+	added := netip.MustParsePrefix("10.0.0.77/24")
+	if err := b.AddAddress("eth0", added); err != nil {
+		t.Fatal(err)
+	}
+	holds := func(m *dns.Msg, ttl uint32) bool {
+		return slices.ContainsFunc(m.Answer, func(rr dns.RR) bool {
+			v, ok := rr.(*dns.A)
+			return ok && v.A.Equal(added.Addr().AsSlice()) && v.Hdr.Ttl == ttl
+		})
+	}
+	waitResponse := func(what string, ok func(*dns.Msg) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(3 * addrWatch); ; {
+			m, err := nextResponse(c, time.Until(deadline))
+			if err != nil {
+				t.Fatalf("no %s: %v", what, err)
+			}
+			if ok(m) {
+				return
+			}
+		}
+	}
+	waitResponse("announcement of the address added", func(m *dns.Msg) bool { return holds(m, hostTTL) })
+	if err := b.RemoveAddress("eth0", added.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	waitResponse("goodbye to the address removed", func(m *dns.Msg) bool { return holds(m, 0) })
+}
+
 func TestTieBreakFollowsRFC6762(t *testing.T) {
 	a := func(name, addr string) dns.RR {
 		return records(name, []netip.Addr{netip.MustParseAddr(addr)}, dns.TypeANY, dns.ClassINET, hostTTL)[0]

@@ -279,74 +279,117 @@ const (
 	lostTie        // another host probes for it with later data (section 8.2)
 )
 
-// run is the responder's one goroutine of decisions: it owns the phase,
+// addrWatch is how often the responder looks at the NIC's addresses for a
+// change to announce (section 8.4): the stack has no signal for it.
+const addrWatch = time.Second
+
+// claim is the state of claiming the name, which run alone touches.
+type claim struct {
+	ph        phase
+	sent      int          // probes or announcements sent in this phase
+	try       int          // the name's number: 1 for the host's own label, then 2, 3, ...
+	conflicts []time.Time  // the last conflictWindow's
+	announced []netip.Addr // the addresses last announced
+	timer     *time.Timer  // the next probe or announcement
+}
+
+// run is the responder's one goroutine of decisions: it owns the claim,
 // sends every probe, announcement and answer, and takes every message the
 // readers hand it.
 func (r *Responder) run() {
 	defer close(r.ran)
-	ph, sent, try := probing, 0, 1
-	var conflicts []time.Time
-	timer := time.NewTimer(rand.N(probeWait))
-	defer timer.Stop()
+	c := &claim{ph: probing, try: 1, timer: time.NewTimer(rand.N(probeWait))}
+	defer c.timer.Stop()
+	watch := time.NewTicker(addrWatch)
+	defer watch.Stop()
 	for {
 		select {
 		case <-r.quit:
-			if ph != probing {
-				r.announce(0) // goodbye
+			if c.ph != probing {
+				r.announce(c.announced, 0) // goodbye (section 10.1)
 			}
 			return
 		case d := <-r.in:
-			switch r.receive(d, ph) {
+			switch r.receive(d, c.ph) {
 			case conflict:
-				r.Stats.Conflicts.Inc()
-				now := time.Now()
-				conflicts = append(conflicts, now)
-				conflicts = slices.DeleteFunc(conflicts, func(t time.Time) bool { return now.Sub(t) > conflictWindow })
-				wait := rand.N(probeWait)
-				if len(conflicts) >= conflictBurst {
-					wait = conflictWait
-				}
-				if ph == probing {
-					// Section 8.1: the name is taken; choose another.
-					try++
-					r.rename(try)
-				}
-				// Section 9: a claimed name in conflict is probed for
-				// again, which finds whether it is still ours.
-				ph, sent = probing, 0
-				timer.Reset(wait)
+				r.conflict(c)
 			case lostTie:
 				r.Stats.TiesLost.Inc()
-				ph, sent = probing, 0
-				timer.Reset(tieLostWait)
+				c.ph, c.sent = probing, 0
+				c.timer.Reset(tieLostWait)
 			}
-		case <-timer.C:
-			switch ph {
-			case probing:
-				if sent < probeCount {
-					r.probe(sent == 0)
-					sent++
-					timer.Reset(probeInterval)
-					continue
-				}
-				select {
-				case <-r.claimed:
-				default:
-					close(r.claimed)
-				}
-				ph, sent = announcing, 0
-				fallthrough
-			case announcing:
-				r.announce(hostTTL)
-				sent++
-				if sent < announceCount {
-					timer.Reset(announceInterval)
-				} else {
-					ph = claimed
-				}
+		case <-c.timer.C:
+			r.step(c)
+		case <-watch.C:
+			// Section 8.4: changed records are announced again, and
+			// those gone said goodbye to (section 10.1).
+			if c.ph == probing {
+				continue
 			}
+			now := r.addrs()
+			if slices.Equal(now, c.announced) {
+				continue
+			}
+			r.announce(slices.DeleteFunc(slices.Clone(c.announced), func(a netip.Addr) bool { return slices.Contains(now, a) }), 0)
+			c.announced = now
+			c.ph, c.sent = announcing, 0
+			c.timer.Reset(0)
 		}
 	}
+}
+
+// step sends the claim's next probe or announcement, as its timer says.
+func (r *Responder) step(c *claim) {
+	switch c.ph {
+	case probing:
+		if c.sent < probeCount {
+			// A host with no address yet (a lease to come) has
+			// nothing to claim; nor has one whose probe reached no
+			// group: it tries again.
+			if r.probe(c.sent == 0) {
+				c.sent++
+			}
+			c.timer.Reset(probeInterval)
+			return
+		}
+		select {
+		case <-r.claimed:
+		default:
+			close(r.claimed)
+		}
+		c.ph, c.sent = announcing, 0
+		fallthrough
+	case announcing:
+		c.announced = r.addrs()
+		r.announce(c.announced, hostTTL)
+		c.sent++
+		if c.sent < announceCount {
+			c.timer.Reset(announceInterval)
+		} else {
+			c.ph = claimed
+		}
+	}
+}
+
+// conflict takes a response that shows another host holding the name.
+func (r *Responder) conflict(c *claim) {
+	r.Stats.Conflicts.Inc()
+	now := time.Now()
+	c.conflicts = append(c.conflicts, now)
+	c.conflicts = slices.DeleteFunc(c.conflicts, func(t time.Time) bool { return now.Sub(t) > conflictWindow })
+	wait := rand.N(probeWait)
+	if len(c.conflicts) >= conflictBurst {
+		wait = conflictWait
+	}
+	if c.ph == probing {
+		// Section 8.1: the name is taken; choose another.
+		c.try++
+		r.rename(c.try)
+	}
+	// Section 9: a claimed name in conflict is probed for again, which
+	// finds whether it is still ours.
+	c.ph, c.sent = probing, 0
+	c.timer.Reset(wait)
 }
 
 // rename moves to the try'th name: host-2, host-3, ..., the host's label
@@ -373,6 +416,7 @@ func (r *Responder) addrs() []netip.Addr {
 	for i, p := range prefixes {
 		out[i] = p.Addr().WithZone("")
 	}
+	slices.SortFunc(out, netip.Addr.Compare) // for the watch's comparison
 	return out
 }
 
@@ -421,27 +465,37 @@ func (r *Responder) receive(d datagram, ph phase) event {
 // probe sends a probe for the name to every group (section 8.1): a
 // question of type ANY, asking for a unicast response when first, with
 // the records the host proposes in the Authority Section, where
-// simultaneous probers find them to compare (section 8.2).
-func (r *Responder) probe(first bool) {
+// simultaneous probers find them to compare (section 8.2). It reports
+// whether the probe went to any group; none goes while the NIC has no
+// address.
+func (r *Responder) probe(first bool) bool {
+	addrs := r.addrs()
+	if len(addrs) == 0 {
+		return false
+	}
 	name := r.Name()
 	q := dns.Question{Name: name, Qtype: dns.TypeANY, Qclass: dns.ClassINET}
 	if first {
 		q.Qclass |= unicastResponse
 	}
-	m := &dns.Msg{Question: []dns.Question{q}, Ns: records(name, r.addrs(), dns.TypeANY, dns.ClassINET, hostTTL)}
-	if r.sendAll(m) {
-		r.Stats.Probes.Inc()
+	m := &dns.Msg{Question: []dns.Question{q}, Ns: records(name, addrs, dns.TypeANY, dns.ClassINET, hostTTL)}
+	if !r.sendAll(m) {
+		return false
 	}
+	r.Stats.Probes.Inc()
+	return true
 }
 
-// announce sends the name's records to every group in an unsolicited
-// response with the cache-flush bit (section 8.3), or with ttl 0 a goodbye
-// (section 10.1).
-func (r *Responder) announce(ttl uint32) {
-	name := r.Name()
+// announce sends the name's records of addrs to every group in an
+// unsolicited response with the cache-flush bit (section 8.3), or with
+// ttl 0 a goodbye (section 10.1).
+func (r *Responder) announce(addrs []netip.Addr, ttl uint32) {
+	if len(addrs) == 0 {
+		return
+	}
 	m := &dns.Msg{
 		MsgHdr: dns.MsgHdr{Response: true, Authoritative: true},
-		Answer: records(name, r.addrs(), dns.TypeANY, dns.ClassINET|cacheFlush, ttl),
+		Answer: records(r.Name(), addrs, dns.TypeANY, dns.ClassINET|cacheFlush, ttl),
 	}
 	if r.sendAll(m) {
 		r.Stats.Announcements.Inc()
