@@ -154,7 +154,8 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 // echoReply turns an echo request into its reply in place (RFC 792: "the
 // source and destination addresses are simply reversed, the type code
 // changed to 0, and the checksum recomputed") and sends it. The data is
-// returned whole, as RFC 1122 section 3.2.2.6 requires.
+// returned whole, as RFC 1122 section 3.2.2.6 requires, and so are the
+// request's Record Route and Timestamp options.
 func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 	src, dst, tos := h.Src, h.Dst, h.TOS
 	group := p.ip.IsBroadcast(dst) || dst.IsMulticast()
@@ -162,6 +163,13 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 		p.Stats.InEchoIgnored.Inc()
 		pk.Release()
 		return
+	}
+	var opts []byte
+	if h.Off > wire.IPv4MinHeaderLen {
+		// RFC 1122 section 3.2.2.6: Record Route and Timestamp come
+		// back in the reply, with the entries the IPv4 layer made as
+		// the request arrived and makes again as the reply leaves.
+		opts = wire.IPv4(pk.Bytes()[:h.Off]).ReflectedOptions(nil)
 	}
 	pk.TrimFront(h.Off)
 	m := pk.Bytes()
@@ -171,7 +179,7 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 	sum := uint32(^(uint16(m[2])<<8 | uint16(m[3]))) + uint32(^old) + uint32(uint16(m[0])<<8|uint16(m[1]))
 	c := ^wire.Fold(sum)
 	m[2], m[3] = byte(c>>8), byte(c)
-	sp := ip.SendParams{Dst: src, Proto: wire.ProtoICMP, TOS: tos}
+	sp := ip.SendParams{Dst: src, Proto: wire.ProtoICMP, TOS: tos, Options: opts}
 	if !group {
 		// The reply to a broadcast or a group comes from our own
 		// address (RFC 1122 section 3.2.2.6), which the route picks.

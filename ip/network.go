@@ -58,6 +58,13 @@ type SendParams struct {
 	// puts RFC 2113's in its header's options, as IGMP's need (RFC 3376
 	// section 4).
 	RouterAlert bool
+	// Options are IPv4's header options, as they are to appear, padded
+	// to a multiple of four bytes (40 at most, Router Alert's included):
+	// an echo reply's Record Route and Timestamp (RFC 1122 section
+	// 3.2.2.6), which get the sender's entry as the datagram leaves
+	// (RFC 791 section 3.1). The slice is not kept. IPv6 ignores them:
+	// its options travel in extension headers.
+	Options []byte
 	// MulticastLoop asks that a datagram to a multicast group also be
 	// delivered to the host itself when the interface it leaves through
 	// is a member of the group (IP_MULTICAST_LOOP, RFC 1112 section

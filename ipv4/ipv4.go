@@ -76,6 +76,8 @@ type Stats struct {
 	InCsumErrors    stats.Counter
 	InAddrErrors    stats.Counter // not addressed to us, and not taken by a forwarding interface
 	InMartians      stats.Counter // source broadcast, multicast or ours (RFC 1122 section 3.2.1.3)
+	InBadOptions    stats.Counter // malformed options, answered with Parameter Problem (RFC 1122 section 3.2.2.5)
+	InSourceRouted  stats.Counter // a loose or strict source route, refused (as Linux's accept_source_route 0)
 	InUnknownProtos stats.Counter
 	InDiscards      stats.Counter // dealer queue full
 	InDelivers      stats.Counter
@@ -279,6 +281,10 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface, fwd bool) {
 		pk.Release()
 		return
 	}
+	if h.HeaderLen() > wire.IPv4MinHeaderLen && !p.takeOptions(h, t.isLocal(dst)) {
+		pk.Release()
+		return
+	}
 	if dst.IsMulticast() {
 		p.Stats.InMcastPkts.Inc()
 	}
@@ -294,6 +300,34 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface, fwd bool) {
 		return
 	}
 	p.deliver(pk, h)
+}
+
+// takeOptions acts on the options of datagram h, addressed to us (ours
+// says to one of our unicast addresses), as RFC 1122 section 3.2.1.8 has
+// a host do, and reports whether the datagram goes on. Malformed options
+// are answered with Parameter Problem pointing at the byte in error
+// (section 3.2.2.5). A source route is refused, as Linux does unless
+// accept_source_route is set: the route a host reverses in its answers is
+// one a sender chose around the network's routing. Record Route and
+// Timestamp get our entry as the datagram reaches us (RFC 791), which
+// echo replies carry back (icmp).
+func (p *Protocol) takeOptions(h wire.IPv4, ours bool) bool {
+	c := h.CheckOptions()
+	switch {
+	case c.Bad != 0:
+		p.Stats.InBadOptions.Inc()
+		if p.errors != nil {
+			p.errors.SendError(h, wire.ICMPParamProblem, 0, uint32(c.Bad)<<24)
+		}
+		return false
+	case c.SourceRouted:
+		p.Stats.InSourceRouted.Inc()
+		return false
+	}
+	if ours {
+		wire.RecordIPv4Options(h.Options(), h.Dst(), wire.MillisSinceMidnightUT(p.env.Clock.Now().UnixMilli()))
+	}
+	return true
 }
 
 func (p *Protocol) countInvalid(e wire.IPv4Error) {

@@ -61,6 +61,12 @@ func datagram(t *testing.T, h *rawtest.Host) (*layers.IPv4, []*layers.IPv4) {
 func echoReply(t *testing.T, h *rawtest.Host) (*layers.IPv4, *layers.ICMPv4) {
 	t.Helper()
 	ip, _ := datagram(t, h)
+	return echoReplyIn(t, ip)
+}
+
+// echoReplyIn returns the echo reply ip carries, failing unless it is one.
+func echoReplyIn(t *testing.T, ip *layers.IPv4) (*layers.IPv4, *layers.ICMPv4) {
+	t.Helper()
 	p := gopacket.NewPacket(ip.Payload, layers.LayerTypeICMPv4, gopacket.Default)
 	m, ok := p.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4)
 	if !ok || m.TypeCode.Type() != layers.ICMPv4TypeEchoReply {

@@ -3,6 +3,7 @@ package ipv4
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -58,10 +59,16 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	if sp.DF {
 		f.Flags = wire.IPv4FlagDF
 	}
-	if sp.RouterAlert {
+	switch {
+	case len(sp.Options) > 0:
+		if err := p.sendOptions(&f, sp); err != nil {
+			pkt.Release()
+			return err
+		}
+	case sp.RouterAlert:
 		f.Options = wire.IPv4RouterAlert[:]
-		f.TotalLen += len(wire.IPv4RouterAlert)
 	}
+	f.TotalLen += len(f.Options)
 	loop := multicast && sp.MulticastLoop && !ri.Local
 	if multicast {
 		p.Stats.OutMcastPkts.Inc()
@@ -91,6 +98,25 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	return nil
 }
 
+// errBadOptions is Send's error for options that are no header's.
+var errBadOptions = fmt.Errorf("ipv4: options not a multiple of 4 bytes of at most 40: %w", syscall.EINVAL)
+
+// sendOptions gives f the options sp asks for: sp.Options, with Router
+// Alert's when asked, and this host's entries in Record Route and
+// Timestamp as the datagram leaves from f.Src (RFC 791 section 3.1).
+func (p *Protocol) sendOptions(f *wire.IPv4Fields, sp ip.SendParams) error {
+	opts := slices.Clone(sp.Options)
+	if sp.RouterAlert {
+		opts = append(opts, wire.IPv4RouterAlert[:]...)
+	}
+	if len(opts)%4 != 0 || len(opts) > wire.IPv4MaxOptionsLen {
+		return errBadOptions
+	}
+	wire.RecordIPv4Options(opts, f.Src, wire.MillisSinceMidnightUT(p.env.Clock.Now().UnixMilli()))
+	f.Options = opts
+	return nil
+}
+
 // output passes a whole datagram to the interface, or loops it back.
 func (p *Protocol) output(ri *ip.Route, pkt *buffer.Packet) {
 	switch {
@@ -112,14 +138,23 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route
 	defer pkt.Release()
 	ip.FinishChecksum(pkt) // fragments cannot carry a partial checksum
 	payload := pkt.Bytes()
-	hl := f.HeaderLen()
-	chunk := (ri.MTU - hl) &^ 7
-	for off := 0; off < len(payload); off += chunk {
-		n := min(chunk, len(payload)-off)
+	// RFC 791 section 3.2: only the options with the copied flag go into
+	// the fragments after the first.
+	var copied []byte
+	if len(f.Options) > 0 {
+		copied = wire.CopiedIPv4Options(nil, f.Options)
+	}
+	ff := *f
+	for off := 0; off < len(payload); {
+		if off > 0 {
+			ff.Options = copied
+		}
+		hl := ff.HeaderLen()
+		n := min((ri.MTU-hl)&^7, len(payload)-off)
 		frag := p.env.Pool.Get(hl + n)
-		ff := *f
 		ff.TotalLen = hl + n
 		ff.FragOff = off
+		ff.Flags = f.Flags
 		if off+n < len(payload) {
 			ff.Flags |= wire.IPv4FlagMF
 		}
@@ -131,6 +166,7 @@ func (p *Protocol) fragment(pkt *buffer.Packet, f *wire.IPv4Fields, ri *ip.Route
 			p.loopMulticast(ri, frag)
 		}
 		p.output(ri, frag)
+		off += n
 	}
 	p.Stats.FragOKs.Inc()
 }

@@ -109,6 +109,19 @@ func FuzzFrames(f *testing.F) {
 	f.Add(append(op(eIPv4|toUs|fill|fix, ipv4(17, 0x2000, udpTo(fuzzPort, 24))), 0xff, 255)) // a first fragment, left to time out
 	f.Add(op(eIPv4|toBcast|fill|1<<5|fix, ipv4(1, 0, []byte{8, 0, 0, 0, 0, 1, 0, 1})))
 	f.Add(op(eARP|toBcast, []byte{0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 1, 0, 1, 0, 0, 0, 0, 0, 0, 10, 1, 0, 2}))
+	// Echo requests with Record Route and Timestamp, which the reply
+	// carries back, and a datagram with a source route, which is refused.
+	ipv4o := func(proto byte, opts, rest []byte) []byte {
+		h := ipv4(proto, 0, nil)
+		h[0] = 0x40 | byte((len(h)+len(opts))/4)
+		return append(append(h, opts...), rest...)
+	}
+	rr := append([]byte{7, 19, 4}, make([]byte, 17)...) // four slots and an EOL
+	ts := append([]byte{68, 20, 5, 1}, make([]byte, 16)...)
+	lsrr := []byte{131, 7, 4, 10, 1, 0, 2, 0}
+	f.Add(op(eIPv4|toUs|fill|fix, ipv4o(1, rr, []byte{8, 0, 0, 0, 0, 1, 0, 1})))
+	f.Add(op(eIPv4|toUs|fill|fix, ipv4o(1, ts, []byte{8, 0, 0, 0, 0, 1, 0, 1})))
+	f.Add(op(eIPv4|toUs|fill|fix, ipv4o(17, lsrr, udpTo(fuzzPort, 10))))
 	f.Fuzz(func(t *testing.T, input []byte) {
 		const maxOps = 32
 		h := newFuzzHost(t)

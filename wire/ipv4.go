@@ -174,7 +174,7 @@ type IPv4Fields struct {
 	TTL      uint8
 	Protocol uint8
 	Src, Dst netip.Addr
-	Options  []byte // a multiple of 4 bytes, at most 40
+	Options  []byte // a multiple of 4 bytes, at most IPv4MaxOptionsLen
 }
 
 // HeaderLen returns the length of the header f describes.
@@ -202,32 +202,25 @@ func EncodeIPv4(b []byte, f *IPv4Fields) {
 // CopiedOptions returns the options of h that RFC 791 says every fragment
 // must carry (those with the copied flag set), padded to a multiple of four
 // bytes, appended to dst. Malformed options end the scan.
-func (h IPv4) CopiedOptions(dst []byte) []byte {
-	opts := h.Options()
+func (h IPv4) CopiedOptions(dst []byte) []byte { return CopiedIPv4Options(dst, h.Options()) }
+
+// CopiedIPv4Options is CopiedOptions of a header's options, opts.
+func CopiedIPv4Options(dst, opts []byte) []byte {
+	return appendIPv4Options(dst, opts, func(typ byte) bool { return typ&ipv4OptCopied != 0 })
+}
+
+// appendIPv4Options appends to dst the options of opts whose type keep
+// takes, padded to a multiple of four bytes, and returns it.
+func appendIPv4Options(dst, opts []byte, keep func(typ byte) bool) []byte {
 	start := len(dst)
-	for len(opts) > 0 {
-		t := opts[0]
-		if t == ipv4OptEOL {
-			break
+	walkIPv4Options(opts, func(_ int, opt []byte) int {
+		if keep(opt[0]) {
+			dst = append(dst, opt...)
 		}
-		if t == ipv4OptNOP {
-			opts = opts[1:]
-			continue
-		}
-		if len(opts) <= ipv4OptLength {
-			break
-		}
-		l := int(opts[ipv4OptLength]) // type and length bytes included
-		if l < 2 || l > len(opts) {
-			break
-		}
-		if t&ipv4OptCopied != 0 {
-			dst = append(dst, opts[:l]...)
-		}
-		opts = opts[l:]
-	}
+		return -1
+	})
 	for (len(dst)-start)%4 != 0 {
-		dst = append(dst, 0)
+		dst = append(dst, ipv4OptEOL)
 	}
 	return dst
 }
