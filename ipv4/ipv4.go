@@ -299,7 +299,7 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface, fwd bool) {
 		p.reassemble(pk, h)
 		return
 	}
-	p.deliver(pk, h)
+	p.deliver(pk, h, in)
 }
 
 // takeOptions acts on the options of datagram h, addressed to us (ours
@@ -348,8 +348,9 @@ func (p *Protocol) countInvalid(e wire.IPv4Error) {
 }
 
 // deliver hands a whole datagram to its transport, or answers with ICMP
-// protocol unreachable (RFC 1122 section 3.2.2.1).
-func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv4) {
+// protocol unreachable (RFC 1122 section 3.2.2.1). in is the interface it
+// came in on, nil for the host's own and for reassembled ones.
+func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv4, in *Interface) {
 	t := p.transports[h.Protocol()]
 	if t == nil {
 		p.Stats.InUnknownProtos.Inc()
@@ -358,7 +359,11 @@ func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv4) {
 		return
 	}
 	p.Stats.InDelivers.Inc()
-	t.HandleIP(pk, ip.Header{Src: h.Src(), Dst: h.Dst(), TOS: h.TOS(), TTL: h.TTL(), Off: h.HeaderLen()})
+	hdr := ip.Header{Src: h.Src(), Dst: h.Dst(), TOS: h.TOS(), TTL: h.TTL(), Off: h.HeaderLen()}
+	if in != nil {
+		hdr.In = in.name
+	}
+	t.HandleIP(pk, hdr)
 }
 
 func (p *Protocol) sendError(h wire.IPv4, typ, code uint8) {

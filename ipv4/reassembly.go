@@ -65,7 +65,7 @@ func (reasmFamily) Rebuild(b []byte, hl int, _ []byte) {
 
 // Reassembled delivers a whole datagram.
 func (f reasmFamily) Reassembled(_ fragKey, dg *buffer.Packet) {
-	f.p.deliver(dg, wire.IPv4(dg.Bytes()))
+	f.p.deliver(dg, wire.IPv4(dg.Bytes()), nil)
 }
 
 // TimedOut logs the timeout and, when the first fragment came, answers

@@ -432,13 +432,17 @@ func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv6, c Chain, in *Interfac
 // header is what an upper layer is told of datagram h, whose chain c
 // walked to its upper-layer header.
 func (p *Protocol) header(h wire.IPv6, c Chain, in *Interface) ip.Header {
-	return ip.Header{
+	hdr := ip.Header{
 		Src: zoned(h.Src(), in),
 		Dst: zoned(h.Dst(), in),
 		TOS: h.TrafficClass(),
 		TTL: h.HopLimit(),
 		Off: c.Offset,
 	}
+	if in != nil {
+		hdr.In = in.name
+	}
+	return hdr
 }
 
 // isLinkMessage reports whether the upper-layer packet c found is one of

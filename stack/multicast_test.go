@@ -3,6 +3,7 @@ package stack_test
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/gonetstack/gonet/internal/testkit/logtest"
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/udp"
 )
@@ -163,6 +166,76 @@ func TestUDPMulticastLoopback(t *testing.T) {
 				t.Errorf("peer got %q", got)
 			}
 			nothingWithin(t, own, 200*time.Millisecond)
+		})
+	}
+}
+
+// A join takes the group's datagrams from its interface alone: B, on two
+// links, has a listener joined on each; what A sends to the group reaches
+// the one joined on the link A is on.
+func TestUDPMulticastIsTakenOnTheInterfaceJoined(t *testing.T) {
+	tests := []struct {
+		name  string
+		group string
+		any   netip.Addr
+		addrs [2]string // B's addresses on eth0 and eth1
+	}{
+		{"IPv4", "239.1.2.3", netip.IPv4Unspecified(), [2]string{"10.0.0.2/24", "10.0.1.2/24"}},
+		{"IPv6, a link-scoped group", "ff02::1:3", netip.IPv6Unspecified(), [2]string{"fd00::2/64", "fd01::2/64"}},
+		{"IPv6, a global group", "ff0e::1:3", netip.IPv6Unspecified(), [2]string{"fd00::2/64", "fd01::2/64"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := stack.Config{}
+			cfg.NDP.NoDAD = true
+			a, b := stack.New(cfg), stack.New(cfg)
+			defer stacktest.Closed(t, a)
+			defer stacktest.Closed(t, b)
+			toA, fromA := pipe.New(1500, stacktest.MACA, stacktest.MACB)
+			_, other := pipe.New(1500, stacktest.MACA, net.HardwareAddr{0x02, 0, 0, 0, 0, 3})
+			for _, nic := range []struct {
+				s    *stack.Stack
+				name string
+				ep   link.Endpoint
+				addr string
+			}{{a, "eth0", toA, "10.0.0.1/24"}, {b, "eth0", fromA, tt.addrs[0]}, {b, "eth1", other, tt.addrs[1]}} {
+				if err := nic.s.AddNIC(nic.name, nic.ep); err != nil {
+					t.Fatal(err)
+				}
+				if err := nic.s.AddAddress(nic.name, netip.MustParsePrefix(nic.addr)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			group := netip.MustParseAddr(tt.group)
+			var ls [2]*udp.Conn
+			for i, nic := range []string{"eth0", "eth1"} {
+				c, err := b.ListenMulticastUDP(netip.AddrPortFrom(tt.any, 7000))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if err := c.JoinGroup(nic, group); err != nil {
+					t.Fatalf("join on %s: %v", nic, err)
+				}
+				ls[i] = c
+			}
+			snd, err := a.ListenUDP(netip.AddrPortFrom(tt.any, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer snd.Close()
+			snd.SetMulticastInterface("eth0")
+			dst := netip.AddrPortFrom(group, 7000)
+			if group.Is6() {
+				dst = netip.AddrPortFrom(group.WithZone("eth0"), 7000)
+			}
+			if _, err := snd.WriteToUDPAddrPort([]byte("on eth0"), dst); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := recvWithin(t, ls[0], 5*time.Second); got != "on eth0" {
+				t.Errorf("the listener joined on eth0 got %q", got)
+			}
+			nothingWithin(t, ls[1], 200*time.Millisecond)
 		})
 	}
 }

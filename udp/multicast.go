@@ -20,11 +20,11 @@ import (
 // (IP_MULTICAST_LOOP; on by default, as Linux has it) of what it sends to
 // groups. A datagram to a group is delivered to every endpoint bound to
 // its port, on the wildcard address of its family, that joined the group
-// itself: Linux's behaviour with IP_MULTICAST_ALL off, so that an
-// endpoint never receives groups another program asked for. Endpoints
-// that mean to share a port (several mDNS responders on 5353) bind with
-// ListenMulticast, GoNet's SO_REUSEADDR. The interface a datagram came in
-// on is not checked against the one the endpoint joined the group on.
+// itself, on the interface the datagram came in on: Linux's behaviour
+// with IP_MULTICAST_ALL off, so that an endpoint never receives groups
+// another program asked for, nor a group's datagrams from an interface it
+// did not join it on. Endpoints that mean to share a port (several mDNS
+// responders on 5353) bind with ListenMulticast, GoNet's SO_REUSEADDR.
 
 // Membership is what joins the host's interfaces to groups for the
 // endpoints: the stack, which owns the interfaces and their IGMP and MLD.
@@ -203,11 +203,6 @@ func (c *Conn) sendOpts() mcastOpts {
 	return mcastOpts{ttl: c.mcast.ttl, noLoop: c.mcast.noLoop, ifname: c.mcast.ifname}
 }
 
-// joined reports whether the endpoint joined group. c.mu is held.
-func (c *Conn) joinedLocked(group netip.Addr) bool {
-	return slices.ContainsFunc(c.mcast.groups, func(g membership) bool { return g.group == group })
-}
-
 // multicastRoute is the route to group as the endpoint's options ask.
 func multicastRoute(nw ip.Network, group netip.Addr, o *mcastOpts) (ip.Route, error) {
 	if mr, ok := nw.(ip.MulticastRouter); ok {
@@ -226,7 +221,7 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 	group := h.Dst.WithZone("") // a link-scoped group comes with its interface's zone
 	p.mu.RLock()
 	for _, c := range p.ports[u.DstPort()] {
-		if b := c.binding(); b.Wildcard() && b.Takes(group) && c.joined(group) {
+		if b := c.binding(); b.Wildcard() && b.Takes(group) && c.joined(group, h.In) {
 			to = append(to, c)
 		}
 	}
@@ -253,9 +248,13 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 	}
 }
 
-// joined reports whether the endpoint joined group.
-func (c *Conn) joined(group netip.Addr) bool {
+// joined reports whether the endpoint joined group on the interface named
+// nic, the one a datagram came in on: a join on one interface takes the
+// group's datagrams from that interface alone, as Linux's sockets do. An
+// empty nic (the host's own datagram, or one reassembled from fragments
+// that may each have come in on another) takes a join on any.
+func (c *Conn) joined(group netip.Addr, nic string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.joinedLocked(group)
+	return slices.ContainsFunc(c.mcast.groups, func(g membership) bool { return g.group == group && (nic == "" || g.nic == nic) })
 }
