@@ -85,9 +85,9 @@ type Host interface {
 }
 
 // ClientConn is the client's socket: UDP on 0.0.0.0:68 that sends through
-// the NIC the client configures, from 0.0.0.0 while the NIC has no address
-// (a *udp.Conn bound with BindToDevice). The client closes it when it
-// stops.
+// the NIC the client configures, from 0.0.0.0 while the NIC has no
+// address (a *udp.Conn bound to the NIC, Stack.ListenUDPOn). The client
+// closes it when it stops.
 type ClientConn interface {
 	PacketConn
 	Close() error

@@ -17,7 +17,7 @@ import (
 // configures: a *stack.Stack. (Package stack does not import this one, so
 // that embedding the stack brings in no DHCP encoder.)
 type Stack interface {
-	ListenUDP(laddr netip.AddrPort) (*udp.Conn, error)
+	ListenUDPOn(nicName string, laddr netip.AddrPort) (*udp.Conn, error)
 	HardwareAddr(nicName string) (net.HardwareAddr, error)
 	AddAddress(nicName string, addr netip.Prefix) error
 	RemoveAddress(nicName string, addr netip.Addr) error
@@ -36,8 +36,9 @@ type Stack interface {
 // and applies the lease (address, routes, MTU, and the name servers and
 // search list for s.Resolver) until ctx ends,
 // Close or Release. Its socket is UDP on 0.0.0.0:68 bound to the NIC
-// (udp.Conn.BindToDevice), so that it broadcasts there from 0.0.0.0
-// before the NIC has an address. Its counters join the stack's under
+// (Stack.ListenUDPOn), so that it broadcasts there from 0.0.0.0 before
+// the NIC has an address and hears only its own NIC's server, a client on
+// each NIC sharing the port. Its counters join the stack's under
 // DHCPClient.<nic>. Unless cfg has a Probe or NoProbe, each new address
 // is first probed for with the stack's address conflict detection (RFC
 // 5227: 4 to 7 s) and declined if another host holds it, and once
@@ -49,12 +50,8 @@ func StartOn(ctx context.Context, s Stack, nicName string, cfg ClientConfig) (*C
 	if err != nil {
 		return nil, fmt.Errorf("dhcp: client on %s: %w", nicName, err)
 	}
-	c, err := s.ListenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), ClientPort))
+	c, err := s.ListenUDPOn(nicName, netip.AddrPortFrom(netip.IPv4Unspecified(), ClientPort))
 	if err != nil {
-		return nil, fmt.Errorf("dhcp: client on %s: %w", nicName, err)
-	}
-	if err := c.BindToDevice(nicName); err != nil {
-		c.Close()
 		return nil, fmt.Errorf("dhcp: client on %s: %w", nicName, err)
 	}
 	if cfg.Clock == nil {

@@ -170,9 +170,39 @@ func TestUDPMulticastLoopback(t *testing.T) {
 	}
 }
 
+// hub returns B on two links, with bAddrs on its eth0 and eth1, A on the
+// first (10.0.0.1/24) and C on the second (10.0.1.1/24), each on its eth0.
+func hub(t *testing.T, bAddrs [2]string) (a, b, c *stack.Stack) {
+	t.Helper()
+	cfg := stack.Config{}
+	cfg.NDP.NoDAD = true
+	a, b, c = stack.New(cfg), stack.New(cfg), stack.New(cfg)
+	t.Cleanup(func() {
+		for _, s := range []*stack.Stack{a, b, c} {
+			stacktest.Closed(t, s)
+		}
+	})
+	aEnd, bEnd0 := pipe.New(1500, stacktest.MACA, stacktest.MACB)
+	cEnd, bEnd1 := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0, 0, 3}, net.HardwareAddr{0x02, 0, 0, 0, 0, 4})
+	for _, nic := range []struct {
+		s    *stack.Stack
+		name string
+		ep   link.Endpoint
+		addr string
+	}{{a, "eth0", aEnd, "10.0.0.1/24"}, {b, "eth0", bEnd0, bAddrs[0]}, {b, "eth1", bEnd1, bAddrs[1]}, {c, "eth0", cEnd, "10.0.1.1/24"}} {
+		if err := nic.s.AddNIC(nic.name, nic.ep); err != nil {
+			t.Fatal(err)
+		}
+		if err := nic.s.AddAddress(nic.name, netip.MustParsePrefix(nic.addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, c
+}
+
 // A join takes the group's datagrams from its interface alone: B, on two
-// links, has a listener joined on each; what A sends to the group reaches
-// the one joined on the link A is on.
+// links (hub), has a listener joined on each; what A sends to the group
+// reaches the one joined on the link A is on.
 func TestUDPMulticastIsTakenOnTheInterfaceJoined(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -186,26 +216,7 @@ func TestUDPMulticastIsTakenOnTheInterfaceJoined(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := stack.Config{}
-			cfg.NDP.NoDAD = true
-			a, b := stack.New(cfg), stack.New(cfg)
-			defer stacktest.Closed(t, a)
-			defer stacktest.Closed(t, b)
-			toA, fromA := pipe.New(1500, stacktest.MACA, stacktest.MACB)
-			_, other := pipe.New(1500, stacktest.MACA, net.HardwareAddr{0x02, 0, 0, 0, 0, 3})
-			for _, nic := range []struct {
-				s    *stack.Stack
-				name string
-				ep   link.Endpoint
-				addr string
-			}{{a, "eth0", toA, "10.0.0.1/24"}, {b, "eth0", fromA, tt.addrs[0]}, {b, "eth1", other, tt.addrs[1]}} {
-				if err := nic.s.AddNIC(nic.name, nic.ep); err != nil {
-					t.Fatal(err)
-				}
-				if err := nic.s.AddAddress(nic.name, netip.MustParsePrefix(nic.addr)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			a, b, _ := hub(t, tt.addrs)
 			group := netip.MustParseAddr(tt.group)
 			var ls [2]*udp.Conn
 			for i, nic := range []string{"eth0", "eth1"} {
@@ -296,5 +307,52 @@ func TestJoinAndLeaveAreLoggedAtDebug(t *testing.T) {
 	want := []string{"multicast group joined 239.4.4.4", "multicast group left 239.4.4.4", "multicast group joined ff05::4:4", "multicast group left ff05::4:4"}
 	if !slices.Equal(got, want) {
 		t.Errorf("logged %q, want %q", got, want)
+	}
+}
+
+// Endpoints bound to an interface from the start (ListenUDPOn, Linux's
+// SO_BINDTODEVICE before bind) share a port across interfaces, each taking
+// what comes in on its own; on one interface, or beside an endpoint bound
+// to none, the port is taken.
+func TestUDPEndpointsBoundToInterfacesShareAPort(t *testing.T) {
+	a, b, c := hub(t, [2]string{"10.0.0.2/24", "10.0.1.2/24"})
+	any68 := netip.AddrPortFrom(netip.IPv4Unspecified(), 68)
+	var on [2]*udp.Conn
+	for i, nic := range []string{"eth0", "eth1"} {
+		l, err := b.ListenUDPOn(nic, any68)
+		if err != nil {
+			t.Fatalf("bound to %s: %v", nic, err)
+		}
+		defer l.Close()
+		on[i] = l
+	}
+	if l, err := b.ListenUDPOn("eth0", any68); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("a second endpoint bound to eth0: %v, want EADDRINUSE", err)
+		if err == nil {
+			l.Close()
+		}
+	}
+	if l, err := b.ListenUDP(any68); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Errorf("an endpoint bound to no interface: %v, want EADDRINUSE", err)
+		if err == nil {
+			l.Close()
+		}
+	}
+	for i, sender := range []struct {
+		s  *stack.Stack
+		to string
+	}{{a, "10.0.0.2:68"}, {c, "10.0.1.2:68"}} {
+		snd, err := sender.s.ListenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close()
+		if _, err := snd.WriteToUDPAddrPort([]byte("hello"), netip.MustParseAddrPort(sender.to)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := recvWithin(t, on[i], 5*time.Second); got != "hello" {
+			t.Errorf("the endpoint on eth%d got %q", i, got)
+		}
+		nothingWithin(t, on[1-i], 200*time.Millisecond)
 	}
 }

@@ -341,6 +341,14 @@ func (s *Stack) SetEcho6Forwarder(hook func(*icmpv6.EchoRequest)) { s.icmp6.SetE
 // ListenUDP binds a UDP endpoint to laddr (port 0: an ephemeral port).
 func (s *Stack) ListenUDP(laddr netip.AddrPort) (*udp.Conn, error) { return s.udp.Listen(laddr) }
 
+// ListenUDPOn binds a UDP endpoint to laddr on the named NIC alone
+// (udp.Protocol.ListenOn, SO_BINDTODEVICE before bind): it sends through
+// that NIC and takes what comes in on it, sharing the port with endpoints
+// bound to other NICs. IPv4 only.
+func (s *Stack) ListenUDPOn(nicName string, laddr netip.AddrPort) (*udp.Conn, error) {
+	return s.udp.ListenOn(nicName, laddr)
+}
+
 // Ping sends one ICMP echo request with size bytes of payload to dst and
 // waits for the reply, returning the round-trip time.
 func (s *Stack) Ping(ctx context.Context, dst netip.Addr, size int) (time.Duration, error) {

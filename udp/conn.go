@@ -218,16 +218,17 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 	return n, net.UDPAddrFromAddrPort(from), nil
 }
 
-// BindToDevice makes the endpoint send through the named interface only,
-// as Linux's SO_BINDTODEVICE does: to the limited broadcast straight onto
-// that link, from 0.0.0.0 while the interface has no address yet (RFC 1122
-// section 3.2.1.3), which a DHCP client needs. It binds sends only:
-// datagrams from any interface are still received. An empty name unbinds.
-// Call it before the endpoint sends; the family must support it (IPv4).
+// BindToDevice binds the endpoint to the named interface, as Linux's
+// SO_BINDTODEVICE does: it sends through that interface only, to the
+// limited broadcast straight onto that link, from 0.0.0.0 while the
+// interface has no address yet (RFC 1122 section 3.2.1.3), which a DHCP
+// client needs; and it takes only the datagrams that come in on it. An
+// empty name unbinds. Call it before the endpoint sends; the family must
+// support it (IPv4). To share a port with endpoints bound to other
+// interfaces, bind with Protocol.ListenOn instead.
 func (c *Conn) BindToDevice(name string) error {
 	if name != "" {
-		nw, err := c.p.nets.For(netip.IPv4Unspecified())
-		if _, ok := nw.(ip.DeviceRouter); err != nil || !ok || c.v6only || c.laddr.Addr().Is6() && !c.laddr.Addr().IsUnspecified() {
+		if _, ok := c.p.deviceRouter(); !ok || c.v6only || c.laddr.Addr().Is6() && !c.laddr.Addr().IsUnspecified() {
 			return c.opError("bind to device", netip.AddrPort{}, syscall.EAFNOSUPPORT)
 		}
 	}
@@ -240,6 +241,23 @@ func (c *Conn) BindToDevice(name string) error {
 }
 
 // WriteToUDPAddrPort sends b as one datagram to addr.
+// boundDevice is the interface the endpoint is bound to, "" for none.
+func (c *Conn) boundDevice() string {
+	if d := c.device.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+// takesFrom reports whether the endpoint takes a datagram that came in on
+// the interface named in: any, unless it is bound to another one. The
+// host's own datagrams (in empty) reach no endpoint bound to an interface,
+// as none of Linux's sockets bound to a device hears its loopback.
+func (c *Conn) takesFrom(in string) bool {
+	d := c.boundDevice()
+	return d == "" || d == in
+}
+
 func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	select {
 	case <-c.done:
@@ -253,11 +271,7 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 		opts := c.sendOpts()
 		o = &opts
 	}
-	var dev string
-	if d := c.device.Load(); d != nil {
-		dev = *d
-	}
-	if err := c.p.send(c.binding(), c.laddr, addr, dev, b, o); err != nil {
+	if err := c.p.send(c.binding(), c.laddr, addr, c.boundDevice(), b, o); err != nil {
 		return 0, c.opError("write", addr, err)
 	}
 	return len(b), nil

@@ -52,7 +52,7 @@ func (p *Protocol) SetMembership(m Membership) {
 // only, as Go's net.ListenMulticastUDP("udp6", ...) binds it, so that an
 // IPv4 listener shares the port beside it.
 func (p *Protocol) ListenMulticast(laddr netip.AddrPort) (*Conn, error) {
-	return p.listenOpts(laddr, laddr.Addr() == netip.IPv6Unspecified(), true)
+	return p.listenOpts(laddr, laddr.Addr() == netip.IPv6Unspecified(), true, "")
 }
 
 // membership is a group an endpoint joined, on an interface.
@@ -221,7 +221,7 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 	group := h.Dst.WithZone("") // a link-scoped group comes with its interface's zone
 	p.mu.RLock()
 	for _, c := range p.ports[u.DstPort()] {
-		if b := c.binding(); b.Wildcard() && b.Takes(group) && c.joined(group, h.In) {
+		if b := c.binding(); b.Wildcard() && b.Takes(group) && c.takesFrom(h.In) && c.joined(group, h.In) {
 			to = append(to, c)
 		}
 	}

@@ -104,19 +104,36 @@ func New(nets ip.Networks, cfg Config, e *env.Env) *Protocol {
 // port (RFC 6056 section 3.3.1, algorithm 1: a random port, then the next
 // free one).
 func (p *Protocol) Listen(laddr netip.AddrPort) (*Conn, error) {
-	return p.listenOpts(laddr, false, false)
+	return p.listenOpts(laddr, false, false, "")
+}
+
+// ListenOn is Listen for an endpoint bound to the interface named device
+// from the start (BindToDevice before bind(2), as SO_BINDTODEVICE is set
+// on a Linux socket): endpoints bound to different interfaces may then
+// share an address and port, each taking the datagrams that come in on
+// its own, as a DHCP client per NIC on port 68 does. IPv4 only, as
+// BindToDevice.
+func (p *Protocol) ListenOn(device string, laddr netip.AddrPort) (*Conn, error) {
+	if device == "" || laddr.Addr().Is6() {
+		return nil, opError("listen", laddr, syscall.EINVAL)
+	}
+	if _, ok := p.deviceRouter(); !ok {
+		return nil, opError("listen", laddr, syscall.EAFNOSUPPORT)
+	}
+	return p.listenOpts(laddr, false, false, device)
 }
 
 // ListenV6Only is Listen for an endpoint on :: that takes IPv6 only
 // (IPV6_V6ONLY, RFC 3493 section 5.3), what Go's "udp6" asks for: the
 // same port can then carry a separate IPv4 endpoint.
 func (p *Protocol) ListenV6Only(laddr netip.AddrPort) (*Conn, error) {
-	return p.listenOpts(laddr, true, false)
+	return p.listenOpts(laddr, true, false, "")
 }
 
 // listenOpts binds an endpoint; reuse shares the port with the other
-// endpoints bound with it (ListenMulticast).
-func (p *Protocol) listenOpts(laddr netip.AddrPort, v6only, reuse bool) (*Conn, error) {
+// endpoints bound with it (ListenMulticast); a device binds it to that
+// interface first (ListenOn).
+func (p *Protocol) listenOpts(laddr netip.AddrPort, v6only, reuse bool, device string) (*Conn, error) {
 	a := laddr.Addr()
 	if !a.IsValid() {
 		a = netip.IPv4Unspecified()
@@ -139,6 +156,9 @@ func (p *Protocol) listenOpts(laddr netip.AddrPort, v6only, reuse bool) (*Conn, 
 	}
 	c := newConn(p, a)
 	c.v6only, c.reuse = v6only, reuse
+	if device != "" {
+		c.device.Store(&device)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	port := laddr.Port()
@@ -167,11 +187,15 @@ func (p *Protocol) listenOpts(laddr netip.AddrPort, v6only, reuse bool) (*Conn, 
 // free reports whether c can be bound on port: no binding there takes an
 // address c's takes, as the kernel has it without SO_REUSEADDR
 // (ip.Binding.Conflicts), or both were bound with it and to the same
-// address (ListenMulticast). p.mu is held.
+// address (ListenMulticast), or to different interfaces (ListenOn). p.mu
+// is held.
 func (p *Protocol) free(c *Conn, port uint16) bool {
 	b := c.binding()
 	for _, o := range p.ports[port] {
 		if c.reuse && o.reuse && b == o.binding() {
+			continue
+		}
+		if d, od := c.boundDevice(), o.boundDevice(); d != "" && od != "" && d != od {
 			continue
 		}
 		if b.Conflicts(o.binding()) {
@@ -206,11 +230,13 @@ func (p *Protocol) unbind(c *Conn) {
 }
 
 // lookup finds the endpoint for a datagram to dst:port from src, which nw
-// delivered: the forwarded flow's (forward.go), else one bound to dst
-// itself, else a wildcard one of dst's family (ip.Binding), which takes
-// only datagrams for the host's own addresses, not the foreign ones a
-// forwarding interface takes (ipv4/forward.go).
-func (p *Protocol) lookup(nw ip.Network, dst netip.Addr, port uint16, src netip.AddrPort) *Conn {
+// delivered and which came in on the interface named in: the forwarded
+// flow's (forward.go), else one bound to dst itself, else a wildcard one
+// of dst's family (ip.Binding), which takes only datagrams for the host's
+// own addresses, not the foreign ones a forwarding interface takes
+// (ipv4/forward.go); an endpoint bound to an interface only those that
+// came in on it.
+func (p *Protocol) lookup(nw ip.Network, dst netip.Addr, port uint16, src netip.AddrPort, in string) *Conn {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if len(p.flows) > 0 {
@@ -220,6 +246,9 @@ func (p *Protocol) lookup(nw ip.Network, dst netip.Addr, port uint16, src netip.
 	}
 	var wild *Conn
 	for _, c := range p.ports[port] {
+		if !c.takesFrom(in) {
+			continue
+		}
 		switch b := c.binding(); {
 		case !b.Wildcard():
 			if b.Addr == dst {
@@ -268,7 +297,7 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 		pk.Release()
 		return
 	}
-	c := p.lookup(nw, h.Dst, u.DstPort(), netip.AddrPortFrom(h.Src, u.SrcPort()))
+	c := p.lookup(nw, h.Dst, u.DstPort(), netip.AddrPortFrom(h.Src, u.SrcPort()), h.In)
 	if c == nil {
 		pk.SetLen(h.Off + len(u))
 		if p.forward(pk, dgram, nw, h, u) {
@@ -377,4 +406,15 @@ func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, device string
 
 func opError(op string, addr netip.AddrPort, err error) error {
 	return &net.OpError{Op: op, Net: "udp", Addr: net.UDPAddrFromAddrPort(addr), Err: err}
+}
+
+// deviceRouter is the IPv4 network layer as the router through a named
+// interface that binding to a device needs, and whether it is one.
+func (p *Protocol) deviceRouter() (ip.DeviceRouter, bool) {
+	nw, err := p.nets.For(netip.IPv4Unspecified())
+	if err != nil {
+		return nil, false
+	}
+	dr, ok := nw.(ip.DeviceRouter)
+	return dr, ok
 }
