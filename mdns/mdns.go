@@ -36,6 +36,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/udp"
@@ -290,7 +291,7 @@ type claim struct {
 	try       int          // the name's number: 1 for the host's own label, then 2, 3, ...
 	conflicts []time.Time  // the last conflictWindow's
 	announced []netip.Addr // the addresses last announced
-	timer     *time.Timer  // the next probe or announcement
+	timer     clock.Timer  // the next probe or announcement
 }
 
 // run is the responder's one goroutine of decisions: it owns the claim,
@@ -298,9 +299,10 @@ type claim struct {
 // readers hand it.
 func (r *Responder) run() {
 	defer close(r.ran)
-	c := &claim{ph: probing, try: 1, timer: time.NewTimer(rand.N(probeWait))}
+	clk := r.s.Clock()
+	c := &claim{ph: probing, try: 1, timer: clk.NewTimer(rand.N(probeWait))}
 	defer c.timer.Stop()
-	watch := time.NewTicker(addrWatch)
+	watch := clk.NewTimer(addrWatch)
 	defer watch.Stop()
 	for {
 		select {
@@ -318,9 +320,10 @@ func (r *Responder) run() {
 				c.ph, c.sent = probing, 0
 				c.timer.Reset(tieLostWait)
 			}
-		case <-c.timer.C:
+		case <-c.timer.C():
 			r.step(c)
-		case <-watch.C:
+		case <-watch.C():
+			watch.Reset(addrWatch)
 			// Section 8.4: changed records are announced again, and
 			// those gone said goodbye to (section 10.1).
 			if c.ph == probing {
@@ -374,7 +377,7 @@ func (r *Responder) step(c *claim) {
 // conflict takes a response that shows another host holding the name.
 func (r *Responder) conflict(c *claim) {
 	r.Stats.Conflicts.Inc()
-	now := time.Now()
+	now := r.s.Clock().Now()
 	c.conflicts = append(c.conflicts, now)
 	c.conflicts = slices.DeleteFunc(c.conflicts, func(t time.Time) bool { return now.Sub(t) > conflictWindow })
 	wait := rand.N(probeWait)

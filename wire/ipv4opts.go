@@ -27,9 +27,9 @@ const (
 
 // The Timestamp option's flags (RFC 791 section 3.1).
 const (
-	tsOnly      = 0 // timestamps alone
-	tsAndAddr   = 1 // each module's address, then its timestamp
-	tsPrespecif = 3 // timestamps from the addresses the sender listed
+	tsOnly         = 0 // timestamps alone
+	tsAndAddr      = 1 // each module's address, then its timestamp
+	tsPrespecified = 3 // timestamps from the addresses the sender listed
 )
 
 // IPv4OptionsCheck is what CheckOptions found.
@@ -81,7 +81,7 @@ func (h IPv4) CheckOptions() IPv4OptionsCheck {
 			switch opt[ipv4OptTSFlags] & 0xf {
 			case tsOnly:
 				entry = 4
-			case tsAndAddr, tsPrespecif:
+			case tsAndAddr, tsPrespecified:
 			default:
 				return off + ipv4OptTSFlags
 			}
@@ -178,7 +178,7 @@ func RecordIPv4Options(opts []byte, addr netip.Addr, now uint32) {
 			case tsAndAddr:
 				copy(slot, a[:])
 				binary.BigEndian.PutUint32(slot[4:], now)
-			case tsPrespecif:
+			case tsPrespecified:
 				if [4]byte(slot[:4]) != a {
 					return -1 // another module's turn
 				}
@@ -200,8 +200,9 @@ func (h IPv4) ReflectedOptions(dst []byte) []byte {
 	return appendIPv4Options(dst, h.Options(), func(typ byte) bool { return typ == IPv4OptRecordRoute || typ == IPv4OptTimestamp })
 }
 
-// MillisSinceMidnightUT is t's time of day in milliseconds, the value a
-// Timestamp option's entries hold (RFC 791 section 3.1).
+// MillisSinceMidnightUT is the time of day of unixMilli (milliseconds since
+// the Unix epoch) in milliseconds, the value a Timestamp option's entries
+// hold (RFC 791 section 3.1).
 func MillisSinceMidnightUT(unixMilli int64) uint32 {
 	const day = 24 * 60 * 60 * 1000
 	return uint32(((unixMilli % day) + day) % day)
