@@ -14,6 +14,7 @@ import (
 	"github.com/gonetstack/gonet/ratelimit"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
+	"net/netip"
 )
 
 // Config tunes ICMP. Zero fields take the defaults.
@@ -43,6 +44,7 @@ type Stats struct {
 	InEchoReps        stats.Counter
 	InDestUnreachs    stats.Counter
 	InTimeExcds       stats.Counter
+	InRedirects       stats.Counter // taken or refused by the IPv4 layer (ipv4's Redirects counters)
 	InOther           stats.Counter
 	InEchoIgnored     stats.Counter // echo to broadcast, not answered
 	InEchoForeign     stats.Counter // echo to a foreign address (forward.go)
@@ -143,6 +145,9 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	case wire.ICMPParamProblem:
 		p.Stats.InOther.Inc()
 		p.deliverError(m, h)
+	case wire.ICMPRedirect:
+		p.Stats.InRedirects.Inc()
+		p.redirect(m, h)
 	default:
 		// RFC 1122 section 3.2.2: "If an ICMP message of unknown type is
 		// received, it MUST be silently discarded."
@@ -190,6 +195,20 @@ func (p *Protocol) echoReply(pk *buffer.Packet, h ip.Header) {
 	if err := p.ip.Send(pk, sp); err != nil {
 		p.Stats.OutErrors.Inc()
 	}
+}
+
+// redirect hands a Redirect (RFC 792: codes 0 to 3, the new gateway in the
+// rest of the header, the datagram it is about quoted) to the IPv4 layer,
+// which decides whether to take it (RFC 1122 section 3.2.2.2). A malformed
+// one is counted with the errors.
+func (p *Protocol) redirect(m wire.ICMP, h ip.Header) {
+	q := m.Payload()
+	if m.Code() > 3 || len(q) < wire.IPv4MinHeaderLen || q[0]>>4 != 4 {
+		p.Stats.InErrors.Inc()
+		return
+	}
+	gw := m.RestOfHeader()
+	p.ip.Redirect(h.In, h.Src, wire.IPv4(q).Dst(), netip.AddrFrom4([4]byte{byte(gw >> 24), byte(gw >> 16), byte(gw >> 8), byte(gw)}))
 }
 
 // deliverError hands a received error to the transport of the datagram it

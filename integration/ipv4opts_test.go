@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"context"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +53,52 @@ func TestKernelPingRecordsGoNetInTheOptions(t *testing.T) {
 				t.Fatalf("ping %v: %d of %d answered:\n%s", tt.args, recv, sent, out)
 			}
 		})
+	}
+}
+
+// The kernel as GoNet's default router, forwarding a datagram back out of
+// the link it came in on towards a router beside GoNet, sends GoNet an
+// ICMP Redirect (its send_redirects); GoNet takes it as a host route
+// through that router (RFC 1122 section 3.2.2.2). The far network exists
+// only in the test's namespace: its router, 10.99.0.3, is a permanent
+// neighbour entry there, and what the kernel forwards to it comes back to
+// GoNet's TAP, addressed to another MAC.
+func TestKernelRedirectsGoNetToABetterRouter(t *testing.T) {
+	netnstest.RequireTool(t, "sysctl")
+	h := newHost(t, options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	far, router := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("10.99.0.3")
+	for _, args := range [][]string{
+		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"ip", "neigh", "add", router.String(), "lladdr", "02:00:00:99:00:03", "dev", h.dev, "nud", "permanent"},
+		{"ip", "route", "add", "198.51.100.0/24", "via", router.String(), "dev", h.dev},
+	} {
+		if out, err := h.ns.Run(ctx, args[0], args[1:]...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if err := h.stack.AddRoute(netip.MustParsePrefix("0.0.0.0/0"), kernelAddr.Addr(), h.dev); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.stack.ListenUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	taken := func() bool {
+		for _, r := range h.stack.Routes() {
+			if r.Dst == netip.PrefixFrom(far, 32) && r.Gateway == router {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "GoNet's host route through the router the kernel named", 10*time.Second, func() bool {
+		c.WriteToUDPAddrPort([]byte("redirect me"), netip.AddrPortFrom(far, 9))
+		return taken()
+	})
+	if n := h.stack.Counters()["IPv4.RedirectsTaken"]; n != 1 {
+		t.Errorf("IPv4.RedirectsTaken = %d, want 1", n)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/reassembly"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -79,9 +80,14 @@ type Stats struct {
 	InBadOptions    stats.Counter // malformed options, answered with Parameter Problem (RFC 1122 section 3.2.2.5)
 	InSourceRouted  stats.Counter // a loose or strict source route, refused (as Linux's accept_source_route 0)
 	InUnknownProtos stats.Counter
-	InDiscards      stats.Counter // dealer queue full
-	InDelivers      stats.Counter
-	InLoopback      stats.Counter
+	// ICMP Redirects (redirect.go): taken as host routes, and refused
+	// (not from the first hop, a gateway off the subnet, a forwarding
+	// interface's).
+	RedirectsTaken   stats.Counter
+	RedirectsRefused stats.Counter
+	InDiscards       stats.Counter // dealer queue full
+	InDelivers       stats.Counter
+	InLoopback       stats.Counter
 	// Multicast (multicast.go): datagrams to a group taken, those to a
 	// group no interface joined (or not the one they came in on), and
 	// those sent.
@@ -137,8 +143,9 @@ type Protocol struct {
 	errors     ErrorSender
 
 	tables
-	pmtu   pmtuCache // path MTUs learnt (pmtu.go)
-	nextID atomic.Uint32
+	pmtu      pmtuCache                    // path MTUs learnt (pmtu.go)
+	redirects *route.Redirects[*Interface] // host routes ICMP Redirects made (redirect.go)
+	nextID    atomic.Uint32
 
 	in   *dealer.Inbox[*buffer.Batch]
 	loop *dealer.Inbox[*buffer.Packet] // datagrams this host sent to itself
@@ -166,6 +173,7 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.nextID.Store(e.Rand.Uint32())
 	p.tables.init()
+	p.redirects = p.newRedirects()
 	return p
 }
 
@@ -191,6 +199,7 @@ func (p *Protocol) Close() {
 		p.wg.Wait()
 		p.in.Close()
 		p.loop.Close()
+		p.redirects.Stop()
 	})
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/reassembly"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -150,7 +151,8 @@ type Protocol struct {
 	errors     ErrorSender
 
 	tables
-	pmtu pmtuCache // path MTUs learnt (pmtu.go)
+	pmtu      pmtuCache                    // path MTUs learnt (pmtu.go)
+	redirects *route.Redirects[*Interface] // host routes Redirects made (TakeRedirect)
 
 	in   *dealer.Inbox[*buffer.Batch]
 	loop *dealer.Inbox[*buffer.Packet] // datagrams this host sent to itself
@@ -174,6 +176,7 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p.in = dealer.New[*buffer.Batch](dealer.NetworkInbox, &p.Stats.InDiscards)
 	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.tables.init()
+	p.redirects = route.NewRedirects(e.Clock, p.AddRoute, p.RemoveRoute)
 	p.hopLimit.Store(uint32(cfg.DefaultHopLimit))
 	return p
 }
@@ -211,6 +214,7 @@ func (p *Protocol) Close() {
 		p.wg.Wait()
 		p.in.Close()
 		p.loop.Close()
+		p.redirects.Stop()
 	})
 }
 

@@ -26,10 +26,10 @@ func TestReceiveValidatesAndCountsEachDropByReason(t *testing.T) {
 	}{
 		{name: "to our address", dg: ok,
 			want:        map[string]int64{"InReceives": 1, "InDelivers": 1},
-			deliveredAs: &ip.Header{Src: peerAddr, Dst: ourAddr, TTL: 64, Off: 40}},
+			deliveredAs: &ip.Header{Src: peerAddr, Dst: ourAddr, TTL: 64, Off: 40, In: "eth0"}},
 		{name: "link padding after the payload length", dg: append(bytes.Clone(ok), 0, 0, 0, 0, 0, 0),
 			want:        map[string]int64{"InDelivers": 1},
-			deliveredAs: &ip.Header{Src: peerAddr, Dst: ourAddr, TTL: 64, Off: 40}},
+			deliveredAs: &ip.Header{Src: peerAddr, Dst: ourAddr, TTL: 64, Off: 40, In: "eth0"}},
 		{name: "shorter than the fixed header", dg: ok[:39],
 			want: map[string]int64{"InHdrErrors": 1, "InShortHeader": 1}},
 		{name: "version 4", dg: append([]byte{0x45}, ok[1:]...),
@@ -54,14 +54,14 @@ func TestReceiveValidatesAndCountsEachDropByReason(t *testing.T) {
 			want: map[string]int64{"InAddrErrors": 1}},
 		{name: "to our link-local address, zoned", dg: whole(t, peerLL, ourLL, protoTest, data(8)),
 			want:        map[string]int64{"InDelivers": 1},
-			deliveredAs: &ip.Header{Src: peerLL.WithZone("eth0"), Dst: ourLL.WithZone("eth0"), TTL: 64, Off: 40}},
+			deliveredAs: &ip.Header{Src: peerLL.WithZone("eth0"), Dst: ourLL.WithZone("eth0"), TTL: 64, Off: 40, In: "eth0"}},
 		{name: "to all-nodes", dg: whole(t, peerLL, ipv6.AllNodes, protoTest, data(8)),
 			want:        map[string]int64{"InDelivers": 1, "InMcastPkts": 1},
-			deliveredAs: &ip.Header{Src: peerLL.WithZone("eth0"), Dst: ipv6.AllNodes.WithZone("eth0"), TTL: 64, Off: 40}},
+			deliveredAs: &ip.Header{Src: peerLL.WithZone("eth0"), Dst: ipv6.AllNodes.WithZone("eth0"), TTL: 64, Off: 40, In: "eth0"}},
 		{name: "from the unspecified address to a tentative address's solicited-node group (DAD)",
 			dg:          whole(t, netip.IPv6Unspecified(), ipv6.SolicitedNode(tentative), protoTest, data(8)),
 			want:        map[string]int64{"InDelivers": 1, "InMcastPkts": 1},
-			deliveredAs: &ip.Header{Src: netip.IPv6Unspecified(), Dst: ipv6.SolicitedNode(tentative).WithZone("eth0"), TTL: 64, Off: 40}},
+			deliveredAs: &ip.Header{Src: netip.IPv6Unspecified(), Dst: ipv6.SolicitedNode(tentative).WithZone("eth0"), TTL: 64, Off: 40, In: "eth0"}},
 		{name: "to a solicited-node group of another interface", in: "eth1", dg: whole(t, peerLL, ipv6.SolicitedNode(ourAddr), protoTest, data(8)),
 			want: map[string]int64{"InNoGroup": 1}},
 		{name: "to a group not joined", dg: whole(t, peerLL, netip.MustParseAddr("ff02::fb"), protoTest, data(8)),
@@ -78,7 +78,7 @@ func TestReceiveValidatesAndCountsEachDropByReason(t *testing.T) {
 				return b
 			}(),
 			want:        map[string]int64{"InDelivers": 1},
-			deliveredAs: &ip.Header{Src: peerAddr, Dst: ourAddr, TOS: 0xb8, TTL: 3, Off: 40}},
+			deliveredAs: &ip.Header{Src: peerAddr, Dst: ourAddr, TOS: 0xb8, TTL: 3, Off: 40, In: "eth0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

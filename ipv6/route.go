@@ -374,6 +374,12 @@ func (p *Protocol) RemoveRoute(r Route) bool {
 	return removed
 }
 
+// TakeRedirect puts r, the host route a Redirect that neighbour discovery
+// validated names (RFC 4861 section 8.3: the table is the destination
+// cache), in the table for route.RedirectLifetime after the last redirect
+// for its destination, route.MaxRedirects at most, as IPv4's Redirects.
+func (p *Protocol) TakeRedirect(r Route) error { return p.redirects.Take(r) }
+
 // Routes returns a copy of the routing table, in the order it is searched.
 func (p *Protocol) Routes() []Route { return p.tables.load().routes.All() }
 

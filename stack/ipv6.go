@@ -158,14 +158,14 @@ func (h linkHost) NextHop(dst netip.Addr) (netip.Addr, bool) {
 	return ri.NextHop, true
 }
 
-// Redirect records a first hop for dst as a host route: the routing table
-// is the destination cache (RFC 4861 section 8.3).
+// Redirect records a first hop for dst as a host route, for a while: the
+// routing table is the destination cache (RFC 4861 section 8.3).
 func (h linkHost) Redirect(dst, target netip.Addr) {
 	r := ipv6.Route{Dst: netip.PrefixFrom(dst.WithZone(""), 128), Iface: h.iface}
 	if target != dst {
 		r.Gateway = target
 	}
-	if err := h.s.ip6.AddRoute(r); err != nil {
+	if err := h.s.ip6.TakeRedirect(r); err != nil {
 		h.s.env.Log.Warn("redirect not taken", "nic", h.iface.Name(), "dst", dst.String(), "target", target.String(), "err", err)
 	}
 }

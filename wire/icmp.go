@@ -4,6 +4,7 @@ package wire
 const (
 	ICMPEchoReply      = 0
 	ICMPDestUnreach    = 3
+	ICMPRedirect       = 5
 	ICMPEchoRequest    = 8
 	ICMPTimeExceeded   = 11
 	ICMPParamProblem   = 12
