@@ -102,3 +102,48 @@ func TestKernelRedirectsGoNetToABetterRouter(t *testing.T) {
 		t.Errorf("IPv4.RedirectsTaken = %d, want 1", n)
 	}
 }
+
+// The same over IPv6: the kernel, forwarding, sends GoNet a Redirect (RFC
+// 4861 section 8.2) naming the router beside GoNet by its link-local
+// address, and GoNet's neighbour discovery takes it as a host route.
+func TestKernelRedirectsGoNetToABetterRouterOverIPv6(t *testing.T) {
+	netnstest.RequireTool(t, "sysctl")
+	h := newHost6(t, options{}, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	far, router := netip.MustParseAddr("fd00:77::7"), netip.MustParseAddr("fe80::33")
+	for _, args := range [][]string{
+		{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
+		{"ip", "-6", "neigh", "add", router.String(), "lladdr", "02:00:00:99:00:33", "dev", h.dev, "nud", "permanent"},
+		{"ip", "-6", "route", "add", "fd00:77::/64", "via", router.String(), "dev", h.dev},
+	} {
+		if out, err := h.ns.Run(ctx, args[0], args[1:]...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if err := h.stack.AddRoute(netip.MustParsePrefix("::/0"), h.kernelLL, h.dev); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.stack.ListenUDP(netip.AddrPortFrom(netip.IPv6Unspecified(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	taken := func() bool {
+		for _, r := range h.stack.Routes6() {
+			if r.Dst == netip.PrefixFrom(far, 128) && r.Gateway == router {
+				return true
+			}
+		}
+		return false
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("NDP: %d redirects in, %d refused; routes %v", h.ndpCounter("InRedirects"), h.ndpCounter("RedirectsRefused"), h.stack.Routes6())
+		}
+	}()
+	waitFor(t, "GoNet's host route through the router the kernel named", 10*time.Second, func() bool {
+		c.WriteToUDPAddrPort([]byte("redirect me"), netip.AddrPortFrom(far, 9))
+		return taken()
+	})
+}

@@ -203,7 +203,18 @@ func (h *harness) inject(m msg, typ uint8, body ...gopacket.SerializableLayer) {
 	}
 	pkt := h.pool.Get(len(b))
 	copy(pkt.Bytes(), b)
-	h.p.Handle(pkt, ip.Header{Src: m.src, Dst: m.dst, TTL: m.hops, Off: wire.IPv6HeaderLen}, m.frag)
+	// As the IPv6 layer hands them: link-scoped addresses zoned with the
+	// interface they came in on.
+	h.p.Handle(pkt, ip.Header{Src: linkZoned(m.src), Dst: linkZoned(m.dst), TTL: m.hops, Off: wire.IPv6HeaderLen, In: "eth0"}, m.frag)
+}
+
+// linkZoned is a with eth0's zone when it is link-local or a link-scoped
+// group.
+func linkZoned(a netip.Addr) netip.Addr {
+	if a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() {
+		return a.WithZone("eth0")
+	}
+	return a
 }
 
 func llOpt(typ layers.ICMPv6Opt, mac wire.MAC) layers.ICMPv6Option {

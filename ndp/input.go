@@ -38,6 +38,12 @@ func (p *Protocol) Handle(pkt *buffer.Packet, h ip.Header, reassembled bool) {
 		p.Stats.InMalformed.Inc()
 		return
 	}
+	// ndp is one link's: its addresses carry no zone, where the IPv6
+	// layer zones link-scoped ones with the interface's name. A router
+	// known from its advertisement's source is then the same router as
+	// the target of its Neighbor Advertisement (RFC 4861 section 7.2.5's
+	// IsRouter change) and as a Redirect's source.
+	h.Src, h.Dst = h.Src.WithZone(""), h.Dst.WithZone("")
 	typ := m.Type()
 	switch typ {
 	case wire.ICMPv6RouterSolicitation:
@@ -261,7 +267,7 @@ func (p *Protocol) handleRedirect(h ip.Header, m wire.ICMPv6) {
 		p.Stats.RedirectsRefused.Inc()
 		return
 	}
-	if hop, ok := p.host.NextHop(dst); !ok || hop != h.Src {
+	if hop, ok := p.host.NextHop(dst); !ok || hop.WithZone("") != h.Src {
 		p.Stats.RedirectsRefused.Inc()
 		return
 	}
@@ -325,7 +331,7 @@ func (p *Protocol) handleV1Report(h ip.Header, m wire.ICMPv6) {
 		return
 	}
 	r, ok := wire.ParseMLDv1(m)
-	if !ok || !r.Group().IsMulticast() || r.Group() != h.Dst.WithZone("") {
+	if !ok || !r.Group().IsMulticast() || r.Group() != h.Dst {
 		p.Stats.InMalformed.Inc()
 		return
 	}

@@ -201,8 +201,9 @@ type Host interface {
 	// SetHopLimit sets the default hop limit (CurHopLimit).
 	SetHopLimit(hopLimit uint8)
 	// NextHop returns the first hop the IPv6 layer currently uses
-	// towards dst, so that a Redirect is accepted only from it (RFC 4861
-	// section 8.1).
+	// towards dst, out of this NIC (false: another NIC's, or none), so
+	// that a Redirect is accepted only from it (RFC 4861 section 8.1);
+	// its zone, if any, is not compared.
 	NextHop(dst netip.Addr) (netip.Addr, bool)
 	// Redirect records in the destination cache that dst is reached
 	// through target (RFC 4861 section 8.3); target == dst means dst is

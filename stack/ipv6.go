@@ -152,7 +152,7 @@ func (h linkHost) SetHopLimit(n uint8) { h.s.ip6.SetHopLimit(n) }
 
 func (h linkHost) NextHop(dst netip.Addr) (netip.Addr, bool) {
 	ri, err := h.s.ip6.Route(dst)
-	if err != nil || ri.Local {
+	if err != nil || ri.Local || ri.Iface != h.iface {
 		return netip.Addr{}, false
 	}
 	return ri.NextHop, true
