@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/services"
 )
 
@@ -27,13 +28,23 @@ import (
 
 const linkPath = services.StatusPrefix + "link.json"
 
-// linkInfo is a NIC's addresses and neighbours.
+// linkInfo is a NIC's addresses and neighbours, and the host's routes.
 type linkInfo struct {
 	NIC       string      `json:"nic"`
 	MAC       string      `json:"mac"`
 	Addresses []addrInfo  `json:"addresses"`
 	Neighbors []neighInfo `json:"neighbors"`
+	Routes    []routeInfo `json:"routes"`
 	DNS       dnsInfo     `json:"dns"`
+}
+
+// routeInfo is one route of either family's table, in its search order.
+type routeInfo struct {
+	Dst     netip.Prefix `json:"dst"`
+	Gateway netip.Addr   `json:"gateway,omitzero"`
+	Dev     string       `json:"dev"`
+	// Pref is an IPv6 router's preference (RFC 4191), when not medium.
+	Pref string `json:"pref,omitempty"`
 }
 
 // forever is the lifetime, in seconds, of what does not expire.
@@ -67,7 +78,7 @@ type neighInfo struct {
 // linkInfo gathers h's NIC's addresses and neighbours.
 func (h *host) linkInfo() linkInfo {
 	now := h.stack.Clock().Now()
-	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), Addresses: []addrInfo{}, Neighbors: []neighInfo{}}
+	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), Addresses: []addrInfo{}, Neighbors: []neighInfo{}, Routes: []routeInfo{}}
 	if h.dhcp != nil {
 		// The lease's address, as ip addr shows one dhclient set: with
 		// the time left until it expires.
@@ -105,6 +116,16 @@ func (h *host) linkInfo() linkInfo {
 			}
 			li.Neighbors = append(li.Neighbors, ni)
 		}
+	}
+	for _, r := range h.stack.Routes() {
+		li.Routes = append(li.Routes, routeInfo{Dst: r.Dst, Gateway: r.Gateway, Dev: r.Iface.Name()})
+	}
+	for _, r := range h.stack.Routes6() {
+		ri := routeInfo{Dst: r.Dst, Gateway: r.Gateway, Dev: r.Iface.Name()}
+		if r.Preference != route.PreferenceMedium {
+			ri.Pref = r.Preference.String()
+		}
+		li.Routes = append(li.Routes, ri)
 	}
 	li.DNS = h.dnsInfo()
 	slices.SortFunc(li.Addresses, func(a, b addrInfo) int { return cmpAddr(a.Prefix.Addr(), b.Prefix.Addr()) })
@@ -191,6 +212,26 @@ after). Exits 0 on success, 1 when no daemon answers.`,
 	},
 }
 
+var routeCommand = &command{
+	name:    "route",
+	summary: "show the routes of a running gonet up, IPv4's then IPv6's, as ip route does",
+	usage:   "gonet route [-tap NAME | -control PATH]",
+	about: `Asks a running gonet up for its routing tables through its control socket
+and prints them as the kernel's ip route and ip -6 route do, IPv4's then
+IPv6's, each in the order it is searched (the longest prefix first): the
+destination ("default" for 0.0.0.0/0 and ::/0), "via" the gateway for a
+route through a router, the NIC, and "pref" an IPv6 router's preference
+when not medium (RFC 4191). The on-link routes of the addresses, the -gw
+and DHCP ones, those of routers' advertisements (their default routes and
+Route Information, RFC 4191) and the host routes of Redirects, while they
+last (RFC 1122 3.2.2.2, RFC 4861 8.3). Exits 0 on success, 1 when no
+daemon answers.`,
+	flags: func() *flag.FlagSet { fs, _ := linkFlags("route"); return fs },
+	run: func(ctx context.Context, cmd *command, out *output, args []string) int {
+		return runLink(ctx, cmd, out, args, writeRoutes)
+	},
+}
+
 func linkFlags(name string) (*flag.FlagSet, *controlFlags) {
 	c := &controlFlags{}
 	fs := newFlagSet(name)
@@ -256,5 +297,24 @@ func writeNeighbors(w io.Writer, li linkInfo) {
 			f = append(f, "router")
 		}
 		fmt.Fprintln(w, strings.Join(append(f, n.State), " "))
+	}
+}
+
+// writeRoutes prints li's routes as ip route does.
+func writeRoutes(w io.Writer, li linkInfo) {
+	for _, r := range li.Routes {
+		dst := r.Dst.String()
+		if r.Dst.Bits() == 0 {
+			dst = "default"
+		}
+		f := []string{dst}
+		if r.Gateway.IsValid() {
+			f = append(f, "via", r.Gateway.String())
+		}
+		f = append(f, "dev", r.Dev)
+		if r.Pref != "" {
+			f = append(f, "pref", r.Pref)
+		}
+		fmt.Fprintln(w, strings.Join(f, " "))
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +93,36 @@ func TestAddrAndNeighShowBothFamilies(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("gonet neigh does not match %s:\n%s", want, stdout)
 		}
+	}
+}
+
+// TestRouteShowsBothTables reads gonet route from gonet up's control
+// socket: IPv4's table, then IPv6's, as ip route prints them.
+func TestRouteShowsBothTables(t *testing.T) {
+	useControlDir(t)
+	_, epUp := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0x99, 9, 1}, net.HardwareAddr{0x02, 0, 0, 0x99, 9, 2})
+	upOn(t, epUp, "-tap", "b1", "-addr", "10.89.0.2/24", "-addr", "fd00:89::2/64", "-gw", "10.89.0.1", "-gw", "fd00:89::1")
+	code, stdout, stderr := runArgs(t, "route", "-tap", "b1")
+	if code != exitOK {
+		t.Fatalf("gonet route: exit %d, stderr %q", code, stderr)
+	}
+	want := []string{
+		"10.89.0.0/24 dev b1",
+		"default via 10.89.0.1 dev b1",
+		"fd00:89::/64 dev b1",
+		"default via fd00:89::1 dev b1",
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			t.Errorf("gonet route prints no %q:\n%s", w, stdout)
+		}
+	}
+	// IPv4's table first, each longest prefix first.
+	if i, j := slices.Index(lines, want[0]), slices.Index(lines, want[2]); i < 0 || j < 0 || i > j {
+		t.Errorf("IPv4's routes not before IPv6's:\n%s", stdout)
+	}
+	if i, j := slices.Index(lines, want[0]), slices.Index(lines, want[1]); i > j {
+		t.Errorf("the default route before the subnet's:\n%s", stdout)
 	}
 }
