@@ -75,13 +75,31 @@ func mdnsName(mac net.HardwareAddr) string {
 // answer that comes within a second, none if none does.
 func askMDNS(t *testing.T, ns *netns.NS, network, group, name string, qtype uint16) []string {
 	t.Helper()
+	var got []string
+	if m := askMDNSMsg(t, ns, network, group, name, qtype); m != nil {
+		for _, rr := range m.Answer {
+			switch v := rr.(type) {
+			case *mdns.A:
+				got = append(got, v.A.String())
+			case *mdns.AAAA:
+				got = append(got, v.AAAA.String())
+			}
+		}
+	}
+	return got
+}
+
+// askMDNSMsg is askMDNS's question, returning the whole answer, nil if
+// none comes within a second.
+func askMDNSMsg(t *testing.T, ns *netns.NS, network, group, name string, qtype uint16) *mdns.Msg {
+	t.Helper()
 	q := new(mdns.Msg)
 	q.SetQuestion(name+".", qtype)
 	raw, err := q.Pack()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var m *mdns.Msg
 	err = ns.Do(func() error {
 		pc, err := net.ListenPacket(network, ":0")
 		if err != nil {
@@ -101,24 +119,13 @@ func askMDNS(t *testing.T, ns *netns.NS, network, group, name string, qtype uint
 		if err != nil {
 			return nil // no answer
 		}
-		var m mdns.Msg
-		if err := m.Unpack(buf[:n]); err != nil {
-			return err
-		}
-		for _, rr := range m.Answer {
-			switch v := rr.(type) {
-			case *mdns.A:
-				got = append(got, v.A.String())
-			case *mdns.AAAA:
-				got = append(got, v.AAAA.String())
-			}
-		}
-		return nil
+		m = new(mdns.Msg)
+		return m.Unpack(buf[:n])
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got
+	return m
 }
 
 // A host on the kernel's side that starts answering for `gonet up`'s name
@@ -192,4 +199,44 @@ func TestDaemonMovesOffAnMDNSNameAnotherHostTakes(t *testing.T) {
 	waitFor(t, "GoNet's answer for taken-2.local", 10*time.Second, func() bool {
 		return slices.Contains(askMDNS(t, ns, "udp4", "224.0.0.251:5353", "taken-2.local", mdns.TypeA), gonet)
 	})
+}
+
+// gonet up -serve http advertises the service (DNS-SD, RFC 6763): a
+// kernel-side browser asking for _http._tcp.local gets the instance, under
+// the host's name, and with it the SRV record of port 80 on the host.
+func TestDaemonAdvertisesItsHTTPService(t *testing.T) {
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d := startDaemon(t, ctx, ns, "gonet: up "+dev, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-hostname", "sdhost", "-serve", "http", "-control", "none")
+	go func() {
+		for d.lines.Scan() {
+		}
+	}()
+	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.IP(ctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
+		t.Fatal(err)
+	}
+	var m *mdns.Msg
+	waitFor(t, "GoNet's answer for _http._tcp.local", 10*time.Second, func() bool {
+		m = askMDNSMsg(t, ns, "udp4", "224.0.0.251:5353", "_http._tcp.local", mdns.TypePTR)
+		return m != nil && len(m.Answer) > 0
+	})
+	ptr, ok := m.Answer[0].(*mdns.PTR)
+	if !ok || ptr.Ptr != "sdhost._http._tcp.local." {
+		t.Fatalf("answer %v, want the PTR to sdhost._http._tcp.local.", m.Answer)
+	}
+	found := false
+	for _, rr := range m.Extra {
+		if srv, ok := rr.(*mdns.SRV); ok && srv.Port == 80 && srv.Target == "sdhost.local." {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("additional records %v, want the SRV of port 80 on sdhost.local.", m.Extra)
+	}
 }

@@ -281,10 +281,11 @@ func TestConflictingFollowsRFC6762(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := conflicting(tt.m, "gonet.local.", ours, true); got != tt.probing {
+			z := zone{host: "gonet.local.", addrs: ours}
+			if got := len(conflicts(tt.m, z, true)) > 0; got != tt.probing {
 				t.Errorf("while probing: conflict %v, want %v", got, tt.probing)
 			}
-			if got := conflicting(tt.m, "gonet.local.", ours, false); got != tt.claimed {
+			if got := len(conflicts(tt.m, z, false)) > 0; got != tt.claimed {
 				t.Errorf("once claimed: conflict %v, want %v", got, tt.claimed)
 			}
 		})

@@ -3,6 +3,7 @@ package mdns
 import (
 	"cmp"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,7 +36,9 @@ func FuzzAnswer(f *testing.F) {
 	claim := &dns.Msg{MsgHdr: dns.MsgHdr{Response: true}, Answer: records("gonet.local.", other, dns.TypeANY, dns.ClassINET|cacheFlush, hostTTL)}
 	knowing := new(dns.Msg).SetQuestion("gonet.local.", dns.TypeA)
 	knowing.Answer = records("gonet.local.", []netip.Addr{netip.MustParseAddr("10.0.0.2")}, dns.TypeA, dns.ClassINET, hostTTL)
-	for _, m := range []*dns.Msg{probe, claim, knowing} {
+	browse := new(dns.Msg).SetQuestion("_http._tcp.local.", dns.TypePTR)
+	enumerate := new(dns.Msg).SetQuestion(servicesName, dns.TypePTR)
+	for _, m := range []*dns.Msg{probe, claim, knowing, browse, enumerate} {
 		if b, err := m.Pack(); err == nil {
 			f.Add(b, uint16(Port))
 		}
@@ -49,15 +52,29 @@ func FuzzAnswer(f *testing.F) {
 		}
 		// A probe or a response, whatever it holds, is decided without
 		// a crash, and a tie is decided the same from either side.
-		conflicting(&q, "gonet.local.", addrs, true)
-		conflicting(&q, "gonet.local.", addrs, false)
+		z := zone{host: "gonet.local.", addrs: addrs, services: []instance{{Service: Service{Type: "_http._tcp", Port: 80}, name: "gonet._http._tcp.local."}}}
+		conflicts(&q, z, true)
+		conflicts(&q, z, false)
+		losesTie(&q, z)
 		if theirs := probedRecords(&q, "gonet.local."); len(theirs) > 0 {
 			ours := records("gonet.local.", addrs, dns.TypeANY, dns.ClassINET, hostTTL)
 			if a, b := tieBreak(ours, theirs), tieBreak(theirs, ours); cmp.Compare(a, 0) != -cmp.Compare(b, 0) {
 				t.Fatalf("tieBreak(ours, theirs) = %d but tieBreak(theirs, ours) = %d", a, b)
 			}
 		}
-		re, ok := answer(&q, from, "gonet.local.", addrs)
+		// With services, whatever is answered is the zone's own.
+		if re, ok := answer(&q, from, z); ok {
+			var m dns.Msg
+			if err := m.Unpack(re.msg); err != nil {
+				t.Fatalf("the answer with services does not unpack: %v", err)
+			}
+			for _, rr := range slices.Concat(m.Answer, m.Extra) {
+				if len(named(z.records(false), rr.Header().Name)) == 0 {
+					t.Fatalf("a record of %s, no name of the zone's", rr.Header().Name)
+				}
+			}
+		}
+		re, ok := answer(&q, from, zone{host: "gonet.local.", addrs: addrs})
 		if !ok {
 			return
 		}

@@ -1,24 +1,26 @@
 // Package mdns is a multicast DNS responder (RFC 6762) for a GoNet host:
 // it claims its name, <name>.local, on the link and answers the link's
 // queries for the name's A and AAAA records with the addresses its NIC has
-// at the time of each, over IPv4 (224.0.0.251) and IPv6 (ff02::fb) alike.
+// at the time of each, over IPv4 (224.0.0.251) and IPv6 (ff02::fb) alike;
+// and it advertises the host's services for browsers to find (DNS-Based
+// Service Discovery, RFC 6763: zone.go).
 //
-// Before it answers it probes (section 8.1): three queries for the name,
-// 250 ms apart, holding the records it would give; a response for the name
-// from another host means the name is taken, and it tries the next one
-// (host-2, host-3, ...), and a simultaneous probe from another host is
-// decided by comparing the two hosts' records (section 8.2). Once the name
-// is its own it announces it twice (section 8.3), defends it against later
-// claims by probing again (section 9), and says goodbye as it closes
-// (section 10.1).
+// Before it answers it probes (section 8.1): three queries for its names
+// (the host's and each service instance's), 250 ms apart, holding the
+// records it would give; a response for a name from another host means
+// the name is taken, and it tries the next one (host-2, host-3, ...;
+// "Instance (2)", ...), and a simultaneous probe from another host is
+// decided by comparing the two hosts' records (section 8.2). Once the
+// names are its own it announces them twice (section 8.3), defends them
+// against later claims by probing again (section 9), and says goodbye as
+// it closes (section 10.1).
 //
 // It answers to the group, as section 6 has it; to the querier alone when
 // the question asks for a unicast response (section 5.4, the QU bit); and
 // to a legacy resolver that asked from a port other than 5353 as a unicast
 // DNS server would, with its query's ID and question (section 6.7). It
 // leaves out what the querier already holds (known-answer suppression,
-// section 7.1). It holds only its host's address records: no service
-// discovery.
+// section 7.1).
 package mdns
 
 import (
@@ -95,24 +97,27 @@ type Stats struct {
 	InQueueFull   stats.Counter // messages dropped behind a full queue to the responder
 }
 
-// Responder claims and answers for one name on one NIC of a stack.
+// Responder claims and answers for one host name, and the services it
+// advertises, on one NIC of a stack.
 type Responder struct {
 	Stats Stats
 
-	s     *stack.Stack
-	nic   string
-	host  string // the label asked for: "gonet-cd38c7"
-	conns []*groupConn
-	in    chan datagram // from the readers to run
-	quit  chan struct{} // closed by Close
-	ran   chan struct{} // closed as run returns
-	wg    sync.WaitGroup
+	s        *stack.Stack
+	nic      string
+	host     string    // the label asked for: "gonet-cd38c7"
+	services []Service // as given; their instance labels, as asked for
+	conns    []*groupConn
+	in       chan datagram // from the readers to run
+	quit     chan struct{} // closed by Close
+	ran      chan struct{} // closed as run returns
+	wg       sync.WaitGroup
 
 	claimed   chan struct{} // closed once a name is first claimed
 	closeOnce sync.Once
 
-	mu   sync.Mutex
-	name string // fully qualified: "gonet-cd38c7.local."; written by run alone
+	mu        sync.Mutex
+	name      string   // fully qualified: "gonet-cd38c7.local."; written by run alone
+	instances []string // each service's instance label now; written by run alone
 }
 
 // groupConn is the socket of one group, and where messages to the group
@@ -131,10 +136,12 @@ type datagram struct {
 
 // Start joins the mDNS groups on the named NIC of s (each family the stack
 // runs) and claims host.local, or the first of host-2.local, host-3.local,
-// ... that no other host holds, answering for it until Close. host is a
-// single label, as "gonet-cd38c7". Start returns at once; WaitClaimed
-// waits for the name.
-func Start(s *stack.Stack, nic, host string) (*Responder, error) {
+// ... that no other host holds, answering for it until Close, and
+// advertises services (DNS-SD, RFC 6763), each under its instance name or
+// the first of "Instance (2)", "Instance (3)", ... that no other host
+// holds. host is a single label, as "gonet-cd38c7". Start returns at once;
+// WaitClaimed waits for the names.
+func Start(s *stack.Stack, nic, host string, services ...Service) (*Responder, error) {
 	if host == "" || strings.ContainsAny(host, ". ") || len(host) > 63 {
 		return nil, fmt.Errorf("mdns: host name %q: want one label of at most 63 bytes", host)
 	}
@@ -142,6 +149,16 @@ func Start(s *stack.Stack, nic, host string) (*Responder, error) {
 		s: s, nic: nic, host: host, name: dns.Fqdn(host + ".local"),
 		in:   make(chan datagram, 64),
 		quit: make(chan struct{}), ran: make(chan struct{}), claimed: make(chan struct{}),
+	}
+	for _, sv := range services {
+		if err := sv.check(); err != nil {
+			return nil, err
+		}
+		if sv.Instance == "" {
+			sv.Instance = host
+		}
+		r.services = append(r.services, sv)
+		r.instances = append(r.instances, sv.Instance)
 	}
 	groups := []netip.Addr{Group4}
 	if s.IPv6() != nil {
@@ -214,6 +231,18 @@ func (r *Responder) Name() string {
 	return r.name
 }
 
+// Services returns the services the responder advertises, each under the
+// instance name it claims now.
+func (r *Responder) Services() []Service {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.services)
+	for i := range out {
+		out[i].Instance = r.instances[i]
+	}
+	return out
+}
+
 // WaitClaimed waits until the responder first holds a name, probed for and
 // found free, and returns it. It fails when ctx ends first or the responder
 // closes.
@@ -276,19 +305,20 @@ type event int
 
 const (
 	nothing  event = iota
-	conflict       // another host holds the name (sections 8.1, 9)
-	lostTie        // another host probes for it with later data (section 8.2)
+	conflict       // another host holds a name (sections 8.1, 9)
+	lostTie        // another host probes for one with later data (section 8.2)
 )
 
 // addrWatch is how often the responder looks at the NIC's addresses for a
 // change to announce (section 8.4): the stack has no signal for it.
 const addrWatch = time.Second
 
-// claim is the state of claiming the name, which run alone touches.
+// claim is the state of claiming the names, which run alone touches.
 type claim struct {
 	ph        phase
 	sent      int          // probes or announcements sent in this phase
-	try       int          // the name's number: 1 for the host's own label, then 2, 3, ...
+	hostTry   int          // the host name's number: 1 for the label asked for, then 2, 3, ...
+	instTry   []int        // each service instance's, likewise
 	conflicts []time.Time  // the last conflictWindow's
 	announced []netip.Addr // the addresses last announced
 	timer     clock.Timer  // the next probe or announcement
@@ -300,7 +330,10 @@ type claim struct {
 func (r *Responder) run() {
 	defer close(r.ran)
 	clk := r.s.Clock()
-	c := &claim{ph: probing, try: 1, timer: clk.NewTimer(rand.N(probeWait))}
+	c := &claim{ph: probing, hostTry: 1, instTry: make([]int, len(r.services)), timer: clk.NewTimer(rand.N(probeWait))}
+	for i := range c.instTry {
+		c.instTry[i] = 1
+	}
 	defer c.timer.Stop()
 	watch := clk.NewTimer(addrWatch)
 	defer watch.Stop()
@@ -308,13 +341,13 @@ func (r *Responder) run() {
 		select {
 		case <-r.quit:
 			if c.ph != probing {
-				r.announce(c.announced, 0) // goodbye (section 10.1)
+				r.announce(r.zone(c.announced), true) // goodbye (section 10.1)
 			}
 			return
 		case d := <-r.in:
-			switch r.receive(d, c.ph) {
+			switch ev, names := r.receive(d, c.ph); ev {
 			case conflict:
-				r.conflict(c)
+				r.conflict(c, names)
 			case lostTie:
 				r.Stats.TiesLost.Inc()
 				c.ph, c.sent = probing, 0
@@ -333,7 +366,8 @@ func (r *Responder) run() {
 			if slices.Equal(now, c.announced) {
 				continue
 			}
-			r.announce(slices.DeleteFunc(slices.Clone(c.announced), func(a netip.Addr) bool { return slices.Contains(now, a) }), 0)
+			gone := slices.DeleteFunc(slices.Clone(c.announced), func(a netip.Addr) bool { return slices.Contains(now, a) })
+			r.announce(zone{host: r.Name(), addrs: gone}, true)
 			c.announced = now
 			c.ph, c.sent = announcing, 0
 			c.timer.Reset(0)
@@ -364,7 +398,7 @@ func (r *Responder) step(c *claim) {
 		fallthrough
 	case announcing:
 		c.announced = r.addrs()
-		r.announce(c.announced, hostTTL)
+		r.announce(r.zone(c.announced), false)
 		c.sent++
 		if c.sent < announceCount {
 			c.timer.Reset(announceInterval)
@@ -374,8 +408,8 @@ func (r *Responder) step(c *claim) {
 	}
 }
 
-// conflict takes a response that shows another host holding the name.
-func (r *Responder) conflict(c *claim) {
+// conflict takes a response that shows another host holding names.
+func (r *Responder) conflict(c *claim, names []string) {
 	r.Stats.Conflicts.Inc()
 	now := r.s.Clock().Now()
 	c.conflicts = append(c.conflicts, now)
@@ -385,9 +419,8 @@ func (r *Responder) conflict(c *claim) {
 		wait = conflictWait
 	}
 	if c.ph == probing {
-		// Section 8.1: the name is taken; choose another.
-		c.try++
-		r.rename(c.try)
+		// Section 8.1: a name is taken; choose another.
+		r.rename(c, names)
 	}
 	// Section 9: a claimed name in conflict is probed for again, which
 	// finds whether it is still ours.
@@ -395,18 +428,47 @@ func (r *Responder) conflict(c *claim) {
 	c.timer.Reset(wait)
 }
 
-// rename moves to the try'th name: host-2, host-3, ..., the host's label
-// shortened to keep the name's within 63 bytes.
-func (r *Responder) rename(try int) {
-	suffix := "-" + strconv.Itoa(try)
-	label := r.host
+// rename moves each of names to its next: the host to host-2, host-3,
+// ...; a service instance to "Instance (2)", "Instance (3)", ... (RFC
+// 6763 appendix D); each label shortened to keep it within 63 bytes.
+func (r *Responder) rename(c *claim, names []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range names {
+		if sameName(name, r.name) {
+			c.hostTry++
+			r.name = dns.Fqdn(numbered(r.host, "-"+strconv.Itoa(c.hostTry)) + ".local")
+			r.Stats.Renamed.Inc()
+			continue
+		}
+		for i, sv := range r.services {
+			if sameName(name, instanceName(r.instances[i], sv.Type)) {
+				c.instTry[i]++
+				r.instances[i] = numbered(sv.Instance, " ("+strconv.Itoa(c.instTry[i])+")")
+				r.Stats.Renamed.Inc()
+			}
+		}
+	}
+}
+
+// numbered is label with suffix, label shortened so that the two hold
+// within a label's 63 bytes.
+func numbered(label, suffix string) string {
 	if len(label)+len(suffix) > 63 {
 		label = label[:63-len(suffix)]
 	}
+	return label + suffix
+}
+
+// zone is what the responder holds now, with the NIC's addresses addrs.
+func (r *Responder) zone(addrs []netip.Addr) zone {
 	r.mu.Lock()
-	r.name = dns.Fqdn(label + suffix + ".local")
-	r.mu.Unlock()
-	r.Stats.Renamed.Inc()
+	defer r.mu.Unlock()
+	z := zone{host: r.name, addrs: addrs}
+	for i, sv := range r.services {
+		z.services = append(z.services, instance{Service: sv, name: instanceName(r.instances[i], sv.Type)})
+	}
+	return z
 }
 
 // addrs returns the NIC's addresses, unzoned, for the name's records.
@@ -423,35 +485,36 @@ func (r *Responder) addrs() []netip.Addr {
 	return out
 }
 
-// receive takes one message in phase ph: a response may be a conflict, a
-// query another host's probe; a query is answered once the name is ours.
-func (r *Responder) receive(d datagram, ph phase) event {
+// receive takes one message in phase ph: a response may be a conflict
+// over some of the names, a query another host's probe; a query is
+// answered once the names are ours.
+func (r *Responder) receive(d datagram, ph phase) (event, []string) {
 	var m dns.Msg
 	// Section 18.3: a message with a non-zero opcode is ignored.
 	if err := m.Unpack(d.b); err != nil || m.Opcode != dns.OpcodeQuery {
 		r.Stats.Ignored.Inc()
-		return nothing
+		return nothing, nil
 	}
-	name, ours := r.Name(), r.addrs()
+	z := r.zone(r.addrs())
 	if m.Response {
-		if conflicting(&m, name, ours, ph == probing) {
-			return conflict
+		if names := conflicts(&m, z, ph == probing); len(names) > 0 {
+			return conflict, names
 		}
-		return nothing
+		return nothing, nil
 	}
 	r.Stats.Queries.Inc()
 	if ph == probing {
-		if theirs := probedRecords(&m, name); len(theirs) > 0 && tieBreak(records(name, ours, dns.TypeANY, dns.ClassINET, hostTTL), theirs) < 0 {
-			return lostTie
+		if losesTie(&m, z) {
+			return lostTie, nil
 		}
-		r.Stats.Ignored.Inc() // section 8.1: no answers before the name is ours
-		return nothing
+		r.Stats.Ignored.Inc() // section 8.1: no answers before the names are ours
+		return nothing, nil
 	}
-	re, ok := answer(&m, d.from, name, ours)
+	re, ok := answer(&m, d.from, z)
 	r.Stats.KnownAnswers.Add(uint64(re.suppressed))
 	if !ok {
 		r.Stats.Ignored.Inc()
-		return nothing
+		return nothing, nil
 	}
 	to := d.via.to
 	if re.unicast {
@@ -459,29 +522,32 @@ func (r *Responder) receive(d datagram, ph phase) event {
 	}
 	if _, err := d.via.c.WriteToUDPAddrPort(re.msg, to); err != nil {
 		r.Stats.Errors.Inc()
-		return nothing
+		return nothing, nil
 	}
 	r.Stats.Answered.Inc()
-	return nothing
+	return nothing, nil
 }
 
-// probe sends a probe for the name to every group (section 8.1): a
-// question of type ANY, asking for a unicast response when first, with
-// the records the host proposes in the Authority Section, where
-// simultaneous probers find them to compare (section 8.2). It reports
-// whether the probe went to any group; none goes while the NIC has no
-// address.
+// probe sends a probe for the names to every group (section 8.1): a
+// question of type ANY for each, asking for a unicast response when first,
+// with the unique records the host proposes in the Authority Section,
+// where simultaneous probers find them to compare (section 8.2). It
+// reports whether the probe went to any group; none goes while the NIC
+// has no address.
 func (r *Responder) probe(first bool) bool {
 	addrs := r.addrs()
 	if len(addrs) == 0 {
 		return false
 	}
-	name := r.Name()
-	q := dns.Question{Name: name, Qtype: dns.TypeANY, Qclass: dns.ClassINET}
-	if first {
-		q.Qclass |= unicastResponse
+	z := r.zone(addrs)
+	m := &dns.Msg{Ns: z.unique()}
+	for _, name := range z.owned() {
+		q := dns.Question{Name: name, Qtype: dns.TypeANY, Qclass: dns.ClassINET}
+		if first {
+			q.Qclass |= unicastResponse
+		}
+		m.Question = append(m.Question, q)
 	}
-	m := &dns.Msg{Question: []dns.Question{q}, Ns: records(name, addrs, dns.TypeANY, dns.ClassINET, hostTTL)}
 	if !r.sendAll(m) {
 		return false
 	}
@@ -489,17 +555,20 @@ func (r *Responder) probe(first bool) bool {
 	return true
 }
 
-// announce sends the name's records of addrs to every group in an
-// unsolicited response with the cache-flush bit (section 8.3), or with
-// ttl 0 a goodbye (section 10.1).
-func (r *Responder) announce(addrs []netip.Addr, ttl uint32) {
-	if len(addrs) == 0 {
+// announce sends z's records to every group in an unsolicited response,
+// the unique ones with the cache-flush bit (section 8.3), each with its
+// own TTL, or with TTL 0 as a goodbye (section 10.1).
+func (r *Responder) announce(z zone, goodbye bool) {
+	if len(z.addrs) == 0 {
 		return
 	}
-	m := &dns.Msg{
-		MsgHdr: dns.MsgHdr{Response: true, Authoritative: true},
-		Answer: records(r.Name(), addrs, dns.TypeANY, dns.ClassINET|cacheFlush, ttl),
+	rrs := z.records(true)
+	if goodbye {
+		for _, rr := range rrs {
+			rr.Header().Ttl = 0
+		}
 	}
+	m := &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Authoritative: true}, Answer: rrs}
 	if r.sendAll(m) {
 		r.Stats.Announcements.Inc()
 	}

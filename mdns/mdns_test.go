@@ -82,7 +82,7 @@ func TestAnswerFollowsRFC6762(t *testing.T) {
 			ok := q.Unpack(tt.msg) == nil
 			var re reply
 			if ok {
-				re, ok = answer(&q, tt.from, "gonet.local.", addrs)
+				re, ok = answer(&q, tt.from, zone{host: "gonet.local.", addrs: addrs})
 			}
 			out, unicast := re.msg, re.unicast
 			if ok != (tt.answers != nil) {

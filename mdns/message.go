@@ -5,14 +5,13 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/miekg/dns"
 )
 
 // What the responder makes of a message and says back, as functions of the
-// message, the name and the addresses alone: the responder's goroutine
-// calls them, and the tests and the fuzzer call them without one.
+// message and the zone alone: the responder's goroutine calls them, and
+// the tests and the fuzzer call them without one.
 
 // reply is an answer to a query.
 type reply struct {
@@ -21,9 +20,13 @@ type reply struct {
 	suppressed int  // records left out as known answers (section 7.1)
 }
 
-// answer returns the reply to query q from from for name, whose addresses
-// are addrs, and false when there is none to give.
-func answer(q *dns.Msg, from netip.AddrPort, name string, addrs []netip.Addr) (reply, bool) {
+// answer returns the reply to query q from from out of zone z, and false
+// when there is none to give. The records a question asks for go in the
+// Answer Section; those a browser will want next in the Additional
+// Section (RFC 6763 section 12): an instance's SRV and TXT records and the
+// host's addresses for a PTR record, the host's addresses for an SRV
+// record.
+func answer(q *dns.Msg, from netip.AddrPort, z zone) (reply, bool) {
 	var re reply
 	// Responses are other responders' business.
 	if q.Response || q.Opcode != dns.OpcodeQuery {
@@ -32,12 +35,16 @@ func answer(q *dns.Msg, from netip.AddrPort, name string, addrs []netip.Addr) (r
 	legacy := from.Port() != Port
 	resp := &dns.Msg{MsgHdr: dns.MsgHdr{Response: true, Authoritative: true}}
 	re.unicast = legacy
+	all := z.records(true)
 	for _, qu := range q.Question {
-		if !strings.EqualFold(qu.Name, name) || qu.Qclass&^unicastResponse != dns.ClassINET {
+		if qu.Qclass&^unicastResponse != dns.ClassINET {
 			continue
 		}
 		n := len(resp.Answer)
-		for _, rr := range records(name, addrs, qu.Qtype, dns.ClassINET|cacheFlush, hostTTL) {
+		for _, rr := range named(all, qu.Name) {
+			if qu.Qtype != dns.TypeANY && rr.Header().Rrtype != qu.Qtype || slices.Contains(resp.Answer, rr) {
+				continue
+			}
 			if known(q.Answer, rr) {
 				re.suppressed++
 				continue
@@ -51,12 +58,13 @@ func answer(q *dns.Msg, from netip.AddrPort, name string, addrs []netip.Addr) (r
 	if len(resp.Answer) == 0 {
 		return re, false
 	}
-	for _, rr := range resp.Answer {
+	resp.Extra = additional(all, resp.Answer, z.host)
+	for _, rr := range slices.Concat(resp.Answer, resp.Extra) {
 		if legacy {
 			// Section 6.7: no cache-flush bit and a TTL of ten
 			// seconds at most, for a resolver that knows nothing of
 			// mDNS.
-			rr.Header().Class, rr.Header().Ttl = dns.ClassINET, legacyTTL
+			rr.Header().Class, rr.Header().Ttl = dns.ClassINET, min(rr.Header().Ttl, legacyTTL)
 		}
 	}
 	if legacy {
@@ -72,6 +80,41 @@ func answer(q *dns.Msg, from netip.AddrPort, name string, addrs []netip.Addr) (r
 	return re, true
 }
 
+// additional returns the records of all that RFC 6763 section 12 has a
+// responder add to answers: for a PTR to an instance, its SRV and TXT
+// records and the host's addresses; for an SRV record, the host's
+// addresses; none already among answers.
+func additional(all, answers []dns.RR, host string) []dns.RR {
+	var extra []dns.RR
+	add := func(rrs []dns.RR) {
+		for _, rr := range rrs {
+			if !slices.Contains(answers, rr) && !slices.Contains(extra, rr) {
+				extra = append(extra, rr)
+			}
+		}
+	}
+	for _, rr := range answers {
+		switch v := rr.(type) {
+		case *dns.PTR:
+			if inst := named(all, v.Ptr); slices.ContainsFunc(inst, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeSRV }) {
+				add(inst)
+				add(addresses(named(all, host)))
+			}
+		case *dns.SRV:
+			add(addresses(named(all, v.Target)))
+		}
+	}
+	return extra
+}
+
+// addresses returns the address records of rrs.
+func addresses(rrs []dns.RR) []dns.RR {
+	return slices.DeleteFunc(slices.Clone(rrs), func(rr dns.RR) bool {
+		t := rr.Header().Rrtype
+		return t != dns.TypeA && t != dns.TypeAAAA
+	})
+}
+
 // known reports whether a query's Known-Answer Section holds rr with at
 // least half its TTL left (section 7.1), which the querier needs not be
 // told again.
@@ -84,23 +127,41 @@ func known(answers []dns.RR, rr dns.RR) bool {
 	return false
 }
 
-// conflicting reports whether response m holds a record of name that is
-// not one of the host's, which are addrs' address records (section 9:
+// conflicts returns the names of z the response m shows another host
+// holding: a record of one of them that is none of the zone's (section 9:
 // identical data is no conflict). While probing any record of the name is
-// one (section 8.1); once the name is claimed only an address record is,
-// the host's own unique types (section 9). A goodbye (TTL 0) is the other
-// host leaving, not claiming.
-func conflicting(m *dns.Msg, name string, addrs []netip.Addr, probing bool) bool {
-	ours := records(name, addrs, dns.TypeANY, dns.ClassINET, hostTTL)
-	for _, rr := range slices.Concat(m.Answer, m.Ns, m.Extra) {
-		h := rr.Header()
-		if !strings.EqualFold(h.Name, name) || h.Ttl == 0 {
-			continue
+// one (section 8.1); once the name is claimed only a record of a type the
+// zone holds for it is (section 9: the host's unique records). A goodbye
+// (TTL 0) is the other host leaving, not claiming.
+func conflicts(m *dns.Msg, z zone, probing bool) []string {
+	ours := z.unique()
+	var out []string
+	for _, name := range z.owned() {
+		mine := named(ours, name)
+		for _, rr := range named(slices.Concat(m.Answer, m.Ns, m.Extra), name) {
+			h := rr.Header()
+			if h.Ttl == 0 {
+				continue
+			}
+			if !probing && !slices.ContainsFunc(mine, func(o dns.RR) bool { return o.Header().Rrtype == h.Rrtype }) {
+				continue
+			}
+			if !slices.ContainsFunc(mine, func(o dns.RR) bool { return sameRecord(o, rr) }) {
+				out = append(out, name)
+				break
+			}
 		}
-		if !probing && h.Rrtype != dns.TypeA && h.Rrtype != dns.TypeAAAA {
-			continue
-		}
-		if !slices.ContainsFunc(ours, func(o dns.RR) bool { return sameRecord(o, rr) }) {
+	}
+	return out
+}
+
+// losesTie reports whether probe query m, another host's, proposes records
+// for one of z's names that sort after the zone's for it (section 8.2):
+// the other host then keeps the name, and this one probes again later.
+func losesTie(m *dns.Msg, z zone) bool {
+	ours := z.unique()
+	for _, name := range z.owned() {
+		if theirs := probedRecords(m, name); len(theirs) > 0 && tieBreak(named(ours, name), theirs) < 0 {
 			return true
 		}
 	}
@@ -110,17 +171,11 @@ func conflicting(m *dns.Msg, name string, addrs []netip.Addr, probing bool) bool
 // probedRecords returns the records a probe query m proposes for name in
 // its Authority Section (section 8.2), none if m is no probe for name.
 func probedRecords(m *dns.Msg, name string) []dns.RR {
-	asks := slices.ContainsFunc(m.Question, func(q dns.Question) bool { return strings.EqualFold(q.Name, name) })
+	asks := slices.ContainsFunc(m.Question, func(q dns.Question) bool { return sameName(q.Name, name) })
 	if !asks {
 		return nil
 	}
-	var out []dns.RR
-	for _, rr := range m.Ns {
-		if strings.EqualFold(rr.Header().Name, name) {
-			out = append(out, rr)
-		}
-	}
-	return out
+	return named(m.Ns, name)
 }
 
 // tieBreak compares two simultaneous probes' records as section 8.2 does:
@@ -157,7 +212,7 @@ func compareRecords(a, b dns.RR) int {
 // sameRecord reports whether a and b are one record: name (any case),
 // class without the cache-flush bit, type and rdata.
 func sameRecord(a, b dns.RR) bool {
-	return strings.EqualFold(a.Header().Name, b.Header().Name) && compareRecords(a, b) == 0
+	return sameName(a.Header().Name, b.Header().Name) && compareRecords(a, b) == 0
 }
 
 // rdata returns rr's rdata as the wire has it, uncompressed; nil if rr
@@ -175,22 +230,4 @@ func rdata(rr dns.RR) []byte {
 		return nil
 	}
 	return slices.Clone(buf[nameEnd+10 : end])
-}
-
-// records returns the address records of name among addrs that qtype asks
-// for, with class and ttl.
-func records(name string, addrs []netip.Addr, qtype, class uint16, ttl uint32) []dns.RR {
-	hdr := func(t uint16) dns.RR_Header {
-		return dns.RR_Header{Name: name, Rrtype: t, Class: class, Ttl: ttl}
-	}
-	var out []dns.RR
-	for _, a := range addrs {
-		switch {
-		case a.Is4() && (qtype == dns.TypeA || qtype == dns.TypeANY):
-			out = append(out, &dns.A{Hdr: hdr(dns.TypeA), A: a.AsSlice()})
-		case a.Is6() && (qtype == dns.TypeAAAA || qtype == dns.TypeANY):
-			out = append(out, &dns.AAAA{Hdr: hdr(dns.TypeAAAA), AAAA: a.WithZone("").AsSlice()})
-		}
-	}
-	return out
 }

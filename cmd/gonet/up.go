@@ -130,7 +130,7 @@ func upFlags() (*flag.FlagSet, *upConfig) {
 	fs.StringVar(&c.httpRoot, "http-root", "", "serve the files under `DIR` over http (default: the stack's status page)")
 	fs.StringVar(&c.control, "control", "", "serve the status for gonet ss, stats, addr and neigh on the Unix socket `PATH`, or on none with -control "+noControl+
 		" (default: "+filepath.Join(controlDir, "TAP.sock")+")")
-	fs.BoolVar(&c.mdns, "mdns", true, "claim -hostname.local on the link by multicast DNS (RFC 6762: probed for, the next free NAME-2.local... if another host holds it) and answer its queries with the NIC's addresses, over IPv4 and IPv6; -mdns=false does not")
+	fs.BoolVar(&c.mdns, "mdns", true, "claim -hostname.local on the link by multicast DNS (RFC 6762: probed for, the next free NAME-2.local... if another host holds it) and answer its queries with the NIC's addresses, over IPv4 and IPv6, advertising http in -serve as _http._tcp (DNS-SD, RFC 6763); -mdns=false does not")
 	fs.StringVar(&c.hostname, "hostname", "", "the host's `NAME`, one label: answered as NAME.local over mDNS, and sent to a DHCP server (default: gonet- and the MAC's last three bytes, as gonet-5e1001)")
 	c.metrics.register(fs)
 	c.log.register(fs, slog.LevelInfo)
@@ -194,7 +194,13 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 	}
 
 	if c.mdns {
-		r, err := mdns.Start(h.stack, h.nic, h.hostname())
+		// What gonet up serves over HTTP is found by browsing for it
+		// (DNS-SD, RFC 6763), under the host's name.
+		var sd []mdns.Service
+		if c.http {
+			sd = append(sd, mdns.Service{Type: "_http._tcp", Port: 80})
+		}
+		r, err := mdns.Start(h.stack, h.nic, h.hostname(), sd...)
 		if err != nil {
 			log.Error("starting the mDNS responder", "nic", h.nic, "err", err)
 			svc.Stop()
