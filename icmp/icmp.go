@@ -6,6 +6,8 @@
 package icmp
 
 import (
+	"net/netip"
+
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/ip"
@@ -14,7 +16,6 @@ import (
 	"github.com/gonetstack/gonet/ratelimit"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
-	"net/netip"
 )
 
 // Config tunes ICMP. Zero fields take the defaults.

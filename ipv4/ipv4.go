@@ -80,14 +80,14 @@ type Stats struct {
 	InBadOptions    stats.Counter // malformed options, answered with Parameter Problem (RFC 1122 section 3.2.2.5)
 	InSourceRouted  stats.Counter // a loose or strict source route, refused (as Linux's accept_source_route 0)
 	InUnknownProtos stats.Counter
+	InDiscards      stats.Counter // dealer queue full
+	InDelivers      stats.Counter
+	InLoopback      stats.Counter
 	// ICMP Redirects (redirect.go): taken as host routes, and refused
 	// (not from the first hop, a gateway off the subnet, a forwarding
 	// interface's).
 	RedirectsTaken   stats.Counter
 	RedirectsRefused stats.Counter
-	InDiscards       stats.Counter // dealer queue full
-	InDelivers       stats.Counter
-	InLoopback       stats.Counter
 	// Multicast (multicast.go): datagrams to a group taken, those to a
 	// group no interface joined (or not the one they came in on), and
 	// those sent.

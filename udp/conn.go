@@ -240,7 +240,6 @@ func (c *Conn) BindToDevice(name string) error {
 	return nil
 }
 
-// WriteToUDPAddrPort sends b as one datagram to addr.
 // boundDevice is the interface the endpoint is bound to, "" for none.
 func (c *Conn) boundDevice() string {
 	if d := c.device.Load(); d != nil {
@@ -258,6 +257,7 @@ func (c *Conn) takesFrom(in string) bool {
 	return d == "" || d == in
 }
 
+// WriteToUDPAddrPort sends b as one datagram to addr.
 func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 	select {
 	case <-c.done:
