@@ -259,7 +259,10 @@ func (p *Protocol) handleRedirect(h ip.Header, m wire.ICMPv6) {
 	// either a link-local address (when redirected to a router) or the
 	// same as the ICMP Destination Address (when redirected to the
 	// on-link destination)."
-	if !h.Src.IsLinkLocalUnicast() || p.host == nil {
+	// Redirects are for hosts (section 8.3, "Host Specification"): an
+	// advertising interface, a router's, refuses them, as Linux's
+	// accept_redirects is off once an interface forwards.
+	if !h.Src.IsLinkLocalUnicast() || p.host == nil || p.isRouter.Load() {
 		p.Stats.RedirectsRefused.Inc()
 		return
 	}

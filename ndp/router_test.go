@@ -278,14 +278,16 @@ func TestRedirect(t *testing.T) {
 		target, dst    netip.Addr
 		accepted       bool
 		targetIsRouter bool
+		advertising    bool // the interface is a router's
 	}{
-		{"to a better router, from the first hop", msg{src: routerLL, dst: stackLL}, better, dst, true, true},
-		{"to the destination itself, on-link", msg{src: routerLL, dst: stackLL}, dst, dst, true, false},
-		{"from another node than the first hop", msg{src: peerLL, dst: stackLL}, better, dst, false, false},
-		{"hop limit 254", msg{src: routerLL, dst: stackLL, hops: 254}, better, dst, false, false},
-		{"from a global address", msg{src: netip.MustParseAddr("2001:db8::fe"), dst: stackLL}, better, dst, false, false},
-		{"to a global target that is not the destination", msg{src: routerLL, dst: stackLL}, netip.MustParseAddr("2001:db8::5"), dst, false, false},
-		{"for a multicast destination", msg{src: routerLL, dst: stackLL}, better, netip.MustParseAddr("ff0e::1"), false, false},
+		{"to a better router, from the first hop", msg{src: routerLL, dst: stackLL}, better, dst, true, true, false},
+		{"to the destination itself, on-link", msg{src: routerLL, dst: stackLL}, dst, dst, true, false, false},
+		{"from another node than the first hop", msg{src: peerLL, dst: stackLL}, better, dst, false, false, false},
+		{"hop limit 254", msg{src: routerLL, dst: stackLL, hops: 254}, better, dst, false, false, false},
+		{"from a global address", msg{src: netip.MustParseAddr("2001:db8::fe"), dst: stackLL}, better, dst, false, false, false},
+		{"to a global target that is not the destination", msg{src: routerLL, dst: stackLL}, netip.MustParseAddr("2001:db8::5"), dst, false, false, false},
+		{"for a multicast destination", msg{src: routerLL, dst: stackLL}, better, netip.MustParseAddr("ff0e::1"), false, false, false},
+		{"on an advertising interface", msg{src: routerLL, dst: stackLL}, better, dst, false, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,6 +296,11 @@ func TestRedirect(t *testing.T) {
 				f.nextHop[dst] = routerLL
 				f.nextHop[tt.dst] = routerLL
 			})
+			if tt.advertising {
+				if err := h.p.Advertise(ndp.RouterConfig{}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			h.inject(tt.m, layers.ICMPv6TypeRedirect, &layers.ICMPv6Redirect{
 				TargetAddress: ipOf(tt.target), DestinationAddress: ipOf(tt.dst),
 				Options: layers.ICMPv6Options{llOpt(layers.ICMPv6OptTargetAddress, betterMAC)},
