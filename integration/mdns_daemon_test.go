@@ -133,22 +133,9 @@ func askMDNSMsg(t *testing.T, ns *netns.NS, network, group, name string, qtype u
 // the name taken, and move to the next one, -2 (section 8.1), which it
 // then answers for.
 func TestDaemonMovesOffAnMDNSNameAnotherHostTakes(t *testing.T) {
-	bin := buildGonet(t)
-	ns := netnstest.New(t)
-	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d := startDaemon(t, ctx, ns, "gonet: up "+dev, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-hostname", "taken", "-control", "none")
-	go func() {
-		for d.lines.Scan() {
-		}
-	}()
-	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ns.IP(ctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
-		t.Fatal(err)
-	}
+	ns, dev := upForMDNS(t, ctx, "-hostname", "taken")
 	gonet := daemon4GoNet.Addr().String()
 	waitFor(t, "GoNet's answer for taken.local", 10*time.Second, func() bool {
 		return slices.Contains(askMDNS(t, ns, "udp4", "224.0.0.251:5353", "taken.local", mdns.TypeA), gonet)
@@ -205,22 +192,9 @@ func TestDaemonMovesOffAnMDNSNameAnotherHostTakes(t *testing.T) {
 // kernel-side browser asking for _http._tcp.local gets the instance, under
 // the host's name, and with it the SRV record of port 80 on the host.
 func TestDaemonAdvertisesItsHTTPService(t *testing.T) {
-	bin := buildGonet(t)
-	ns := netnstest.New(t)
-	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	d := startDaemon(t, ctx, ns, "gonet: up "+dev, bin, "up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-hostname", "sdhost", "-serve", "http", "-control", "none")
-	go func() {
-		for d.lines.Scan() {
-		}
-	}()
-	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ns.IP(ctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
-		t.Fatal(err)
-	}
+	ns, _ := upForMDNS(t, ctx, "-hostname", "sdhost", "-serve", "http")
 	var m *mdns.Msg
 	waitFor(t, "GoNet's answer for _http._tcp.local", 10*time.Second, func() bool {
 		m = askMDNSMsg(t, ns, "udp4", "224.0.0.251:5353", "_http._tcp.local", mdns.TypePTR)
@@ -239,4 +213,27 @@ func TestDaemonAdvertisesItsHTTPService(t *testing.T) {
 	if !found {
 		t.Fatalf("additional records %v, want the SRV of port 80 on sdhost.local.", m.Extra)
 	}
+}
+
+// upForMDNS starts gonet up with args on a TAP in a namespace of its own,
+// IPv4 only, the kernel's side configured and sending to multicast groups
+// out of the TAP, and returns the namespace and the device.
+func upForMDNS(t *testing.T, ctx context.Context, args ...string) (*netns.NS, string) {
+	t.Helper()
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	up := append([]string{"up", "-tap", dev, "-addr", daemon4GoNet.String(), "-no-ipv6", "-control", "none"}, args...)
+	d := startDaemon(t, ctx, ns, "gonet: up "+dev, bin, up...)
+	go func() {
+		for d.lines.Scan() {
+		}
+	}()
+	if err := ns.ConfigureLink(dev, daemon4Kernel, 1500); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns.IP(ctx, "route", "add", "224.0.0.0/4", "dev", dev); err != nil {
+		t.Fatal(err)
+	}
+	return ns, dev
 }
