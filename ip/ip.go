@@ -29,9 +29,8 @@ type Header struct {
 	// before it stay in the packet so that an ICMP error can quote the
 	// datagram from its first byte (RFC 792, RFC 4443 section 2.4(c)).
 	Off int
-	// In is the name of the interface the datagram came in on: empty
-	// for the host's own, and for an IPv4 datagram reassembled from
-	// fragments, whose fragments may each have come in on another.
+	// In is the name of the interface the datagram came in on (a
+	// reassembled one's first fragment's), empty for the host's own.
 	In string
 }
 

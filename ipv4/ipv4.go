@@ -305,7 +305,7 @@ func (p *Protocol) receive(pk *buffer.Packet, in *Interface, fwd bool) {
 		return
 	}
 	if h.IsFragment() {
-		p.reassemble(pk, h)
+		p.reassemble(pk, h, in)
 		return
 	}
 	p.deliver(pk, h, in)
@@ -358,7 +358,8 @@ func (p *Protocol) countInvalid(e wire.IPv4Error) {
 
 // deliver hands a whole datagram to its transport, or answers with ICMP
 // protocol unreachable (RFC 1122 section 3.2.2.1). in is the interface it
-// came in on, nil for the host's own and for reassembled ones.
+// came in on (a reassembled one's first fragment's), nil for the host's
+// own.
 func (p *Protocol) deliver(pk *buffer.Packet, h wire.IPv4, in *Interface) {
 	t := p.transports[h.Protocol()]
 	if t == nil {

@@ -41,11 +41,13 @@ func (p *Protocol) newReassembler() *reassembly.Reassembler[fragKey] {
 
 // reassemble hands fragment pk to its datagram's assembler. It runs in the
 // dealer.
-func (p *Protocol) reassemble(pk *buffer.Packet, h wire.IPv4) {
+func (p *Protocol) reassemble(pk *buffer.Packet, h wire.IPv4, in *Interface) {
 	hl := h.HeaderLen()
-	p.reasm.Add(fragKey{h.Src(), h.Dst(), h.ID(), h.Protocol()}, reassembly.Fragment{
-		Pkt: pk, Head: hl, Data: hl, Offset: h.FragmentOffset(), More: h.MoreFragments(),
-	})
+	f := reassembly.Fragment{Pkt: pk, Head: hl, Data: hl, Offset: h.FragmentOffset(), More: h.MoreFragments()}
+	if in != nil {
+		f.In = in.name
+	}
+	p.reasm.Add(fragKey{h.Src(), h.Dst(), h.ID(), h.Protocol()}, f)
 }
 
 // reasmFamily is IPv4's side of reassembly.
@@ -63,9 +65,11 @@ func (reasmFamily) Rebuild(b []byte, hl int, _ []byte) {
 	b[10], b[11] = byte(c>>8), byte(c)
 }
 
-// Reassembled delivers a whole datagram.
-func (f reasmFamily) Reassembled(_ fragKey, dg *buffer.Packet) {
-	f.p.deliver(dg, wire.IPv4(dg.Bytes()), nil)
+// Reassembled delivers a whole datagram, as from the interface its first
+// fragment came in on.
+func (f reasmFamily) Reassembled(_ fragKey, dg *buffer.Packet, in string) {
+	iface, _ := f.p.Interface(in)
+	f.p.deliver(dg, wire.IPv4(dg.Bytes()), iface)
 }
 
 // TimedOut logs the timeout and, when the first fragment came, answers

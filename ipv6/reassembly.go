@@ -51,13 +51,17 @@ func (p *Protocol) newReassembler() *reassembly.Reassembler[fragKey] {
 // The part before the Fragment header is the unfragmentable part, which
 // the whole datagram takes from the first fragment.
 func (p *Protocol) reassemble(pk *buffer.Packet, h wire.IPv6, c Chain, in *Interface) {
-	p.reasm.Add(fragKey{zoned(h.Src(), in), zoned(h.Dst(), in), c.Frag.ID}, reassembly.Fragment{
+	f := reassembly.Fragment{
 		Pkt:    pk,
 		Head:   c.Frag.At,
 		Data:   c.Frag.At + wire.IPv6FragmentLen,
 		Offset: c.Frag.Offset,
 		More:   c.Frag.More,
-	})
+	}
+	if in != nil {
+		f.In = in.name
+	}
+	p.reasm.Add(fragKey{zoned(h.Src(), in), zoned(h.Dst(), in), c.Frag.ID}, f)
 }
 
 // reasmFamily is IPv6's side of reassembly.
@@ -87,8 +91,12 @@ func (reasmFamily) Rebuild(b []byte, head int, first []byte) {
 
 // Reassembled walks the whole datagram's chain again, from its first
 // header, and deals with it as with one that came whole.
-func (f reasmFamily) Reassembled(k fragKey, dg *buffer.Packet) {
-	f.p.dispatch(dg, wire.IPv6(dg.Bytes()), f.p.zoneIface(k.dst, k.src), true)
+func (f reasmFamily) Reassembled(k fragKey, dg *buffer.Packet, in string) {
+	iface, ok := f.p.Interface(in)
+	if !ok {
+		iface = f.p.zoneIface(k.dst, k.src)
+	}
+	f.p.dispatch(dg, wire.IPv6(dg.Bytes()), iface, true)
 }
 
 // TimedOut answers a datagram whose fragments did not all come with Time

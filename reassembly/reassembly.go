@@ -81,8 +81,9 @@ type Family[K comparable] interface {
 	// first is the first fragment, header and all (IPv6 reads the
 	// Fragment header's next header there).
 	Rebuild(whole []byte, head int, first []byte)
-	// Reassembled takes ownership of the whole datagram key names.
-	Reassembled(key K, whole *buffer.Packet)
+	// Reassembled takes ownership of the whole datagram key names,
+	// which came in on the interface named in: its first fragment's.
+	Reassembled(key K, whole *buffer.Packet, in string)
 	// TimedOut says key's datagram timed out; first is the fragment at
 	// offset zero, whose owner it becomes, or nil when that never came
 	// (RFC 792 and RFC 1122 section 3.3.2, RFC 8200 section 4.5 and RFC
@@ -105,6 +106,9 @@ type Fragment struct {
 	Offset int
 	// More says more fragments follow (IPv4's MF, IPv6's M flag).
 	More bool
+	// In is the name of the interface the fragment came in on; the
+	// whole datagram keeps its first fragment's, as it keeps its header.
+	In string
 }
 
 // Reassembler is a network layer's reassembly state. All methods but New
@@ -169,8 +173,10 @@ const (
 type Result[K comparable] struct {
 	a       *assembler[K]
 	outcome outcome
-	// datagram is the whole datagram when outcome is outcomeDone.
+	// datagram is the whole datagram when outcome is outcomeDone, and
+	// in the interface its first fragment came in on.
 	datagram *buffer.Packet
+	in       string
 	// first is the fragment at offset zero on a timeout, when it came.
 	first *buffer.Packet
 }
@@ -267,7 +273,7 @@ func (r *Reassembler[K]) Settle(res Result[K]) {
 	switch res.outcome {
 	case outcomeDone:
 		r.c.OKs.Inc()
-		r.fam.Reassembled(a.key, res.datagram)
+		r.fam.Reassembled(a.key, res.datagram, res.in)
 		return
 	case outcomeTimeout:
 		r.c.Timeouts.Inc()
@@ -344,9 +350,10 @@ func (r *Reassembler[K]) assemble(a *assembler[K]) {
 					report(Result[K]{outcome: outcomeOversize})
 					return
 				}
+				in := frags[0].f.In
 				dg := r.build(frags, total)
 				frags = nil // build released them
-				report(Result[K]{outcome: outcomeDone, datagram: dg})
+				report(Result[K]{outcome: outcomeDone, datagram: dg, in: in})
 				return
 			}
 		case <-timer.C():

@@ -21,7 +21,7 @@ type family struct {
 
 func (family) Rebuild(b []byte, head int, _ []byte) { b[0], b[1] = byte(len(b)>>8), byte(len(b)) }
 
-func (f *family) Reassembled(k int, dg *buffer.Packet) {
+func (f *family) Reassembled(k int, dg *buffer.Packet, _ string) {
 	f.whole[k] = append([]byte(nil), dg.Bytes()...)
 	dg.Release()
 }

@@ -247,6 +247,16 @@ func TestUDPMulticastIsTakenOnTheInterfaceJoined(t *testing.T) {
 				t.Errorf("the listener joined on eth0 got %q", got)
 			}
 			nothingWithin(t, ls[1], 200*time.Millisecond)
+			// A datagram in fragments comes in on the interface its
+			// first fragment did.
+			big := append([]byte("in fragments"), make([]byte, 4000)...)
+			if _, err := snd.WriteToUDPAddrPort(big, dst); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := recvWithin(t, ls[0], 5*time.Second); !strings.HasPrefix(got, "in fragments") {
+				t.Errorf("the listener joined on eth0 got %.20q", got)
+			}
+			nothingWithin(t, ls[1], 200*time.Millisecond)
 		})
 	}
 }

@@ -251,8 +251,7 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 // joined reports whether the endpoint joined group on the interface named
 // nic, the one a datagram came in on: a join on one interface takes the
 // group's datagrams from that interface alone, as Linux's sockets do. An
-// empty nic (the host's own datagram, or one reassembled from fragments
-// that may each have come in on another) takes a join on any.
+// empty nic (the host's own datagram) takes a join on any.
 func (c *Conn) joined(group netip.Addr, nic string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
