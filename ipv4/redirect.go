@@ -19,7 +19,7 @@ import (
 
 // newRedirects returns the IPv4 layer's redirects.
 func (p *Protocol) newRedirects() *route.Redirects[*Interface] {
-	return route.NewRedirects(p.env.Clock, p.AddRoute, p.RemoveRoute)
+	return route.NewRedirects(p.env.Clock, func(r Route) bool { return p.tables.load().routes.Has(r) }, p.AddRoute, p.RemoveRoute)
 }
 
 // Redirect takes a Redirect that came in on the interface named in from

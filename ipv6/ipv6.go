@@ -176,7 +176,7 @@ func New(cfg Config, e *env.Env) *Protocol {
 	p.in = dealer.New[*buffer.Batch](dealer.NetworkInbox, &p.Stats.InDiscards)
 	p.loop = dealer.New[*buffer.Packet](256, &p.Stats.OutDiscards)
 	p.tables.init()
-	p.redirects = route.NewRedirects(e.Clock, p.AddRoute, p.RemoveRoute)
+	p.redirects = route.NewRedirects(e.Clock, func(r Route) bool { return p.tables.load().routes.Has(r) }, p.AddRoute, p.RemoveRoute)
 	p.hopLimit.Store(uint32(cfg.DefaultHopLimit))
 	return p
 }

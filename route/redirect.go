@@ -20,7 +20,8 @@ type Redirects[I Iface] struct {
 	clk      clock.Clock
 	lifetime time.Duration
 	max      int
-	// add and remove change the family's table.
+	// has, add and remove read and change the family's table.
+	has    func(Route[I]) bool
 	add    func(Route[I]) error
 	remove func(Route[I]) bool
 
@@ -46,10 +47,10 @@ const (
 	MaxRedirects = 256
 )
 
-// NewRedirects returns the redirects of a family whose table add and
-// remove change, on clk's time.
-func NewRedirects[I Iface](clk clock.Clock, add func(Route[I]) error, remove func(Route[I]) bool) *Redirects[I] {
-	return &Redirects[I]{clk: clk, lifetime: RedirectLifetime, max: MaxRedirects, add: add, remove: remove, byDst: map[netip.Addr]*redirect[I]{}}
+// NewRedirects returns the redirects of a family whose table has, add and
+// remove read and change, on clk's time.
+func NewRedirects[I Iface](clk clock.Clock, has func(Route[I]) bool, add func(Route[I]) error, remove func(Route[I]) bool) *Redirects[I] {
+	return &Redirects[I]{clk: clk, lifetime: RedirectLifetime, max: MaxRedirects, has: has, add: add, remove: remove, byDst: map[netip.Addr]*redirect[I]{}}
 }
 
 // Take puts r, a host route through the router a Redirect named (on-link
@@ -60,6 +61,12 @@ func (rs *Redirects[I]) Take(r Route[I]) error {
 	defer rs.take.Unlock()
 	dst := r.Dst.Addr()
 	rs.mu.Lock()
+	if rs.byDst[dst] == nil && rs.has(r) {
+		// The table holds the route already, by configuration: it is
+		// not the redirect's to expire.
+		rs.mu.Unlock()
+		return nil
+	}
 	var gone []Route[I]
 	if old := rs.byDst[dst]; old != nil {
 		old.timer.Stop()

@@ -29,6 +29,12 @@ func (rt *redirectTable) add(x route.Route[nic]) error {
 	return nil
 }
 
+func (rt *redirectTable) has(x route.Route[nic]) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.t.Has(x)
+}
+
 func (rt *redirectTable) remove(x route.Route[nic]) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -47,7 +53,7 @@ func host(dst, gw string) route.Route[nic] { return r(dst+"/32", gw, "eth0", rou
 func TestRedirectsHoldForTheirLifetime(t *testing.T) {
 	vc := clock.NewVirtual(time.Unix(0, 0))
 	var tab redirectTable
-	rs := route.NewRedirects(vc, tab.add, tab.remove)
+	rs := route.NewRedirects(vc, tab.has, tab.add, tab.remove)
 	defer rs.Stop()
 	if err := rs.Take(host("198.51.100.7", "192.0.2.9")); err != nil {
 		t.Fatal(err)
@@ -78,7 +84,7 @@ func TestRedirectsHoldForTheirLifetime(t *testing.T) {
 func TestRedirectsAreBounded(t *testing.T) {
 	vc := clock.NewVirtual(time.Unix(0, 0))
 	var tab redirectTable
-	rs := route.NewRedirects(vc, tab.add, tab.remove)
+	rs := route.NewRedirects(vc, tab.has, tab.add, tab.remove)
 	defer rs.Stop()
 	for i := range route.MaxRedirects + 1 {
 		if err := rs.Take(host(fmt.Sprintf("198.51.%d.%d", 100+i/256, i%256), "192.0.2.9")); err != nil {
@@ -98,12 +104,33 @@ func TestRedirectsAreBounded(t *testing.T) {
 func TestARedirectTheTableRefusesIsNotKept(t *testing.T) {
 	vc := clock.NewVirtual(time.Unix(0, 0))
 	var tab redirectTable
-	rs := route.NewRedirects(vc, tab.add, tab.remove)
+	rs := route.NewRedirects(vc, tab.has, tab.add, tab.remove)
 	defer rs.Stop()
 	if err := rs.Take(host("198.51.100.7", "192.0.2.66")); err == nil {
 		t.Fatal("Take succeeded where the table refused the route")
 	}
 	if rs.Len() != 0 {
 		t.Fatalf("%d redirects kept", rs.Len())
+	}
+}
+
+// A redirect to a route the table holds already, by configuration, is not
+// the redirect's: it stays when the redirect's lifetime ends.
+func TestARedirectLeavesAConfiguredRouteBe(t *testing.T) {
+	vc := clock.NewVirtual(time.Unix(0, 0))
+	var tab redirectTable
+	configured := host("198.51.100.7", "192.0.2.9")
+	if err := tab.add(configured); err != nil {
+		t.Fatal(err)
+	}
+	rs := route.NewRedirects(vc, tab.has, tab.add, tab.remove)
+	defer rs.Stop()
+	if err := rs.Take(configured); err != nil {
+		t.Fatal(err)
+	}
+	vc.Advance(route.RedirectLifetime + time.Second)
+	time.Sleep(10 * time.Millisecond) // time for a wrong expiry's goroutine to run
+	if got := tab.all(); !slices.Equal(got, []route.Route[nic]{configured}) || rs.Len() != 0 {
+		t.Fatalf("table %v, %d redirects: want the configured route kept, none tracked", got, rs.Len())
 	}
 }
