@@ -17,9 +17,7 @@ import (
 // lifetime: the destination falls back to its own route, as Linux's
 // redirect exceptions expire.
 type Redirects[I Iface] struct {
-	clk      clock.Clock
-	lifetime time.Duration
-	max      int
+	clk clock.Clock
 	// has, add and remove read and change the family's table.
 	has    func(Route[I]) bool
 	add    func(Route[I]) error
@@ -50,7 +48,7 @@ const (
 // NewRedirects returns the redirects of a family whose table has, add and
 // remove read and change, on clk's time.
 func NewRedirects[I Iface](clk clock.Clock, has func(Route[I]) bool, add func(Route[I]) error, remove func(Route[I]) bool) *Redirects[I] {
-	return &Redirects[I]{clk: clk, lifetime: RedirectLifetime, max: MaxRedirects, has: has, add: add, remove: remove, byDst: map[netip.Addr]*redirect[I]{}}
+	return &Redirects[I]{clk: clk, has: has, add: add, remove: remove, byDst: map[netip.Addr]*redirect[I]{}}
 }
 
 // Take puts r, a host route through the router a Redirect named (on-link
@@ -73,7 +71,7 @@ func (rs *Redirects[I]) Take(r Route[I]) error {
 		delete(rs.byDst, dst)
 		gone = append(gone, old.r)
 	}
-	if len(rs.byDst) >= rs.max {
+	if len(rs.byDst) >= MaxRedirects {
 		var oldest *redirect[I]
 		for _, e := range rs.byDst {
 			if oldest == nil || e.at.Before(oldest.at) {
@@ -95,7 +93,7 @@ func (rs *Redirects[I]) Take(r Route[I]) error {
 	}
 	e := &redirect[I]{r: r, at: rs.clk.Now()}
 	rs.mu.Lock()
-	e.timer = rs.clk.AfterFunc(rs.lifetime, func() { rs.expire(e) })
+	e.timer = rs.clk.AfterFunc(RedirectLifetime, func() { rs.expire(e) })
 	rs.byDst[dst] = e
 	rs.mu.Unlock()
 	return nil
