@@ -32,13 +32,45 @@ type Members struct {
 // Add counts a member's filter; None is no member and is not counted.
 func (m *Members) Add(f Filter) { m.count(f, 1) }
 
-// Remove takes back a filter Add counted.
-func (m *Members) Remove(f Filter) { m.count(f, -1) }
+// Remove takes back a filter Add counted. A filter no member could have
+// (more removed than added) is refused: false, and nothing changes.
+func (m *Members) Remove(f Filter) bool {
+	if !m.has(f) {
+		return false
+	}
+	m.count(f, -1)
+	return true
+}
 
-// Change replaces a member's filter from with to: Remove(from), Add(to).
-func (m *Members) Change(from, to Filter) {
-	m.Remove(from)
+// has reports whether a member could have filter f: one of its mode
+// counted, and each of its sources.
+func (m *Members) has(f Filter) bool {
+	if !f.Joined() {
+		return true
+	}
+	members, counts := m.n-m.exclude, m.included
+	if f.Mode == Exclude {
+		members, counts = m.exclude, m.excluded
+	}
+	if members == 0 {
+		return false
+	}
+	for _, s := range f.Sources {
+		if counts[s] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Change replaces a member's filter from with to; it is refused as
+// Remove(from) is.
+func (m *Members) Change(from, to Filter) bool {
+	if !m.Remove(from) {
+		return false
+	}
 	m.Add(to)
+	return true
 }
 
 func (m *Members) count(f Filter, d int) {

@@ -193,8 +193,9 @@ func (q *Queried) Answer(group netip.Addr, f Filter) (Record, bool) {
 	return Record{Type: ModeIsInclude, Group: group, Sources: srcs}, true
 }
 
-// Split packs records into reports of at most room bytes, a record
-// taking recordLen bytes and each of its sources sourceLen (RFC 3376
+// Split packs records into reports with room bytes for records (the
+// report's own header not counted), a record taking recordLen bytes and
+// each of its sources sourceLen (RFC 3376
 // section 4.2.16, RFC 3810 section 5.2.15): records go in order, as many
 // to a report as fit; a record too large for a report of its own is split
 // into records of the sources that fit, one report each, but for
@@ -218,7 +219,7 @@ func Split(recs []Record, room, recordLen, sourceLen int) [][]Record {
 		if size > room {
 			flush()
 			if r.Type == ModeIsExclude || r.Type == ChangeToExclude {
-				r.Sources = r.Sources[:perRecord]
+				r.Sources = r.Sources[:min(perRecord, len(r.Sources))]
 				out = append(out, []Record{r})
 				continue
 			}

@@ -299,3 +299,22 @@ func TestSplitPacksRecords(t *testing.T) {
 		})
 	}
 }
+
+func TestMembersRefuseToRemoveWhatNoMemberHas(t *testing.T) {
+	var m sourcefilter.Members
+	m.Add(in(a))
+	for _, f := range []sourcefilter.Filter{sourcefilter.Any, in(b), ex(a)} {
+		if m.Remove(f) {
+			t.Errorf("removed %v from members INCLUDE {a}", f)
+		}
+	}
+	if m.Change(in(b), in(c)) {
+		t.Error("changed a filter no member has")
+	}
+	if got := m.State(); !got.Equal(in(a)) || m.Len() != 1 {
+		t.Errorf("state %v with %d members after refusals, want INCLUDE {a} with 1", got, m.Len())
+	}
+	if !m.Remove(in(a)) || m.Len() != 0 {
+		t.Error("the member's own filter not removed")
+	}
+}
