@@ -178,6 +178,27 @@ func (m IGMP) QQI() time.Duration { return DecodeIGMPCode(m[igmpQQIC]) * time.Se
 // NumSources is a version 3 query's Number of Sources.
 func (m IGMP) NumSources() int { return int(be.Uint16(m[igmpNumSources : igmpNumSources+2])) }
 
+// Sources returns a version 3 query's Source Addresses (RFC 3376 section
+// 4.1.9): those a group-and-source-specific query asks about, none in a
+// general or group-specific one, nor in a version 1 or 2 query, which has
+// no such field. ParseIGMP has checked that they fit; a count that runs
+// past the end is cut to what the message holds.
+func (m IGMP) Sources() []netip.Addr {
+	if len(m) < IGMPv3QueryLen {
+		return nil
+	}
+	n := min(m.NumSources(), (len(m)-IGMPv3QueryLen)/igmpRecordSourceSize)
+	if n == 0 {
+		return nil
+	}
+	out := make([]netip.Addr, n)
+	for i := range out {
+		o := IGMPv3QueryLen + igmpRecordSourceSize*i
+		out[i] = netip.AddrFrom4([4]byte(m[o : o+igmpRecordSourceSize]))
+	}
+	return out
+}
+
 // DecodeIGMPCode decodes a Max Resp Code or QQIC (RFC 3376 sections 4.1.1
 // and 4.1.7) to its value in the field's units: below 128 the code is the
 // value; from 128 on it is a floating-point value,

@@ -3,6 +3,7 @@ package wire_test
 import (
 	"bytes"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -174,6 +175,57 @@ func TestParseIGMPTellsQueryVersions(t *testing.T) {
 	if !g.GroupAddress.Equal(ip(addr("239.1.2.3"))) || g.RobustnessValue != 2 || len(g.SourceAddresses) != 1 {
 		t.Errorf("gopacket reads the v3 query as %+v", g)
 	}
+}
+
+// A query's source list, read with Sources, is the one gopacket reads:
+// a group-and-source-specific query's (RFC 3376 section 4.1.9), and none
+// in the queries that carry no list.
+func TestIGMPQuerySourcesDecodeLikeGopacket(t *testing.T) {
+	v2 := make([]byte, wire.IGMPv2Len)
+	wire.EncodeIGMPv2(v2, wire.IGMPQuery, 50, addr("239.1.2.3"))
+	tests := []struct {
+		name    string
+		b       []byte
+		sources []netip.Addr
+	}{
+		{"group-and-source-specific", v3QueryOf(addr("232.1.2.3"), addr("192.0.2.7"), addr("192.0.2.1"), addr("198.51.100.9")), []netip.Addr{addr("192.0.2.7"), addr("192.0.2.1"), addr("198.51.100.9")}},
+		{"group-specific", v3QueryOf(addr("239.1.2.3")), nil},
+		{"general", v3QueryOf(netip.Addr{}), nil},
+		{"version 2", v2, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, verr := wire.ParseIGMP(tt.b)
+			if verr != wire.IGMPOK {
+				t.Fatalf("ParseIGMP: %v", verr)
+			}
+			got := m.Sources()
+			if !slices.Equal(got, tt.sources) {
+				t.Errorf("Sources = %v, want %v", got, tt.sources)
+			}
+			if len(tt.b) < wire.IGMPv3QueryLen {
+				return
+			}
+			var g layers.IGMP
+			decodeLayer(t, &g, tt.b)
+			if len(g.SourceAddresses) != len(got) {
+				t.Fatalf("gopacket reads %d sources, Sources %d", len(g.SourceAddresses), len(got))
+			}
+			for i, s := range g.SourceAddresses {
+				if !s.Equal(ip(got[i])) {
+					t.Errorf("source %d: gopacket %v, Sources %v", i, s, got[i])
+				}
+			}
+		})
+	}
+}
+
+// v3QueryOf encodes a version 3 query about group (none: a general
+// query) and sources.
+func v3QueryOf(group netip.Addr, sources ...netip.Addr) []byte {
+	b := make([]byte, wire.IGMPv3QueryLen+4*len(sources))
+	wire.EncodeIGMPv3Query(b, &wire.IGMPv3QueryFields{MaxRespCode: 100, Group: group, QRV: 2, QQIC: 125, Sources: sources})
+	return b
 }
 
 func FuzzParseIGMP(f *testing.F) {

@@ -215,6 +215,41 @@ func EncodeMLDv2Report(b []byte, recs []MLDv2Record) {
 	}
 }
 
+// ParseMLDv2Report returns the multicast address records of the Report b
+// (RFC 3810 section 5.2): every record and each of its sources within b,
+// auxiliary data skipped (section 5.2.10: "MLDv2 receivers MUST ignore
+// any auxiliary data"). Bytes past the last record are ignored. It is
+// EncodeMLDv2Report's inverse.
+func ParseMLDv2Report(b []byte) ([]MLDv2Record, bool) {
+	if len(b) < MLDv2ReportLen || b[icmpv6Type] != ICMPv6MLDv2Report {
+		return nil, false
+	}
+	n := int(be.Uint16(b[mldReportNumRecords : mldReportNumRecords+2]))
+	recs := make([]MLDv2Record, 0, min(n, (len(b)-MLDv2ReportLen)/MLDv2RecordLen))
+	off := MLDv2ReportLen
+	for range n {
+		if len(b)-off < MLDv2RecordLen {
+			return nil, false
+		}
+		rec := b[off:]
+		ns := int(be.Uint16(rec[mldRecNumSource : mldRecNumSource+2]))
+		size := MLDv2RecordLen + 16*ns + 4*int(rec[mldRecAuxLen])
+		if len(rec) < size {
+			return nil, false
+		}
+		r := MLDv2Record{Type: MLDv2RecordType(rec[mldRecType]), Group: addr16(rec, mldRecGroup)}
+		if ns > 0 {
+			r.Sources = make([]netip.Addr, ns)
+			for i := range r.Sources {
+				r.Sources[i] = addr16(rec, MLDv2RecordLen+16*i)
+			}
+		}
+		recs = append(recs, r)
+		off += size
+	}
+	return recs, true
+}
+
 // EncodeMLDv1 writes an MLDv1 Report or Done (typ ICMPv6MLDv1Report or
 // ICMPv6MLDv1Done) naming group into b[:MLDv1Len]: the Query's layout,
 // with the Maximum Response Delay, reserved and checksum fields zero (RFC
