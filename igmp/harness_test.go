@@ -89,6 +89,14 @@ func v3Query(maxRespCode uint8, group netip.Addr, qrv uint8) []byte {
 	return b
 }
 
+// v3QueryAbout builds a version 3 query about group and sources: a
+// group-and-source-specific one, with sources.
+func v3QueryAbout(maxRespCode uint8, group netip.Addr, sources ...netip.Addr) []byte {
+	b := make([]byte, wire.IGMPv3QueryLen+4*len(sources))
+	wire.EncodeIGMPv3Query(b, &wire.IGMPv3QueryFields{MaxRespCode: maxRespCode, Group: group, QRV: 2, QQIC: 125, Sources: sources})
+	return b
+}
+
 // v2Message builds a version 1 or 2 message.
 func v2Message(typ, maxResp uint8, group netip.Addr) []byte {
 	b := make([]byte, wire.IGMPv2Len)

@@ -3,19 +3,30 @@
 // 2236) and version 1 (RFC 1112) compatibility modes a version 3 host
 // falls back to when an older querier is present (RFC 3376 section 7). It
 // keeps the groups the interface listens to, reports them to multicast
-// routers (and to the switches that snoop IGMP) when they are joined or
-// left, and answers the routers' queries, so that a network that filters
-// multicast delivers the groups the host's sockets joined.
+// routers (and to the switches that snoop IGMP) when they are joined,
+// left or their sources change, and answers the routers' queries, so that
+// a network that filters multicast delivers what the host's sockets asked
+// for.
 //
-// Only any-source multicast is supported: every group is in EXCLUDE mode
-// with an empty source list ("exclude {}", RFC 3376 section 3), what the
-// socket interface's plain join (IP_ADD_MEMBERSHIP) asks for. Source lists
-// (IP_ADD_SOURCE_MEMBERSHIP, source-specific multicast) are not, so a
-// group-and-source-specific query is answered like a group-specific one:
-// a host that listens to every source of a group listens to the ones asked
-// about (section 5.2, rule 4 with an empty exclude list).
+// Each group has the interface's reception state of RFC 3376 section 3.2:
+// a filter mode and a source list (sourcefilter.Filter), EXCLUDE {} for a
+// plain join (IP_ADD_MEMBERSHIP, Join), INCLUDE or EXCLUDE a list for
+// source-specific multicast (IP_ADD_SOURCE_MEMBERSHIP and its kin, whose
+// sockets' filters the caller merges with sourcefilter.Members and hands
+// to SetFilter). A change of state is reported with the records of section
+// 5.1's table (TO_EX and TO_IN for a change of mode, ALLOW and BLOCK for a
+// change of sources), sent at once and retransmitted, later changes merged
+// into the reports still owed; a group left keeps what it owes until it is
+// sent. General, group-specific and group-and-source-specific queries are
+// answered with current-state records (section 5.2), as many reports as
+// they fill (section 4.2.16). package sourcefilter does the set arithmetic,
+// which MLDv2 shares; this package keeps the timers and the wire form. In
+// the version 1 and 2 modes there are no sources to tell: a group is
+// reported when it goes from no reception to any, and (in version 2) left
+// when it goes back; a change of sources in between sends nothing (section
+// 7.2.1).
 //
-// A Protocol serves one interface. Handle takes the IGMP messages the
+// A Protocol serves one interface. HandleIP takes the IGMP messages the
 // IPv4 layer's dealer receives on that interface, in that goroutine; the
 // rest runs on clock timers (the stack's clock, so tests drive it), under
 // one mutex, as package ndp keeps MLD's state. What that state decides to
@@ -36,6 +47,7 @@ import (
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/logs"
+	"github.com/gonetstack/gonet/sourcefilter"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -107,11 +119,15 @@ type Stats struct {
 	InTruncated   stats.Counter // shorter than 8 bytes
 	InCsumErrors  stats.Counter
 	InBadLength   stats.Counter // a query of 9-11 bytes, or sources or records past the end (RFC 3376 section 7.1)
-	InBadQueries  stats.Counter // a general query not to 224.0.0.1 (section 9.1), or a group-specific one for no group or to another address
+	InBadQueries  stats.Counter // a general query not to 224.0.0.1 (section 9.1) or with sources (4.1.8), or a group-specific one for no group or to another address
 	InUnknownType stats.Counter // a type a host does not take (RFC 3376 section 4: "silently ignored")
 	InQueriesV1   stats.Counter
 	InQueriesV2   stats.Counter
 	InQueriesV3   stats.Counter
+	// InQueriesGroupSource counts the version 3 queries among
+	// InQueriesV3 that are group-and-source-specific (section 4.1.11):
+	// those that ask about some of a group's sources.
+	InQueriesGroupSource stats.Counter
 	// InReports counts other hosts' reports: they suppress ours in
 	// version 1 and 2 modes (RFC 2236 section 3), and are ignored in
 	// version 3 mode (RFC 3376 section 5.2). Leaves are routers'
@@ -126,8 +142,9 @@ type Stats struct {
 	// ReportsSuppressed counts our version 1 or 2 reports not sent
 	// because another host reported the group first.
 	ReportsSuppressed stats.Counter
-	// Groups is how many groups the interface has joined, all-systems
-	// aside; Mode is the host compatibility mode (1, 2 or 3).
+	// Groups is how many groups the interface has joined (in a state
+	// other than INCLUDE {}), all-systems aside; Mode is the host
+	// compatibility mode (1, 2 or 3).
 	Groups stats.Gauge
 	Mode   stats.Gauge
 }
@@ -156,7 +173,10 @@ type Protocol struct {
 	queue  []outMsg
 	sendMu sync.Mutex // held while sending, so that messages go in order
 
+	// groups are the groups joined, and those left that still owe
+	// reports of their leaving (host.go); joined counts the first.
 	groups map[netip.Addr]*group
+	joined int
 	// Host compatibility mode (RFC 3376 section 7.2.1): the Older
 	// Version Querier Present timers, as the times they end.
 	v1Until, v2Until time.Time
@@ -192,49 +212,113 @@ func New(name string, out Output, cfg Config, e *env.Env) *Protocol {
 // IPv4 multicast group.
 var ErrNotMulticast = errors.New("not an IPv4 multicast group")
 
-// Join joins the group addr on the interface (RFC 3376 section 5.1) and reports
-// it. Joining a group already joined, or all-systems, does nothing:
-// counting the sockets that share a group is the caller's business. It
-// fails with ENOBUFS past Config.MaxGroups, as the kernel's setsockopt.
-func (p *Protocol) Join(addr netip.Addr) error {
-	if !addr.Is4() || !addr.IsMulticast() {
-		return fmt.Errorf("igmp: join %v on %s: %w", addr, p.name, ErrNotMulticast)
+// ErrBadFilter is returned for a filter with a mode that is neither
+// INCLUDE nor EXCLUDE, or a source that is not an IPv4 unicast address
+// (RFC 3376 section 4.2.11: "the IP unicast addresses of the sources").
+var ErrBadFilter = errors.New("not an IPv4 source filter")
+
+// SetFilter sets the interface's reception state for group to f (RFC
+// 3376 section 3.2), the merge of its sockets' filters, and reports the
+// change (section 5.1). sourcefilter.None leaves the group; from None,
+// any other state joins it. Setting the state the group has already, or
+// any state of all-systems, which every interface listens to, does
+// nothing. It fails with ErrNotMulticast for a group that is not an IPv4
+// multicast one, ErrBadFilter for a filter that is not an IPv4 one,
+// ENODEV once the interface is closed, and ENOBUFS for a group not joined
+// while Config.MaxGroups are, as the kernel's setsockopt does.
+func (p *Protocol) SetFilter(group netip.Addr, f sourcefilter.Filter) error {
+	if !group.Is4() || !group.IsMulticast() {
+		return fmt.Errorf("igmp: set %v to %v on %s: %w", group, f, p.name, ErrNotMulticast)
 	}
-	if addr == AllSystems {
+	f, err := checkFilter(f)
+	if err != nil {
+		return fmt.Errorf("igmp: set %v on %s: %w", group, p.name, err)
+	}
+	if group == AllSystems {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.unlock()
 	if p.closed {
-		return fmt.Errorf("igmp: join %v on %s: %w", addr, p.name, syscall.ENODEV)
+		return fmt.Errorf("igmp: set %v to %v on %s: %w", group, f, p.name, syscall.ENODEV)
 	}
-	if p.groups[addr] != nil {
+	g := p.groups[group]
+	old := sourcefilter.None
+	if g != nil {
+		old = g.state
+	}
+	if old.Equal(f) {
 		return nil
 	}
-	if len(p.groups) >= p.cfg.MaxGroups {
-		return fmt.Errorf("igmp: join %v on %s: %d groups joined already: %w", addr, p.name, len(p.groups), syscall.ENOBUFS)
+	if !old.Joined() && p.joined >= p.cfg.MaxGroups {
+		return fmt.Errorf("igmp: join %v on %s: %d groups joined already: %w", group, p.name, p.joined, syscall.ENOBUFS)
 	}
-	g := &group{addr: addr}
-	p.groups[addr] = g
-	p.Stats.Groups.Add(1)
-	p.log.Debug("multicast group joined", slog.String("group", addr.String()))
-	p.joinedLocked(g)
+	if g == nil {
+		g = newGroup(group)
+		p.groups[group] = g
+	}
+	g.state = f
+	switch {
+	case !old.Joined():
+		p.joined++
+		p.Stats.Groups.Add(1)
+		p.log.Debug("multicast group joined", slog.String("group", group.String()), slog.String("filter", f.String()))
+	case !f.Joined():
+		p.joined--
+		p.Stats.Groups.Add(-1)
+		p.log.Debug("multicast group left", slog.String("group", group.String()))
+	default:
+		p.log.Debug("multicast group filter changed", slog.String("group", group.String()), slog.String("filter", f.String()))
+	}
+	p.changedLocked(g, old)
 	return nil
 }
 
-// Leave leaves the group addr (RFC 3376 section 5.1) and reports that it did. A
-// group not joined is no error.
-func (p *Protocol) Leave(addr netip.Addr) {
-	p.mu.Lock()
-	defer p.unlock()
-	g := p.groups[addr]
-	if g == nil || p.closed {
-		return
+// checkFilter returns f in the form sourcefilter keeps filters in (its
+// sources sorted, distinct, IPv4-mapped ones unmapped), on a list of its
+// own that the caller's changes do not reach; or an ErrBadFilter.
+func checkFilter(f sourcefilter.Filter) (sourcefilter.Filter, error) {
+	if f.Mode != sourcefilter.Include && f.Mode != sourcefilter.Exclude {
+		return f, fmt.Errorf("mode %d: %w", f.Mode, ErrBadFilter)
 	}
-	delete(p.groups, addr)
-	p.Stats.Groups.Add(-1)
-	p.log.Debug("multicast group left", slog.String("group", addr.String()))
-	p.leftLocked(g)
+	srcs := make([]netip.Addr, len(f.Sources))
+	for i, s := range f.Sources {
+		s = s.Unmap()
+		if !s.Is4() || s.IsUnspecified() || s.IsMulticast() || s == broadcast {
+			return f, fmt.Errorf("source %v: %w", f.Sources[i], ErrBadFilter)
+		}
+		srcs[i] = s
+	}
+	return sourcefilter.New(f.Mode, srcs...), nil
+}
+
+// broadcast is the limited broadcast address (RFC 919 section 7), which
+// no datagram comes from.
+var broadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// Join joins the group addr on the interface, from every source:
+// SetFilter(addr, sourcefilter.Any), EXCLUDE {}. Joining a group in that
+// state already does nothing (counting the sockets that share a group is
+// the caller's business); a group in another state changes to it.
+func (p *Protocol) Join(addr netip.Addr) error { return p.SetFilter(addr, sourcefilter.Any) }
+
+// Leave leaves the group addr: SetFilter(addr, sourcefilter.None). A
+// group not joined, or an interface closed, is no error.
+func (p *Protocol) Leave(addr netip.Addr) { _ = p.SetFilter(addr, sourcefilter.None) }
+
+// Filter returns the interface's reception state for group: None for a
+// group not joined, Any (EXCLUDE {}) for all-systems.
+func (p *Protocol) Filter(group netip.Addr) sourcefilter.Filter {
+	if group == AllSystems {
+		return sourcefilter.Any
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	g := p.groups[group]
+	if g == nil {
+		return sourcefilter.None
+	}
+	return sourcefilter.Filter{Mode: g.state.Mode, Sources: slices.Clone(g.state.Sources)}
 }
 
 // Groups returns the groups the interface listens to, all-systems first,
@@ -243,8 +327,10 @@ func (p *Protocol) Groups() []netip.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := []netip.Addr{AllSystems}
-	for a := range p.groups {
-		out = append(out, a)
+	for a, g := range p.groups {
+		if g.state.Joined() {
+			out = append(out, a)
+		}
 	}
 	slices.SortFunc(out[1:], netip.Addr.Compare)
 	return out

@@ -18,14 +18,23 @@ var (
 	g2 = netip.MustParseAddr("239.2.2.2")
 )
 
-// describe sums a message up: its destination and kind, with the groups
-// and record types of a version 3 report.
+// describe sums a message up: its destination and kind, with the record
+// types, groups and sources of a version 3 report ("ALLOW(239.1.1.1
+// {192.0.2.1})"; a record without sources shows none: "TO_EX(239.1.1.1)").
 func describe(m sentMsg) string {
 	switch m.msg.Type() {
 	case wire.IGMPv3Report:
 		var recs []string
 		for _, r := range m.msg.Records() {
-			recs = append(recs, fmt.Sprintf("%s(%v)", recordName[r.Type], r.Group))
+			if len(r.Sources) == 0 {
+				recs = append(recs, fmt.Sprintf("%s(%v)", recordName[r.Type], r.Group))
+				continue
+			}
+			srcs := make([]string, len(r.Sources))
+			for i, a := range r.Sources {
+				srcs[i] = a.String()
+			}
+			recs = append(recs, fmt.Sprintf("%s(%v {%s})", recordName[r.Type], r.Group, strings.Join(srcs, " ")))
 		}
 		return fmt.Sprintf("%v v3 %s", m.dst, strings.Join(recs, " "))
 	case wire.IGMPv2Report:
@@ -41,6 +50,7 @@ func describe(m sentMsg) string {
 var recordName = map[wire.IGMPv3RecordType]string{
 	wire.IGMPModeIsInclude: "IS_IN", wire.IGMPModeIsExclude: "IS_EX",
 	wire.IGMPChangeToInclude: "TO_IN", wire.IGMPChangeToExclude: "TO_EX",
+	wire.IGMPAllowNewSources: "ALLOW", wire.IGMPBlockOldSources: "BLOCK",
 }
 
 func describeAll(ms []sentMsg) []string {
@@ -72,15 +82,40 @@ func generalV2(maxResp uint8) step {
 func generalV1() step                       { return recv(AllSystems, v2Message(wire.IGMPQuery, 0, netip.IPv4Unspecified())) }
 func specificV3(g netip.Addr, c uint8) step { return recv(g, v3Query(c, g, 2)) }
 
+// sequence is a test of what a sequence of steps makes the protocol
+// send, described as describe does.
+type sequence struct {
+	name  string
+	cfg   Config
+	steps []step
+	want  []string
+	// within bounds when each message went after the first (zero:
+	// unchecked).
+	within time.Duration
+}
+
+func (tt sequence) run(t *testing.T) {
+	h := newHarness(t, tt.cfg)
+	for _, s := range tt.steps {
+		s(h)
+	}
+	sent := h.take()
+	if got := describeAll(sent); !slices.Equal(got, tt.want) {
+		t.Fatalf("sent\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
+	}
+	if tt.within == 0 || len(sent) == 0 {
+		return
+	}
+	first := sent[0].at
+	for _, m := range sent {
+		if m.at-first > tt.within {
+			t.Errorf("%s sent %v after the first, want within %v", describe(m), m.at-first, tt.within)
+		}
+	}
+}
+
 func TestSequences(t *testing.T) {
-	tests := []struct {
-		name  string
-		cfg   Config
-		steps []step
-		want  []string
-		// within bounds when each message went (zero: unchecked).
-		within time.Duration
-	}{
+	tests := []sequence{
 		{
 			name:   "v3 join reports TO_EX twice within the unsolicited report interval",
 			steps:  []step{join(g1), wait(5 * time.Second)},
@@ -194,25 +229,7 @@ func TestSequences(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, tt.cfg)
-			for _, s := range tt.steps {
-				s(h)
-			}
-			sent := h.take()
-			if got := describeAll(sent); !slices.Equal(got, tt.want) {
-				t.Fatalf("sent\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
-			}
-			if tt.within == 0 || len(sent) == 0 {
-				return
-			}
-			first := sent[0].at
-			for _, m := range sent {
-				if m.at-first > tt.within {
-					t.Errorf("%s sent %v after the first, want within %v", describe(m), m.at-first, tt.within)
-				}
-			}
-		})
+		t.Run(tt.name, tt.run)
 	}
 }
 
@@ -273,6 +290,7 @@ func TestMalformedMessagesAreCountedAndIgnored(t *testing.T) {
 	srcPast[11] = 3
 	fixChecksum(srcPast)
 	specificUnicast := v3Query(10, netip.MustParseAddr("192.0.2.1"), 2)
+	generalWithSources := v3QueryAbout(10, netip.IPv4Unspecified(), s1)
 	tests := []struct {
 		name    string
 		dst     netip.Addr
@@ -287,6 +305,7 @@ func TestMalformedMessagesAreCountedAndIgnored(t *testing.T) {
 		{"unknown type", AllSystems, unknown, func(s *Stats) uint64 { return s.InUnknownType.Load() }},
 		{"general query to a group", g1, good, func(s *Stats) uint64 { return s.InBadQueries.Load() }},
 		{"query for a unicast group", AllSystems, specificUnicast, func(s *Stats) uint64 { return s.InBadQueries.Load() }},
+		{"general query with sources", AllSystems, generalWithSources, func(s *Stats) uint64 { return s.InBadQueries.Load() }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

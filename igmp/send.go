@@ -4,6 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/sourcefilter"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -12,11 +13,15 @@ import (
 // reported, Leave Group messages to all-routers. The interface's output
 // adds TTL 1 and the Router Alert option.
 
-// maxRecords is the most group records one version 3 report carries: as
-// many as fit a 576-byte datagram with the Router Alert option, which
-// every IPv4 link carries (RFC 791), since the interface's MTU is not
-// IGMP's to know.
-const maxRecords = (576 - wire.IPv4MinHeaderLen - len(wire.IPv4RouterAlert) - wire.IGMPv3ReportLen) / wire.IGMPv3RecordLen
+// reportRoom is the room a version 3 report has for group records: what
+// a 576-byte datagram with the Router Alert option, which every IPv4 link
+// carries (RFC 791), leaves after the report's fixed part, since the
+// interface's MTU is not IGMP's to know. sourceLen is a source's size in
+// a record.
+const (
+	reportRoom = 576 - wire.IPv4MinHeaderLen - len(wire.IPv4RouterAlert) - wire.IGMPv3ReportLen
+	sourceLen  = 4
+)
 
 // outMsg is a message decided under p.mu, sent by unlock.
 type outMsg struct {
@@ -34,6 +39,21 @@ func (p *Protocol) queueV3Report(recs []wire.IGMPv3Record) {
 	wire.EncodeIGMPv3Report(pkt.Bytes(), recs)
 	p.Stats.OutReportsV3.Inc()
 	p.queue1(AllIGMPv3Routers, pkt)
+}
+
+// queueV3Records queues version 3 reports of recs, as many as they fill
+// (RFC 3376 section 4.2.16: records that do not fit one report go in
+// more, a record too long for one split, but for an exclude list's, which
+// is cut; sourcefilter.Split). p.mu is held.
+func (p *Protocol) queueV3Records(recs []sourcefilter.Record) {
+	for _, report := range sourcefilter.Split(recs, reportRoom, wire.IGMPv3RecordLen, sourceLen) {
+		out := make([]wire.IGMPv3Record, len(report))
+		for i, r := range report {
+			// sourcefilter's record types have the wire's numbers.
+			out[i] = wire.IGMPv3Record{Type: wire.IGMPv3RecordType(r.Type), Group: r.Group, Sources: r.Sources}
+		}
+		p.queueV3Report(out)
+	}
 }
 
 // queueV1V2Report queues a version 1 or 2 Membership Report of group, to
