@@ -1,6 +1,7 @@
 package ndp
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -304,7 +305,10 @@ func (p *Protocol) mldValid(h ip.Header, m wire.ICMPv6, unspecifiedOK bool) bool
 }
 
 // handleQuery validates an MLD Query and schedules the answer (RFC 3810
-// section 6.2).
+// section 6.2). The Multicast Address is unspecified (a General Query) or
+// a group (section 5.1.5), and a General Query lists no sources (section
+// 5.1.10: sources are listed "in a Multicast Address and Source Specific
+// Query"; Linux drops a General Query with sources too).
 func (p *Protocol) handleQuery(h ip.Header, m wire.ICMPv6) {
 	if !p.mldValid(h, m, false) {
 		return
@@ -315,16 +319,24 @@ func (p *Protocol) handleQuery(h ip.Header, m wire.ICMPv6) {
 		return
 	}
 	group := q.Group()
-	if !group.IsUnspecified() && !group.IsMulticast() {
+	if !group.IsUnspecified() && !group.IsMulticast() || group.IsUnspecified() && q.NumSources() > 0 {
 		p.Stats.InMalformed.Inc()
 		return
+	}
+	var sources []netip.Addr
+	if n := q.NumSources(); n > 0 {
+		p.Stats.InMLDSourceQueries.Inc()
+		sources = make([]netip.Addr, n)
+		for i := range sources {
+			sources[i] = q.Source(i)
+		}
 	}
 	p.mu.Lock()
 	defer p.unlock()
 	if p.closed {
 		return
 	}
-	p.queryLocked(group, time.Duration(q.MaxRespDelay())*time.Millisecond, q.IsV1())
+	p.queryLocked(group, sources, time.Duration(q.MaxRespDelay())*time.Millisecond, q.IsV1())
 }
 
 // handleV1Report takes another listener's MLDv1 Report, sent to the group

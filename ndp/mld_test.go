@@ -78,9 +78,15 @@ func TestJoiningSendsTwoChangeToExcludeReports(t *testing.T) {
 	}
 }
 
-func (h *harness) injectQuery(m msg, group netip.Addr, delay time.Duration) {
+// injectQuery hands the stack an MLDv2 query of group (unspecified: a
+// General Query) and, for a Multicast Address and Source Specific Query,
+// sources.
+func (h *harness) injectQuery(m msg, group netip.Addr, delay time.Duration, sources ...netip.Addr) {
 	h.t.Helper()
 	q := &layers.MLDv2MulticastListenerQueryMessage{MulticastAddress: ipOf(group)}
+	for _, s := range sources {
+		q.SourceAddresses = append(q.SourceAddresses, ipOf(s))
+	}
 	if err := q.SetMLDv2MaximumResponseDelay(delay); err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 // Package ndp is GoNet's IPv6 Neighbor Discovery (RFC 4861) on one
 // Ethernet NIC, with what a host builds on it: stateless address
 // autoconfiguration and duplicate address detection (RFC 4862), stable
-// opaque interface identifiers (RFC 7217), and the MLDv2 reports that make
-// snooping switches deliver its solicited-node groups (RFC 3810).
+// opaque interface identifiers (RFC 7217), and MLDv2 (RFC 3810): the
+// multicast groups it and the host's sockets listen to, each with its
+// source filter, reported so that routers and snooping switches deliver
+// them.
 //
 // A Protocol is to IPv6 what package arp is to IPv4. Output is the IPv6
 // layer's link output: with a usable neighbour cache entry a datagram goes
@@ -228,6 +230,7 @@ type Stats struct {
 	InNeighborAdvertisements  stats.Counter
 	InRedirects               stats.Counter
 	InGroupMembQueries        stats.Counter
+	InMLDSourceQueries        stats.Counter // of InGroupMembQueries, those listing sources (RFC 3810 section 5.1.10)
 	InMLDReports              stats.Counter // other hosts' reports, ignored (RFC 3810 section 6.2)
 	OutRouterSolicits         stats.Counter
 	OutNeighborSolicits       stats.Counter
@@ -353,10 +356,9 @@ func New(nic *ethernet.NIC, cfg Config, e *env.Env) *Protocol {
 		routeInfos: map[routeKey]*routeInfo{},
 	}
 	p.mld.groups = map[netip.Addr]*group{}
-	p.Stats.MLDMode.Add(2)
-	p.mu.Lock()
-	p.v1Locked() // Config.MLDVersion 1 shows at once
-	p.mu.Unlock()
+	// Config.MLDVersion 1 shows at once: the mode is not changed later.
+	p.mld.v1 = cfg.MLDVersion == 1
+	p.Stats.MLDMode.Add(map[bool]int64{false: 2, true: 1}[p.mld.v1])
 	p.out.wake = make(chan struct{}, 1)
 	p.params.init(cfg, e)
 	p.log = newNDPLog(p)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/sourcefilter"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -109,11 +110,27 @@ func (p *Protocol) routerSolicitation(src netip.Addr) message {
 	return m
 }
 
+// The room a report's records have (RFC 3810 section 5.2.15): what a
+// datagram of the IPv6 minimum MTU leaves after the IPv6 header, the
+// Hop-by-Hop header of the Router Alert option and the report's own
+// header, so that a report fits every IPv6 link unfragmented whatever its
+// MTU; and the size of each source address in a record.
+const (
+	mldReportRoom = wire.IPv6MinMTU - wire.IPv6HeaderLen - wire.MLDHopByHopLen - wire.MLDv2ReportLen
+	mldSourceLen  = 16
+)
+
 // mldReport builds an MLDv2 report of recs from src to all MLDv2-capable
-// routers (RFC 3810 section 5.2.14).
-func (p *Protocol) mldReport(src netip.Addr, recs []wire.MLDv2Record) message {
-	m := p.newMessage(src, ipv6.AllMLDv2Routers, wire.MLDv2ReportLenOf(recs), true)
-	wire.EncodeMLDv2Report(m.icmp, recs)
+// routers (RFC 3810 section 5.2.14). The records are sourcefilter's,
+// whose types have the wire's numbers; they fit mldReportRoom
+// (sourcefilter.Split).
+func (p *Protocol) mldReport(src netip.Addr, recs []sourcefilter.Record) message {
+	w := make([]wire.MLDv2Record, len(recs))
+	for i, r := range recs {
+		w[i] = wire.MLDv2Record{Type: wire.MLDv2RecordType(r.Type), Group: r.Group, Sources: r.Sources}
+	}
+	m := p.newMessage(src, ipv6.AllMLDv2Routers, wire.MLDv2ReportLenOf(w), true)
+	wire.EncodeMLDv2Report(m.icmp, w)
 	p.Stats.OutMLDv2Reports.Inc()
 	return m
 }
