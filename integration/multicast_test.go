@@ -319,3 +319,178 @@ func TestSnoopingBridgeLearnsGoNetsMembershipOverMLDv1(t *testing.T) {
 		t.Errorf("NDP.%s.OutGroupMembReductions = %d, want the one MLDv1 Done", h.dev, n)
 	}
 }
+
+// Source-specific multicast through a bridge whose snooping and querier
+// speak IGMPv3 and MLDv2 (mcast_igmp_version 3, mcast_mld_version 2), with
+// GoNet's TAP as a port and a veth to a second namespace holding two
+// sources: the bridge's database lists GoNet's filters per group, mode and
+// sources (RFC 3376 section 3.2, as package sourcefilter merges them),
+// keeps the sources alive through its queries (GoNet answers them with
+// current-state records) and forwards a source GoNet included, not one it
+// left out; a source GoNet drops is blocked (a BLOCK record) and goes.
+func TestSnoopingBridgeLearnsGoNetsSourceFilters(t *testing.T) {
+	netnstest.RequireTool(t, "bridge")
+	netnstest.RequireTool(t, "socat")
+	h := newHost(t, options{})
+	sfx := h.dev[len(h.dev)-min(len(h.dev), 8):]
+	br, vb, vk := "br"+sfx, "vb"+sfx, "vk"+sfx
+	h.run(t, 5*time.Second, "ip", "link", "add", br, "type", "bridge",
+		"mcast_snooping", "1", "mcast_igmp_version", "3", "mcast_mld_version", "2",
+		"mcast_query_interval", "300", "mcast_membership_interval", "700",
+		"mcast_last_member_interval", "50", "mcast_last_member_count", "2",
+		"mcast_startup_query_interval", "100", "mcast_query_response_interval", "100")
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "type", "bridge", "mcast_querier", "1")
+	h.run(t, 5*time.Second, "ip", "link", "set", h.dev, "master", br)
+	h.run(t, 5*time.Second, "bridge", "link", "set", "dev", h.dev, "mcast_flood", "off")
+	sender := netnstest.New(t)
+	if err := h.ns.AddVeth(vb, sender, vk); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t, 5*time.Second, "ip", "link", "set", vb, "master", br)
+	h.run(t, 5*time.Second, "ip", "link", "set", vb, "up")
+	src1, src2 := netip.MustParseAddr("10.99.0.3"), netip.MustParseAddr("10.99.0.4")
+	if err := sender.ConfigureLink(vk, netip.PrefixFrom(src1, 24), 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := sender.Run(ctx, "ip", "addr", "add", src2.String()+"/24", "dev", vk); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "up")
+	// mdbGroup is the bridge's line for group on GoNet's port, the
+	// group's own (not one of its per-source lines, which carry "src").
+	mdbGroup := func(group netip.Addr) string {
+		for _, l := range strings.Split(h.run(t, 5*time.Second, "bridge", "-d", "mdb", "show", "dev", br), "\n") {
+			if strings.Contains(l, "port "+h.dev+" ") && strings.Contains(l, "grp "+group.String()+" ") && !strings.Contains(l, " src ") {
+				return l
+			}
+		}
+		return ""
+	}
+	counter := func(name string) int64 { return int64(h.stack.Counters()[name]) }
+
+	ssm, asm, ssm6 := netip.MustParseAddr("232.77.1.2"), netip.MustParseAddr("239.77.1.3"), netip.MustParseAddr("ff3e::8000:77")
+	src6 := netip.MustParseAddr("fd00:99::3")
+	listen := func(any netip.Addr, port uint16) *udp.Conn {
+		c, err := h.stack.ListenMulticastUDP(netip.AddrPortFrom(any, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	only1 := listen(netip.IPv4Unspecified(), 5406)
+	if err := only1.JoinSourceGroup(h.dev, ssm, src1); err != nil {
+		t.Fatal(err)
+	}
+	also2 := listen(netip.IPv4Unspecified(), 5406)
+	if err := also2.JoinSourceGroup(h.dev, ssm, src2); err != nil {
+		t.Fatal(err)
+	}
+	blocks := listen(netip.IPv4Unspecified(), 5407)
+	if err := blocks.JoinGroup(h.dev, asm); err != nil {
+		t.Fatal(err)
+	}
+	if err := blocks.BlockSource(h.dev, asm, src2); err != nil {
+		t.Fatal(err)
+	}
+	only6 := listen(netip.IPv6Unspecified(), 5408)
+	if err := only6.JoinSourceGroup(h.dev, ssm6, src6); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		group   netip.Addr
+		mode    string
+		sources []netip.Addr
+	}{
+		{ssm, "include", []netip.Addr{src1, src2}},
+		{asm, "exclude", []netip.Addr{src2}},
+		// The MLDv2 querier waits for the bridge's link-local address
+		// to pass DAD; the report is learnt before.
+		{ssm6, "include", []netip.Addr{src6}},
+	} {
+		waitFor(t, fmt.Sprintf("the bridge to learn %v %s %v", w.group, w.mode, w.sources), 15*time.Second, func() bool {
+			return hasSources(mdbGroup(w.group), w.mode, w.sources...)
+		})
+	}
+
+	// The bridge forwards the sources included; GoNet's filter gives
+	// each endpoint its own.
+	send := func(from netip.Addr, msg string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if out, err := sender.Run(ctx, "sh", "-c", fmt.Sprintf("echo %s | socat -u STDIN UDP4-DATAGRAM:%v:5406,bind=%v,ip-multicast-if=%v", msg, ssm, from, from)); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	buf := make([]byte, 100)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		// The bridge forwards by its database once its querier is
+		// up; until then it floods, and not to GoNet's port.
+		send(src1, "one")
+		only1.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		n, from, err := only1.ReadFromUDPAddrPort(buf)
+		if err == nil {
+			if got := string(buf[:n]); got != "one\n" || from.Addr() != src1 {
+				t.Errorf("received %q from %v, want one from %v", got, from, src1)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge never forwarded %v from %v to GoNet:\n%s", ssm, src1, mdbGroup(ssm))
+		}
+	}
+	send(src2, "two")
+	if got, from := readUDP(t, also2, 5*time.Second); got != "two\n" || from.Addr() != src2 {
+		t.Errorf("received %q from %v, want two from %v", got, from, src2)
+	}
+	for _, c := range []*udp.Conn{only1, also2} {
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if n, from, err := c.ReadFromUDPAddrPort(buf); err == nil {
+			t.Errorf("%v took %q from %v, another endpoint's source", c.LocalAddr(), buf[:n], from)
+		}
+	}
+
+	// The sources stay through the querier's general queries, which
+	// GoNet answers: one unreported lasts the membership interval, 7 s
+	// here (RFC 3376 8.4's 2 queries of 3 s and a second's response
+	// interval), and the bridge's timer for it shows the time left.
+	queries := counter("IGMP." + h.dev + ".InQueriesV3")
+	waitFor(t, "three of the bridge's IGMPv3 queries", 15*time.Second, func() bool {
+		return counter("IGMP."+h.dev+".InQueriesV3") >= queries+3
+	})
+	if l := mdbGroup(ssm); !hasSources(l, "include", src1, src2) {
+		t.Errorf("a source gone though GoNet answered the queries: %s", l)
+	}
+
+	// The second endpoint closes: its source is blocked, and the bridge,
+	// having asked about it (a group-and-source-specific query GoNet
+	// does not answer for a source it left), drops it and no other.
+	also2.Close()
+	waitFor(t, "the bridge to drop "+src2.String(), 15*time.Second, func() bool {
+		return !strings.Contains(mdbGroup(ssm), src2.String()+"/")
+	})
+	if l := mdbGroup(ssm); !hasSources(l, "include", src1) {
+		t.Errorf("the bridge dropped the source GoNet kept: %s", l)
+	}
+}
+
+// hasSources reports whether a line of the bridge's database ("bridge -d
+// mdb show") holds a group in mode ("include" or "exclude") with each of
+// sources on its source list ("source_list 10.99.0.4/259.99,10.99.0.3/...",
+// the timers after each source), in whatever order the bridge keeps them.
+func hasSources(line, mode string, sources ...netip.Addr) bool {
+	_, list, ok := strings.Cut(line, " source_list ")
+	if !strings.Contains(line, " filter_mode "+mode+" ") || !ok {
+		return false
+	}
+	list, _, _ = strings.Cut(list, " ")
+	for _, s := range sources {
+		if !strings.Contains(","+list, ","+s.String()+"/") {
+			return false
+		}
+	}
+	return true
+}

@@ -7,14 +7,18 @@ import (
 	"github.com/gonetstack/gonet/ip"
 	"github.com/gonetstack/gonet/ipv4"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/sourcefilter"
 	"github.com/gonetstack/gonet/udp"
 )
 
 // Multicast group membership: the glue between the sockets that join
 // groups, the network layers that take datagrams to them, the protocols
 // that report them (igmp for IPv4, ndp's MLD for IPv6) and the NICs'
-// multicast filters. Joins are counted per NIC and group, so that the
-// group is left, and reported left, when the last socket leaves it.
+// multicast filters. Each NIC's members of a group, with their source
+// filters, are merged into the NIC's filter (RFC 3376 section 3.2,
+// package sourcefilter), which IGMPv3 or MLDv2 reports whenever it
+// changes; the group is left, and reported left, when its last member
+// leaves.
 
 // groupKey is a group joined on a NIC.
 type groupKey struct {
@@ -22,75 +26,93 @@ type groupKey struct {
 	group netip.Addr
 }
 
-// JoinGroup joins the named NIC to a multicast group for the host, as a
-// socket's IP_ADD_MEMBERSHIP or IPV6_JOIN_GROUP does: datagrams to it are
-// taken, and routers and snooping switches told by IGMP (IPv4) or MLD
-// (IPv6). An empty NIC name picks the NIC the group is routed through
-// (for IPv6, the group's zone names it). Joins are counted: each is
-// undone by one LeaveGroup.
+// JoinGroup joins the named NIC to a multicast group for the host, from
+// any source, as a socket's IP_ADD_MEMBERSHIP or IPV6_JOIN_GROUP does:
+// datagrams to it are taken, and routers and snooping switches told by
+// IGMP (IPv4) or MLD (IPv6). An empty NIC name picks the NIC the group is
+// routed through (for IPv6, the group's zone names it). Joins are
+// counted: each is undone by one LeaveGroup.
 func (s *Stack) JoinGroup(nicName string, group netip.Addr) error {
-	_, err := s.joinGroup(nicName, group)
+	_, err := s.joinGroup(nicName, group, sourcefilter.Any)
 	return err
 }
 
 // LeaveGroup undoes one JoinGroup.
 func (s *Stack) LeaveGroup(nicName string, group netip.Addr) error {
-	n, err := s.groupNIC(nicName, group)
-	if err != nil {
-		return err
-	}
-	group = group.WithZone("")
-	s.mcastMu.Lock()
-	defer s.mcastMu.Unlock()
-	k := groupKey{n.eth.Name(), group}
-	if s.joins[k] == 0 {
-		return fmt.Errorf("stack: leave %v on %s: not joined", group, k.nic)
-	}
-	if s.joins[k]--; s.joins[k] > 0 {
-		return nil
-	}
-	delete(s.joins, k)
-	if group.Is4() {
-		s.ip.LeaveGroup(n.iface, group)
-		n.igmp.Leave(group)
-		n.eth.SetMulticastFilter("ipv4", n.igmp.GroupMACs())
-		return nil
-	}
-	s.ip6.LeaveGroup(n.iface6, group)
-	n.nd.LeaveGroup(group) // which sets the NIC's IPv6 filter
-	return nil
+	return s.leaveGroup(nicName, group, sourcefilter.Any)
 }
 
-func (s *Stack) joinGroup(nicName string, group netip.Addr) (string, error) {
+// joinGroup adds a member with filter f to group on the named NIC.
+func (s *Stack) joinGroup(nicName string, group netip.Addr, f sourcefilter.Filter) (string, error) {
+	k, err := s.changeMembers("join", nicName, group, sourcefilter.None, f)
+	return k.nic, err
+}
+
+// leaveGroup takes back a member whose filter is f.
+func (s *Stack) leaveGroup(nicName string, group netip.Addr, f sourcefilter.Filter) error {
+	_, err := s.changeMembers("leave", nicName, group, f, sourcefilter.None)
+	return err
+}
+
+// changeFilter changes a member's filter on group from from to to.
+func (s *Stack) changeFilter(nicName string, group netip.Addr, from, to sourcefilter.Filter) error {
+	_, err := s.changeMembers("filter", nicName, group, from, to)
+	return err
+}
+
+// changeMembers changes a member of group on the named NIC from filter
+// from to filter to (None for no member: a join from None, a leave to
+// it), and gives the NIC the filter its members make: the network layer
+// takes the group while it is joined, and IGMP or MLD reports each change.
+// A change the NIC refuses (IGMP's bound on groups) is undone.
+func (s *Stack) changeMembers(op, nicName string, group netip.Addr, from, to sourcefilter.Filter) (groupKey, error) {
 	n, err := s.groupNIC(nicName, group)
 	if err != nil {
-		return "", err
+		return groupKey{}, err
 	}
-	group = group.WithZone("")
+	k := groupKey{n.eth.Name(), group.WithZone("")}
 	s.mcastMu.Lock()
 	defer s.mcastMu.Unlock()
-	k := groupKey{n.eth.Name(), group}
-	if s.joins[k] == 0 {
-		if err := s.joinNIC(n, group); err != nil {
-			return "", fmt.Errorf("stack: join %v on %s: %w", group, k.nic, err)
-		}
+	m := s.joins[k]
+	if m == nil {
+		m = &sourcefilter.Members{}
+	}
+	was := m.State()
+	if !m.Change(from, to) {
+		return k, fmt.Errorf("stack: %s %v on %s: no member with %v", op, k.group, k.nic, from)
+	}
+	if err := s.filterNIC(n, k.group, was, m.State()); err != nil {
+		m.Change(to, from)
+		return k, fmt.Errorf("stack: %s %v on %s: %w", op, k.group, k.nic, err)
 	}
 	if s.joins == nil {
-		s.joins = map[groupKey]int{}
+		s.joins = map[groupKey]*sourcefilter.Members{}
 	}
-	s.joins[k]++
-	return k.nic, nil
+	if m.Len() == 0 {
+		delete(s.joins, k)
+	} else {
+		s.joins[k] = m
+	}
+	return k, nil
 }
 
-// joinNIC makes n a member of group. s.mcastMu is held.
-func (s *Stack) joinNIC(n *nic, group netip.Addr) error {
+// filterNIC takes n's filter on group from was to now. s.mcastMu is held.
+func (s *Stack) filterNIC(n *nic, group netip.Addr, was, now sourcefilter.Filter) error {
+	if was.Equal(now) {
+		return nil
+	}
 	if group.Is4() {
-		if err := n.igmp.Join(group); err != nil {
+		if err := n.igmp.SetFilter(group, now); err != nil {
 			return err
 		}
-		if err := s.ip.JoinGroup(n.iface, group); err != nil {
-			n.igmp.Leave(group)
-			return err
+		switch {
+		case !was.Joined() && now.Joined():
+			if err := s.ip.JoinGroup(n.iface, group); err != nil {
+				_ = n.igmp.SetFilter(group, was)
+				return err
+			}
+		case was.Joined() && !now.Joined():
+			s.ip.LeaveGroup(n.iface, group)
 		}
 		n.eth.SetMulticastFilter("ipv4", n.igmp.GroupMACs())
 		return nil
@@ -98,12 +120,18 @@ func (s *Stack) joinNIC(n *nic, group netip.Addr) error {
 	if n.nd == nil {
 		return errNoIPv6
 	}
-	if err := n.nd.JoinGroup(group); err != nil {
+	// ndp sets the NIC's IPv6 filter.
+	if err := n.nd.SetGroupFilter(group, now); err != nil {
 		return err
 	}
-	if err := s.ip6.JoinGroup(n.iface6, group); err != nil {
-		n.nd.LeaveGroup(group)
-		return err
+	switch {
+	case !was.Joined() && now.Joined():
+		if err := s.ip6.JoinGroup(n.iface6, group); err != nil {
+			_ = n.nd.SetGroupFilter(group, was)
+			return err
+		}
+	case was.Joined() && !now.Joined():
+		s.ip6.LeaveGroup(n.iface6, group)
 	}
 	return nil
 }
@@ -139,15 +167,30 @@ func (s *Stack) groupNIC(nicName string, group netip.Addr) (*nic, error) {
 }
 
 // Groups returns the multicast groups joined on the named NIC, with how
-// many times each was joined; the groups every interface is in without
+// many members each has; the groups every interface is in without
 // asking (224.0.0.1, ff02::1, the solicited-node groups) are not listed.
 func (s *Stack) Groups(nicName string) map[netip.Addr]int {
 	s.mcastMu.Lock()
 	defer s.mcastMu.Unlock()
 	out := map[netip.Addr]int{}
-	for k, n := range s.joins {
+	for k, m := range s.joins {
 		if k.nic == nicName {
-			out[k.group] = n
+			out[k.group] = m.Len()
+		}
+	}
+	return out
+}
+
+// GroupFilters returns the named NIC's filter on each group joined on
+// it: its members' merged (RFC 3376 section 3.2), what IGMPv3 and MLDv2
+// report.
+func (s *Stack) GroupFilters(nicName string) map[netip.Addr]sourcefilter.Filter {
+	s.mcastMu.Lock()
+	defer s.mcastMu.Unlock()
+	out := map[netip.Addr]sourcefilter.Filter{}
+	for k, m := range s.joins {
+		if k.nic == nicName {
+			out[k.group] = m.State()
 		}
 	}
 	return out
@@ -158,12 +201,16 @@ type membership struct{ s *Stack }
 
 var _ udp.Membership = membership{}
 
-func (m membership) JoinGroup(nic string, group netip.Addr) (string, error) {
-	return m.s.joinGroup(nic, group)
+func (m membership) JoinGroup(nic string, group netip.Addr, f sourcefilter.Filter) (string, error) {
+	return m.s.joinGroup(nic, group, f)
 }
 
-func (m membership) LeaveGroup(nic string, group netip.Addr) error {
-	return m.s.LeaveGroup(nic, group)
+func (m membership) ChangeFilter(nic string, group netip.Addr, from, to sourcefilter.Filter) error {
+	return m.s.changeFilter(nic, group, from, to)
+}
+
+func (m membership) LeaveGroup(nic string, group netip.Addr, f sourcefilter.Filter) error {
+	return m.s.leaveGroup(nic, group, f)
 }
 
 // ListenMulticastUDP binds a UDP endpoint to laddr sharing the port with

@@ -34,6 +34,7 @@ import (
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/ndp"
 	"github.com/gonetstack/gonet/ratelimit"
+	"github.com/gonetstack/gonet/sourcefilter"
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
 	"github.com/gonetstack/gonet/udp"
@@ -110,9 +111,9 @@ type Stack struct {
 	closed bool
 
 	// mcastMu guards joins, the multicast groups joined on each NIC,
-	// with how many times (multicast.go).
+	// with their members' source filters (multicast.go).
 	mcastMu sync.Mutex
-	joins   map[groupKey]int
+	joins   map[groupKey]*sourcefilter.Members
 }
 
 // nic is a NIC with its ARP, IPv4 interface and IGMP, and its neighbour

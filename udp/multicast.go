@@ -9,6 +9,7 @@ import (
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ip"
+	"github.com/gonetstack/gonet/sourcefilter"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -23,18 +24,24 @@ import (
 // itself, on the interface the datagram came in on: Linux's behaviour
 // with IP_MULTICAST_ALL off, so that an endpoint never receives groups
 // another program asked for, nor a group's datagrams from an interface it
-// did not join it on. Endpoints that mean to share a port (several mDNS
+// did not join it on, nor from a source its filter leaves out (sources.go). Endpoints that mean to share a port (several mDNS
 // responders on 5353) bind with ListenMulticast, GoNet's SO_REUSEADDR.
 
 // Membership is what joins the host's interfaces to groups for the
-// endpoints: the stack, which owns the interfaces and their IGMP and MLD.
+// endpoints: the stack, which owns the interfaces and their IGMP and MLD,
+// and merges the endpoints' source filters on a group into the
+// interface's (RFC 3376 section 3.2).
 type Membership interface {
 	// JoinGroup joins group on the interface named nic (for an empty
-	// name, the one the stack picks for the group), counting joins, and
-	// returns the interface's name.
-	JoinGroup(nic string, group netip.Addr) (string, error)
-	// LeaveGroup undoes one JoinGroup of group on nic.
-	LeaveGroup(nic string, group netip.Addr) error
+	// name, the one the stack picks for the group) for one more
+	// endpoint, whose filter is f, and returns the interface's name.
+	JoinGroup(nic string, group netip.Addr, f sourcefilter.Filter) (string, error)
+	// ChangeFilter changes one endpoint's filter on group from from to
+	// to, both joined.
+	ChangeFilter(nic string, group netip.Addr, from, to sourcefilter.Filter) error
+	// LeaveGroup undoes one JoinGroup of group on nic, whose filter is
+	// now f.
+	LeaveGroup(nic string, group netip.Addr, f sourcefilter.Filter) error
 }
 
 // SetMembership gives the endpoints the stack's group membership; without
@@ -55,10 +62,18 @@ func (p *Protocol) ListenMulticast(laddr netip.AddrPort) (*Conn, error) {
 	return p.listenOpts(laddr, laddr.Addr() == netip.IPv6Unspecified(), true, "")
 }
 
-// membership is a group an endpoint joined, on an interface.
+// membership is a group an endpoint joined, on an interface, and the
+// sources it takes from it.
 type membership struct {
-	nic   string
-	group netip.Addr
+	nic    string
+	group  netip.Addr
+	filter sourcefilter.Filter
+}
+
+// is reports whether m is the membership of group on nic, or on any
+// interface for an empty nic.
+func (m membership) is(group netip.Addr, nic string) bool {
+	return m.group == group && (nic == "" || m.nic == nic)
 }
 
 // mcastOpts are an endpoint's multicast options; c.mu guards them.
@@ -74,50 +89,89 @@ var errNoMembership = fmt.Errorf("no multicast membership for UDP: %w", syscall.
 
 // JoinGroup joins the endpoint to group on the interface named nic (for an
 // empty name, the one the stack routes the group through), so that it
-// receives the datagrams sent to the group and its port: an IPv4 group by
-// IGMP, an IPv6 one by MLD (package ndp). A group already joined on nic
-// fails with EADDRINUSE, as the kernel's setsockopt does.
+// receives the datagrams sent to the group and its port from any source
+// (EXCLUDE {}, any-source multicast): an IPv4 group by IGMP, an IPv6 one
+// by MLD (package ndp). A group already joined on nic fails with
+// EADDRINUSE, as the kernel's setsockopt does.
 func (c *Conn) JoinGroup(nic string, group netip.Addr) error {
+	return c.setFilter("join", nic, group, func(f sourcefilter.Filter, joined bool) (sourcefilter.Filter, error) {
+		if joined {
+			return f, syscall.EADDRINUSE
+		}
+		return sourcefilter.Any, nil
+	})
+}
+
+// LeaveGroup leaves a group joined on nic (for an empty name, on
+// whichever interface it was joined), whatever its sources; one not
+// joined fails with EADDRNOTAVAIL.
+func (c *Conn) LeaveGroup(nic string, group netip.Addr) error {
+	return c.setFilter("leave", nic, group, func(f sourcefilter.Filter, joined bool) (sourcefilter.Filter, error) {
+		if !joined {
+			return f, syscall.EADDRNOTAVAIL
+		}
+		return sourcefilter.None, nil
+	})
+}
+
+// setFilter changes the endpoint's filter on group, on nic (for an empty
+// name, the interface it was joined on, or the one the stack picks for a
+// group not joined), to what change makes of it, joining or leaving the
+// group as the filter comes to take sources or no longer does. change is
+// given the filter (None when not joined) and whether it is joined, and
+// fails with the errno the kernel's setsockopt would.
+func (c *Conn) setFilter(op, nic string, group netip.Addr, change func(f sourcefilter.Filter, joined bool) (sourcefilter.Filter, error)) error {
 	group = group.WithZone("")
+	fail := func(err error) error { return c.opError(op, netip.AddrPortFrom(group, 0), err) }
 	if !group.IsMulticast() || !c.binding().Reaches(group) {
-		return c.opError("join", netip.AddrPortFrom(group, 0), syscall.EINVAL)
+		return fail(syscall.EINVAL)
 	}
 	c.p.mu.RLock()
 	m := c.p.membership
 	c.p.mu.RUnlock()
 	if m == nil {
-		return c.opError("join", netip.AddrPortFrom(group, 0), errNoMembership)
+		return fail(errNoMembership)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return c.opError("join", netip.AddrPortFrom(group, 0), net.ErrClosed)
+		return fail(net.ErrClosed)
 	}
-	if slices.ContainsFunc(c.mcast.groups, func(g membership) bool { return g.group == group && (nic == "" || g.nic == nic) }) {
-		return c.opError("join", netip.AddrPortFrom(group, 0), syscall.EADDRINUSE)
+	i := slices.IndexFunc(c.mcast.groups, func(g membership) bool { return g.is(group, nic) })
+	old := sourcefilter.None
+	if i >= 0 {
+		old = c.mcast.groups[i].filter
 	}
-	name, err := m.JoinGroup(nic, group)
-	if err != nil {
-		return c.opError("join", netip.AddrPortFrom(group, 0), err)
+	f, err := change(old, i >= 0)
+	switch {
+	case err != nil:
+		return fail(err)
+	case len(f.Sources) > c.maxSources(group):
+		// Linux's igmp_max_msf and mld_max_msf.
+		return fail(syscall.ENOBUFS)
+	case f.Equal(old):
+		return nil
+	case i < 0:
+		name, err := m.JoinGroup(nic, group, f)
+		if err != nil {
+			return fail(err)
+		}
+		c.mcast.groups = append(c.mcast.groups, membership{name, group, f})
+		return nil
+	case !f.Joined():
+		g := c.mcast.groups[i]
+		c.mcast.groups = slices.Delete(c.mcast.groups, i, i+1)
+		if err := m.LeaveGroup(g.nic, group, g.filter); err != nil {
+			return fail(err)
+		}
+		return nil
 	}
-	c.mcast.groups = append(c.mcast.groups, membership{name, group})
+	g := &c.mcast.groups[i]
+	if err := m.ChangeFilter(g.nic, group, g.filter, f); err != nil {
+		return fail(err)
+	}
+	g.filter = f
 	return nil
-}
-
-// LeaveGroup leaves a group JoinGroup joined on nic (for an empty name, on
-// whichever interface it was joined); one not joined fails with
-// EADDRNOTAVAIL.
-func (c *Conn) LeaveGroup(nic string, group netip.Addr) error {
-	group = group.WithZone("")
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := slices.IndexFunc(c.mcast.groups, func(g membership) bool { return g.group == group && (nic == "" || g.nic == nic) })
-	if i < 0 {
-		return c.opError("leave", netip.AddrPortFrom(group, 0), syscall.EADDRNOTAVAIL)
-	}
-	g := c.mcast.groups[i]
-	c.mcast.groups = slices.Delete(c.mcast.groups, i, i+1)
-	return c.p.leave(g)
 }
 
 // leave leaves one membership of an endpoint's.
@@ -128,7 +182,7 @@ func (p *Protocol) leave(g membership) error {
 	if m == nil {
 		return errNoMembership
 	}
-	return m.LeaveGroup(g.nic, g.group)
+	return m.LeaveGroup(g.nic, g.group, g.filter)
 }
 
 // leaveAll leaves every group the endpoint joined, as closing a socket
@@ -144,7 +198,7 @@ func (c *Conn) leaveAll() {
 }
 
 // Groups returns the groups the endpoint joined, each with its interface's
-// name.
+// name, whatever their source filters.
 func (c *Conn) Groups() map[netip.Addr][]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -221,7 +275,7 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 	group := h.Dst.WithZone("") // a link-scoped group comes with its interface's zone
 	p.mu.RLock()
 	for _, c := range p.ports[u.DstPort()] {
-		if b := c.binding(); b.Wildcard() && b.Takes(group) && c.takesFrom(h.In) && c.joined(group, h.In) {
+		if b := c.binding(); b.Wildcard() && b.Takes(group) && c.takesFrom(h.In) && c.joined(group, h.Src, h.In) {
 			to = append(to, c)
 		}
 	}
@@ -248,12 +302,13 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 	}
 }
 
-// joined reports whether the endpoint joined group on the interface named
-// nic, the one a datagram came in on: a join on one interface takes the
-// group's datagrams from that interface alone, as Linux's sockets do. An
-// empty nic (the host's own datagram) takes a join on any.
-func (c *Conn) joined(group netip.Addr, nic string) bool {
+// joined reports whether the endpoint joined group, taking src, on the
+// interface named nic, the one a datagram came in on: a join on one
+// interface takes the group's datagrams from that interface alone, as
+// Linux's sockets do. An empty nic (the host's own datagram) takes a join
+// on any.
+func (c *Conn) joined(group, src netip.Addr, nic string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.ContainsFunc(c.mcast.groups, func(g membership) bool { return g.group == group && (nic == "" || g.nic == nic) })
+	return slices.ContainsFunc(c.mcast.groups, func(g membership) bool { return g.is(group, nic) && g.filter.Allows(src) })
 }
