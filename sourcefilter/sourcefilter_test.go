@@ -2,6 +2,7 @@ package sourcefilter_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -316,5 +317,108 @@ func TestMembersRefuseToRemoveWhatNoMemberHas(t *testing.T) {
 	}
 	if !m.Remove(in(a)) || m.Len() != 0 {
 		t.Error("the member's own filter not removed")
+	}
+}
+
+// merged is RFC 3376 section 3.2's rule applied to the whole list of
+// filters at once, the oracle for Members' counts.
+func merged(fs []sourcefilter.Filter) sourcefilter.Filter {
+	var incl, excl []netip.Addr
+	excluding := 0
+	for _, f := range fs {
+		if f.Mode == sourcefilter.Include {
+			incl = append(incl, f.Sources...)
+			continue
+		}
+		if excluding == 0 {
+			excl = slices.Clone(f.Sources)
+		} else {
+			excl = slices.DeleteFunc(excl, func(s netip.Addr) bool { return !f.Has(s) })
+		}
+		excluding++
+	}
+	if excluding == 0 {
+		return in(incl...)
+	}
+	inc := in(incl...)
+	return ex(slices.DeleteFunc(excl, inc.Has)...)
+}
+
+// randomFilter draws a filter over four sources, None among them.
+func randomFilter(r *rand.Rand) sourcefilter.Filter {
+	var s []netip.Addr
+	for i := range 4 {
+		if r.IntN(2) == 0 {
+			s = append(s, src(byte(i+1)))
+		}
+	}
+	return sourcefilter.New(sourcefilter.Mode(r.IntN(2)), s...)
+}
+
+func TestMembersAgreeWithTheMergeOfTheWholeList(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var m sourcefilter.Members
+	var list []sourcefilter.Filter
+	for step := range 5000 {
+		if len(list) > 0 && r.IntN(3) == 0 {
+			i := r.IntN(len(list))
+			if !m.Remove(list[i]) {
+				t.Fatalf("step %d: member %v not removed", step, list[i])
+			}
+			list = slices.Delete(list, i, i+1)
+		} else if f := randomFilter(r); f.Joined() {
+			m.Add(f)
+			list = append(list, f)
+		}
+		if got, want := m.State(), merged(list); !got.Equal(want) {
+			t.Fatalf("step %d: members %v merge to %v, want %v", step, list, got, want)
+		}
+	}
+}
+
+// router is what a multicast router learns of one host's state from its
+// reports, as RFC 3376 section 6.4's table has it for a lone member:
+// TO_IN and TO_EX set the state, ALLOW and BLOCK add sources to or take
+// them from what it takes.
+type router struct{ view sourcefilter.Filter }
+
+func (r *router) take(rec sourcefilter.Record) {
+	s := sourcefilter.New(sourcefilter.Include, rec.Sources...)
+	switch rec.Type {
+	case sourcefilter.ChangeToInclude:
+		r.view = s
+	case sourcefilter.ChangeToExclude:
+		r.view = sourcefilter.New(sourcefilter.Exclude, rec.Sources...)
+	case sourcefilter.AllowNewSources, sourcefilter.BlockOldSources:
+		for _, a := range s.Sources {
+			if (rec.Type == sourcefilter.AllowNewSources) == (r.view.Mode == sourcefilter.Include) {
+				r.view = r.view.With(a)
+			} else {
+				r.view = r.view.Without(a)
+			}
+		}
+	}
+}
+
+// Over a link that loses nothing, a router that hears every report knows
+// the host's state after each, however the changes come: the merging of
+// section 5.1 never reports a stale state.
+func TestChangesKeepALosslessRouterInStep(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var ch sourcefilter.Changes
+	var rt router
+	state := sourcefilter.None
+	for step := range 5000 {
+		if r.IntN(2) == 0 {
+			next := randomFilter(r)
+			ch.Change(state, next, 2)
+			state = next
+		}
+		for _, rec := range ch.Next(group, state) {
+			rt.take(rec)
+		}
+		if !rt.view.Equal(state) {
+			t.Fatalf("step %d: the router sees %v, the host is in %v", step, rt.view, state)
+		}
 	}
 }
