@@ -181,19 +181,26 @@ func (s *Stack) Groups(nicName string) map[netip.Addr]int {
 	return out
 }
 
-// GroupFilters returns the named NIC's filter on each group joined on
-// it: its members' merged (RFC 3376 section 3.2), what IGMPv3 and MLDv2
-// report.
-func (s *Stack) GroupFilters(nicName string) map[netip.Addr]sourcefilter.Filter {
-	s.mcastMu.Lock()
-	defer s.mcastMu.Unlock()
+// GroupFilters returns the source filter of every multicast group the
+// named NIC listens to, as IGMPv3 and MLDv2 report it (RFC 3376 section
+// 3.2, RFC 3810 section 4.2): the groups sockets joined, their filters
+// merged, and those every interface is in (224.0.0.1, ff02::1, the
+// solicited-node groups of its addresses), from any source.
+func (s *Stack) GroupFilters(nicName string) (map[netip.Addr]sourcefilter.Filter, error) {
+	n, err := s.nic(nicName)
+	if err != nil {
+		return nil, err
+	}
 	out := map[netip.Addr]sourcefilter.Filter{}
-	for k, m := range s.joins {
-		if k.nic == nicName {
-			out[k.group] = m.State()
+	for _, g := range n.igmp.Groups() {
+		out[g] = n.igmp.Filter(g)
+	}
+	if n.nd != nil {
+		for _, g := range n.nd.Groups() {
+			out[g] = n.nd.GroupFilter(g)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // membership is the stack as UDP's endpoints join groups through it.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/sourcefilter"
+	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/udp"
 )
 
@@ -55,7 +56,7 @@ func TestUDPSourceFiltersBetweenStacks(t *testing.T) {
 				t.Fatalf("set filter: %v", err)
 			}
 			// EXCLUDE {s1} merged with INCLUDE {s1} and INCLUDE {s2}.
-			if got := b.GroupFilters("eth0")[group]; !got.Equal(sourcefilter.Any) {
+			if got := groupFilter(t, b, "eth0", group); !got.Equal(sourcefilter.Any) {
 				t.Errorf("B's eth0 filter %v, want EXCLUDE {}", got)
 			}
 			if got := all2.SourceFilter("eth0", group); !got.Equal(sourcefilter.New(sourcefilter.Exclude, s1)) {
@@ -91,7 +92,7 @@ func TestUDPSourceFiltersBetweenStacks(t *testing.T) {
 			if err := all2.LeaveGroup("eth0", group); err != nil {
 				t.Fatal(err)
 			}
-			if got := b.GroupFilters("eth0")[group]; !got.Equal(sourcefilter.New(sourcefilter.Include, s1, s2)) {
+			if got := groupFilter(t, b, "eth0", group); !got.Equal(sourcefilter.New(sourcefilter.Include, s1, s2)) {
 				t.Errorf("B's eth0 filter %v, want INCLUDE {%v, %v}", got, s1, s2)
 			}
 			// The last source leaves the group.
@@ -185,12 +186,40 @@ func TestUDPSourceFilterErrorsAreLinuxs(t *testing.T) {
 			if got := c.SourceFilter("eth0", group); !got.Equal(tt.after) {
 				t.Errorf("filter after: %v, want %v", got, tt.after)
 			}
-			if got, want := b.GroupFilters("eth0")[group], tt.after; !got.Equal(want) {
+			if got, want := groupFilter(t, b, "eth0", group), tt.after; !got.Equal(want) {
 				t.Errorf("NIC's filter after: %v, want %v", got, want)
 			}
 		})
 	}
 	if got := b.Groups("eth0"); len(got) != 0 {
 		t.Errorf("groups left joined after every endpoint closed: %v", got)
+	}
+}
+
+// groupFilter is s's NIC's filter on group: None when it does not listen
+// to it.
+func groupFilter(t *testing.T, s *stack.Stack, nic string, group netip.Addr) sourcefilter.Filter {
+	t.Helper()
+	fs, err := s.GroupFilters(nic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs[group]
+}
+
+func TestGroupFiltersShowTheGroupsEveryInterfaceIsIn(t *testing.T) {
+	_, b := stacktest.Pair(t, stacktest.Options{IPv6: true})
+	fs, err := b.GroupFilters("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	solicited := netip.MustParseAddr("ff02::1:ff00:2") // fd00::2's
+	for _, g := range []string{"224.0.0.1", "ff02::1", solicited.String()} {
+		if f := fs[netip.MustParseAddr(g)]; !f.Equal(sourcefilter.Any) {
+			t.Errorf("%s: %v, want EXCLUDE {}", g, f)
+		}
+	}
+	if _, err := b.GroupFilters("nosuch"); err == nil {
+		t.Error("no error for a NIC that is not there")
 	}
 }

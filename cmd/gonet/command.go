@@ -39,7 +39,7 @@ type output struct {
 var commandList []*command
 
 func init() {
-	commandList = []*command{upCommand, gatewayCommand, bridgeCommand, runCommand, forwardCommand, ssCommand, statsCommand, addrCommand, neighCommand, routeCommand, dnsCommand, pingCommand, iperf3Command, demoCommand, helpCommand, versionCommand}
+	commandList = []*command{upCommand, gatewayCommand, bridgeCommand, runCommand, forwardCommand, ssCommand, statsCommand, addrCommand, neighCommand, routeCommand, maddrCommand, dnsCommand, pingCommand, iperf3Command, demoCommand, helpCommand, versionCommand}
 }
 
 // commands returns gonet's commands in the order help lists them.

@@ -35,7 +35,17 @@ type linkInfo struct {
 	Addresses []addrInfo  `json:"addresses"`
 	Neighbors []neighInfo `json:"neighbors"`
 	Routes    []routeInfo `json:"routes"`
+	Groups    []groupInfo `json:"groups"`
 	DNS       dnsInfo     `json:"dns"`
+}
+
+// groupInfo is a multicast group the NIC listens to, with its source
+// filter (RFC 3376 section 3.2): mode "exclude" with no sources takes any
+// source.
+type groupInfo struct {
+	Group   netip.Addr   `json:"group"`
+	Mode    string       `json:"mode"`
+	Sources []netip.Addr `json:"sources,omitempty"`
 }
 
 // routeInfo is one route of either family's table, in its search order.
@@ -78,7 +88,7 @@ type neighInfo struct {
 // linkInfo gathers h's NIC's addresses and neighbours.
 func (h *host) linkInfo() linkInfo {
 	now := h.stack.Clock().Now()
-	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), Addresses: []addrInfo{}, Neighbors: []neighInfo{}, Routes: []routeInfo{}}
+	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), Addresses: []addrInfo{}, Neighbors: []neighInfo{}, Routes: []routeInfo{}, Groups: []groupInfo{}}
 	if h.dhcp != nil {
 		// The lease's address, as ip addr shows one dhclient set: with
 		// the time left until it expires.
@@ -127,7 +137,13 @@ func (h *host) linkInfo() linkInfo {
 		}
 		li.Routes = append(li.Routes, ri)
 	}
+	if fs, err := h.stack.GroupFilters(h.nic); err == nil {
+		for g, f := range fs {
+			li.Groups = append(li.Groups, groupInfo{Group: g, Mode: strings.ToLower(f.Mode.String()), Sources: f.Sources})
+		}
+	}
 	li.DNS = h.dnsInfo()
+	slices.SortFunc(li.Groups, func(a, b groupInfo) int { return cmpAddr(a.Group, b.Group) })
 	slices.SortFunc(li.Addresses, func(a, b addrInfo) int { return cmpAddr(a.Prefix.Addr(), b.Prefix.Addr()) })
 	slices.SortFunc(li.Neighbors, func(a, b neighInfo) int { return cmpAddr(a.Addr, b.Addr) })
 	return li
@@ -232,6 +248,25 @@ daemon answers.`,
 	},
 }
 
+var maddrCommand = &command{
+	name:    "maddr",
+	summary: "show the multicast groups of a running gonet up, with their source filters, as ip maddr does",
+	usage:   "gonet maddr [-tap NAME | -control PATH]",
+	about: `Asks a running gonet up for the multicast groups its NIC listens to through
+its control socket and prints them as the kernel's ip maddr does, the NIC
+then one group a line, "inet" for IPv4 and "inet6" for IPv6: those every
+interface is in (224.0.0.1, ff02::1, the solicited-node groups of its
+addresses), mDNS's and those its programs joined. A group taken from some
+sources alone is followed by its source filter, as IGMPv3 and MLDv2
+report it (RFC 3376 section 3.2, the sockets' filters merged): "include"
+and the sources taken, or "exclude" and the sources left out. Exits 0 on
+success, 1 when no daemon answers.`,
+	flags: func() *flag.FlagSet { fs, _ := linkFlags("maddr"); return fs },
+	run: func(ctx context.Context, cmd *command, out *output, args []string) int {
+		return runLink(ctx, cmd, out, args, writeGroups)
+	},
+}
+
 func linkFlags(name string) (*flag.FlagSet, *controlFlags) {
 	c := &controlFlags{}
 	fs := newFlagSet(name)
@@ -316,5 +351,25 @@ func writeRoutes(w io.Writer, li linkInfo) {
 			f = append(f, "pref", r.Pref)
 		}
 		fmt.Fprintln(w, strings.Join(f, " "))
+	}
+}
+
+// writeGroups prints li's multicast groups as ip maddr does, each filter
+// of some sources after its group.
+func writeGroups(w io.Writer, li linkInfo) {
+	fmt.Fprintln(w, li.NIC)
+	for _, g := range li.Groups {
+		kind := "inet6"
+		if g.Group.Is4() {
+			kind = "inet "
+		}
+		f := []string{kind, g.Group.String()}
+		if g.Mode != "exclude" || len(g.Sources) > 0 {
+			f = append(f, g.Mode)
+			for _, s := range g.Sources {
+				f = append(f, s.String())
+			}
+		}
+		fmt.Fprintf(w, "\t%s\n", strings.Join(f, " "))
 	}
 }

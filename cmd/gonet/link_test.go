@@ -17,8 +17,8 @@ import (
 )
 
 // upOn runs gonet up's host and services, with its control socket, on
-// the endpoint ep with args, until the test ends.
-func upOn(t *testing.T, ep link.Endpoint, args ...string) {
+// the endpoint ep with args, until the test ends, and returns the host.
+func upOn(t *testing.T, ep link.Endpoint, args ...string) *host {
 	t.Helper()
 	c, err := parseUp(args)
 	if err != nil {
@@ -34,6 +34,7 @@ func upOn(t *testing.T, ep link.Endpoint, args ...string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Stop() })
+	return h
 }
 
 // TestAddrAndNeighShowBothFamilies runs gonet up's host and control socket
@@ -124,5 +125,54 @@ func TestRouteShowsBothTables(t *testing.T) {
 	}
 	if i, j := slices.Index(lines, want[0]), slices.Index(lines, want[1]); i > j {
 		t.Errorf("the default route before the subnet's:\n%s", stdout)
+	}
+}
+
+// TestMaddrShowsGroupsAndTheirSources reads gonet maddr: the groups every
+// interface is in, and a program's source-specific ones with the filter
+// IGMPv3 and MLDv2 report.
+func TestMaddrShowsGroupsAndTheirSources(t *testing.T) {
+	useControlDir(t)
+	_, epUp := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0x99, 10, 1}, net.HardwareAddr{0x02, 0, 0, 0x99, 10, 2})
+	h := upOn(t, epUp, "-tap", "b2", "-addr", "10.90.0.2/24", "-addr", "fd00:90::2/64", "-mdns=false")
+	for _, j := range []struct {
+		any     netip.Addr
+		group   string
+		sources []string
+	}{
+		{netip.IPv4Unspecified(), "232.1.1.1", []string{"10.90.0.7", "10.90.0.5"}},
+		{netip.IPv6Unspecified(), "ff3e::8000:1", []string{"fd00:90::7"}},
+	} {
+		c, err := h.stack.ListenMulticastUDP(netip.AddrPortFrom(j.any, 5000))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, s := range j.sources {
+			if err := c.JoinSourceGroup("b2", netip.MustParseAddr(j.group), netip.MustParseAddr(s)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	code, stdout, stderr := runArgs(t, "maddr", "-tap", "b2")
+	if code != exitOK {
+		t.Fatalf("gonet maddr: exit %d, stderr %q", code, stderr)
+	}
+	want := []string{
+		"b2",
+		"\tinet  224.0.0.1",
+		"\tinet  232.1.1.1 include 10.90.0.5 10.90.0.7",
+		"\tinet6 ff02::1",
+		"\tinet6 ff02::1:ff00:2", // fd00:90::2's solicited-node group
+		"\tinet6 ff3e::8000:1 include fd00:90::7",
+	}
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	for _, w := range want {
+		if !slices.Contains(lines, w) {
+			t.Errorf("gonet maddr prints no %q:\n%s", w, stdout)
+		}
+	}
+	if lines[0] != "b2" || !slices.IsSortedFunc(lines[1:], func(a, b string) int { return strings.Compare(a[:6], b[:6]) }) {
+		t.Errorf("not the NIC, then IPv4's groups, then IPv6's:\n%s", stdout)
 	}
 }
