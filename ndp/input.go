@@ -336,6 +336,9 @@ func (p *Protocol) handleQuery(h ip.Header, m wire.ICMPv6) {
 	if p.closed {
 		return
 	}
+	if qrv := q.QRV(); !q.IsV1() && qrv != 0 {
+		p.mld.robustness = int(qrv)
+	}
 	p.queryLocked(group, sources, time.Duration(q.MaxRespDelay())*time.Millisecond, q.IsV1())
 }
 

@@ -49,8 +49,23 @@ const (
 
 // olderQuerierTimeout is the Older Version Querier Present Timeout (RFC
 // 3810 section 9.12): "[Robustness Variable] times (the [Query Interval]
-// in the last Query received) plus ([Query Response Interval])".
-const olderQuerierTimeout = MLDRobustness*MLDQueryInterval + MLDQueryResponseInterval
+// in the last Query received) plus ([Query Response Interval])". p.mu is
+// held.
+func (p *Protocol) olderQuerierTimeout() time.Duration {
+	return time.Duration(p.robustnessLocked())*MLDQueryInterval + MLDQueryResponseInterval
+}
+
+// robustnessLocked is the Robustness Variable in force (RFC 3810 section
+// 9.1): the last MLDv2 querier's QRV when it sent one (section 5.1.8; a
+// QRV of zero, a querier's above 7, leaves it as it was), else
+// MLDRobustness; as igmp adopts IGMPv3's (RFC 3376 section 4.1.6) and
+// Linux's hosts do both. p.mu is held.
+func (p *Protocol) robustnessLocked() int {
+	if p.mld.robustness > 0 {
+		return p.mld.robustness
+	}
+	return MLDRobustness
+}
 
 // group is one multicast address the interface listens to, or has just
 // stopped listening to and still owes reports of; p.mu guards it.
@@ -109,6 +124,8 @@ type mld struct {
 	// 3810 section 8.2.1); v1 is the mode last found.
 	v1Until time.Time
 	v1      bool
+	// robustness is the last querier's QRV, 0 until one is heard.
+	robustness int
 }
 
 // stop cancels every pending report and answer.
@@ -159,7 +176,7 @@ func (p *Protocol) v1Locked() bool {
 		}
 	}
 	if v1 {
-		p.log.log.Info("MLDv1 querier present: speaking MLDv1", slog.Duration("for", olderQuerierTimeout))
+		p.log.log.Info("MLDv1 querier present: speaking MLDv1", slog.Duration("for", p.olderQuerierTimeout()))
 	} else {
 		p.log.log.Info("no MLDv1 querier heard: speaking MLDv2 again")
 	}
@@ -346,13 +363,13 @@ func (p *Protocol) stateChangeLocked(g *group, from sourcefilter.Filter) {
 		return
 	}
 	if !p.mld.v1 {
-		g.changes.Change(from, g.state, MLDRobustness)
+		g.changes.Change(from, g.state, p.robustnessLocked())
 		p.sendChangeLocked(g)
 		return
 	}
 	switch {
 	case !from.Joined():
-		g.v1Reports = MLDRobustness
+		g.v1Reports = p.robustnessLocked()
 		p.sendV1ReportLocked(g)
 	case !g.state.Joined():
 		p.stopRetransLocked(g)
@@ -436,7 +453,7 @@ func (p *Protocol) sendRecordsLocked(recs []sourcefilter.Record) {
 func (p *Protocol) queryLocked(group netip.Addr, sources []netip.Addr, maxDelay time.Duration, v1 bool) {
 	p.v1Locked() // the end of an earlier querier's timer, first
 	if v1 {
-		p.mld.v1Until = p.env.Clock.Now().Add(olderQuerierTimeout)
+		p.mld.v1Until = p.env.Clock.Now().Add(p.olderQuerierTimeout())
 	}
 	if p.v1Locked() {
 		p.v1QueryLocked(group, maxDelay)

@@ -557,3 +557,37 @@ func TestSetGroupFilterRefusesWhatIsNoFilterOfAGroup(t *testing.T) {
 		t.Errorf("leaving after Close: %v", err)
 	}
 }
+
+// A querier's QRV becomes the Robustness Variable (RFC 3810 section
+// 5.1.8): a change is then reported that many times; a QRV of zero leaves
+// it as it was.
+func TestAQueriersRobustnessIsAdopted(t *testing.T) {
+	h := settled(t, quiet)
+	query := func(qrv uint8) {
+		q := &layers.MLDv2MulticastListenerQueryMessage{MulticastAddress: ipOf(netip.IPv6Unspecified()), QueriersRobustnessVariable: qrv}
+		if err := q.SetMLDv2MaximumResponseDelay(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.inject(msg{src: routerLL, dst: ipv6.AllNodes, hops: 1}, layers.ICMPv6TypeMLDv1MulticastListenerQueryMessage, q)
+		h.settle(time.Second) // the answer
+	}
+	for _, tt := range []struct {
+		qrv     uint8
+		reports int
+	}{{4, 4}, {0, 4}, {2, 2}} {
+		query(tt.qrv)
+		h.set(mgroup, include(s1))
+		for i := range tt.reports {
+			if i > 0 {
+				h.clk.Advance(ndp.MLDUnsolicitedReportInterval)
+			}
+			if got := h.mldRecords(t); len(got) != 1 {
+				t.Fatalf("QRV %d: report %d: %q", tt.qrv, i+1, got)
+			}
+		}
+		h.clk.Advance(10 * ndp.MLDUnsolicitedReportInterval)
+		h.none(v2Type)
+		h.set(mgroup, sourcefilter.None)
+		h.settle(10 * ndp.MLDUnsolicitedReportInterval)
+	}
+}

@@ -58,8 +58,9 @@ const (
 	// stable address after a duplicate, each with the next DAD_Counter.
 	IDGenRetries = 3
 
-	// MLDRobustness is the Robustness Variable (RFC 3810 section 9.1):
-	// a state change report is sent this many times.
+	// MLDRobustness is the Robustness Variable (RFC 3810 section 9.1)
+	// until a querier gives its own: a state change report is sent this
+	// many times.
 	MLDRobustness = 2
 	// MLDUnsolicitedReportInterval bounds the random wait before a
 	// state change report is sent again (RFC 3810 section 9.11).
