@@ -48,6 +48,37 @@ type Endpoint interface {
 	Close() error
 }
 
+// StateWatcher is an Endpoint whose link can go down and come back up while
+// it is open, as a cable is pulled out and plugged in again: a TAP device
+// whose kernel side is set down and up. A host that comes back to a link
+// may find another network there, and what it sent while the link was down
+// went nowhere, so the layers above look again when it comes up: router
+// solicitations (RFC 4861 section 6.3.7), duplicate address detection (RFC
+// 4862 section 5.4), mDNS's probes (RFC 6762 section 8.1).
+type StateWatcher interface {
+	// Up reports whether the link is up now.
+	Up() bool
+	// WatchState has f called with the link's state at each change
+	// after it returns, in order, from a goroutine of the endpoint's,
+	// until Close. f must not block.
+	WatchState(f func(up bool))
+}
+
+// IsUp reports whether ep's link is up: always, for an endpoint that
+// cannot tell (no StateWatcher).
+func IsUp(ep Endpoint) bool {
+	w, ok := ep.(StateWatcher)
+	return !ok || w.Up()
+}
+
+// WatchState has f told of the changes of ep's state, if ep tells them
+// (StateWatcher); for a wrapper, which passes its inner endpoint's on.
+func WatchState(ep Endpoint, f func(up bool)) {
+	if w, ok := ep.(StateWatcher); ok {
+		w.WatchState(f)
+	}
+}
+
 // Capabilities are the offloads an endpoint performs for the stack. With
 // none set, every frame carries complete checksums and is at most
 // MaxFrame(MTU) long.

@@ -193,6 +193,12 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	return n, err
 }
 
+// Up reports whether the inner endpoint's link is up (link.StateWatcher).
+func (e *Endpoint) Up() bool { return link.IsUp(e.inner) }
+
+// WatchState passes the inner endpoint's changes of state on to f.
+func (e *Endpoint) WatchState(f func(up bool)) { link.WatchState(e.inner, f) }
+
 // MTU returns the inner endpoint's MTU.
 func (e *Endpoint) MTU() int { return e.inner.MTU() }
 

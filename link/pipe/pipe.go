@@ -49,9 +49,23 @@ type Endpoint struct {
 
 	closed    atomic.Bool
 	closeOnce sync.Once
+
+	// cable is the state both ends share: up, or unplugged (SetUp).
+	cable    *cable
+	watchMu  sync.Mutex
+	watchers []func(up bool)
 }
 
-var _ link.Endpoint = (*Endpoint)(nil)
+// cable is the pipe's link state, shared by its ends.
+type cable struct {
+	mu   sync.Mutex // orders SetUp's changes and their telling
+	down atomic.Bool
+}
+
+var (
+	_ link.Endpoint     = (*Endpoint)(nil)
+	_ link.StateWatcher = (*Endpoint)(nil)
+)
 
 // queue is a bounded FIFO of frames with a wake-up for one blocked reader.
 type queue struct {
@@ -80,8 +94,9 @@ func New(mtu int, macA, macB net.HardwareAddr) (a, b *Endpoint) {
 		panic(fmt.Sprintf("pipe: MTU %d outside 1..%d", mtu, buffer.MaxSize-link.EthernetHeaderLen))
 	}
 	pool := buffer.NewPool()
-	a = &Endpoint{mtu: mtu, mac: cloneMAC(macA), pool: pool, rx: newQueue()}
-	b = &Endpoint{mtu: mtu, mac: cloneMAC(macB), pool: pool, rx: newQueue()}
+	c := &cable{}
+	a = &Endpoint{mtu: mtu, mac: cloneMAC(macA), pool: pool, rx: newQueue(), cable: c}
+	b = &Endpoint{mtu: mtu, mac: cloneMAC(macB), pool: pool, rx: newQueue(), cable: c}
 	a.peer, b.peer = b, a
 	return a, b
 }
@@ -161,7 +176,7 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 		switch {
 		case p.Len() < link.EthernetHeaderLen || p.Len() > link.MaxFrame(e.mtu):
 			malformed++
-		case q.closed || q.n == QueueLen:
+		case q.closed || q.n == QueueLen || e.cable.down.Load():
 			dropped++
 		default:
 			q.ring[(q.head+q.n)%QueueLen] = e.pool.Clone(p)
@@ -182,6 +197,37 @@ func (e *Endpoint) WriteBatch(pkts []*buffer.Packet) (int, error) {
 	e.stats.TxDropped.Add(uint64(dropped))
 	e.stats.TxErrors.Add(uint64(malformed))
 	return len(pkts), nil
+}
+
+// SetUp plugs the pipe's cable in (true) or pulls it out (false), for
+// both ends: while it is out, what either end writes is dropped and
+// counted in TxDropped, as a NIC without carrier drops. Each end's
+// watchers are told of a change (link.StateWatcher), in SetUp's
+// goroutine, before it returns.
+func (e *Endpoint) SetUp(up bool) {
+	e.cable.mu.Lock()
+	defer e.cable.mu.Unlock()
+	if e.cable.down.Swap(!up) == !up {
+		return
+	}
+	for _, end := range []*Endpoint{e, e.peer} {
+		end.watchMu.Lock()
+		fs := end.watchers
+		end.watchMu.Unlock()
+		for _, f := range fs {
+			f(up)
+		}
+	}
+}
+
+// Up reports whether the pipe's cable is in (SetUp); it is when made.
+func (e *Endpoint) Up() bool { return !e.cable.down.Load() }
+
+// WatchState has f told of each change SetUp makes.
+func (e *Endpoint) WatchState(f func(up bool)) {
+	e.watchMu.Lock()
+	e.watchers = append(e.watchers, f)
+	e.watchMu.Unlock()
 }
 
 // Queued returns how many frames wait in this end's receive queue.

@@ -178,6 +178,12 @@ type Stats struct {
 	// own buffer (link.Capabilities.TxGather): TCP payload the frame did
 	// not copy.
 	TxGathered stats.Counter
+
+	// LinkUps and LinkDowns count the device's changes of state
+	// (link.StateWatcher: its kernel side set up or down); StateLost
+	// counts the times the kernel's messages of them were lost (the
+	// state was then read outright) or could no longer be read.
+	LinkUps, LinkDowns, StateLost stats.Counter
 }
 
 // Endpoint is a TAP device. It implements link.Endpoint.
@@ -194,6 +200,7 @@ type Endpoint struct {
 	attachOnce sync.Once
 	attachErr  error
 	stats      Stats
+	state      *stateWatch // the device's state, from rtnetlink
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -280,6 +287,10 @@ func Open(name string, opts Options) (*Endpoint, error) {
 		return nil, err
 	}
 	if err := e.setTxQueueLen(qlen); err != nil {
+		e.closeQueues()
+		return nil, err
+	}
+	if e.state, err = e.watchState(); err != nil {
 		e.closeQueues()
 		return nil, err
 	}
@@ -805,6 +816,7 @@ func (e *Endpoint) Stats() *Stats { return &e.stats }
 func (e *Endpoint) Close() error {
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		e.state.close()
 		for _, q := range e.queues {
 			if err := q.file.Close(); err != nil && e.closeErr == nil {
 				e.closeErr = fmt.Errorf("tap %s: close: %w", e.name, err)
