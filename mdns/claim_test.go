@@ -11,6 +11,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/link"
+	"github.com/gonetstack/gonet/link/pipe"
 	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/udp"
 )
@@ -289,5 +291,54 @@ func TestConflictingFollowsRFC6762(t *testing.T) {
 				t.Errorf("once claimed: conflict %v, want %v", got, tt.claimed)
 			}
 		})
+	}
+}
+
+// Section 8.1: the link coming up sends a responder back to probing and
+// announcing its name, as when it started: another host may hold the name
+// on the link it is on now. Here the other host took the name while the
+// link was down (its probes went nowhere); when the link comes up both
+// probe, the simultaneous probes are decided by section 8.2's tie-break,
+// and the loser moves to the next name.
+func TestLinkUpProbesAgain(t *testing.T) {
+	var cable *pipe.Endpoint
+	a, b := stacktest.Pair(t, stacktest.Options{WrapA: func(e link.Endpoint) link.Endpoint {
+		cable = e.(*pipe.Endpoint)
+		return e
+	}})
+	rb := startClaimed(t, b, "roams")
+	waitUntil(t, "B's announcements", func() bool { return rb.Stats.Announcements.Load() >= 2 })
+	cable.SetUp(false)
+	// What B sent before reaches A's NIC before A's responder starts.
+	waitUntil(t, "A's NIC to read what B sent", func() bool { return cable.Queued() == 0 })
+	time.Sleep(50 * time.Millisecond)
+	ra := startClaimed(t, a, "roams")
+	// Its announcements go nowhere too, so that only probing again can
+	// find the conflict.
+	waitUntil(t, "A's announcements", func() bool { return ra.Stats.Announcements.Load() >= 2 })
+	if ra.Name() != rb.Name() {
+		t.Fatalf("A took %s though B held %s: it heard B over a link down", ra.Name(), rb.Name())
+	}
+	probes := rb.Stats.Probes.Load()
+	cable.SetUp(true)
+	waitUntil(t, "one of them to give the name up", func() bool { return ra.Name() != rb.Name() })
+	names := []string{ra.Name(), rb.Name()}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"roams-2.local.", "roams.local."}) {
+		t.Errorf("names %q, want roams and roams-2", names)
+	}
+	if rb.Stats.LinkUps.Load() != 1 || ra.Stats.LinkUps.Load() != 1 || rb.Stats.Probes.Load() == probes {
+		t.Errorf("LinkUps %d and %d, probes %d after %d: want the link's coming up to send both back to probing",
+			ra.Stats.LinkUps.Load(), rb.Stats.LinkUps.Load(), rb.Stats.Probes.Load(), probes)
+	}
+}
+
+// waitUntil polls cond on the wall clock for up to 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
 	}
 }

@@ -95,6 +95,7 @@ type Stats struct {
 	Renamed       stats.Counter // names given up as another host's
 	KnownAnswers  stats.Counter // records left out because the querier held them (section 7.1)
 	InQueueFull   stats.Counter // messages dropped behind a full queue to the responder
+	LinkUps       stats.Counter // the NIC's link come up, the names probed for again (section 8.1)
 }
 
 // Responder claims and answers for one host name, and the services it
@@ -108,6 +109,7 @@ type Responder struct {
 	services []Service // as given; their instance labels, as asked for
 	conns    []*groupConn
 	in       chan datagram // from the readers to run
+	linkUp   chan struct{} // a token when the NIC's link comes up
 	quit     chan struct{} // closed by Close
 	ran      chan struct{} // closed as run returns
 	wg       sync.WaitGroup
@@ -147,8 +149,9 @@ func Start(s *stack.Stack, nic, host string, services ...Service) (*Responder, e
 	}
 	r := &Responder{
 		s: s, nic: nic, host: host, name: dns.Fqdn(host + ".local"),
-		in:   make(chan datagram, 64),
-		quit: make(chan struct{}), ran: make(chan struct{}), claimed: make(chan struct{}),
+		in:     make(chan datagram, 64),
+		linkUp: make(chan struct{}, 1),
+		quit:   make(chan struct{}), ran: make(chan struct{}), claimed: make(chan struct{}),
 	}
 	for _, sv := range services {
 		if err := sv.check(); err != nil {
@@ -183,6 +186,19 @@ func Start(s *stack.Stack, nic, host string, services ...Service) (*Responder, e
 	for _, gc := range r.conns {
 		r.wg.Go(func() { r.read(gc) })
 	}
+	// Section 8.1: a responder that "receives an indication of a network
+	// interface "Link Change" event ... MUST perform the two startup
+	// steps": what it probed and announced while the link was down went
+	// nowhere, and another host may hold the name on the link it is on
+	// now.
+	_ = s.WatchLink(nic, func(up bool) {
+		if up {
+			select {
+			case r.linkUp <- struct{}{}:
+			default: // one pending is enough
+			}
+		}
+	})
 	go r.run()
 	s.AddStats("MDNS."+nic, &r.Stats)
 	return r, nil
@@ -353,6 +369,10 @@ func (r *Responder) run() {
 				c.ph, c.sent = probing, 0
 				c.timer.Reset(tieLostWait)
 			}
+		case <-r.linkUp:
+			r.Stats.LinkUps.Inc()
+			c.ph, c.sent = probing, 0
+			c.timer.Reset(rand.N(probeWait))
 		case <-c.timer.C():
 			r.step(c)
 		case <-watch.C():

@@ -35,8 +35,11 @@ type address struct {
 	// dadCounter is RFC 7217's DAD_Counter the identifier was formed
 	// with, when stable identifiers are used.
 	dadCounter uint8
-	// dup is signalled when DAD finds the address in use.
-	dup chan struct{}
+	// dup is signalled when DAD finds the address in use; dadGen is
+	// the DAD run that counts, a later one (the link came up again,
+	// link.go) ending an earlier.
+	dup    chan struct{}
+	dadGen uint64
 	// preferredUntil and validUntil are zero for an infinite lifetime.
 	preferredUntil, validUntil time.Time
 	timer                      clock.Timer
@@ -184,7 +187,7 @@ func (p *Protocol) addAddressLocked(prefix netip.Prefix, o origin, valid, prefer
 	}
 	p.Stats.DADStarted.Inc()
 	p.wg.Add(1)
-	go p.dad(a)
+	go p.dad(a, a.dadGen)
 	return a
 }
 
@@ -216,8 +219,9 @@ func remaining(now, t time.Time) time.Duration {
 // nodes started together do not probe together), DupAddrDetectTransmits
 // solicitations from :: to the address's solicited-node group, RetransTimer
 // apart; no duplicate reported by then (Handle signals a.dup) and the
-// address is preferred.
-func (p *Protocol) dad(a *address) {
+// address is preferred. A run that a later one (gen, a.dadGen) replaced
+// stops.
+func (p *Protocol) dad(a *address, gen uint64) {
 	defer p.wg.Done()
 	delay := time.Duration(p.env.Rand.IntN(int(MaxRtrSolicitationDelay)))
 	if !p.wait(a, delay) {
@@ -225,7 +229,7 @@ func (p *Protocol) dad(a *address) {
 	}
 	for range p.cfg.DupAddrDetectTransmits {
 		p.mu.Lock()
-		if p.closed || a.state != Tentative {
+		if p.closed || a.state != Tentative || a.dadGen != gen {
 			p.mu.Unlock()
 			return
 		}
@@ -238,7 +242,7 @@ func (p *Protocol) dad(a *address) {
 	}
 	p.mu.Lock()
 	defer p.unlock()
-	if p.closed || a.state != Tentative || p.addrs[a.addr()] != a {
+	if p.closed || a.state != Tentative || p.addrs[a.addr()] != a || a.dadGen != gen {
 		return
 	}
 	p.dadDoneLocked(a)
@@ -264,7 +268,7 @@ func (p *Protocol) wait(a *address, d time.Duration) bool {
 func (p *Protocol) dadDoneLocked(a *address) {
 	p.Stats.DADSucceeded.Inc()
 	if a.origin == fromLinkLocal {
-		p.llOnce.Do(func() { close(p.llDone) })
+		p.linkLocalDADDoneLocked()
 	}
 	a.state = Preferred
 	if !a.preferredUntil.IsZero() && !p.env.Clock.Now().Before(a.preferredUntil) {
@@ -285,7 +289,7 @@ func (p *Protocol) duplicateLocked(a *address) {
 	a.state = Duplicate
 	if a.origin == fromLinkLocal && !retryStable(p, a) {
 		// No link-local address to come: solicit routers from ::.
-		p.llOnce.Do(func() { close(p.llDone) })
+		p.linkLocalDADDoneLocked()
 	}
 	// Kept, unused, to the end of its valid lifetime, so that the same
 	// prefix advertised again does not form it again.

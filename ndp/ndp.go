@@ -280,6 +280,9 @@ type Stats struct {
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime
 	PrefixesIgnored stats.Counter // prefix options RFC 4862 section 5.5.3 or RFC 4861 section 6.3.4 ignores
 	ListsFull       stats.Counter // an address, router, prefix or route not added: its list at its bound
+	// LinkUps counts the link coming up (LinkUp), each time followed
+	// by DAD of every address and, on a host, router solicitations.
+	LinkUps stats.Counter
 	// Route Information options ignored (RFC 4191): malformed, the
 	// reserved preference, ::/0, or a link-local or multicast prefix.
 	RouteInfoIgnored stats.Counter
@@ -309,6 +312,9 @@ type Protocol struct {
 	raOnce  sync.Once
 	llDone  chan struct{} // closed when the first link-local address leaves DAD
 	llOnce  sync.Once
+	// raAgain and llAgain are raSeen and llDone for the solicitations
+	// sent when the link comes up (link.go); p.mu guards them.
+	raAgain, llAgain chan struct{}
 
 	// mu guards everything below but out, which has its own lock. Work
 	// that must not run under mu (calls into Host, sends) is queued with
@@ -384,7 +390,7 @@ func (p *Protocol) Start(host Host) error {
 	}
 	if !p.cfg.NoRouterSolicitation {
 		p.wg.Add(1)
-		go p.solicitRouters()
+		go p.solicitRouters(p.llDone, p.raSeen)
 	}
 	return nil
 }

@@ -16,15 +16,16 @@ import (
 // solicitRouters sends up to MAX_RTR_SOLICITATIONS router solicitations,
 // RTR_SOLICITATION_INTERVAL apart, the first after a random delay of up to
 // MAX_RTR_SOLICITATION_DELAY, and stops at the first valid advertisement
-// (RFC 4861 section 6.3.7). It first waits for the link-local address to
-// leave DAD, so that the solicitations carry it and our link-layer
-// address, and the routers' answers can be unicast to us; a tentative
-// address must not be their source (RFC 4862 section 5.4).
-func (p *Protocol) solicitRouters() {
+// (RFC 4861 section 6.3.7), which closes raSeen. It first waits for the
+// link-local address to leave DAD (llReady), so that the solicitations
+// carry it and our link-layer address, and the routers' answers can be
+// unicast to us; a tentative address must not be their source (RFC 4862
+// section 5.4).
+func (p *Protocol) solicitRouters(llReady, raSeen <-chan struct{}) {
 	defer p.wg.Done()
 	select {
-	case <-p.llDone:
-	case <-p.raSeen:
+	case <-llReady:
+	case <-raSeen:
 		return
 	case <-p.done:
 		return
@@ -34,7 +35,7 @@ func (p *Protocol) solicitRouters() {
 		t := p.env.Clock.NewTimer(delay)
 		select {
 		case <-t.C():
-		case <-p.raSeen:
+		case <-raSeen:
 			t.Stop()
 			return
 		case <-p.done:
@@ -73,6 +74,10 @@ type onLinkPrefix struct {
 // 6.3.4). p.mu is held.
 func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdvertisement) {
 	p.raOnce.Do(func() { close(p.raSeen) })
+	if p.raAgain != nil {
+		close(p.raAgain) // answers the solicitations of the link coming up
+		p.raAgain = nil
+	}
 	host := p.host
 	// "If the received Cur Hop Limit value is non-zero, the host SHOULD
 	// set its CurHopLimit variable to the received value."

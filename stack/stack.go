@@ -126,6 +126,8 @@ type nic struct {
 	nd     *ndp.Protocol
 	iface6 *ipv6.Interface
 	dhcp6  *dhcpv6.Client // started by the first advertisement with M or O; s.mu guards it
+	ep     link.Endpoint
+	link   linkWatch // linkstate.go
 }
 
 // New returns a running stack with no NICs.
@@ -212,6 +214,7 @@ func (s *Stack) AddNIC(name string, ep link.Endpoint) error {
 		}
 	}
 	eth.Start()
+	s.watchLink(n, ep)
 	s.nics = append(s.nics, n)
 	s.env.Log.Info("NIC up", "nic", name, "mac", eth.HardwareAddr().String(), "mtu", eth.MTU())
 	return nil
