@@ -206,6 +206,9 @@ type ClientStats struct {
 	Conflicts       stats.Counter // offered addresses the probe found in use
 	ProbeErrors     stats.Counter // probes that failed to tell
 	ConfigErrors    stats.Counter // the host refused the address, route or MTU
+	// LinkUps counts the NIC's link coming up (LinkUp): a lease
+	// verified by INIT-REBOOT, or discovery started over.
+	LinkUps stats.Counter
 }
 
 // Client is a DHCP client on one NIC. Its methods are safe for concurrent
@@ -223,6 +226,7 @@ type Client struct {
 	in     chan *dhcpv4.DHCPv4 // decoded replies from read
 	probed chan probeResult
 	lost   chan netip.Addr // addresses address conflict detection gave up (Conflict)
+	linkUp chan struct{}   // a token when the NIC's link comes up (LinkUp)
 	stop   chan bool       // Release (true) or Close (false)
 	done   chan struct{}
 
@@ -303,6 +307,7 @@ func newClient(ctx context.Context, conn ClientConn, host Host, cfg ClientConfig
 		in:     make(chan *dhcpv4.DHCPv4, 16),
 		probed: make(chan probeResult, 1),
 		lost:   make(chan netip.Addr, 1),
+		linkUp: make(chan struct{}, 1),
 		stop:   make(chan bool),
 		done:   make(chan struct{}),
 	}
@@ -369,6 +374,20 @@ func (c *Client) Conflict(a netip.Addr) {
 	}
 }
 
+// LinkUp tells the client that its NIC's link came up: it may be on
+// another network now (RFC 2131 section 3.2: a client "that has moved to a
+// new subnet", RFC 4436's reason), so a lease is verified with an
+// INIT-REBOOT, and a client still looking for one starts discovering again
+// at once, rather than at its backoff's next step. It does not block.
+func (c *Client) LinkUp() {
+	select {
+	case c.linkUp <- struct{}{}:
+	case <-c.done:
+	default:
+		// One already waits.
+	}
+}
+
 // Done is closed once the client has stopped.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
@@ -424,6 +443,8 @@ func (c *Client) run(ctx context.Context) {
 			c.probeDone(r)
 		case a := <-c.lost:
 			c.conflict(a)
+		case <-c.linkUp:
+			c.relink()
 		case release := <-c.stop:
 			if release {
 				c.release()

@@ -1063,3 +1063,63 @@ func TestClientUsesARememberedLeaseNoServerAnswers(t *testing.T) {
 		})
 	}
 }
+
+// The link coming up (LinkUp) may mean another network: a bound client
+// verifies its lease with an INIT-REBOOT REQUEST (RFC 2131 section 3.2),
+// keeping the address meanwhile; the server's ACK renews it, its NAK ends
+// it, and silence leaves the lease standing to its end.
+func TestClientVerifiesItsLeaseWhenTheLinkComesUp(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer string // "ack", "nak" or "none"
+	}{
+		{"the server acknowledges: renewed", "ack"},
+		{"the server refuses: the lease is lost, discovery follows", "nak"},
+		{"no server answers: the lease stands", "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newCfix(t, cfixOpts{lease: time.Hour})
+			f.bind(t)
+			if tt.answer != "ack" {
+				f.net.setCut(true) // the server hears nothing: this test answers
+			}
+			f.c.LinkUp()
+			req, d := f.expectMsg(t, layers.DHCPMsgTypeRequest)
+			if d.to.Addr() != bcast || optAddr(req, layers.DHCPOptRequestIP) != first ||
+				opt(req, layers.DHCPOptServerID) != nil || !ipAddr(req.ClientIP).IsUnspecified() {
+				t.Errorf("REQUEST to %v requests %v, server id %v, ciaddr %v: want INIT-REBOOT's (table 5)",
+					d.to, optAddr(req, layers.DHCPOptRequestIP), opt(req, layers.DHCPOptServerID), req.ClientIP)
+			}
+			if a, ok := f.host.addr(); !ok || a.Addr() != first {
+				t.Errorf("the address %v (%v) while the lease is verified, want %v kept", a, ok, first)
+			}
+			switch tt.answer {
+			case "ack":
+				if e := f.event(t, dhcp.LeaseRenewed); e.Lease.Addr.Addr() != first {
+					t.Errorf("renewed %v", e.Lease.Addr)
+				}
+				f.waitState(t, dhcp.Bound)
+			case "nak":
+				f.net.inject(nakFor(req))
+				f.event(t, dhcp.LeaseLost)
+				f.expectMsg(t, layers.DHCPMsgTypeDiscover)
+				if a, ok := f.host.addr(); ok {
+					t.Errorf("the address %v kept after a NAK", a)
+				}
+			case "none":
+				for range 3 { // the retransmissions of section 4.1
+					f.advanceTo(t)
+					f.expectMsg(t, layers.DHCPMsgTypeRequest)
+				}
+				f.advanceTo(t)
+				f.waitState(t, dhcp.Bound)
+				if a, ok := f.host.addr(); !ok || a.Addr() != first {
+					t.Errorf("the address %v (%v) after an unanswered verification, want %v", a, ok, first)
+				}
+			}
+			if n := f.c.Stats.LinkUps.Load(); n != 1 {
+				t.Errorf("LinkUps = %d", n)
+			}
+		})
+	}
+}

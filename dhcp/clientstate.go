@@ -126,6 +126,14 @@ func (c *Client) timeout() {
 	case Requesting, Rebooting:
 		if f.tries >= maxRequests {
 			c.Stats.RequestTimeouts.Inc()
+			if f.state == Rebooting && f.applied != nil && !f.applied.Expired(now) {
+				// The lease in use, verified after the link came
+				// up, stands "for the remainder of the unexpired
+				// lease" (section 3.2 step 2).
+				c.log.Info("DHCP server silent after the link came up: keeping the lease", "addr", f.applied.Addr.String())
+				c.resume()
+				return
+			}
 			if l, ok := c.usable(now); ok && f.state == Rebooting {
 				c.log.Info("DHCP server silent: using the remembered lease", "addr", l.Addr.String(),
 					"server", l.Server.String(), "expires", l.Expiry().String())
@@ -154,6 +162,43 @@ func (c *Client) timeout() {
 		}
 		c.transmit()
 		c.wakeBefore(f.applied.Expiry())
+	}
+}
+
+// relink acts on the NIC's link coming up (LinkUp): a lease in use is
+// verified in REBOOTING (section 3.2: the DHCPREQUEST broadcast for the
+// address, without a server identifier), the address kept meanwhile; a
+// client without one starts its exchange over. A probe under way
+// (CHECKING) finishes as it is.
+func (c *Client) relink() {
+	f := &c.fsm
+	c.Stats.LinkUps.Inc()
+	switch f.state {
+	case Bound, Renewing, Rebinding:
+		f.last = f.applied.Addr.Addr()
+		c.initReboot()
+	case Rebooting:
+		c.initReboot()
+	case Init, Selecting, Requesting:
+		c.discover()
+	}
+}
+
+// resume goes back to the lease in use after its verification went
+// unanswered: BOUND until T1, or on with renewing or rebinding if their
+// time has come.
+func (c *Client) resume() {
+	f := &c.fsm
+	l, now := f.applied, c.clk.Now()
+	switch {
+	case now.Before(l.RenewAt()):
+		f.sent = nil
+		c.setState(Bound)
+		c.wake(l.RenewAt())
+	case now.Before(l.RebindAt()):
+		c.renew()
+	default:
+		c.rebind()
 	}
 }
 
@@ -330,9 +375,11 @@ func (c *Client) ack(m *dhcpv4.DHCPv4) {
 		c.log.Debug("DHCP ACK refused", "err", err)
 		return
 	}
-	if (f.state == Renewing || f.state == Rebinding) && l.Addr.Addr() != f.applied.Addr.Addr() {
-		// A renewal is of ciaddr (section 4.3.2); an ACK for another
-		// address answers someone else, or is a server's mistake.
+	if f.applied != nil && l.Addr.Addr() != f.applied.Addr.Addr() {
+		// A renewal is of ciaddr (section 4.3.2), a verification
+		// after the link came up of the requested address (section
+		// 3.2); an ACK for another address answers someone else, or
+		// is a server's mistake.
 		c.Stats.InBadAck.Inc()
 		return
 	}

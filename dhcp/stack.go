@@ -28,6 +28,7 @@ type Stack interface {
 	Probe(ctx context.Context, nicName string, addr netip.Addr) (inUse bool, err error)
 	AddAddressWith(ctx context.Context, nicName string, addr netip.Prefix, o stack.AddressOptions) error
 	AddStats(prefix string, st any)
+	WatchLink(nicName string, f func(up bool)) error
 	Clock() clock.Clock
 	Logger() *slog.Logger
 }
@@ -71,6 +72,13 @@ func StartOn(ctx context.Context, s Stack, nicName string, cfg ClientConfig) (*C
 	client := newClient(ctx, c, h, cfg)
 	h.client = client
 	s.AddStats("DHCPClient."+nicName, &client.Stats)
+	// The link coming up may mean another network: the lease is
+	// verified (Client.LinkUp).
+	_ = s.WatchLink(nicName, func(up bool) {
+		if up {
+			client.LinkUp()
+		}
+	})
 	client.start(ctx)
 	return client, nil
 }

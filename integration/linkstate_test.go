@@ -1,0 +1,51 @@
+package integration
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gonetstack/gonet/ndp"
+)
+
+// The kernel's side of the TAP set down and up is, to GoNet, a cable
+// pulled out and plugged in again (link.StateWatcher, from rtnetlink):
+// GoNet puts its IPv6 addresses through DAD again (RFC 4862 sections 5.3
+// and 5.4) and solicits routers (RFC 4861 section 6.3.7). Here the kernel
+// took GoNet's global address while the link was down: the DAD of the link
+// coming up finds it, and GoNet gives it up, where without it both would
+// answer for it.
+func TestLinkDownAndUpFindsAnAddressTakenMeanwhile(t *testing.T) {
+	h := newHost6(t, options{}, true)
+	counter := func(name string) int64 { return int64(h.stack.Counters()[name]) }
+	state := func() ndp.AddrState {
+		i := slices.IndexFunc(h.nd.Addresses(), func(a ndp.Address) bool { return a.Prefix.Addr() == gonetAddr6.Addr() })
+		if i < 0 {
+			return ndp.AddrState(255)
+		}
+		return h.nd.Addresses()[i].State
+	}
+	if s := state(); s != ndp.Preferred {
+		t.Fatalf("GoNet's address %v at the start", s)
+	}
+	solicits := counter("NDP." + h.dev + ".OutRouterSolicits")
+
+	h.run(t, 5*time.Second, "ip", "link", "set", "dev", h.dev, "down")
+	waitFor(t, "GoNet to see the link down", 5*time.Second, func() bool {
+		up, _ := h.stack.LinkUp(h.dev)
+		return !up
+	})
+	h.run(t, 5*time.Second, "ip", "-6", "addr", "add", gonetAddr6.String(), "dev", h.dev, "nodad")
+	h.run(t, 5*time.Second, "ip", "link", "set", "dev", h.dev, "up")
+	waitFor(t, "GoNet to find its address duplicate", 10*time.Second, func() bool { return state() == ndp.Duplicate })
+	if n := counter("NDP." + h.dev + ".LinkUps"); n != 1 {
+		t.Errorf("NDP.%s.LinkUps = %d, want 1", h.dev, n)
+	}
+	// The link-local address passes again, and routers are asked for.
+	waitFor(t, "router solicitations after the link came up", 10*time.Second, func() bool {
+		return counter("NDP."+h.dev+".OutRouterSolicits") > solicits
+	})
+	if s := state(); s != ndp.Duplicate {
+		t.Errorf("GoNet's address %v, want duplicate", s)
+	}
+}
