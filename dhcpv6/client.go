@@ -35,6 +35,10 @@ const (
 	RenMaxRT    = 600 * time.Second
 	RebTimeout  = 10 * time.Second
 	RebMaxRT    = 600 * time.Second
+	CnfMaxDelay = time.Second // CNF_MAX_DELAY
+	CnfTimeout  = time.Second
+	CnfMaxRT    = 4 * time.Second
+	CnfMaxRD    = 10 * time.Second
 	IRTDefault  = 24 * time.Hour    // IRT_DEFAULT: a Reply without the option
 	IRTMinimum  = 600 * time.Second // IRT_MINIMUM
 	// maxRTFloor and maxRTCeil bound a server's SOL_MAX_RT and
@@ -70,6 +74,7 @@ type Stats struct {
 	OutRequests            stats.Counter
 	OutRenews              stats.Counter
 	OutRebinds             stats.Counter
+	OutConfirms            stats.Counter
 	OutDeclines            stats.Counter
 	OutReleases            stats.Counter
 	InAdvertises           stats.Counter // taken
@@ -80,6 +85,12 @@ type Stats struct {
 	Leases                 stats.Counter // addresses leased, an extension not counted
 	LeasesLost             stats.Counter // leases that ran out or were declined
 	Leased                 stats.Gauge   // addresses held now
+	// LinkUps counts the link coming up (LinkUp): a lease confirmed,
+	// or the information asked for again.
+	LinkUps stats.Counter
+	// NotOnLink counts Confirms a server answered NotOnLink: the lease
+	// was of another link, and given up.
+	NotOnLink stats.Counter
 }
 
 // Client asks the link's DHCPv6 servers for configuration information
@@ -93,6 +104,7 @@ type Client struct {
 	in       chan []byte
 	manage   chan struct{}
 	declined chan netip.Addr
+	linkUp   chan struct{}
 	release  chan chan struct{}
 	known    reply         // the DNS information last reported; run's alone
 	held     *holding      // the lease held (stateful.go); run's alone
@@ -117,6 +129,7 @@ func Start(cfg Config) *Client {
 		in:       make(chan []byte, 8),
 		manage:   make(chan struct{}, 1),
 		declined: make(chan netip.Addr, 8),
+		linkUp:   make(chan struct{}, 1),
 		release:  make(chan chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -143,6 +156,18 @@ func (c *Client) Declined(addr netip.Addr) {
 	select {
 	case c.declined <- addr:
 	default:
+	}
+}
+
+// LinkUp tells the client that its link came up: it may be on another
+// link now (RFC 8415 section 18.2.3: "Whenever a client may have moved to
+// a new link ... the client MUST initiate a Confirm/Reply message
+// exchange"), so a lease held is confirmed, and the information of a
+// stateless client asked for again (section 18.2.6). It does not block.
+func (c *Client) LinkUp() {
+	select {
+	case c.linkUp <- struct{}{}:
+	default: // one pending is enough
 	}
 }
 
@@ -212,6 +237,12 @@ func (c *Client) run() {
 		case managed:
 			c.stateful()
 			return
+		case relinked:
+			// Section 18.2.6: the information of the link it may
+			// have moved to, after the first message's delay.
+			c.Stats.LinkUps.Inc()
+			wait = time.Duration(c.cfg.Env.Rand.IntN(int(InfMaxDelay) + 1))
+			continue
 		}
 		r, why := c.exchange(&exch{typ: msgInformationRequest, sent: &c.Stats.OutInformationRequests, irt: InfTimeout, mrt: maxRT,
 			heedManage: true, accept: func(r *reply) verdict { return takeIf(r.typ == msgReply && r.status == statusSuccess) }})
@@ -263,6 +294,7 @@ const (
 	managed                  // Manage was called (waits that heed it only)
 	declined                 // Declined was called (waits that heed it only)
 	releasing                // Release was called while a lease is held: c.released is its answer
+	relinked                 // LinkUp was called (sleeps only)
 )
 
 // releaseAsked takes a Release request: with a lease held the wait ends
@@ -416,8 +448,8 @@ func (c *Client) await(xid uint32, d time.Duration, heedManage bool, accept func
 }
 
 // sleep waits d on the clock; with heedManage Manage ends it, and
-// without, a declined address does, which it returns. Datagrams arriving
-// meanwhile answer nothing of ours.
+// without, a declined address does, which it returns; LinkUp ends either.
+// Datagrams arriving meanwhile answer nothing of ours.
 func (c *Client) sleep(d time.Duration, heedManage bool) (outcome, netip.Addr) {
 	t := c.cfg.Env.Clock.NewTimer(d)
 	defer t.Stop()
@@ -434,6 +466,8 @@ func (c *Client) sleep(d time.Duration, heedManage bool) (outcome, netip.Addr) {
 			if !heedManage {
 				return declined, a
 			}
+		case <-c.linkUp:
+			return relinked, netip.Addr{}
 		case ack := <-c.release:
 			if c.releaseAsked(ack) {
 				return releasing, netip.Addr{}

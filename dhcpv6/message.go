@@ -36,6 +36,7 @@ const (
 	msgSolicit            = 1
 	msgAdvertise          = 2
 	msgRequest            = 3
+	msgConfirm            = 4
 	msgRenew              = 5
 	msgRebind             = 6
 	msgReply              = 7
@@ -66,6 +67,7 @@ const (
 	statusSuccess      = 0
 	statusNoAddrsAvail = 2
 	statusNoBinding    = 3
+	statusNotOnLink    = 4
 )
 
 // Layout: msg-type, a 3-byte transaction-id, then options, each a 2-byte

@@ -46,6 +46,12 @@ func (c *Client) stateful() {
 			continue // section 18.2.2: no Reply: solicit again
 		}
 		h := c.bind(adv.serverID, &r, nil)
+		// The link came up while this lease was sought: it is of the
+		// link there is now.
+		select {
+		case <-c.linkUp:
+		default:
+		}
 		if !c.hold(h) {
 			return
 		}
@@ -174,6 +180,18 @@ func (c *Client) hold(h *holding) bool {
 			return true
 		case why == declined:
 			continue // an address of another origin's: not ours to decline
+		case why == relinked:
+			switch c.confirm(h) {
+			case stopped:
+				return false
+			case releasing:
+				c.giveBack(h)
+				return false
+			case expired: // NotOnLink: the lease is of another link
+				c.drop(h)
+				return true
+			}
+			continue
 		}
 		ia := &lease{iaid: c.iaid, addrs: h.ia.addrs}
 		r, why := c.exchange(&exch{typ: msgRenew, serverID: h.serverID, ia: ia, sent: &c.Stats.OutRenews,
@@ -219,6 +237,38 @@ func (c *Client) hold(h *holding) bool {
 		h = c.bind(serverID, &r, h.ia.addrs)
 		c.held = h
 	}
+}
+
+// confirm asks the link's servers whether h's addresses are of the link
+// there is after it came up (section 18.2.3): a Confirm, the first after a
+// random delay of up to CNF_MAX_DELAY, of the IA_NA's addresses with their
+// lifetimes and T1 and T2 zero, and no Server Identifier, retransmitted
+// for CNF_MAX_RD. A Reply of NotOnLink ends the lease (expired); any other
+// Reply, or none ("the client MAY continue to use any IP addresses"),
+// leaves it standing (answered).
+func (c *Client) confirm(h *holding) outcome {
+	c.Stats.LinkUps.Inc()
+	switch why, dup := c.sleep(time.Duration(c.cfg.Env.Rand.IntN(int(CnfMaxDelay)+1)), false); why {
+	case stopped, releasing:
+		return why
+	case declined:
+		c.Declined(dup) // for hold, once the lease is confirmed
+	}
+	ia := &lease{iaid: c.iaid}
+	for _, a := range h.ia.addrs {
+		ia.addrs = append(ia.addrs, leased{addr: a.addr})
+	}
+	r, why := c.exchange(&exch{typ: msgConfirm, ia: ia, sent: &c.Stats.OutConfirms,
+		irt: CnfTimeout, mrt: CnfMaxRT, mrd: CnfMaxRD, accept: func(r *reply) verdict { return takeIf(r.typ == msgReply) }})
+	switch {
+	case why == stopped || why == releasing:
+		return why
+	case why == answered && r.status == statusNotOnLink:
+		c.Stats.NotOnLink.Inc()
+		c.log.Warn("DHCPv6 lease not of this link: soliciting again", "addrs", addrsOf(h.ia.addrs))
+		return expired
+	}
+	return answered
 }
 
 // giveBack sends one Release of h to its server (section 18.2.7), takes

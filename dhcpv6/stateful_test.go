@@ -252,3 +252,99 @@ func TestReleaseWithNothingLeasedReturnsAtOnce(t *testing.T) {
 	}
 	conn.none(t)
 }
+
+// TestLinkUpConfirmsTheLease: the link coming up sends a Confirm (RFC 8415
+// section 18.2.3) after up to CNF_MAX_DELAY, of the IA_NA's addresses
+// with zero lifetimes, naming no server; a Reply of Success keeps the
+// lease, no Reply within CNF_MAX_RD keeps it too, and NotOnLink ends it
+// and the client solicits again.
+func TestLinkUpConfirmsTheLease(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		answer []layers.DHCPv6Option // nil: no Reply
+		lost   bool
+	}{
+		{"success: the lease stands", []layers.DHCPv6Option{}, false},
+		{"no reply: the lease stands", nil, false},
+		{"not on link: solicit again", []layers.DHCPv6Option{layers.NewDHCPv6Option(layers.DHCPv6OptStatusCode, []byte{0, statusNotOnLink})}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, conn, clk, leases := startManaged(t)
+			leaseOnce(t, c, conn, leases)
+			clk.WaitPending(1) // T1
+			c.LinkUp()
+			// The Confirm goes within CNF_MAX_DELAY.
+			var cnfB []byte
+			for step := 0; cnfB == nil; step++ {
+				if step > 20 {
+					t.Fatal("no Confirm within CNF_MAX_DELAY")
+				}
+				select {
+				case cnfB = <-conn.sent:
+				case <-time.After(10 * time.Millisecond):
+					clk.Advance(CnfMaxDelay / 10)
+				}
+			}
+			cnf := decodeRequest(t, cnfB)
+			if cnf.MsgType != layers.DHCPv6MsgTypeConfirm {
+				t.Fatalf("%v after the link came up, want a Confirm", cnf.MsgType)
+			}
+			if _, ok := option(cnf, layers.DHCPv6OptServerID); ok {
+				t.Error("a Confirm names a server")
+			}
+			ia := iaOf(t, cnf)
+			if len(ia.addrs) != 1 || ia.addrs[0] != (leased{addr: leasedAddr}) || ia.t1 != 0 || ia.t2 != 0 {
+				t.Errorf("Confirm's IA_NA %+v, want %v with every lifetime zero", ia, leasedAddr)
+			}
+			if tt.answer != nil {
+				conn.recv <- answer(t, layers.DHCPv6MsgTypeReply, cnfB, tt.answer...)
+			} else {
+				for clk.Now().Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) < CnfMaxRD+CnfMaxDelay {
+					clk.WaitPending(1)
+					clk.Advance(CnfMaxRT * 11 / 10)
+					drain(conn)
+				}
+			}
+			if tt.lost {
+				if e := nextLease(t, leases); e != (leaseEvent{addr: leasedAddr}) {
+					t.Fatalf("%+v after NotOnLink, want the address taken away", e)
+				}
+				if d := decodeRequest(t, conn.next(t)); d.MsgType != layers.DHCPv6MsgTypeSolicit {
+					t.Errorf("%v after NotOnLink, want a Solicit", d.MsgType)
+				}
+				if c.Stats.NotOnLink.Load() != 1 {
+					t.Errorf("NotOnLink = %d", c.Stats.NotOnLink.Load())
+				}
+				return
+			}
+			// The lease stands: renewed at T1.
+			select {
+			case e := <-leases:
+				t.Fatalf("lease event %+v: the lease should stand", e)
+			case <-time.After(50 * time.Millisecond):
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				clk.WaitPending(1)
+				clk.Advance(1800 * time.Second)
+				if slicesContainsType(t, drain(conn), layers.DHCPv6MsgTypeRenew) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no Renew at T1 after the Confirm")
+				}
+			}
+			if c.Stats.LinkUps.Load() != 1 || c.Stats.OutConfirms.Load() == 0 {
+				t.Errorf("LinkUps %d OutConfirms %d", c.Stats.LinkUps.Load(), c.Stats.OutConfirms.Load())
+			}
+		})
+	}
+}
+
+func slicesContainsType(t *testing.T, bs [][]byte, typ layers.DHCPv6MsgType) bool {
+	for _, b := range bs {
+		if decodeRequest(t, b).MsgType == typ {
+			return true
+		}
+	}
+	return false
+}

@@ -13,9 +13,11 @@ import (
 // the link comes up, what the host sent while it was down went nowhere and
 // the network behind it may be another: neighbour discovery puts every
 // IPv6 address through DAD again and solicits routers (RFC 4862 section
-// 5.3, RFC 4861 section 6.3.7), and the stack's watchers are told
-// (WatchLink), so that an mDNS responder probes for its name again (RFC
-// 6762 section 8.1). A link that cannot tell is up for good.
+// 5.3, RFC 4861 section 6.3.7), the DHCPv6 client confirms its lease (RFC
+// 8415 section 18.2.3), and the stack's watchers are told (WatchLink), so
+// that an mDNS responder probes for its name again (RFC 6762 section 8.1)
+// and a DHCP client verifies its lease (RFC 2131 section 3.2). A link that
+// cannot tell is up for good.
 
 // linkWatch is a NIC's link state and who is told of it; s.mu guards it.
 type linkWatch struct {
@@ -41,7 +43,11 @@ func (s *Stack) linkChanged(n *nic, up bool) {
 	s.env.Log.Info("link "+state, slog.String("nic", n.eth.Name()))
 	s.mu.Lock()
 	fs := slices.Clone(n.link.watchers)
+	dhcp6 := n.dhcp6
 	s.mu.Unlock()
+	if up && dhcp6 != nil {
+		dhcp6.LinkUp() // a lease confirmed (RFC 8415 section 18.2.3)
+	}
 	for _, f := range fs {
 		f(up)
 	}
