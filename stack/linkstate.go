@@ -11,7 +11,8 @@ import (
 // The state of a NIC's link (link.StateWatcher: a TAP device whose kernel
 // side is set down and up, as a cable is pulled out and plugged in). When
 // the link comes up, what the host sent while it was down went nowhere and
-// the network behind it may be another: neighbour discovery puts every
+// the network behind it may be another: each IPv4 address is announced by
+// a gratuitous ARP, neighbour discovery puts every
 // IPv6 address through DAD again and solicits routers (RFC 4862 section
 // 5.3, RFC 4861 section 6.3.7), the DHCPv6 client confirms its lease (RFC
 // 8415 section 18.2.3), and the stack's watchers are told (WatchLink), so
@@ -36,6 +37,12 @@ func (s *Stack) linkChanged(n *nic, up bool) {
 	state := "down"
 	if up {
 		state = "up"
+		// RFC 5227 section 2.3's announcement, as AddAddress makes:
+		// neighbours that cached another station for the address, on
+		// the link there is now, learn ours.
+		for _, a := range s.ip.Addresses(n.iface) {
+			n.arp.Announce(a.Addr())
+		}
 		if n.nd != nil {
 			n.nd.LinkUp()
 		}

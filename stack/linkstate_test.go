@@ -40,6 +40,10 @@ func TestLinkStateReachesWatchersAndNeighbourDiscovery(t *testing.T) {
 	if n := a.Counters()["NDP.eth0.LinkUps"]; n != 1 {
 		t.Errorf("NDP.eth0.LinkUps = %d, want 1", n)
 	}
+	// AddAddress's announcement, and the link's coming up's.
+	if n := a.Counters()["ARP.eth0.OutGratuitous"]; n != 2 {
+		t.Errorf("ARP.eth0.OutGratuitous = %d, want 2", n)
+	}
 	if err := a.WatchLink("nosuch", func(bool) {}); err == nil {
 		t.Error("watching a NIC that is not there")
 	}
