@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/internal/netns"
 	"github.com/gonetstack/gonet/internal/testkit/netnstest"
 	"github.com/gonetstack/gonet/udp"
 )
@@ -62,6 +63,40 @@ func (h *host) kernelRecv4(t *testing.T, group netip.Addr, port int) func(time.D
 			return "", fmt.Errorf("nothing within %v", d)
 		}
 	}
+}
+
+// snoopingBridge puts GoNet's TAP on a bridge with multicast snooping
+// and a querier, its intervals short (a query every 3 s, a leaving member
+// asked about twice, 0.5 s apart), with opts added to its settings (the
+// protocols' versions, say); the TAP's port floods no unknown group. A
+// veth from the bridge leads to a namespace of its own, the sender, whose
+// end has senderAddr. It returns the bridge's name, the sender and its
+// end's name, the bridge up.
+func (h *host) snoopingBridge(t *testing.T, senderAddr netip.Prefix, opts ...string) (br string, sender *netns.NS, senderDev string) {
+	t.Helper()
+	sfx := h.dev[len(h.dev)-min(len(h.dev), 8):]
+	br, vb, vk := "br"+sfx, "vb"+sfx, "vk"+sfx
+	args := append([]string{"link", "add", br, "type", "bridge", "mcast_snooping", "1",
+		"mcast_query_interval", "300", "mcast_last_member_interval", "50", "mcast_last_member_count", "2",
+		"mcast_startup_query_interval", "100", "mcast_query_response_interval", "100"}, opts...)
+	h.run(t, 5*time.Second, "ip", args...)
+	// The querier after the intervals: it waits a query response
+	// interval before the bridge forwards by its database, the one in
+	// force when it was turned on.
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "type", "bridge", "mcast_querier", "1")
+	h.run(t, 5*time.Second, "ip", "link", "set", h.dev, "master", br)
+	h.run(t, 5*time.Second, "bridge", "link", "set", "dev", h.dev, "mcast_flood", "off")
+	sender = netnstest.New(t)
+	if err := h.ns.AddVeth(vb, sender, vk); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t, 5*time.Second, "ip", "link", "set", vb, "master", br)
+	h.run(t, 5*time.Second, "ip", "link", "set", vb, "up")
+	if err := sender.ConfigureLink(vk, senderAddr, 0); err != nil {
+		t.Fatal(err)
+	}
+	h.run(t, 5*time.Second, "ip", "link", "set", br, "up")
+	return br, sender, vk
 }
 
 func TestKernelReceivesGoNetsMulticast(t *testing.T) {
@@ -191,28 +226,7 @@ func TestSnoopingBridgeLearnsGoNetsMembership(t *testing.T) {
 	netnstest.RequireTool(t, "bridge")
 	netnstest.RequireTool(t, "socat")
 	h := newHost(t, options{})
-	sfx := h.dev[len(h.dev)-min(len(h.dev), 8):]
-	br, vb, vk := "br"+sfx, "vb"+sfx, "vk"+sfx
-	h.run(t, 5*time.Second, "ip", "link", "add", br, "type", "bridge",
-		"mcast_snooping", "1",
-		"mcast_query_interval", "300", "mcast_last_member_interval", "50", "mcast_last_member_count", "2",
-		"mcast_startup_query_interval", "100", "mcast_query_response_interval", "100")
-	// The querier after the intervals: it waits a query response
-	// interval before the bridge forwards by its database, the one in
-	// force when it was turned on.
-	h.run(t, 5*time.Second, "ip", "link", "set", br, "type", "bridge", "mcast_querier", "1")
-	h.run(t, 5*time.Second, "ip", "link", "set", h.dev, "master", br)
-	h.run(t, 5*time.Second, "bridge", "link", "set", "dev", h.dev, "mcast_flood", "off")
-	sender := netnstest.New(t)
-	if err := h.ns.AddVeth(vb, sender, vk); err != nil {
-		t.Fatal(err)
-	}
-	h.run(t, 5*time.Second, "ip", "link", "set", vb, "master", br)
-	h.run(t, 5*time.Second, "ip", "link", "set", vb, "up")
-	if err := sender.ConfigureLink(vk, netip.MustParsePrefix("10.99.0.3/24"), 0); err != nil {
-		t.Fatal(err)
-	}
-	h.run(t, 5*time.Second, "ip", "link", "set", br, "up")
+	br, sender, _ := h.snoopingBridge(t, netip.MustParsePrefix("10.99.0.3/24"))
 	mdb := func() string { return h.run(t, 5*time.Second, "bridge", "mdb", "show", "dev", br) }
 	c, err := h.stack.ListenMulticastUDP(netip.AddrPortFrom(netip.IPv4Unspecified(), 5404))
 	if err != nil {
@@ -332,32 +346,15 @@ func TestSnoopingBridgeLearnsGoNetsSourceFilters(t *testing.T) {
 	netnstest.RequireTool(t, "bridge")
 	netnstest.RequireTool(t, "socat")
 	h := newHost(t, options{})
-	sfx := h.dev[len(h.dev)-min(len(h.dev), 8):]
-	br, vb, vk := "br"+sfx, "vb"+sfx, "vk"+sfx
-	h.run(t, 5*time.Second, "ip", "link", "add", br, "type", "bridge",
-		"mcast_snooping", "1", "mcast_igmp_version", "3", "mcast_mld_version", "2",
-		"mcast_query_interval", "300", "mcast_membership_interval", "700",
-		"mcast_last_member_interval", "50", "mcast_last_member_count", "2",
-		"mcast_startup_query_interval", "100", "mcast_query_response_interval", "100")
-	h.run(t, 5*time.Second, "ip", "link", "set", br, "type", "bridge", "mcast_querier", "1")
-	h.run(t, 5*time.Second, "ip", "link", "set", h.dev, "master", br)
-	h.run(t, 5*time.Second, "bridge", "link", "set", "dev", h.dev, "mcast_flood", "off")
-	sender := netnstest.New(t)
-	if err := h.ns.AddVeth(vb, sender, vk); err != nil {
-		t.Fatal(err)
-	}
-	h.run(t, 5*time.Second, "ip", "link", "set", vb, "master", br)
-	h.run(t, 5*time.Second, "ip", "link", "set", vb, "up")
 	src1, src2 := netip.MustParseAddr("10.99.0.3"), netip.MustParseAddr("10.99.0.4")
-	if err := sender.ConfigureLink(vk, netip.PrefixFrom(src1, 24), 0); err != nil {
-		t.Fatal(err)
-	}
+	// A source unreported lasts 7 s (mcast_membership_interval).
+	br, sender, vk := h.snoopingBridge(t, netip.PrefixFrom(src1, 24),
+		"mcast_igmp_version", "3", "mcast_mld_version", "2", "mcast_membership_interval", "700")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if out, err := sender.Run(ctx, "ip", "addr", "add", src2.String()+"/24", "dev", vk); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	h.run(t, 5*time.Second, "ip", "link", "set", br, "up")
 	// mdbGroup is the bridge's line for group on GoNet's port, the
 	// group's own (not one of its per-source lines, which carry "src").
 	mdbGroup := func(group netip.Addr) string {
