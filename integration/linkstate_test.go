@@ -19,11 +19,12 @@ func TestLinkDownAndUpFindsAnAddressTakenMeanwhile(t *testing.T) {
 	h := newHost6(t, options{}, true)
 	counter := func(name string) int64 { return int64(h.stack.Counters()[name]) }
 	state := func() ndp.AddrState {
-		i := slices.IndexFunc(h.nd.Addresses(), func(a ndp.Address) bool { return a.Prefix.Addr() == gonetAddr6.Addr() })
+		addrs := h.nd.Addresses() // in no order: one snapshot
+		i := slices.IndexFunc(addrs, func(a ndp.Address) bool { return a.Prefix.Addr() == gonetAddr6.Addr() })
 		if i < 0 {
 			return ndp.AddrState(255)
 		}
-		return h.nd.Addresses()[i].State
+		return addrs[i].State
 	}
 	if s := state(); s != ndp.Preferred {
 		t.Fatalf("GoNet's address %v at the start", s)
