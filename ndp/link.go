@@ -20,8 +20,12 @@ import (
 // LinkUp is told that the link came up. Every address in use goes through
 // DAD again, tentative meanwhile; a host solicits routers again, from its
 // link-local address once that has passed, until an advertisement
-// answers. A router (Advertise) solicits none: its own advertisements go
-// on.
+// answers. A router (Advertise) solicits none: once its link-local address
+// has passed, it advertises again as an interface that has just become an
+// advertising one does (RFC 4861 section 6.2.4: at once, then the first
+// MAX_INITIAL_RTR_ADVERTISEMENTS no more than
+// MAX_INITIAL_RTR_ADVERT_INTERVAL apart), so that hosts on the link it
+// came up on learn it without waiting out MaxRtrAdvInterval.
 func (p *Protocol) LinkUp() {
 	p.mu.Lock()
 	defer p.unlock()
@@ -49,11 +53,36 @@ func (p *Protocol) LinkUp() {
 	if p.llAgain == nil {
 		close(llReady) // no link-local address to wait for
 	}
-	if p.cfg.NoRouterSolicitation || p.adv != nil {
+	if a := p.adv; a != nil {
+		p.wg.Add(1)
+		go p.readvertise(a, llReady)
+		return
+	}
+	if p.cfg.NoRouterSolicitation {
 		return
 	}
 	p.wg.Add(1)
 	go p.solicitRouters(llReady, p.raAgain)
+}
+
+// readvertise starts an advertising interface's initial advertisements
+// over once its link-local address, their source, has passed DAD again.
+func (p *Protocol) readvertise(a *advertiser, llReady <-chan struct{}) {
+	defer p.wg.Done()
+	select {
+	case <-llReady:
+	case <-a.stop:
+		return
+	case <-p.done:
+		return
+	}
+	a.mu.Lock()
+	a.sent, a.next = 0, p.env.Clock.Now()
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
 }
 
 // redadLocked puts an address through DAD again: tentative, so not a

@@ -113,3 +113,26 @@ func (h *harness) preferred(addr netip.Addr) bool {
 	s, _ := h.host.addr(addr)
 	return s == ndp.Preferred
 }
+
+// An advertising interface whose link comes up advertises again as one
+// that has just begun to (RFC 4861 section 6.2.4): at once, then its
+// initial advertisements at most MAX_INITIAL_RTR_ADVERT_INTERVAL apart,
+// rather than after the rest of a MaxRtrAdvInterval.
+func TestLinkUpAdvertisesAgainAtOnce(t *testing.T) {
+	h := newRouter(t)
+	// Past the initial advertisements: the next is minutes away.
+	var last time.Time
+	for range ndp.MaxInitialRtrAdvertisements {
+		_, last = h.nextRA(time.Second)
+	}
+	h.drain()
+	h.p.LinkUp()
+	_, at := h.nextRA(10 * time.Millisecond)
+	if d := at.Sub(last); d >= ndp.MaxInitialRtrAdvertInterval {
+		t.Errorf("advertised %v after the last one, want at once when the link came up", d)
+	}
+	_, next := h.nextRA(time.Second)
+	if d := next.Sub(at); d > ndp.MaxInitialRtrAdvertInterval {
+		t.Errorf("the next advertisement %v later, want an initial one's interval (at most %v)", d, ndp.MaxInitialRtrAdvertInterval)
+	}
+}
