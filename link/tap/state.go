@@ -27,6 +27,10 @@ type stateWatch struct {
 	name  string
 	index int32 // the device's ifindex, which its messages carry
 	nl    *os.File
+	// ctl is a socket of the device's namespace for its flags
+	// (netdevice(7)): the reader runs on whatever thread, in the
+	// process's namespace, where the device's name may be another's.
+	ctl   int
 	up    atomic.Bool
 	stats *Stats
 
@@ -54,37 +58,38 @@ func (e *Endpoint) watchState() (*stateWatch, error) {
 	// Non-blocking, so that the runtime's poller waits for it and Close
 	// wakes the reader.
 	w.nl = os.NewFile(uintptr(fd), "rtnetlink")
+	if w.ctl, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err != nil {
+		w.nl.Close()
+		return nil, fmt.Errorf("tap %s: socket for the device's flags: %w", e.name, err)
+	}
 	// The index and the state now, read after joining the group, so that
-	// no change falls between the two.
-	index, flags, err := e.interfaceFlags()
+	// no change falls between the two; the state as it starts is no
+	// change to count or tell.
+	index, flags, err := w.flags()
 	if err != nil {
 		w.nl.Close()
+		unix.Close(w.ctl)
 		return nil, err
 	}
 	w.index = index
-	w.set(upFlags(flags))
-	go w.run(e)
+	w.up.Store(upFlags(flags))
+	go w.run()
 	return w, nil
 }
 
-// interfaceFlags returns the device's ifindex and flags (netdevice(7):
+// flags returns the device's ifindex and flags (netdevice(7):
 // SIOCGIFINDEX, SIOCGIFFLAGS).
-func (e *Endpoint) interfaceFlags() (int32, uint32, error) {
-	s, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+func (w *stateWatch) flags() (int32, uint32, error) {
+	ifr, err := unix.NewIfreq(w.name)
 	if err != nil {
-		return 0, 0, fmt.Errorf("tap %s: socket for the device's flags: %w", e.name, err)
+		return 0, 0, fmt.Errorf("tap %s: interface name: %w", w.name, err)
 	}
-	defer unix.Close(s)
-	ifr, err := unix.NewIfreq(e.name)
-	if err != nil {
-		return 0, 0, fmt.Errorf("tap %s: interface name: %w", e.name, err)
-	}
-	if err := unix.IoctlIfreq(s, unix.SIOCGIFINDEX, ifr); err != nil {
-		return 0, 0, fmt.Errorf("tap %s: SIOCGIFINDEX: %w", e.name, err)
+	if err := unix.IoctlIfreq(w.ctl, unix.SIOCGIFINDEX, ifr); err != nil {
+		return 0, 0, fmt.Errorf("tap %s: SIOCGIFINDEX: %w", w.name, err)
 	}
 	index := int32(ifr.Uint32())
-	if err := unix.IoctlIfreq(s, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return 0, 0, fmt.Errorf("tap %s: SIOCGIFFLAGS: %w", e.name, err)
+	if err := unix.IoctlIfreq(w.ctl, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return 0, 0, fmt.Errorf("tap %s: SIOCGIFFLAGS: %w", w.name, err)
 	}
 	return index, uint32(ifr.Uint16()), nil
 }
@@ -97,7 +102,7 @@ func upFlags(flags uint32) bool {
 
 // run reads the link group's messages until Close, and follows the
 // device's.
-func (w *stateWatch) run(e *Endpoint) {
+func (w *stateWatch) run() {
 	defer close(w.done)
 	buf := make([]byte, 32<<10)
 	for {
@@ -109,7 +114,7 @@ func (w *stateWatch) run(e *Endpoint) {
 			// The socket's buffer overflowed and messages were lost
 			// (netlink(7)): ask the state outright.
 			w.stats.StateLost.Inc()
-			if _, flags, err := e.interfaceFlags(); err == nil {
+			if _, flags, err := w.flags(); err == nil {
 				w.set(upFlags(flags))
 			}
 			continue
@@ -169,6 +174,7 @@ func (w *stateWatch) close() {
 	}
 	w.nl.Close()
 	<-w.done
+	unix.Close(w.ctl)
 }
 
 var _ link.StateWatcher = (*Endpoint)(nil)
