@@ -30,8 +30,11 @@ const linkPath = services.StatusPrefix + "link.json"
 
 // linkInfo is a NIC's addresses and neighbours, and the host's routes.
 type linkInfo struct {
-	NIC       string      `json:"nic"`
-	MAC       string      `json:"mac"`
+	NIC string `json:"nic"`
+	MAC string `json:"mac"`
+	// State is the link's, "UP" or "DOWN", as ip link shows it
+	// (link.StateWatcher; a link that cannot tell is UP).
+	State     string      `json:"state"`
 	Addresses []addrInfo  `json:"addresses"`
 	Neighbors []neighInfo `json:"neighbors"`
 	Routes    []routeInfo `json:"routes"`
@@ -88,7 +91,10 @@ type neighInfo struct {
 // linkInfo gathers h's NIC's addresses and neighbours.
 func (h *host) linkInfo() linkInfo {
 	now := h.stack.Clock().Now()
-	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), Addresses: []addrInfo{}, Neighbors: []neighInfo{}, Routes: []routeInfo{}, Groups: []groupInfo{}}
+	li := linkInfo{NIC: h.nic, MAC: h.mac.String(), State: "UP", Addresses: []addrInfo{}, Neighbors: []neighInfo{}, Routes: []routeInfo{}, Groups: []groupInfo{}}
+	if up, err := h.stack.LinkUp(h.nic); err == nil && !up {
+		li.State = "DOWN"
+	}
 	if h.dhcp != nil {
 		// The lease's address, as ip addr shows one dhclient set: with
 		// the time left until it expires.
@@ -198,7 +204,8 @@ var addrCommand = &command{
 	summary: "show the addresses of a running gonet up, IPv4 and IPv6, as ip addr does",
 	usage:   "gonet addr [-tap NAME | -control PATH]",
 	about: `Asks a running gonet up for its NIC's addresses through its control socket
-and prints them as the kernel's ip addr does: the NIC and its MAC, then
+and prints them as the kernel's ip addr does: the NIC, its link's state
+(UP, or DOWN while the TAP's kernel side is down) and its MAC, then
 each address, "inet" for IPv4 and "inet6" for IPv6 ("temporary" for
 an RFC 8981 one, with -temp-addr), with its state
 (tentative while duplicate address detection runs, preferred, deprecated
@@ -295,7 +302,7 @@ func runLink(ctx context.Context, cmd *command, out *output, args []string, writ
 
 // writeAddrs prints li's addresses as ip addr does.
 func writeAddrs(w io.Writer, li linkInfo) {
-	fmt.Fprintf(w, "%s: link/ether %s\n", li.NIC, li.MAC)
+	fmt.Fprintf(w, "%s: state %s link/ether %s\n", li.NIC, li.State, li.MAC)
 	for _, a := range li.Addresses {
 		kind := "inet6"
 		if a.Prefix.Addr().Is4() {

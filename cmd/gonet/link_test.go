@@ -70,7 +70,7 @@ func TestAddrAndNeighShowBothFamilies(t *testing.T) {
 		t.Fatalf("gonet addr: exit %d, stderr %q", code, stderr)
 	}
 	for _, want := range []string{
-		`(?m)^b0: link/ether 02:00:00:99:08:02$`,
+		`(?m)^b0: state UP link/ether 02:00:00:99:08:02$`,
 		`(?m)^    inet 10\.88\.0\.2/24 scope global preferred\n        valid_lft forever preferred_lft forever$`,
 		`(?m)^    inet6 fd00:88::2/64 scope global preferred\n        valid_lft forever preferred_lft forever$`,
 		// The link-local address's DAD may still run: gonet up
@@ -174,5 +174,21 @@ func TestMaddrShowsGroupsAndTheirSources(t *testing.T) {
 	}
 	if lines[0] != "b2" || !slices.IsSortedFunc(lines[1:], func(a, b string) int { return strings.Compare(a[:6], b[:6]) }) {
 		t.Errorf("not the NIC, then IPv4's groups, then IPv6's:\n%s", stdout)
+	}
+}
+
+// TestAddrShowsTheLinkDown: gonet addr tells a link down (a pipe's cable
+// pulled, as a TAP's kernel side set down) as ip addr does.
+func TestAddrShowsTheLinkDown(t *testing.T) {
+	useControlDir(t)
+	peer, epUp := pipe.New(1500, net.HardwareAddr{0x02, 0, 0, 0x99, 11, 1}, net.HardwareAddr{0x02, 0, 0, 0x99, 11, 2})
+	upOn(t, epUp, "-tap", "b3", "-addr", "10.91.0.2/24", "-mdns=false")
+	peer.SetUp(false)
+	code, stdout, stderr := runArgs(t, "addr", "-tap", "b3")
+	if code != exitOK {
+		t.Fatalf("gonet addr: exit %d, stderr %q", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^b3: state DOWN link/ether 02:00:00:99:0b:02$`).MatchString(stdout) {
+		t.Errorf("gonet addr does not show the link down:\n%s", stdout)
 	}
 }
