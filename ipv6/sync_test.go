@@ -3,6 +3,7 @@ package ipv6_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/gonetstack/gonet/buffer"
@@ -11,17 +12,20 @@ import (
 	"github.com/gonetstack/gonet/ipv6"
 )
 
-// blocking is a transport that holds the dealer until told to go.
+// blocking is a transport that holds the dealer on the first datagram
+// until told to go, and takes the rest at once. The first is told by a
+// flag, not by a send that may find nobody waiting yet: that race hung
+// CI once, the dealer arriving before the test was at its receive.
 type blocking struct {
 	entered, release chan struct{}
+	held             atomic.Bool
 }
 
 func (b *blocking) HandleIP(pkt *buffer.Packet, _ ip.Header) {
 	pkt.Release()
-	select {
-	case b.entered <- struct{}{}:
+	if b.held.CompareAndSwap(false, true) {
+		b.entered <- struct{}{}
 		<-b.release
-	default:
 	}
 }
 
