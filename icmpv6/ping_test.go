@@ -31,16 +31,26 @@ func startPing(t *testing.T, h *harness, ctx context.Context, dst netip.Addr, si
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
+		// The wire is looked at after done: a ping whose context has
+		// ended sends its request and returns at once, maybe between
+		// the two looks. Its result goes back for waitPing.
+		var ended *pingResult
+		select {
+		case r := <-done:
+			ended = &r
+		case <-time.After(100 * time.Microsecond):
+		}
 		if out := h.net.takeSent(); len(out) > 0 {
 			if len(out) != 1 {
 				t.Fatalf("ping sent %d datagrams", len(out))
 			}
+			if ended != nil {
+				done <- *ended
+			}
 			return out[0], done
 		}
-		select {
-		case r := <-done:
-			t.Fatalf("ping ended before sending: %v", r.err)
-		case <-time.After(100 * time.Microsecond):
+		if ended != nil {
+			t.Fatalf("ping ended before sending: %v", ended.err)
 		}
 	}
 	t.Fatal("ping sent nothing")
