@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,7 +83,11 @@ func newHost6(t *testing.T, o options, global bool) *host6 {
 		}
 		return h.gonetLL.IsValid()
 	})
-	h.waitPreferred(t, h.gonetLL)
+	if o.stack.NDP.OptimisticDAD {
+		h.waitState(t, h.gonetLL, ipv6.Optimistic, ipv6.Preferred) // in use already (RFC 4429)
+	} else {
+		h.waitPreferred(t, h.gonetLL)
+	}
 	if global {
 		h.waitPreferred(t, gonetAddr6.Addr())
 	}
@@ -95,14 +100,20 @@ func (h *host6) mac() wire.MAC { return wire.MAC(h.tap.MAC()) }
 // waitPreferred waits until GoNet's address a is past its DAD.
 func (h *host6) waitPreferred(t *testing.T, a netip.Addr) {
 	t.Helper()
+	h.waitState(t, a, ipv6.Preferred)
+}
+
+// waitState waits until GoNet's IPv6 layer holds a in one of states.
+func (h *host6) waitState(t *testing.T, a netip.Addr, states ...ipv6.AddrState) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, ok := h.stack.IPv6().AddressState(a)
-		if ok && st == ipv6.Preferred {
+		if ok && slices.Contains(states, st) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("GoNet's %v is not preferred (state %v, assigned %v); ndp has %+v", a, st, ok, h.nd.Addresses())
+			t.Fatalf("GoNet's %v is not %v (state %v, assigned %v); ndp has %+v", a, states, st, ok, h.nd.Addresses())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -599,6 +599,61 @@ func TestIPv6SLAACFromRadvd(t *testing.T) {
 	}
 }
 
+// TestIPv6OptimisticDADAgainstKernel: with optimistic DAD (RFC 4429) GoNet
+// uses the address it forms by SLAAC while that address's DAD still runs.
+// Its link-local address is optimistic too, so no solicitation of GoNet's
+// may carry its link-layer address, and the kernel ignores a multicast
+// one without: GoNet's first datagram goes through the router (the
+// kernel, as radvd's host), and the kernel resolves GoNet's optimistic
+// address itself (GoNet answering without Override). And an address the
+// kernel holds is given up when DAD finds it.
+func TestIPv6OptimisticDADAgainstKernel(t *testing.T) {
+	// DAD of 20 solicitations, a second apart: every address stays
+	// optimistic through the test.
+	cfg := stack.Config{NDP: ndp.Config{OptimisticDAD: true, DupAddrDetectTransmits: 20}}
+	t.Run("used while DAD runs", func(t *testing.T) {
+		h := newHost6(t, options{stack: cfg}, false)
+		want, err := ipv6.FromPrefix(slaacPrefix, ipv6.EUI64(h.mac()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.radvd(t, false)
+		h.waitState(t, want, ipv6.Optimistic)
+		server := slaacPrefix.Addr().Next()
+		h.gonetPing(t, server, 56)
+		if n := h.ndpCounter("OptimisticDetours"); n == 0 {
+			t.Error("NDP OptimisticDetours = 0: the echo request did not go through the router")
+		}
+		h.ping6(t, want, 56, 2)
+		out := h.run(t, 5*time.Second, "ip", "-6", "neigh", "show", want.String(), "dev", h.dev)
+		if !strings.Contains(out, h.mac().String()) {
+			t.Errorf("the kernel's entry for GoNet's %v: %q, want lladdr %v", want, out, h.mac())
+		}
+		for _, a := range []netip.Addr{want, h.gonetLL.WithZone("")} {
+			if st, _ := h.stack.IPv6().AddressState(a); st != ipv6.Optimistic {
+				t.Errorf("GoNet's %v is %v after the pings, want still optimistic: the test proves nothing", a, st)
+			}
+		}
+	})
+	t.Run("a duplicate given up", func(t *testing.T) {
+		h := newHost6(t, options{stack: cfg}, false)
+		taken, err := ipv6.FromPrefix(slaacPrefix, ipv6.EUI64(h.mac()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.run(t, 5*time.Second, "ip", "-6", "addr", "add", netip.PrefixFrom(taken, 64).String(), "dev", h.dev, "nodad")
+		h.radvd(t, false)
+		waitFor(t, "GoNet's DAD to find the kernel's "+taken.String(), 15*time.Second, func() bool {
+			_, ok := h.stack.IPv6().AddressState(taken)
+			return h.ndpCounter("DADFailed") == 1 && !ok
+		})
+		out := h.run(t, 5*time.Second, "ip", "-6", "addr", "show", "dev", h.dev)
+		if strings.Contains(out, "dadfailed") || !strings.Contains(out, taken.String()) {
+			t.Errorf("the kernel lost its %v to GoNet's optimistic one:\n%s", taken, out)
+		}
+	})
+}
+
 // TestIPv6TemporaryAddressFromRadvd: with temporary addresses on (RFC
 // 8981), GoNet forms one beside its SLAAC address from radvd's prefix, and
 // the kernel sees GoNet's connections come from it (RFC 6724 rule 7).

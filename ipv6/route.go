@@ -93,9 +93,18 @@ const (
 	// destination, and a source only where no preferred address fits
 	// (RFC 4862 section 5.5.4, RFC 6724 rule 3).
 	Deprecated
+	// Optimistic: duplicate address detection has not finished, but
+	// the address is used meanwhile, as a deprecated one is (RFC 4429
+	// section 2.1: "available for use but should not be used if another
+	// suitable address is available").
+	Optimistic
 )
 
-var addrStateText = [...]string{"tentative", "preferred", "deprecated"}
+var addrStateText = [...]string{"tentative", "preferred", "deprecated", "optimistic"}
+
+// avoided reports whether source selection takes an address in the state
+// only where no other fits (RFC 6724 rule 3, RFC 4429 section 2.1).
+func (s AddrState) avoided() bool { return s == Deprecated || s == Optimistic }
 
 // String names the state.
 func (s AddrState) String() string {

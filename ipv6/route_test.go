@@ -270,10 +270,20 @@ func TestSourceSelectionLongestPrefixAndStates(t *testing.T) {
 	if got := src(); got != ourAddr {
 		t.Errorf("a tentative address chosen: %v", got)
 	}
-	must(t, h.p.SetAddressState(netip.MustParseAddr("2001:db8:1:8000::2"), ipv6.Deprecated))
-	if got := src(); got != ourAddr {
-		t.Errorf("rule 3 before rule 8: source %v, want %v", got, ourAddr)
+	// RFC 4429 section 2.1: an optimistic address is used, and avoided
+	// as a deprecated one is.
+	for _, st := range []ipv6.AddrState{ipv6.Deprecated, ipv6.Optimistic} {
+		must(t, h.p.SetAddressState(netip.MustParseAddr("2001:db8:1:8000::2"), st))
+		if got := src(); got != ourAddr {
+			t.Errorf("rule 3 before rule 8, %v: source %v, want %v", st, got, ourAddr)
+		}
 	}
+	must(t, h.p.SetAddressState(ourAddr, ipv6.Tentative))
+	if got := src(); got != netip.MustParseAddr("2001:db8:1:8000::2") {
+		t.Errorf("an optimistic address is not used when it is the only one: %v", got)
+	}
+	must(t, h.p.SetAddressState(ourAddr, ipv6.Preferred))
+	must(t, h.p.SetAddressState(netip.MustParseAddr("2001:db8:1:8000::2"), ipv6.Deprecated))
 	must(t, h.p.RemoveAddress(ourAddr))
 	if got := src(); got != netip.MustParseAddr("2001:db8:1:8000::2") {
 		t.Errorf("a deprecated address is used when it is the only one: %v", got)

@@ -17,7 +17,8 @@ import (
 //	rule 1, prefer the same address (the destination is the host's own:
 //	        Route has answered Local before it gets here);
 //	rule 2, prefer the appropriate scope;
-//	rule 3, avoid deprecated addresses;
+//	rule 3, avoid deprecated addresses (and optimistic ones, RFC 4429
+//	        section 2.1);
 //	rule 5, prefer the outgoing interface;
 //	rule 6, prefer matching label (the default policy table, policy.go:
 //	        a unique local destination from a unique local source);
@@ -64,8 +65,8 @@ func better(a, b *Address, dst netip.Addr, scD Scope, iface *Interface) bool {
 		return scB < scD
 	}
 	// Rule 3.
-	if (a.State == Deprecated) != (b.State == Deprecated) {
-		return b.State == Deprecated
+	if a.State.avoided() != b.State.avoided() {
+		return b.State.avoided()
 	}
 	// Rule 5.
 	if (a.Iface == iface) != (b.Iface == iface) {

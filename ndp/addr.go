@@ -13,8 +13,9 @@ import (
 // 5.3), static ones the user adds, and those formed from advertised
 // prefixes (section 5.5.3). Each is tentative until duplicate address
 // detection (section 5.4), run by a goroutine of its own, finds no other
-// node using it; it is then preferred, deprecated when its preferred
-// lifetime ends and removed when its valid lifetime does (section 5.5.4).
+// node using it, or optimistic meanwhile (RFC 4429, Config.OptimisticDAD);
+// it is then preferred, deprecated when its preferred lifetime ends and
+// removed when its valid lifetime does (section 5.5.4).
 
 // origin says where an address came from.
 type origin uint8
@@ -51,8 +52,20 @@ type address struct {
 func (a *address) addr() netip.Addr { return a.prefix.Addr() }
 
 // usable reports whether the address may be a source (RFC 4862 section
-// 5.5.4: a deprecated address still may, for existing communication).
-func (a *address) usable() bool { return a.state == Preferred || a.state == Deprecated }
+// 5.5.4: a deprecated address still may, for existing communication; RFC
+// 4429 section 2.1: an optimistic one as a deprecated one).
+func (a *address) usable() bool { return a.state.Usable() }
+
+// dadStateLocked is the state an address of origin o is in while DAD runs
+// on it: optimistic with Config.OptimisticDAD for an identifier most
+// likely unique (RFC 4429 section 3.1: "Optimistic DAD SHOULD NOT be used
+// for manually entered addresses"), tentative otherwise.
+func (p *Protocol) dadStateLocked(o origin) AddrState {
+	if p.cfg.OptimisticDAD && !p.cfg.NoDAD && o != fromStatic {
+		return Optimistic
+	}
+	return Tentative
+}
 
 func (a *address) stopTimer() {
 	if a.timer != nil {
@@ -140,7 +153,7 @@ func (p *Protocol) Lease(addr netip.Addr, valid, preferred time.Duration) error 
 	}
 	now := p.env.Clock.Now()
 	p.setLifetimesLocked(a, valid, min(preferred, valid))
-	if a.state == Tentative || a.state == Duplicate {
+	if a.state.underDAD() || a.state == Duplicate {
 		return nil // DAD arms the timer when it ends; a duplicate keeps its own
 	}
 	st := Preferred
@@ -168,15 +181,16 @@ func (p *Protocol) RemoveStatic(addr netip.Addr) error {
 	return nil
 }
 
-// addAddressLocked assigns a tentative address, joins its solicited-node
-// group and starts DAD; valid and preferred are its lifetimes, Infinite
-// for ever. p.mu is held.
+// addAddressLocked assigns a tentative or optimistic address, joins its
+// solicited-node group and starts DAD; valid and preferred are its
+// lifetimes, Infinite for ever. p.mu is held.
 func (p *Protocol) addAddressLocked(prefix netip.Prefix, o origin, valid, preferred time.Duration) *address {
-	a := &address{prefix: prefix, origin: o, state: Tentative, dup: make(chan struct{}, 1)}
+	st := p.dadStateLocked(o)
+	a := &address{prefix: prefix, origin: o, state: st, dup: make(chan struct{}, 1)}
 	p.setLifetimesLocked(a, valid, preferred)
 	p.addrs[a.addr()] = a
 	host, temporary := p.host, o == fromTemporary
-	p.later(func() { host.AddAddress(prefix, Tentative, temporary) })
+	p.later(func() { host.AddAddress(prefix, st, temporary) })
 	// RFC 4862 section 5.4.2: "Before sending a Neighbor Solicitation,
 	// an interface MUST join the all-nodes multicast address and the
 	// solicited-node multicast address of the tentative address."
@@ -184,6 +198,11 @@ func (p *Protocol) addAddressLocked(prefix netip.Prefix, o origin, valid, prefer
 	if p.cfg.NoDAD {
 		p.dadDoneLocked(a)
 		return a
+	}
+	if o == fromLinkLocal && st == Optimistic {
+		// Router solicitations may go from it now, without our
+		// link-layer address (RFC 4429 section 2.4).
+		p.linkLocalReadyLocked()
 	}
 	p.Stats.DADStarted.Inc()
 	p.wg.Add(1)
@@ -229,20 +248,20 @@ func (p *Protocol) dad(a *address, gen uint64) {
 	}
 	for range p.cfg.DupAddrDetectTransmits {
 		p.mu.Lock()
-		if p.closed || a.state != Tentative || a.dadGen != gen {
+		if p.closed || !a.state.underDAD() || a.dadGen != gen {
 			p.mu.Unlock()
 			return
 		}
 		retrans := p.params.retrans
 		p.mu.Unlock()
-		p.send(p.neighborSolicitation(netip.IPv6Unspecified(), ipv6.SolicitedNode(a.addr()), a.addr()))
+		p.send(p.neighborSolicitation(netip.IPv6Unspecified(), ipv6.SolicitedNode(a.addr()), a.addr(), false))
 		if !p.wait(a, retrans) {
 			return
 		}
 	}
 	p.mu.Lock()
 	defer p.unlock()
-	if p.closed || a.state != Tentative || p.addrs[a.addr()] != a || a.dadGen != gen {
+	if p.closed || !a.state.underDAD() || p.addrs[a.addr()] != a || a.dadGen != gen {
 		return
 	}
 	p.dadDoneLocked(a)
@@ -263,12 +282,13 @@ func (p *Protocol) wait(a *address, d time.Duration) bool {
 	}
 }
 
-// dadDoneLocked makes a tentative address preferred, or deprecated if its
+// dadDoneLocked makes a tentative or optimistic address preferred (RFC
+// 4429 section 3.2), or deprecated if its
 // preferred lifetime ended during DAD, and arms its lifetime timer.
 func (p *Protocol) dadDoneLocked(a *address) {
 	p.Stats.DADSucceeded.Inc()
 	if a.origin == fromLinkLocal {
-		p.linkLocalDADDoneLocked()
+		p.linkLocalReadyLocked()
 	}
 	a.state = Preferred
 	if !a.preferredUntil.IsZero() && !p.env.Clock.Now().Before(a.preferredUntil) {
@@ -279,8 +299,9 @@ func (p *Protocol) dadDoneLocked(a *address) {
 	p.armLifetimeLocked(a)
 }
 
-// duplicateLocked handles a duplicate found for a tentative address (RFC
-// 4862 section 5.4.5): the address is not used, the event counted and
+// duplicateLocked handles a duplicate found for a tentative or optimistic
+// address (RFC 4862 section 5.4.5, RFC 4429 section 3.3): the address is
+// not used, or no longer, the event counted and
 // logged, and, with stable identifiers, a new one formed with the next
 // DAD_Counter (RFC 7217 section 6), IDGEN_RETRIES times at most. p.mu is
 // held.
@@ -289,7 +310,7 @@ func (p *Protocol) duplicateLocked(a *address) {
 	a.state = Duplicate
 	if a.origin == fromLinkLocal && !retryStable(p, a) {
 		// No link-local address to come: solicit routers from ::.
-		p.linkLocalDADDoneLocked()
+		p.linkLocalReadyLocked()
 	}
 	// Kept, unused, to the end of its valid lifetime, so that the same
 	// prefix advertised again does not form it again.
@@ -465,7 +486,7 @@ func (p *Protocol) updateLifetimesLocked(a *address, valid, preferred time.Durat
 	default:
 		a.validUntil = now.Add(twoHours)
 	}
-	if a.state == Tentative {
+	if a.state.underDAD() {
 		return // DAD arms the timer when it ends
 	}
 	st := Preferred

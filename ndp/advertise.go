@@ -177,6 +177,12 @@ func (p *Protocol) Advertise(cfg RouterConfig) error {
 	if err := cfg.setDefaults(p.nic.MTU()); err != nil {
 		return fmt.Errorf("ndp: advertise on %s: %w", p.nic.Name(), err)
 	}
+	if p.cfg.OptimisticDAD {
+		// A router's advertisements come from its link-local address
+		// once DAD has passed (section 6.2.2), and its neighbours
+		// override their entries on its word.
+		return fmt.Errorf("ndp: advertise on %s: a router does not use optimistic DAD (Config.OptimisticDAD)", p.nic.Name())
+	}
 	a := &advertiser{cfg: cfg, wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	p.mu.Lock()
 	switch {

@@ -280,7 +280,7 @@ func (p *Protocol) neighborTimer(n *neighbor, gen uint64) {
 		return
 	}
 	n.probes++
-	m := p.neighborSolicitation(src, n.addr, n.addr)
+	m := p.neighborSolicitation(src, n.addr, n.addr, p.sllaFromLocked(src))
 	mac := n.mac
 	// A probe goes to the cached address, not through Output: it tests
 	// that address (section 7.3.3: "sends a unicast Neighbor

@@ -148,20 +148,24 @@ func (p *Protocol) handleNS(h ip.Header, m wire.ICMPv6) {
 		p.Stats.InNotOurs.Inc()
 		return
 	}
-	if a.state == Tentative {
+	if a.state.underDAD() {
 		// RFC 4862 section 5.4.3: from :: it is another node's DAD for
 		// the same address, a duplicate; from a unicast source it is
 		// address resolution by a node that should not yet know the
-		// address, and is silently discarded.
+		// address, and is silently discarded, unless the address is
+		// optimistic and so in use (RFC 4429 section 3.3), answered
+		// below.
 		if dad {
 			p.duplicateLocked(a)
 		}
-		return
+		if dad || a.state == Tentative {
+			return
+		}
 	}
 	if dad {
 		// Another node's DAD for an address we hold: defend it, to
 		// all-nodes, unsolicited (section 7.2.4).
-		p.sendLater(p.neighborAdvertisement(target, ipv6.AllNodes, target, false))
+		p.sendLater(p.neighborAdvertisement(target, ipv6.AllNodes, target, false, true))
 		return
 	}
 	if hasMAC {
@@ -169,8 +173,11 @@ func (p *Protocol) handleNS(h ip.Header, m wire.ICMPv6) {
 	}
 	// "a node sends a Neighbor Advertisement in response to a valid
 	// Neighbor Solicitation targeting one of the node's assigned
-	// addresses", solicited, to the solicitation's source.
-	p.sendLater(p.neighborAdvertisement(target, h.Src, target, true))
+	// addresses", solicited, to the solicitation's source; for an
+	// optimistic address without Override, so that if the address
+	// proves another node's, the asker's entry for that node stands
+	// (RFC 4429 section 2.2).
+	p.sendLater(p.neighborAdvertisement(target, h.Src, target, true, a.state != Optimistic))
 }
 
 // handleNA validates (section 7.1.2) a Neighbor Advertisement and applies
@@ -202,7 +209,7 @@ func (p *Protocol) handleNA(h ip.Header, m wire.ICMPv6) {
 	defer p.unlock()
 	if a := p.addrs[target]; a != nil {
 		switch a.state {
-		case Tentative:
+		case Tentative, Optimistic:
 			// "If the target address matches a tentative address,
 			// the tentative address is not unique."
 			p.duplicateLocked(a)

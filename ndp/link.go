@@ -18,8 +18,9 @@ import (
 // both when a link's carrier comes back.
 
 // LinkUp is told that the link came up. Every address in use goes through
-// DAD again, tentative meanwhile; a host solicits routers again, from its
-// link-local address once that has passed, until an advertisement
+// DAD again, tentative meanwhile (or optimistic, still in use); a host
+// solicits routers again, from its link-local address once that has
+// passed (or at once from an optimistic one), until an advertisement
 // answers. A router (Advertise) solicits none: once its link-local address
 // has passed, it advertises again as an interface that has just become an
 // advertising one does (RFC 4861 section 6.2.4: at once, then the first
@@ -45,10 +46,10 @@ func (p *Protocol) LinkUp() {
 		if a.state == Duplicate || p.cfg.NoDAD {
 			continue
 		}
-		if a.origin == fromLinkLocal {
+		p.redadLocked(a)
+		if a.origin == fromLinkLocal && a.state == Tentative {
 			p.llAgain = llReady
 		}
-		p.redadLocked(a)
 	}
 	if p.llAgain == nil {
 		close(llReady) // no link-local address to wait for
@@ -86,15 +87,15 @@ func (p *Protocol) readvertise(a *advertiser, llReady <-chan struct{}) {
 }
 
 // redadLocked puts an address through DAD again: tentative, so not a
-// source nor taking datagrams, until it passes (dadDoneLocked) or is found
-// duplicate (duplicateLocked). A run under way for a tentative one is
-// replaced: its solicitations may have gone while the link was down.
-// p.mu is held.
+// source nor taking datagrams, or optimistic (Config.OptimisticDAD), so
+// still used, until it passes (dadDoneLocked) or is found duplicate
+// (duplicateLocked). A run under way is replaced: its solicitations may
+// have gone while the link was down. p.mu is held.
 func (p *Protocol) redadLocked(a *address) {
-	if a.state != Tentative {
-		a.state = Tentative
+	if st := p.dadStateLocked(a.origin); a.state != st {
+		a.state = st
 		host, addr := p.host, a.addr()
-		p.later(func() { host.SetAddressState(addr, Tentative) })
+		p.later(func() { host.SetAddressState(addr, st) })
 	}
 	a.dadGen++
 	p.Stats.DADStarted.Inc()
@@ -102,10 +103,10 @@ func (p *Protocol) redadLocked(a *address) {
 	go p.dad(a, a.dadGen)
 }
 
-// linkLocalDADDoneLocked tells a router solicitation waiting on the
-// link-local address's DAD after the link came up that it is over. p.mu
-// is held.
-func (p *Protocol) linkLocalDADDoneLocked() {
+// linkLocalReadyLocked tells a router solicitation waiting on the
+// link-local address's DAD, at start or after the link came up, that it
+// may go: DAD is over, or the address is optimistic. p.mu is held.
+func (p *Protocol) linkLocalReadyLocked() {
 	p.llOnce.Do(func() { close(p.llDone) })
 	if p.llAgain != nil {
 		close(p.llAgain)

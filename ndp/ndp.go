@@ -86,6 +86,17 @@ type Config struct {
 	// addresses are preferred at once.
 	DupAddrDetectTransmits int
 	NoDAD                  bool
+	// OptimisticDAD uses an address while its DAD runs (RFC 4429, as
+	// Linux's optimistic_dad): for the addresses whose identifier is
+	// most likely unique (section 3.1: link-local and SLAAC ones from
+	// the MAC or RFC 7217, temporary ones, DHCPv6 leases), not static
+	// ones. Until DAD passes, the address is avoided as a source where
+	// another fits, its advertisements do not override a neighbour's
+	// cache, and no solicitation from it carries our link-layer
+	// address (section 2.2), so that if it is another node's, that
+	// node's neighbours keep reaching it. A host's: Advertise refuses
+	// it, as Linux turns it off on a forwarding interface.
+	OptimisticDAD bool
 	// NoSLAAC stops addresses being formed from advertised prefixes; the
 	// prefixes are still on-link when the advertisement says so.
 	NoSLAAC bool
@@ -144,15 +155,26 @@ type AddrState uint8
 // The states. A Tentative address is not yet ours: the IPv6 layer accepts
 // no datagram for it nor sends from it. A Deprecated one still receives,
 // and is used as a source only by connections already using it. A
-// Duplicate one failed DAD and is never used (RFC 4862 section 5.4.5).
+// Duplicate one failed DAD and is never used (RFC 4862 section 5.4.5). An
+// Optimistic one is under DAD and used meanwhile, as a deprecated one is
+// (RFC 4429 section 2.1; Config.OptimisticDAD).
 const (
 	Tentative AddrState = iota + 1
 	Preferred
 	Deprecated
 	Duplicate
+	Optimistic
 )
 
-var addrStateText = [...]string{"", "tentative", "preferred", "deprecated", "duplicate"}
+var addrStateText = [...]string{"", "tentative", "preferred", "deprecated", "duplicate", "optimistic"}
+
+// Usable reports whether an address in the state may be a source and a
+// destination.
+func (s AddrState) Usable() bool { return s == Preferred || s == Deprecated || s == Optimistic }
+
+// underDAD reports whether duplicate address detection is running on an
+// address in the state.
+func (s AddrState) underDAD() bool { return s == Tentative || s == Optimistic }
 
 // String names the state.
 func (s AddrState) String() string {
@@ -269,6 +291,10 @@ type Stats struct {
 	QueueDrops         stats.Counter // waiting packets dropped: queue full, budget, too many resolutions, close
 	UnresolvedDrops    stats.Counter // waiting packets dropped because resolution failed
 	PendingResolutions stats.Gauge
+	// OptimisticDetours counts datagrams from an optimistic address sent
+	// through a default router instead of resolving their next hop
+	// (RFC 4429 section 2.3; resolve.go's detourLocked).
+	OptimisticDetours stats.Counter
 
 	// Addresses.
 	DADStarted      stats.Counter

@@ -2,9 +2,11 @@ package ndp
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/wire"
 )
 
@@ -46,6 +48,12 @@ func (p *Protocol) Output(nextHop netip.Addr, pkt *buffer.Packet) {
 	}
 	p.Stats.CacheMisses.Inc()
 	if n == nil {
+		if mac, ok := p.detourLocked(nextHop, pkt, now); ok {
+			p.mu.Unlock()
+			p.Stats.OptimisticDetours.Inc()
+			p.nic.Send(mac, wire.EtherTypeIPv6, pkt)
+			return
+		}
 		n = p.startResolutionLocked(nextHop, pkt)
 		if n == nil {
 			p.mu.Unlock()
@@ -60,21 +68,63 @@ func (p *Protocol) Output(nextHop netip.Addr, pkt *buffer.Packet) {
 	p.mu.Unlock()
 }
 
+// sourceOf is the source address of the datagram in pkt, or the zero
+// Addr.
+func sourceOf(pkt *buffer.Packet) netip.Addr {
+	if h, err := wire.ParseIPv6(pkt.Bytes()); err == wire.IPv6OK {
+		return h.Src()
+	}
+	return netip.Addr{}
+}
+
+// detourLocked returns the link-layer address of a default router to send
+// pkt through, for a neighbour nextHop not in the cache, when pkt comes
+// from an optimistic address and we have no other to solicit nextHop
+// from: a solicitation from an optimistic address may not carry our
+// link-layer address (RFC 4429 section 2.2), and without it a neighbour
+// that does not know us yet does not answer a multicast one (RFC 4861
+// section 4.3 makes the option a MUST there; Linux ignores such a
+// solicitation), so the datagram goes through a router we can already
+// reach, which forwards it and may redirect us (RFC 4429 section 2.3,
+// as Linux does). With no such router the solicitation goes without the
+// option. p.mu is held.
+func (p *Protocol) detourLocked(nextHop netip.Addr, pkt *buffer.Packet, now time.Time) (wire.MAC, bool) {
+	src := sourceOf(pkt)
+	if a := p.addrs[src]; a == nil || a.state != Optimistic {
+		return wire.MAC{}, false
+	}
+	if from, ok := p.sourceForLocked(src); ok && p.sllaFromLocked(from) {
+		return wire.MAC{}, false // a solicitation that can carry it
+	}
+	var best *neighbor
+	var bestPref route.Preference
+	for addr, r := range p.routers {
+		n := p.cache[cacheKey(addr)]
+		if n == nil || n.res != nil || cacheKey(addr) == nextHop {
+			continue
+		}
+		if best == nil || r.pref > bestPref || r.pref == bestPref && addr.Less(best.addr) {
+			best, bestPref = n, r.pref
+		}
+	}
+	if best == nil {
+		return wire.MAC{}, false
+	}
+	p.usedLocked(best, now)
+	return best.mac, true
+}
+
 // startResolutionLocked makes an INCOMPLETE entry for addr and starts the
 // goroutine that resolves it (section 7.2.2: "the sender creates an entry
 // in the INCOMPLETE state, initiates Address Resolution, and then queues
 // the data packet pending completion"). The source of the datagram that
-// asked picks the solicitation's source. p.mu is held.
+// asked picks each solicitation's source. p.mu is held.
 func (p *Protocol) startResolutionLocked(addr netip.Addr, pkt *buffer.Packet) *neighbor {
 	if p.resolving >= p.cfg.MaxPending {
 		return nil
 	}
-	var src netip.Addr
-	if h, err := wire.ParseIPv6(pkt.Bytes()); err == wire.IPv6OK {
-		src = h.Src()
-	}
-	src, ok := p.sourceForLocked(src)
-	if !ok {
+	src := sourceOf(pkt)
+	if _, ok := p.sourceForLocked(src); !ok {
 		return nil // no address to ask from: nothing could answer us
 	}
 	n := p.newEntryLocked(addr, Incomplete)
@@ -83,7 +133,7 @@ func (p *Protocol) startResolutionLocked(addr netip.Addr, pkt *buffer.Packet) *n
 	}
 	r := &resolution{
 		addr:  addr,
-		src:   src,
+		asker: src,
 		reply: make(chan wire.MAC, 1),
 		queue: buffer.NewQueue(p.cfg.QueueLen, p.env.Budget),
 	}
@@ -96,11 +146,12 @@ func (p *Protocol) startResolutionLocked(addr netip.Addr, pkt *buffer.Packet) *n
 }
 
 // resolution is address resolution of one neighbour under way: the
-// goroutine running resolve owns it and the packets in its queue.
+// goroutine running resolve owns it and the packets in its queue. asker
+// is the source of the datagram that started it.
 type resolution struct {
-	addr, src netip.Addr
-	reply     chan wire.MAC
-	queue     *buffer.Queue
+	addr, asker netip.Addr
+	reply       chan wire.MAC
+	queue       *buffer.Queue
 }
 
 // answer tells the resolution the neighbour's link-layer address; it never
@@ -129,14 +180,18 @@ func (p *Protocol) resolve(r *resolution) {
 	defer p.wg.Done()
 	group := ipv6.SolicitedNode(r.addr)
 	for sent := 0; ; sent++ {
+		// The source is chosen for each solicitation: an optimistic
+		// one may have passed DAD since, or another address may have.
 		p.mu.Lock()
 		retrans := p.params.retrans
+		src, ok := p.sourceForLocked(r.asker)
+		withMAC := p.sllaFromLocked(src)
 		p.mu.Unlock()
-		if sent == MaxMulticastSolicit {
+		if sent == MaxMulticastSolicit || !ok {
 			p.finish(r, wire.MAC{}, false)
 			return
 		}
-		p.send(p.neighborSolicitation(r.src, group, r.addr))
+		p.send(p.neighborSolicitation(src, group, r.addr, withMAC))
 		t := p.env.Clock.NewTimer(retrans)
 		select {
 		case mac := <-r.reply:

@@ -51,7 +51,8 @@ func (p *Protocol) solicitRouters(llReady, raSeen <-chan struct{}) {
 		// The source is the link-local address once DAD has made it
 		// usable, :: before (section 6.3.7: "the unspecified address
 		// ... if the host has no IP address").
-		m := p.routerSolicitation(p.linkLocalLocked())
+		src := p.linkLocalLocked()
+		m := p.routerSolicitation(src, p.sllaFromLocked(src))
 		p.mu.Unlock()
 		p.send(m)
 		delay = RtrSolicitationInterval

@@ -62,16 +62,15 @@ func (p *Protocol) sendLater(m message) {
 }
 
 // neighborSolicitation builds an NS for target from src to dst, with our
-// link-layer address unless src is unspecified (RFC 4861 section 4.3: a DAD
-// probe must not carry it).
-func (p *Protocol) neighborSolicitation(src, dst, target netip.Addr) message {
+// link-layer address when withMAC (sllaFromLocked says when).
+func (p *Protocol) neighborSolicitation(src, dst, target netip.Addr, withMAC bool) message {
 	n := wire.NeighborSolicitationLen
-	if !src.IsUnspecified() {
+	if withMAC {
 		n += wire.NDLinkLayerAddrLen
 	}
 	m := p.newMessage(src, dst, n, false)
 	wire.EncodeNeighborSolicitation(m.icmp, target)
-	if !src.IsUnspecified() {
+	if withMAC {
 		wire.EncodeNDLinkLayerAddr(m.icmp[wire.NeighborSolicitationLen:], wire.NDOptSourceLinkAddr, p.nic.MAC())
 	}
 	p.Stats.OutNeighborSolicits.Inc()
@@ -81,29 +80,29 @@ func (p *Protocol) neighborSolicitation(src, dst, target netip.Addr) message {
 // neighborAdvertisement builds an NA for target to dst, always with our
 // link-layer address as the target's (RFC 4861 section 7.2.4: it MUST be
 // there in answer to a multicast solicitation, and costs nothing
-// otherwise).
-func (p *Protocol) neighborAdvertisement(src, dst, target netip.Addr, solicited bool) message {
+// otherwise). Override is set but for an optimistic target (RFC 4429
+// section 2.2): our addresses are not anycast ones.
+func (p *Protocol) neighborAdvertisement(src, dst, target netip.Addr, solicited, override bool) message {
 	m := p.newMessage(src, dst, wire.NeighborAdvertisementLen+wire.NDLinkLayerAddrLen, false)
-	// Override is set: our addresses are not anycast ones. Router is
-	// set on an advertising interface (section 7.2.4: "the Router flag
-	// ... set to one if the sender is a router"), so that the guest's
-	// IsRouter flag holds (section 7.2.5).
-	wire.EncodeNeighborAdvertisement(m.icmp, &wire.NeighborAdvertisementFields{Router: p.isRouter.Load(), Solicited: solicited, Override: true, Target: target})
+	// Router is set on an advertising interface (section 7.2.4: "the
+	// Router flag ... set to one if the sender is a router"), so that
+	// the guest's IsRouter flag holds (section 7.2.5).
+	wire.EncodeNeighborAdvertisement(m.icmp, &wire.NeighborAdvertisementFields{Router: p.isRouter.Load(), Solicited: solicited, Override: override, Target: target})
 	wire.EncodeNDLinkLayerAddr(m.icmp[wire.NeighborAdvertisementLen:], wire.NDOptTargetLinkAddr, p.nic.MAC())
 	p.Stats.OutNeighborAdvertisements.Inc()
 	return m
 }
 
 // routerSolicitation builds an RS from src to all-routers, with our
-// link-layer address unless src is unspecified (RFC 4861 section 4.1).
-func (p *Protocol) routerSolicitation(src netip.Addr) message {
+// link-layer address when withMAC (sllaFromLocked says when).
+func (p *Protocol) routerSolicitation(src netip.Addr, withMAC bool) message {
 	n := wire.RouterSolicitationLen
-	if !src.IsUnspecified() {
+	if withMAC {
 		n += wire.NDLinkLayerAddrLen
 	}
 	m := p.newMessage(src, ipv6.AllRouters, n, false)
 	wire.EncodeRouterSolicitation(m.icmp)
-	if !src.IsUnspecified() {
+	if withMAC {
 		wire.EncodeNDLinkLayerAddr(m.icmp[wire.RouterSolicitationLen:], wire.NDOptSourceLinkAddr, p.nic.MAC())
 	}
 	p.Stats.OutRouterSolicits.Inc()
@@ -148,31 +147,58 @@ func (p *Protocol) mldV1(src, dst netip.Addr, typ uint8, group netip.Addr) messa
 	return m
 }
 
-// linkLocalLocked returns a preferred link-local address of ours, the
-// source of router solicitations and MLD reports, or :: when there is none
-// yet (RFC 4861 section 6.3.7, RFC 3810 section 5.2.13); p.mu is held.
+// linkLocalLocked returns a link-local address of ours, preferred or else
+// optimistic, the source of router solicitations and MLD reports, or ::
+// when there is none yet (RFC 4861 section 6.3.7, RFC 3810 section
+// 5.2.13, RFC 4429 section 2.4); p.mu is held.
 func (p *Protocol) linkLocalLocked() netip.Addr {
+	ll := netip.IPv6Unspecified()
 	for a, st := range p.addrs {
-		if st.state == Preferred && a.IsLinkLocalUnicast() {
+		switch {
+		case !a.IsLinkLocalUnicast():
+		case st.state == Preferred:
 			return a
+		case st.state == Optimistic:
+			ll = a
 		}
 	}
-	return netip.IPv6Unspecified()
+	return ll
+}
+
+// sllaFromLocked reports whether a solicitation from src carries our
+// link-layer address: not from :: (RFC 4861 sections 4.1 and 4.3), nor
+// from an optimistic address, whose neighbours would take it over the
+// address's owner's should DAD find one (RFC 4429 section 2.2: "MUST NOT
+// use an Optimistic Address as the source address of a Neighbor
+// Solicitation with a Source Link-Layer Address Option", and section 2.4
+// likewise for a Router Solicitation). p.mu is held.
+func (p *Protocol) sllaFromLocked(src netip.Addr) bool {
+	a, ok := p.addrs[src]
+	return ok && a.state != Optimistic
 }
 
 // sourceForLocked picks the source of a solicitation for a datagram from
 // src: src itself if it is ours, else any usable address of ours (RFC 4861
-// section 7.2.2), link-local first; p.mu is held.
+// section 7.2.2), link-local first. An optimistic address comes after
+// every other, since a solicitation from it cannot carry our link-layer
+// address and so costs the neighbour a solicitation of its own before it
+// can answer. p.mu is held.
 func (p *Protocol) sourceForLocked(src netip.Addr) (netip.Addr, bool) {
-	if a, ok := p.addrs[src]; ok && a.usable() {
-		return src, true
+	mine := func(a netip.Addr, optimistic bool) bool {
+		st, ok := p.addrs[a]
+		return ok && st.usable() && (st.state == Optimistic) == optimistic
 	}
-	if ll := p.linkLocalLocked(); !ll.IsUnspecified() {
-		return ll, true
-	}
-	for a, st := range p.addrs {
-		if st.usable() {
-			return a, true
+	for _, optimistic := range []bool{false, true} {
+		if mine(src, optimistic) {
+			return src, true
+		}
+		if ll := p.linkLocalLocked(); mine(ll, optimistic) {
+			return ll, true
+		}
+		for a := range p.addrs {
+			if mine(a, optimistic) {
+				return a, true
+			}
 		}
 	}
 	return netip.Addr{}, false

@@ -64,7 +64,7 @@ func (p *Protocol) tempPrefixLocked(prefix netip.Prefix, valid, preferred time.D
 			continue
 		}
 		p.setTempLifetimesLocked(a, valid, preferred, now)
-		current = current || a.state == Tentative || a.state == Preferred && !a.temp.regenerated
+		current = current || a.state.underDAD() || a.state == Preferred && !a.temp.regenerated
 	}
 	if !current && valid > 0 {
 		p.newTempLocked(prefix, valid, preferred, 0, now)
@@ -78,7 +78,7 @@ func (p *Protocol) tempPrefixLocked(prefix netip.Prefix, valid, preferred time.D
 func (p *Protocol) setTempLifetimesLocked(a *address, valid, preferred time.Duration, now time.Time) {
 	a.validUntil = earlier(until(now, valid), a.temp.created.Add(TempValidLifetime))
 	a.preferredUntil = earlier(until(now, preferred), a.temp.created.Add(TempPreferredLifetime-a.temp.desync))
-	if a.state == Tentative {
+	if a.state.underDAD() {
 		return // DAD arms the timer when it ends
 	}
 	if a.state == Preferred && !now.Before(a.preferredUntil) {

@@ -64,7 +64,7 @@ func (s *Stack) destination(a netip.Addr) destination {
 	d.src = ri.Src
 	if a.Is6() {
 		st, ok := s.ip6.AddressState(ri.Src)
-		d.deprecated = ok && st == ipv6.Deprecated
+		d.deprecated = ok && (st == ipv6.Deprecated || st == ipv6.Optimistic) // RFC 4429 section 2.1
 	}
 	return d
 }

@@ -35,6 +35,8 @@ func addrState(st ndp.AddrState) (ipv6.AddrState, bool) {
 		return ipv6.Preferred, true
 	case ndp.Deprecated:
 		return ipv6.Deprecated, true
+	case ndp.Optimistic:
+		return ipv6.Optimistic, true
 	}
 	return 0, false
 }
@@ -52,7 +54,7 @@ func (h linkHost) AddAddress(addr netip.Prefix, st ndp.AddrState, temporary bool
 		h.s.env.Log.Warn("IPv6 address not added", "nic", h.iface.Name(), "addr", addr.String(), "err", err)
 		return
 	}
-	h.logState(addr, state)
+	h.logState(addr, ipv6.Tentative, state)
 }
 
 func (h linkHost) SetAddressState(addr netip.Addr, st ndp.AddrState) {
@@ -66,7 +68,7 @@ func (h linkHost) SetAddressState(addr netip.Addr, st ndp.AddrState) {
 	}
 	was, _ := h.s.ip6.AddressState(addr)
 	if err := h.s.ip6.SetAddressState(addr.WithZone(""), state); err == nil && was != state {
-		h.logState(h.prefixOf(addr), state)
+		h.logState(h.prefixOf(addr), was, state)
 	}
 }
 
@@ -80,10 +82,15 @@ func (h linkHost) prefixOf(addr netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(addr, 128)
 }
 
-// logState logs an address entering state: at info once it is usable, as
-// IPv4's are when added; the steps before and after at debug.
-func (h linkHost) logState(addr netip.Prefix, state ipv6.AddrState) {
-	if state == ipv6.Preferred {
+// logState logs an address entering state from was: at info once it is
+// usable, as IPv4's are when added (an optimistic one is already); the
+// steps before and after at debug.
+func (h linkHost) logState(addr netip.Prefix, was, state ipv6.AddrState) {
+	switch {
+	case state == ipv6.Optimistic:
+		h.s.env.Log.Info("address added", "nic", h.iface.Name(), "addr", addr.String(), "dad", "optimistic")
+		return
+	case state == ipv6.Preferred && was != ipv6.Optimistic:
 		h.s.env.Log.Info("address added", "nic", h.iface.Name(), "addr", addr.String())
 		return
 	}

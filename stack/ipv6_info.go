@@ -29,7 +29,7 @@ func (s *Stack) Addresses(nicName string) ([]netip.Prefix, error) {
 	out := s.ip.Addresses(n.iface)
 	if n.nd != nil {
 		for _, a := range n.nd.Addresses() {
-			if a.State == ndp.Preferred || a.State == ndp.Deprecated {
+			if a.State.Usable() {
 				out = append(out, a.Prefix)
 			}
 		}

@@ -49,6 +49,13 @@ func TestParseUpAcceptsGoodFlags(t *testing.T) {
 		args  []string
 		check func(t *testing.T, c *upConfig)
 	}{
+		{"optimistic DAD", []string{"-tap", "tap0", "-optimistic-dad"},
+			func(t *testing.T, c *upConfig) {
+				cfg, err := c.link.ndpConfig()
+				if err != nil || !cfg.OptimisticDAD {
+					t.Errorf("ndp config %+v (%v), want OptimisticDAD", cfg, err)
+				}
+			}},
 		{"the TAP's queues and their length", []string{"-tap", "tap0", "-tap-queues", "4", "-tap-txqueuelen", "32768"},
 			func(t *testing.T, c *upConfig) {
 				if c.link.tapQueues != 4 || c.link.tapTxQueueLen != 32768 {
@@ -334,6 +341,7 @@ func TestUpRejectsBadAddressMixes(t *testing.T) {
 		{"IPv6 with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-addr", "fd00::2/64"}, "-addr fd00::2/64 is IPv6, and -no-ipv6 turns IPv6 off"},
 		{"an IPv6 gateway with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-gw", "fe80::1"}, "-no-ipv6 turns IPv6 off"},
 		{"a stable-iid key with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-stable-iid", "/tmp/k"}, "-no-ipv6"},
+		{"optimistic DAD with -no-ipv6", []string{"-no-ipv6", "-addr", "10.0.0.2/24", "-optimistic-dad"}, "-optimistic-dad is IPv6's, and -no-ipv6 turns IPv6 off"},
 		{"two IPv4 gateways", []string{"-addr", "10.0.0.2/24", "-gw", "10.0.0.1", "-gw", "10.0.0.3"}, "a second IPv4 gateway (10.0.0.1 already)"},
 		{"two IPv6 gateways", []string{"-gw", "fe80::1", "-gw", "fe80::2"}, "a second IPv6 gateway"},
 		{"an IPv6 gateway off every IPv6 network", []string{"-addr", "fd00::2/64", "-gw", "fd01::1"}, "not on -addr's network fd00::/64"},

@@ -100,6 +100,9 @@ type linkConfig struct {
 	// tempAddr is -temp-addr: temporary addresses (RFC 8981) beside
 	// SLAAC's, preferred as sources.
 	tempAddr bool
+	// optimisticDAD is -optimistic-dad: addresses used while their DAD
+	// runs (RFC 4429).
+	optimisticDAD bool
 	// stableKey is the -stable-iid file holding the RFC 7217 secret
 	// key; empty: interface identifiers from the MAC (EUI-64).
 	stableKey string
@@ -154,6 +157,7 @@ func (c *linkConfig) registerIPv6(fs *flag.FlagSet) {
 	fs.BoolVar(&c.slaac, "slaac", true, "form addresses from the prefixes routers advertise (RFC 4862); -slaac=false takes only the routes they advertise")
 	fs.BoolVar(&c.dhcpv6, "dhcpv6", true, "ask the link's DHCPv6 servers for DNS servers and search domains when routers set the Other or Managed flag (RFC 8415, stateless: addresses come from SLAAC); -dhcpv6=false does not")
 	fs.BoolVar(&c.tempAddr, "temp-addr", false, "form a temporary address (RFC 8981: a random identifier, renewed daily) beside each address SLAAC forms, and prefer it as the source of new connections, as Linux's use_tempaddr=2")
+	fs.BoolVar(&c.optimisticDAD, "optimistic-dad", false, "use the link-local, SLAAC, temporary and DHCPv6 addresses while their duplicate address detection runs (RFC 4429, as Linux's optimistic_dad), avoided as sources where another fits until it passes; not the static -addr ones")
 	fs.StringVar(&c.stableKey, "stable-iid", "", "form IPv6 interface identifiers as RFC 7217's stable opaque ones from the secret key in `FILE` (created, mode 0600, with a new key when absent) instead of from the MAC")
 }
 
@@ -291,6 +295,9 @@ func (c *linkConfig) checkAddrs() error {
 		if c.tempAddr {
 			return usagef("-temp-addr forms IPv6 addresses, and -no-ipv6 turns IPv6 off")
 		}
+		if c.optimisticDAD {
+			return usagef("-optimistic-dad is IPv6's, and -no-ipv6 turns IPv6 off")
+		}
 	}
 	if err := c.loadHosts(); err != nil {
 		return err
@@ -398,7 +405,7 @@ func (c *linkConfig) checkGateway(gw netip.Addr) error {
 
 // ndpConfig is the neighbour discovery the flags ask for.
 func (c *linkConfig) ndpConfig() (ndp.Config, error) {
-	cfg := ndp.Config{NoSLAAC: !c.slaac || c.router, NoRouterSolicitation: c.router, TempAddresses: c.tempAddr && c.slaac}
+	cfg := ndp.Config{NoSLAAC: !c.slaac || c.router, NoRouterSolicitation: c.router, TempAddresses: c.tempAddr && c.slaac, OptimisticDAD: c.optimisticDAD && !c.router}
 	if c.stableKey != "" {
 		key, err := loadSecretKey(c.stableKey)
 		if err != nil {
@@ -805,7 +812,7 @@ func (h *host) awaitDAD(addrs []netip.Addr, linkLocal bool, timeout time.Duratio
 		var ll []netip.Prefix
 		if linkLocal {
 			for _, a := range list {
-				if a.Prefix.Addr().IsLinkLocalUnicast() && (a.State == ndp.Preferred || a.State == ndp.Deprecated) {
+				if a.Prefix.Addr().IsLinkLocalUnicast() && a.State.Usable() {
 					ll = append(ll, a.Prefix)
 				}
 			}

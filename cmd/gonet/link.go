@@ -66,8 +66,9 @@ const forever = -1
 // addrInfo is one address of a NIC.
 type addrInfo struct {
 	Prefix netip.Prefix `json:"prefix"`
-	// State is "preferred", "tentative", "deprecated" or "duplicate"
-	// (ndp.AddrState); an IPv4 address is "preferred" once added.
+	// State is "preferred", "tentative", "optimistic", "deprecated" or
+	// "duplicate" (ndp.AddrState); an IPv4 address is "preferred" once
+	// added.
 	State string `json:"state"`
 	// ValidLft and PreferredLft are the seconds left, or forever.
 	ValidLft     int64 `json:"valid_lft"`
@@ -208,7 +209,8 @@ and prints them as the kernel's ip addr does: the NIC, its link's state
 (UP, or DOWN while the TAP's kernel side is down) and its MAC, then
 each address, "inet" for IPv4 and "inet6" for IPv6 ("temporary" for
 an RFC 8981 one, with -temp-addr), with its state
-(tentative while duplicate address detection runs, preferred, deprecated
+(tentative while duplicate address detection runs, or optimistic with
+-optimistic-dad, preferred, deprecated
 once its preferred lifetime ends, duplicate when another node has it) and
 its lifetimes in seconds or forever: the link-local address, the -addr
 ones and those formed from routers' advertisements (SLAAC). Exits 0 on
