@@ -19,8 +19,9 @@ type Address6 = ndp.Address
 type Neighbor6 = ndp.Neighbor
 
 // Addresses returns the named NIC's usable addresses of both families, with
-// their prefixes: IPv4's, then IPv6's past duplicate address detection
-// (preferred or deprecated), the link-local one included.
+// their prefixes: IPv4's, then IPv6's in use (preferred, deprecated, or
+// optimistic while their duplicate address detection runs), the
+// link-local one included.
 func (s *Stack) Addresses(nicName string) ([]netip.Prefix, error) {
 	n, err := s.nic(nicName)
 	if err != nil {
