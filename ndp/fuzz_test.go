@@ -12,8 +12,10 @@ import (
 
 // FuzzHandle hands ndp arbitrary ICMPv6 messages, their checksum made
 // right so that the parsers behind it are reached, from a choice of
-// sources and destinations and hop limits: Handle must never panic, and
-// must release every packet.
+// sources and destinations and hop limits, to a host whose addresses are
+// preferred or, with optimistic DAD whose clock never moves, optimistic
+// (the bit 0x40 of who chooses): Handle must never panic, and must release
+// every packet.
 func FuzzHandle(f *testing.F) {
 	seed := func(typ uint8, body []byte) []byte { return append([]byte{typ, 0, 0, 0}, body...) }
 	target := stackLL.AsSlice()
@@ -36,7 +38,13 @@ func FuzzHandle(f *testing.F) {
 	srcs := []netip.Addr{peerLL, netip.IPv6Unspecified(), routerLL, netip.MustParseAddr("2001:db8::1"), ipv6.AllNodes}
 	dsts := []netip.Addr{stackLL, ipv6.SolicitedNode(stackLL), ipv6.AllNodes}
 	h := newHarness(f, ndp.Config{NoRouterSolicitation: true, NoDAD: true})
+	opt := newHarness(f, ndp.Config{NoRouterSolicitation: true, OptimisticDAD: true})
+	f.Add(seed(wire.ICMPv6NeighborSolicitation, append(make([]byte, 4), target...)), uint8(0x40), uint8(255))
 	f.Fuzz(func(t *testing.T, msg []byte, who uint8, hops uint8) {
+		h := h
+		if who&0x40 != 0 {
+			h = opt
+		}
 		if len(msg) > 1400 {
 			return
 		}
