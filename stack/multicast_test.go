@@ -1,6 +1,7 @@
 package stack_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net"
@@ -194,6 +195,14 @@ func hub(t *testing.T, bAddrs [2]string) (a, b, c *stack.Stack) {
 			t.Fatal(err)
 		}
 		if err := nic.s.AddAddress(nic.name, netip.MustParsePrefix(nic.addr)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The link-local addresses, which ndp hands the IPv6 layer in a
+	// goroutine of its own: a link-scoped group's datagram is sent from
+	// one, and under load it was once not there yet.
+	for _, s := range []*stack.Stack{a, b, c} {
+		if err := s.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
