@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gonetstack/gonet/wire"
@@ -16,7 +19,10 @@ import (
 // address without claiming it, from sender address 0.0.0.0, so that a
 // station holding it answers and no cache learns it from us. Once it has
 // the address it announces it (section 2.3), and then watches for others
-// claiming it and defends it or gives it up (section 2.4).
+// claiming it and defends it or gives it up (section 2.4). When the link
+// comes up again it probes again for the addresses it defends (section
+// 2.1: "when a link-state change signals that an Ethernet cable has been
+// connected"; Verify).
 //
 // A probe runs in its caller's goroutine and is told of conflicts by the
 // dealer, which sees every ARP packet; defence runs in the dealer.
@@ -122,9 +128,14 @@ func (e *ConflictError) Error() string {
 // the NIC.
 var ErrProbing = errors.New("arp: address already being probed")
 
-// probe is one running Probe, which the dealer tells of a conflict.
+// probe is one running Probe or Verify, which the dealer tells of a
+// conflict.
 type probe struct {
 	conflict chan wire.MAC // buffered: the first conflict is kept
+	// held: the address is ours and in use while it is probed (Verify):
+	// another station's probe for it is answered as any request, not
+	// taken for a conflict, and no defence is made meanwhile.
+	held bool
 }
 
 // probeLimit is RFC 5227 section 2.1.1's rate limit on probing, for the
@@ -154,10 +165,15 @@ type defence struct {
 // then assigns addr and calls AnnounceAndDefend; addr must not be
 // assigned while probed.
 func (p *Protocol) Probe(ctx context.Context, addr netip.Addr) error {
+	return p.probe(ctx, addr, false)
+}
+
+// probe is Probe, or Verify's probing with held.
+func (p *Protocol) probe(ctx context.Context, addr netip.Addr, held bool) error {
 	if !addr.Is4() || addr.IsUnspecified() || addr.IsMulticast() {
 		return fmt.Errorf("arp: %s: probe %v: not a unicast IPv4 address", p.nic.Name(), addr)
 	}
-	pr := &probe{conflict: make(chan wire.MAC, 1)}
+	pr := &probe{conflict: make(chan wire.MAC, 1), held: held}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -216,6 +232,119 @@ func (p *Protocol) Probe(ctx context.Context, addr netip.Addr) error {
 			timer.Reset(c.AnnounceWait)
 		}
 	}
+}
+
+// Verify probes again for addr, an address of ours that AnnounceAndDefend
+// defends, because the link came up and may be another (RFC 5227 section
+// 2.1): the probes of Probe, with the address kept in use meanwhile, as a
+// DHCP client keeps its lease while it verifies it (RFC 2131 section
+// 3.2), so that a flap of the link costs no connection. The probes find
+// a station that holds the address and does not defend it, as Linux's
+// does not, which an announcement alone would not. A station answering,
+// or any packet giving addr as its sender, is a conflict: the address is
+// given up whatever its policy (section 2.1.1: the host "MUST NOT use"
+// it), its defence ends, and onConflict is told with GaveUp, as a
+// defence giving it up would; Verify returns the *ConflictError. No
+// conflict: addr is announced again (section 2.3), and nil returned. It
+// returns an error, having done nothing, when addr is not defended, and
+// ctx's error when ctx ends first, the defence going on.
+func (p *Protocol) Verify(ctx context.Context, addr netip.Addr) error {
+	if _, ok := p.Defended(addr); !ok {
+		return fmt.Errorf("arp: %s: verify %v: not an address defended", p.nic.Name(), addr)
+	}
+	p.Stats.Verifications.Inc()
+	err := p.probe(ctx, addr, true)
+	ce := (*ConflictError)(nil)
+	if !errors.As(err, &ce) {
+		if err == nil {
+			p.announceAgain(addr)
+		}
+		return err
+	}
+	p.mu.Lock()
+	d := p.defended[addr]
+	delete(p.defended, addr)
+	p.mu.Unlock()
+	if d == nil {
+		return err // stopped defending meanwhile
+	}
+	cf := ce.Conflict
+	cf.Probing, cf.GaveUp = false, true
+	p.Stats.AddressesLost.Inc()
+	p.log.acd(cf)
+	if d.onConflict != nil {
+		d.onConflict(cf)
+	}
+	return err
+}
+
+// verification is a LinkUp's verifications, running until done closes.
+type verification struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// LinkUp is told that the link came up: every address defended is
+// verified (Verify), each in a goroutine of its own, once the
+// verifications of an earlier LinkUp, cancelled, have ended.
+func (p *Protocol) LinkUp() {
+	ctx, cancel := context.WithCancel(context.Background())
+	v := &verification{cancel: cancel, done: make(chan struct{})}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		cancel()
+		return
+	}
+	prev := p.verifying
+	p.verifying = v
+	addrs := slices.SortedFunc(maps.Keys(p.defended), netip.Addr.Compare)
+	p.wg.Add(1)
+	p.mu.Unlock()
+	if prev != nil {
+		prev.cancel()
+	}
+	go func() {
+		defer p.wg.Done()
+		defer close(v.done)
+		defer cancel()
+		if prev != nil {
+			<-prev.done // its probes gone, so that ours may start
+		}
+		var wg sync.WaitGroup
+		for _, a := range addrs {
+			wg.Go(func() { p.Verify(ctx, a) })
+		}
+		wg.Wait()
+	}()
+}
+
+// LinkDown is told that the link went down: verifications still running
+// end, the addresses kept and defended; the next LinkUp verifies them.
+func (p *Protocol) LinkDown() {
+	p.mu.Lock()
+	v := p.verifying
+	p.mu.Unlock()
+	if v != nil {
+		v.cancel()
+	}
+}
+
+// announceAgain sends addr's announcements again, as AnnounceAndDefend
+// did, while it is defended.
+func (p *Protocol) announceAgain(addr netip.Addr) {
+	p.mu.Lock()
+	_, ok := p.defended[addr]
+	ok = ok && !p.closed
+	if ok {
+		p.wg.Add(1)
+	}
+	p.mu.Unlock()
+	if !ok {
+		return
+	}
+	p.Announce(addr)
+	go p.announce(addr)
 }
 
 // random returns a duration drawn uniformly from [lo, hi].
@@ -300,10 +429,10 @@ func (p *Protocol) Defended(addr netip.Addr) (DefendPolicy, bool) {
 func (p *Protocol) checkConflict(op uint16, sha wire.MAC, spa, tpa netip.Addr) bool {
 	p.mu.RLock()
 	pr := p.probes[spa]
-	if pr == nil && op == wire.ARPRequest && spa.IsUnspecified() {
+	if q := p.probes[tpa]; pr == nil && q != nil && !q.held && op == wire.ARPRequest && spa.IsUnspecified() {
 		// "any ARP Probe where the packet's 'target IP address' is the
 		// address being probed for": another host probing for it too.
-		pr = p.probes[tpa]
+		pr = q
 	}
 	_, isDefended := p.defended[spa]
 	p.mu.RUnlock()
@@ -311,6 +440,9 @@ func (p *Protocol) checkConflict(op uint16, sha wire.MAC, spa, tpa netip.Addr) b
 		select {
 		case pr.conflict <- sha:
 		default: // the probe was told already
+		}
+		if pr.held && isDefended {
+			return true // Verify gives it up: no defence meanwhile
 		}
 	}
 	if !isDefended {

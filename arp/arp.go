@@ -106,6 +106,7 @@ type Stats struct {
 	Conflicts         stats.Counter // packets from another station claiming an address of ours
 	Defences          stats.Counter // announcements sent in defence
 	AddressesLost     stats.Counter // defended addresses given up
+	Verifications     stats.Counter // defended addresses probed again when the link came up (Verify)
 }
 
 // Protocol is ARP on one NIC.
@@ -127,6 +128,7 @@ type Protocol struct {
 	probes     map[netip.Addr]*probe   // acd.go
 	probeLimit probeLimit              // acd.go
 	defended   map[netip.Addr]*defence // acd.go
+	verifying  *verification           // the last LinkUp's, acd.go
 	closed     bool
 
 	log arpLog // log.go

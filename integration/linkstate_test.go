@@ -1,11 +1,15 @@
 package integration
 
 import (
+	"context"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/gonetstack/gonet/arp"
 	"github.com/gonetstack/gonet/ndp"
+	"github.com/gonetstack/gonet/stack"
 )
 
 // The kernel's side of the TAP set down and up is, to GoNet, a cable
@@ -49,4 +53,44 @@ func TestLinkDownAndUpFindsAnAddressTakenMeanwhile(t *testing.T) {
 	if s := state(); s != ndp.Duplicate {
 		t.Errorf("GoNet's address %v, want duplicate", s)
 	}
+}
+
+// The same for IPv4 with address conflict detection (RFC 5227 section
+// 2.1): GoNet probes again for the address it defends when the link comes
+// up, keeping it in use meanwhile, and the kernel, which took it while the
+// link was down and does not defend it, answers the probe: GoNet gives
+// the address up. Its static address, which nothing defends, stays.
+func TestLinkDownAndUpFindsAnIPv4AddressTakenMeanwhile(t *testing.T) {
+	// RFC 5227's timers shortened: a probe of 3 in about a second.
+	acd := arp.ACDConfig{ProbeWait: 100 * time.Millisecond, ProbeMin: 200 * time.Millisecond, ProbeMax: 300 * time.Millisecond, AnnounceWait: 300 * time.Millisecond}
+	h := newHost(t, options{stack: stack.Config{ARP: arp.Config{ACD: acd}}})
+	defended := netip.MustParsePrefix("10.99.0.50/24")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.stack.AddAddressWith(ctx, h.dev, defended, stack.AddressOptions{ACD: true, Defend: arp.Keep}); err != nil {
+		t.Fatal(err)
+	}
+	counter := func(name string) int64 { return int64(h.stack.Counters()["ARP."+h.dev+"."+name]) }
+
+	h.run(t, 5*time.Second, "ip", "link", "set", "dev", h.dev, "down")
+	waitFor(t, "GoNet to see the link down", 5*time.Second, func() bool {
+		up, _ := h.stack.LinkUp(h.dev)
+		return !up
+	})
+	h.run(t, 5*time.Second, "ip", "addr", "add", defended.String(), "dev", h.dev)
+	h.run(t, 5*time.Second, "ip", "link", "set", "dev", h.dev, "up")
+	waitFor(t, "GoNet to give up the address the kernel took", 10*time.Second, func() bool {
+		return !h.stack.IPv4().IsLocal(defended.Addr())
+	})
+	if n := counter("Verifications"); n != 1 {
+		t.Errorf("ARP Verifications = %d, want 1", n)
+	}
+	if n := counter("AddressesLost"); n != 1 {
+		t.Errorf("ARP AddressesLost = %d, want 1", n)
+	}
+	if !h.stack.IPv4().IsLocal(gonetAddr.Addr()) {
+		t.Errorf("GoNet's static %v was given up too", gonetAddr.Addr())
+	}
+	// The kernel reaches its own address, and GoNet at its static one.
+	h.run(t, 10*time.Second, "ping", "-c", "1", "-W", "2", gonetAddr.Addr().String())
 }

@@ -12,7 +12,10 @@ import (
 // side is set down and up, as a cable is pulled out and plugged in). When
 // the link comes up, what the host sent while it was down went nowhere and
 // the network behind it may be another: each IPv4 address is announced by
-// a gratuitous ARP, neighbour discovery puts every
+// a gratuitous ARP, after probing for it again where address conflict
+// detection defends it (RFC 5227 section 2.1, arp.Protocol.Verify: kept
+// in use meanwhile, given up if another station holds it), neighbour
+// discovery puts every
 // IPv6 address through DAD again and solicits routers (RFC 4862 section
 // 5.3, RFC 4861 section 6.3.7), the DHCPv6 client confirms its lease (RFC
 // 8415 section 18.2.3), and the stack's watchers are told (WatchLink), so
@@ -39,13 +42,20 @@ func (s *Stack) linkChanged(n *nic, up bool) {
 		state = "up"
 		// RFC 5227 section 2.3's announcement, as AddAddress makes:
 		// neighbours that cached another station for the address, on
-		// the link there is now, learn ours.
+		// the link there is now, learn ours. A defended address is
+		// probed for first (section 2.1), and announced by ARP once
+		// no station answered.
 		for _, a := range s.ip.Addresses(n.iface) {
-			n.arp.Announce(a.Addr())
+			if _, defended := n.arp.Defended(a.Addr()); !defended {
+				n.arp.Announce(a.Addr())
+			}
 		}
+		n.arp.LinkUp()
 		if n.nd != nil {
 			n.nd.LinkUp()
 		}
+	} else {
+		n.arp.LinkDown()
 	}
 	s.env.Log.Info("link "+state, slog.String("nic", n.eth.Name()))
 	s.mu.Lock()
