@@ -166,5 +166,3 @@ func eventuallyRemoved(t *testing.T, h *rawtest.Host) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
-
