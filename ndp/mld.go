@@ -436,7 +436,7 @@ func (p *Protocol) sendRecordsLocked(recs []sourcefilter.Record) {
 		return
 	}
 	src := p.linkLocalLocked()
-	for _, r := range sourcefilter.Split(recs, mldReportRoom, wire.MLDv2RecordLen, mldSourceLen) {
+	for _, r := range sourcefilter.Split(recs, p.mldReportRoomLocked(), wire.MLDv2RecordLen, mldSourceLen) {
 		p.sendLater(p.mldReport(src, r))
 	}
 }

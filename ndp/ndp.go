@@ -459,6 +459,9 @@ type params struct {
 	base, reachable, retrans time.Duration
 	drawn                    time.Time // when reachable was last drawn
 	env                      *env.Env
+	// linkMTU is LinkMTU as an advertisement's MTU option set it; 0:
+	// the NIC's.
+	linkMTU int
 }
 
 func (pr *params) init(cfg Config, e *env.Env) {

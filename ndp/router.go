@@ -127,6 +127,7 @@ func (p *Protocol) routerAdvertisementLocked(src netip.Addr, ra wire.RouterAdver
 			// LinkMTU value specified in the link-type-specific
 			// document".
 			if mtu, ok := o.MTU(); ok && mtu >= wire.IPv6MinMTU && int(mtu) <= p.nic.MTU() {
+				p.params.linkMTU = int(mtu) // MLD's reports fit it
 				p.later(func() { host.SetLinkMTU(int(mtu)) })
 			}
 		case wire.NDOptPrefixInfo:

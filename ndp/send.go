@@ -109,19 +109,26 @@ func (p *Protocol) routerSolicitation(src netip.Addr, withMAC bool) message {
 	return m
 }
 
-// The room a report's records have (RFC 3810 section 5.2.15): what a
-// datagram of the IPv6 minimum MTU leaves after the IPv6 header, the
-// Hop-by-Hop header of the Router Alert option and the report's own
-// header, so that a report fits every IPv6 link unfragmented whatever its
-// MTU; and the size of each source address in a record.
-const (
-	mldReportRoom = wire.IPv6MinMTU - wire.IPv6HeaderLen - wire.MLDHopByHopLen - wire.MLDv2ReportLen
-	mldSourceLen  = 16
-)
+// mldSourceLen is the size of each source address in a report's record.
+const mldSourceLen = 16
+
+// mldReportRoomLocked is the room a report's records have (RFC 3810
+// section 5.2.15: "as determined by the MTU of the link on which it will
+// be sent", as Linux's mld_newpack): what a datagram of the link MTU (the
+// NIC's, or an advertisement's lower one) leaves after the IPv6 header,
+// the Hop-by-Hop header of the Router Alert option and the report's own
+// header, so that a report is never fragmented. p.mu is held.
+func (p *Protocol) mldReportRoomLocked() int {
+	mtu := p.nic.MTU()
+	if p.params.linkMTU != 0 {
+		mtu = min(mtu, p.params.linkMTU)
+	}
+	return max(mtu, wire.IPv6MinMTU) - wire.IPv6HeaderLen - wire.MLDHopByHopLen - wire.MLDv2ReportLen
+}
 
 // mldReport builds an MLDv2 report of recs from src to all MLDv2-capable
 // routers (RFC 3810 section 5.2.14). The records are sourcefilter's,
-// whose types have the wire's numbers; they fit mldReportRoom
+// whose types have the wire's numbers; they fit mldReportRoomLocked
 // (sourcefilter.Split).
 func (p *Protocol) mldReport(src netip.Addr, recs []sourcefilter.Record) message {
 	w := make([]wire.MLDv2Record, len(recs))
