@@ -1,6 +1,7 @@
 package igmp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -469,15 +470,16 @@ func sources(n int) []netip.Addr {
 	return out
 }
 
-// Section 4.2.16: what does not fit a report of a 576-byte datagram goes
-// in more; a record too long for one is split, but for an exclude list's,
-// which is cut to what fits.
+// Section 4.2.16: what does not fit a report of a datagram of the
+// interface's MTU goes in more; a record too long for one is split, but
+// for an exclude list's, which is cut to what fits. The interface here
+// has an MTU of 576 bytes: less 20 of IPv4 header, 4 of Router Alert, 8
+// of report and 8 of record, room for 134 sources in a record alone.
 func TestReportsSplitToFit(t *testing.T) {
-	// 576 bytes less 20 of IPv4 header, 4 of Router Alert, 8 of report
-	// and 8 of record: room for 134 sources in a record alone.
 	many := sources(200)
 	tests := []struct {
 		name  string
+		mtu   int // 576 when 0
 		steps []step
 		// records is each report's records, as type and source count.
 		records [][]string
@@ -503,17 +505,24 @@ func TestReportsSplitToFit(t *testing.T) {
 				wait(5*time.Second), forget(), generalV3(10), wait(2*time.Second)),
 			records: [][]string{{"IS_IN 100", "IS_EX 0"}, {"IS_IN 40"}},
 		},
+		{
+			name:    "ALLOW of 200 sources on a link of 1500 bytes: one report each time",
+			mtu:     1500,
+			steps:   []step{set(g1, include(many...)), wait(5 * time.Second)},
+			records: [][]string{{"ALLOW 200"}, {"ALLOW 200"}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, Config{MaxGroups: 3})
+			h.mtu = cmp.Or(tt.mtu, 576)
 			for _, s := range tt.steps {
 				s(h)
 			}
 			var got [][]string
 			for _, m := range h.take() {
-				if len(m.msg) > 576-wire.IPv4MinHeaderLen-len(wire.IPv4RouterAlert) {
-					t.Errorf("a report of %d bytes: past a 576-byte datagram", len(m.msg))
+				if len(m.msg) > h.mtu-wire.IPv4MinHeaderLen-len(wire.IPv4RouterAlert) {
+					t.Errorf("a report of %d bytes: past a %d-byte datagram", len(m.msg), h.mtu)
 				}
 				var recs []string
 				for _, r := range m.msg.Records() {

@@ -22,6 +22,7 @@ type harness struct {
 	p    *Protocol
 	clk  *stepClock
 	pool *buffer.Pool
+	mtu  int // the interface's; 1500 unless a test sets it
 
 	mu   sync.Mutex
 	sent []sentMsg
@@ -38,7 +39,7 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: newStepClock(), pool: buffer.NewPool()}
+	h := &harness{t: t, clk: newStepClock(), pool: buffer.NewPool(), mtu: 1500}
 	e := &env.Env{Clock: h.clk, Rand: env.NewRand(rand.NewPCG(1, 2)), Pool: h.pool, Budget: budget.New(1 << 20)}
 	h.p = New("eth0", h, cfg, e)
 	t.Cleanup(func() {
@@ -49,6 +50,9 @@ func newHarness(t *testing.T, cfg Config) *harness {
 	})
 	return h
 }
+
+// MTU is the interface's, as the harness has it.
+func (h *harness) MTU() int { return h.mtu }
 
 // SendIGMP records a message: the harness is the interface's output.
 func (h *harness) SendIGMP(dst netip.Addr, pkt *buffer.Packet) {

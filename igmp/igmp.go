@@ -157,6 +157,8 @@ type Output interface {
 	// while it has none (RFC 3376 section 4.2.13). It takes ownership
 	// of pkt.
 	SendIGMP(dst netip.Addr, pkt *buffer.Packet)
+	// MTU is the interface's, which a version 3 report fits.
+	MTU() int
 }
 
 // Protocol is IGMP on one interface.

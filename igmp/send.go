@@ -13,15 +13,20 @@ import (
 // reported, Leave Group messages to all-routers. The interface's output
 // adds TTL 1 and the Router Alert option.
 
-// reportRoom is the room a version 3 report has for group records: what
-// a 576-byte datagram with the Router Alert option, which every IPv4 link
-// carries (RFC 791), leaves after the report's fixed part, since the
-// interface's MTU is not IGMP's to know. sourceLen is a source's size in
-// a record.
-const (
-	reportRoom = 576 - wire.IPv4MinHeaderLen - len(wire.IPv4RouterAlert) - wire.IGMPv3ReportLen
-	sourceLen  = 4
-)
+// sourceLen is a source's size in a record.
+const sourceLen = 4
+
+// reportRoom is the room a version 3 report has for group records (RFC
+// 3376 section 4.2.16: "if the set of Group Records required in a Report
+// does not fit within the size limit of a single Report message (as
+// determined by the MTU of the network on which it will be sent)"): what
+// a datagram of the interface's MTU with the Router Alert option leaves
+// after the report's fixed part, as Linux's igmpv3_newpack, and room for
+// one source at least.
+func (p *Protocol) reportRoom() int {
+	room := p.out.MTU() - wire.IPv4MinHeaderLen - len(wire.IPv4RouterAlert) - wire.IGMPv3ReportLen
+	return max(room, wire.IGMPv3RecordLen+sourceLen)
+}
 
 // outMsg is a message decided under p.mu, sent by unlock.
 type outMsg struct {
@@ -46,7 +51,7 @@ func (p *Protocol) queueV3Report(recs []wire.IGMPv3Record) {
 // more, a record too long for one split, but for an exclude list's, which
 // is cut; sourcefilter.Split). p.mu is held.
 func (p *Protocol) queueV3Records(recs []sourcefilter.Record) {
-	for _, report := range sourcefilter.Split(recs, reportRoom, wire.IGMPv3RecordLen, sourceLen) {
+	for _, report := range sourcefilter.Split(recs, p.reportRoom(), wire.IGMPv3RecordLen, sourceLen) {
 		out := make([]wire.IGMPv3Record, len(report))
 		for i, r := range report {
 			// sourcefilter's record types have the wire's numbers.
