@@ -7,6 +7,7 @@ import (
 
 	"github.com/gonetstack/gonet/clock"
 	"github.com/gonetstack/gonet/ipv6"
+	"github.com/gonetstack/gonet/wire"
 )
 
 // Addresses (RFC 4862): the link-local address formed at start (section
@@ -41,6 +42,9 @@ type address struct {
 	// link.go) ending an earlier.
 	dup    chan struct{}
 	dadGen uint64
+	// nonce is in every DAD probe for the address (RFC 7527 section
+	// 4.1), so that one looped back is known for ours.
+	nonce [wire.NDNonceSize]byte
 	// preferredUntil and validUntil are zero for an infinite lifetime.
 	preferredUntil, validUntil time.Time
 	timer                      clock.Timer
@@ -186,7 +190,7 @@ func (p *Protocol) RemoveStatic(addr netip.Addr) error {
 // lifetimes, Infinite for ever. p.mu is held.
 func (p *Protocol) addAddressLocked(prefix netip.Prefix, o origin, valid, preferred time.Duration) *address {
 	st := p.dadStateLocked(o)
-	a := &address{prefix: prefix, origin: o, state: st, dup: make(chan struct{}, 1)}
+	a := &address{prefix: prefix, origin: o, state: st, dup: make(chan struct{}, 1), nonce: p.nonceLocked()}
 	p.setLifetimesLocked(a, valid, preferred)
 	p.addrs[a.addr()] = a
 	host, temporary := p.host, o == fromTemporary
@@ -208,6 +212,18 @@ func (p *Protocol) addAddressLocked(prefix netip.Prefix, o origin, valid, prefer
 	p.wg.Add(1)
 	go p.dad(a, a.dadGen)
 	return a
+}
+
+// nonceLocked draws a DAD nonce (RFC 7527 section 4.1: random, of 6
+// bytes), one for each address, which its DAD runs all carry. p.mu is
+// held.
+func (p *Protocol) nonceLocked() [wire.NDNonceSize]byte {
+	var n [wire.NDNonceSize]byte
+	v := p.env.Rand.Uint64()
+	for i := range n {
+		n[i] = byte(v >> (8 * i))
+	}
+	return n
 }
 
 // setLifetimesLocked sets an address's lifetimes from now.
@@ -254,7 +270,7 @@ func (p *Protocol) dad(a *address, gen uint64) {
 		}
 		retrans := p.params.retrans
 		p.mu.Unlock()
-		p.send(p.neighborSolicitation(netip.IPv6Unspecified(), ipv6.SolicitedNode(a.addr()), a.addr(), false))
+		p.send(p.dadProbe(a.addr(), a.nonce))
 		if !p.wait(a, retrans) {
 			return
 		}

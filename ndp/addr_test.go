@@ -16,15 +16,19 @@ import (
 var withDAD = ndp.Config{NoRouterSolicitation: true}
 
 // checkDADProbe fails unless f is DAD's solicitation for target: from ::,
-// to target's solicited-node group, with no options (RFC 4862 section
-// 5.4.2, RFC 4861 section 4.3).
-func checkDADProbe(t *testing.T, f *frame, target netip.Addr) {
+// to target's solicited-node group, with no link-layer address (RFC 4862
+// section 5.4.2, RFC 4861 section 4.3) and a nonce (RFC 7527 section
+// 4.1), which it returns.
+func checkDADProbe(t *testing.T, f *frame, target netip.Addr) []byte {
 	t.Helper()
 	ns := f.pkt.Layer(layers.LayerTypeICMPv6NeighborSolicitation).(*layers.ICMPv6NeighborSolicitation)
 	group := ipv6.SolicitedNode(target)
-	if !f.ip6.SrcIP.Equal(ipOf(netip.IPv6Unspecified())) || !f.ip6.DstIP.Equal(ipOf(group)) || !ns.TargetAddress.Equal(ipOf(target)) || len(ns.Options) != 0 || f.ip6.HopLimit != 255 {
-		t.Errorf("DAD probe %v > %v target %v options %v, want :: > %v target %v, none", f.ip6.SrcIP, f.ip6.DstIP, ns.TargetAddress, ns.Options, group, target)
+	nonce := len(ns.Options) == 1 && ns.Options[0].Type == layers.ICMPv6Opt(wire.NDOptNonce) && len(ns.Options[0].Data) == wire.NDNonceSize
+	if !f.ip6.SrcIP.Equal(ipOf(netip.IPv6Unspecified())) || !f.ip6.DstIP.Equal(ipOf(group)) || !ns.TargetAddress.Equal(ipOf(target)) || !nonce || f.ip6.HopLimit != 255 {
+		t.Errorf("DAD probe %v > %v target %v options %v, want :: > %v target %v, a nonce alone", f.ip6.SrcIP, f.ip6.DstIP, ns.TargetAddress, ns.Options, group, target)
+		return nil
 	}
+	return ns.Options[0].Data
 }
 
 func TestDADMakesTheLinkLocalAddressPreferred(t *testing.T) {
@@ -190,4 +194,31 @@ func slaacOrStatic(t *testing.T, h *harness) netip.Addr {
 		t.Fatal(err)
 	}
 	return static.Addr()
+}
+
+// TestOwnProbeLoopedBackIsNoDuplicate pins RFC 7527 section 4.2: a DAD
+// probe carrying our own nonce is ours come back over a looped link, not
+// another node's, and leaves the address's DAD to go on; one with another
+// nonce is another node's.
+func TestOwnProbeLoopedBackIsNoDuplicate(t *testing.T) {
+	for _, own := range []bool{true, false} {
+		h := newHarness(t, withDAD)
+		h.clk.WaitPending(2) // DAD's delay, MLD's retransmission
+		h.clk.Advance(ndp.MaxRtrSolicitationDelay)
+		nonce := checkDADProbe(t, h.next(layers.ICMPv6TypeNeighborSolicitation), stackLL)
+		if !own {
+			nonce = []byte{9, 9, 9, 9, 9, 9}
+		}
+		h.injectNS(msg{src: netip.IPv6Unspecified(), dst: ipv6.SolicitedNode(stackLL)}, stackLL, layers.ICMPv6Option{Type: layers.ICMPv6Opt(wire.NDOptNonce), Data: nonce})
+		want, looped := ndp.Duplicate, uint64(0)
+		if own {
+			h.clk.WaitPending(1)
+			h.clk.Advance(ndp.RetransTimer)
+			want, looped = ndp.Preferred, 1
+		}
+		eventually(t, want.String(), func() bool { s, _ := h.host.addr(stackLL); return s == want })
+		if n := h.p.Stats.DADLoopedBack.Load(); n != looped {
+			t.Errorf("own nonce %v: DADLoopedBack = %d, want %d", own, n, looped)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package ndp
 
 import (
+	"bytes"
 	"net/netip"
 	"time"
 
@@ -146,6 +147,13 @@ func (p *Protocol) handleNS(h ip.Header, m wire.ICMPv6) {
 	a := p.addrs[target]
 	if a == nil || a.state == Duplicate {
 		p.Stats.InNotOurs.Inc()
+		return
+	}
+	if dad && ownNonce(ns.Options(), a.nonce) {
+		// Our own probe, looped back by the link (a bridge's loop, a
+		// reflecting switch port): not another node's (RFC 7527
+		// section 4.2, enhanced DAD, as Linux's).
+		p.Stats.DADLoopedBack.Inc()
 		return
 	}
 	if a.state.underDAD() {
@@ -378,6 +386,19 @@ func linkAddr(opts wire.NDOptions, typ uint8) (wire.MAC, bool) {
 		}
 	}
 	return wire.MAC{}, false
+}
+
+// ownNonce reports whether opts hold a Nonce option of nonce: a DAD probe
+// of ours come back (RFC 7527 section 4.2).
+func ownNonce(opts wire.NDOptions, nonce [wire.NDNonceSize]byte) bool {
+	for len(opts) > 0 {
+		var o wire.NDOption
+		o, opts = opts.Next()
+		if n, ok := o.Nonce(); ok && bytes.Equal(n, nonce[:]) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasSLLA reports whether opts hold a Source Link-Layer Address option,

@@ -301,6 +301,7 @@ type Stats struct {
 	DADSucceeded    stats.Counter
 	DADFailed       stats.Counter // duplicates found (RFC 4862 section 5.4.5)
 	DADRetries      stats.Counter // RFC 7217 section 6 new addresses after a duplicate
+	DADLoopedBack   stats.Counter // our own probes come back, by their nonce (RFC 7527), not taken for duplicates
 	SLAACAddrs      stats.Counter // addresses formed from prefixes
 	TempAddrs       stats.Counter // temporary addresses formed (RFC 8981), a retry after a duplicate among them
 	AddrsExpired    stats.Counter // removed at the end of their valid lifetime

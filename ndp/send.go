@@ -77,6 +77,20 @@ func (p *Protocol) neighborSolicitation(src, dst, target netip.Addr, withMAC boo
 	return m
 }
 
+// dadProbe builds DAD's solicitation for target (RFC 4862 section 5.4.2):
+// from :: to the target's solicited-node group, without our link-layer
+// address (RFC 4861 section 4.3), with nonce (RFC 7527 section 4.1), by
+// which a probe of ours that the link loops back is not taken for
+// another node's. Nodes that do not know the option skip it (RFC 4861
+// section 4.6).
+func (p *Protocol) dadProbe(target netip.Addr, nonce [wire.NDNonceSize]byte) message {
+	m := p.newMessage(netip.IPv6Unspecified(), ipv6.SolicitedNode(target), wire.NeighborSolicitationLen+wire.NDNonceLen, false)
+	wire.EncodeNeighborSolicitation(m.icmp, target)
+	wire.EncodeNDNonce(m.icmp[wire.NeighborSolicitationLen:], nonce)
+	p.Stats.OutNeighborSolicits.Inc()
+	return m
+}
+
 // neighborAdvertisement builds an NA for target to dst, always with our
 // link-layer address as the target's (RFC 4861 section 7.2.4: it MUST be
 // there in answer to a multicast solicitation, and costs nothing

@@ -302,6 +302,7 @@ const (
 	NDOptPrefixInfo       = 3
 	NDOptRedirectedHeader = 4
 	NDOptMTU              = 5
+	NDOptNonce            = 14 // Nonce (RFC 3971 section 5.3.2), DAD's loopback check (RFC 7527)
 	NDOptRouteInfo        = 24 // Route Information (RFC 4191 section 2.3)
 	NDOptRDNSS            = 25 // Recursive DNS Server (RFC 8106 section 5.1)
 	NDOptDNSSL            = 31 // DNS Search List (RFC 8106 section 5.2)
@@ -335,6 +336,13 @@ const (
 	ndMTUReserved  = 2 // 2 bytes
 	ndMTU          = 4 // 4 bytes
 	ndRedirHdrData = 8 // RFC 4861 section 4.6.3: six reserved bytes, then the packet
+
+	// NDNonceLen is the length of a Nonce option of NDNonceSize bytes,
+	// the size Linux sends and RFC 7527 section 4.1 asks for ("at least
+	// 6 bytes"), filling one unit.
+	NDNonceLen  = 8
+	NDNonceSize = 6
+	ndNonce     = 2
 
 	// NDInfiniteLifetime is the lifetime of all ones that means forever
 	// (RFC 4861 section 4.6.2).
@@ -408,6 +416,15 @@ func (p NDOption) MTU() (uint32, bool) {
 		return 0, false
 	}
 	return be.Uint32(p[ndMTU : ndMTU+4]), true
+}
+
+// Nonce returns the nonce of a Nonce option (RFC 3971 section 5.3.2),
+// if p is one: the bytes after type and length, of any size.
+func (p NDOption) Nonce() ([]byte, bool) {
+	if p.Type() != NDOptNonce {
+		return nil, false
+	}
+	return p[ndNonce:], true
 }
 
 // RedirectedHeader returns the quoted packet, padding included, of a
@@ -485,6 +502,12 @@ func EncodeNDPrefixInfo(b []byte, f *NDPrefixInfoFields) {
 	be.PutUint32(b[ndPrefixPreferredLife:ndPrefixPreferredLife+4], f.PreferredLifetime)
 	be.PutUint32(b[ndPrefixReserved2:ndPrefixReserved2+4], 0)
 	putAddr16(b, ndPrefix, f.Prefix.Addr())
+}
+
+// EncodeNDNonce writes a Nonce option of nonce into b[:NDNonceLen].
+func EncodeNDNonce(b []byte, nonce [NDNonceSize]byte) {
+	b[ndOptType], b[ndOptLength] = NDOptNonce, NDNonceLen/NDOptUnit
+	copy(b[ndNonce:NDNonceLen], nonce[:])
 }
 
 // EncodeNDMTU writes an MTU option into b[:NDMTULen].

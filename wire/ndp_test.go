@@ -32,6 +32,11 @@ func tlla(m wire.MAC) ndOpt {
 		layers.ICMPv6Option{Type: layers.ICMPv6OptTargetAddress, Data: m[:]}}
 }
 
+func nonceOpt(n [wire.NDNonceSize]byte) ndOpt {
+	return ndOpt{wire.NDNonceLen, func(b []byte) { wire.EncodeNDNonce(b, n) },
+		layers.ICMPv6Option{Type: layers.ICMPv6Opt(wire.NDOptNonce), Data: n[:]}}
+}
+
 func mtuOpt(mtu uint32) ndOpt {
 	return ndOpt{wire.NDMTULen, func(b []byte) { wire.EncodeNDMTU(b, mtu) },
 		layers.ICMPv6Option{Type: layers.ICMPv6OptMTU, Data: binary.BigEndian.AppendUint32([]byte{0, 0}, mtu)}}
@@ -292,6 +297,9 @@ var ndCases = []ndCase{
 		rdnssOpt(wire.NDInfiniteLifetime, addr("fe80::1")), dnsslOpt(600, "example.com", "lab.example.org"), dnsslOpt(0, "x")),
 	raCase("router advertisement with routes of every length", wire.RouterAdvertisementFields{RouterLifetime: 1800}, 0,
 		rioOpt("::/0", 1, 1800), rioOpt("2001:db8:77::/48", 3, 600), rioOpt("2001:db8:78::/64", 0, 0), rioOpt("2001:db8:79::8/125", 1, wire.NDInfiniteLifetime)),
+	// Last, so that the indices TestParseNDRejectsMalformedMessages
+	// takes stay.
+	nsCase("DAD probe with a nonce (RFC 7527)", addr("2001:db8:1::5054:ff:fe12:3456"), nonceOpt([6]byte{1, 2, 3, 4, 5, 6})),
 }
 
 // build writes c with wire: fixed part, options, checksum.
@@ -360,6 +368,10 @@ func checkWireOptions(t *testing.T, opts wire.NDOptions, want []ndOpt) {
 		case wire.NDOptMTU:
 			if mtu, ok := o.MTU(); !ok || mtu != binary.BigEndian.Uint32(w.Data[2:]) {
 				t.Errorf("option %d: MTU = %d, %v", i, mtu, ok)
+			}
+		case wire.NDOptNonce:
+			if n, ok := o.Nonce(); !ok || !bytes.Equal(n, w.Data) {
+				t.Errorf("option %d: Nonce = %x, %v", i, n, ok)
 			}
 		case wire.NDOptRedirectedHeader:
 			if pkt, ok := o.RedirectedHeader(); !ok || !bytes.Equal(pkt, w.Data[6:]) {
@@ -474,6 +486,9 @@ func TestNDOptionAccessorsRejectOtherOptions(t *testing.T) {
 	}
 	if _, ok := pi.MTU(); ok {
 		t.Error("a prefix information option read as an MTU")
+	}
+	if _, ok := mtu.Nonce(); ok {
+		t.Error("an MTU option read as a nonce")
 	}
 	if _, ok := mtu.PrefixInfo(); ok {
 		t.Error("an MTU option read as prefix information")
