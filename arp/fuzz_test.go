@@ -26,13 +26,15 @@ func (o oneAddress) SourceFor(netip.Addr) (netip.Addr, bool) {
 }
 
 // FuzzDealer hands the ARP dealer arbitrary packets while it probes for
-// one address and defends another (RFC 5227), with senders and targets
+// one address, defends another and verifies a third, defended too, as
+// when the link comes up (RFC 5227), with senders and targets
 // drawn from the addresses that matter to it: it must never panic, and
 // must release every packet.
 func FuzzDealer(f *testing.F) {
 	ours := netip.MustParseAddr("10.5.0.2")
 	probed := netip.MustParseAddr("10.5.0.50")
-	addrs := []netip.Addr{ours, probed, netip.IPv4Unspecified(), netip.MustParseAddr("10.5.0.9"), netip.MustParseAddr("255.255.255.255")}
+	verified := netip.MustParseAddr("10.5.0.51")
+	addrs := []netip.Addr{ours, probed, netip.IPv4Unspecified(), netip.MustParseAddr("10.5.0.9"), netip.MustParseAddr("255.255.255.255"), verified}
 	macs := []wire.MAC{{2, 0, 0, 0, 0, 9}, {2, 0, 0, 0, 0, 1}, {1, 0, 0x5e, 0, 0, 1}, {}}
 	f.Add([]byte{}, uint8(0), uint8(0))
 	f.Add(make([]byte, wire.ARPLen), uint8(1), uint8(0x12))
@@ -57,10 +59,12 @@ func FuzzDealer(f *testing.F) {
 		}
 	})
 	p.AnnounceAndDefend(ours, arp.Keep, nil)
+	p.AnnounceAndDefend(verified, arp.DefendOnce, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	probing := make(chan error, 1)
+	probing, verifying := make(chan error, 1), make(chan error, 1)
 	go func() { probing <- p.Probe(ctx, probed) }()
-	f.Cleanup(func() { cancel(); <-probing })
+	go func() { verifying <- p.Verify(ctx, verified) }()
+	f.Cleanup(func() { cancel(); <-probing; <-verifying })
 
 	f.Fuzz(func(t *testing.T, body []byte, op uint8, who uint8) {
 		if len(body) > 100 {

@@ -58,6 +58,12 @@ func checkNDOptionRoundTrip(t *testing.T, o wire.NDOption) {
 			t.Fatalf("link-layer address option %x encodes as %x", []byte(o), re)
 		}
 	}
+	if n, ok := o.Nonce(); ok && len(n) == wire.NDNonceSize {
+		wire.EncodeNDNonce(re, [wire.NDNonceSize]byte(n))
+		if !bytes.Equal(re, o) {
+			t.Fatalf("nonce option %x encodes as %x", []byte(o), re)
+		}
+	}
 	if mtu, ok := o.MTU(); ok {
 		wire.EncodeNDMTU(re, mtu)
 		if !bytes.Equal(re[:2], o[:2]) || !bytes.Equal(re[4:], o[4:]) {
