@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -256,4 +257,71 @@ func TestDaemonBySLAACServesTheKernel(t *testing.T) {
 	if err := session.Wait(); err != nil {
 		t.Errorf("socat: %v", err)
 	}
+}
+
+// TestDaemonOptimisticDAD: `gonet up -optimistic-dad` uses the address it
+// forms by SLAAC from the kernel's radvd while the address's DAD runs
+// (RFC 4429): its log says the address was added optimistic, and the
+// kernel reaches it.
+func TestDaemonOptimisticDAD(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	bin := buildGonet(t)
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-optimistic-dad")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("gonet up's log:\n%s", stderr.String())
+		}
+	}()
+	h := &host{ns: ns, dev: dev}
+	waitFor(t, "the daemon's TAP", 10*time.Second, func() bool {
+		_, err := ns.IP(ctx, "link", "show", dev)
+		return err == nil
+	})
+	h.run(t, 5*time.Second, "ip", "link", "set", dev, "up")
+	startRadvd(t, h, false)
+	var addr netip.Addr
+	waitFor(t, "the log of GoNet's SLAAC address added optimistic", 20*time.Second, func() bool {
+		for line := range strings.Lines(stderr.String()) {
+			if !strings.Contains(line, `msg="address added"`) || !strings.Contains(line, "dad=optimistic") {
+				continue
+			}
+			for _, f := range strings.Fields(line) {
+				if p, err := netip.ParsePrefix(strings.TrimPrefix(f, "addr=")); err == nil && slaacPrefix.Contains(p.Addr()) {
+					addr = p.Addr()
+					return true
+				}
+			}
+		}
+		return false
+	})
+	h.run(t, 15*time.Second, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "3", addr.String())
+}
+
+// syncBuffer is a bytes.Buffer a process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
