@@ -344,6 +344,15 @@ func TestLinkUpProbesAgain(t *testing.T) {
 	if !slices.Equal(names, []string{"roams-2.local.", "roams.local."}) {
 		t.Errorf("names %q, want roams and roams-2", names)
 	}
+	// A responder yet to take its link's coming up is still claimed
+	// and answers the other's probe, so the names can part before both
+	// have taken it, and before B's first probe (up to 250 ms after):
+	// the counters are given the time to catch up.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if rb.Stats.LinkUps.Load() >= 1 && ra.Stats.LinkUps.Load() >= 1 && rb.Stats.Probes.Load() > probes {
+			break
+		}
+	}
 	if rb.Stats.LinkUps.Load() != 1 || ra.Stats.LinkUps.Load() != 1 || rb.Stats.Probes.Load() == probes {
 		t.Errorf("LinkUps %d and %d, probes %d after %d: want the link's coming up to send both back to probing",
 			ra.Stats.LinkUps.Load(), rb.Stats.LinkUps.Load(), rb.Stats.Probes.Load(), probes)
