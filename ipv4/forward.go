@@ -81,7 +81,7 @@ func foreignUnicast(dst netip.Addr) bool {
 	switch {
 	case b[0] == 0, b[0] == 127, b[0] >= 224:
 		return false
-	case b[0] == 169 && b[1] == 254:
+	case LinkLocalPrefix.Contains(dst):
 		return false
 	}
 	return true

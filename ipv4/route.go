@@ -63,8 +63,14 @@ func (i *Interface) HasAddress(a netip.Addr) bool {
 	return false
 }
 
+// LinkLocalPrefix is 169.254/16, IPv4's link-local addresses (RFC 3927),
+// which no router forwards.
+var LinkLocalPrefix = netip.MustParsePrefix("169.254.0.0/16")
+
 // SourceFor returns the interface's address on dst's subnet, or its first
-// address when none is on it.
+// address when none is on it, a routable one before a link-local one: a
+// router forwards nothing from 169.254/16 (RFC 3927 sections 2.6.1 and
+// 2.7), and a host that has both reaches the world from the other.
 func (i *Interface) SourceFor(dst netip.Addr) (netip.Addr, bool) {
 	var first netip.Addr
 	for _, ad := range i.p.tables.load().addrs {
@@ -74,7 +80,7 @@ func (i *Interface) SourceFor(dst netip.Addr) (netip.Addr, bool) {
 		if ad.prefix.Contains(dst) {
 			return ad.prefix.Addr(), true
 		}
-		if !first.IsValid() {
+		if !first.IsValid() || LinkLocalPrefix.Contains(first) && !LinkLocalPrefix.Contains(ad.prefix.Addr()) {
 			first = ad.prefix.Addr()
 		}
 	}

@@ -136,3 +136,29 @@ func TestRouteViaBroadcastsBeforeAnAddress(t *testing.T) {
 		t.Error("RouteVia through no interface succeeded")
 	}
 }
+
+// TestSourceOffEverySubnetIsRoutable pins RFC 3927 section 2.6.1's rule
+// for a host with both kinds of address: a destination off its subnets
+// goes from the routable address, even one assigned after the link-local
+// address (a DHCP lease that came late), and one on 169.254/16 from the
+// link-local address.
+func TestSourceOffEverySubnetIsRoutable(t *testing.T) {
+	p, eth0, _ := newRouteTest(t)
+	for _, a := range []string{"169.254.7.9/16", "10.0.0.2/24"} {
+		if err := p.AddAddress(eth0, netip.MustParsePrefix(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.AddRoute(ipv4.Route{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("10.0.0.1"), Iface: eth0}); err != nil {
+		t.Fatal(err)
+	}
+	for dst, want := range map[string]string{"198.51.100.7": "10.0.0.2", "169.254.200.1": "169.254.7.9", "10.0.0.77": "10.0.0.2"} {
+		ri, err := p.Route(netip.MustParseAddr(dst))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ri.Src != netip.MustParseAddr(want) {
+			t.Errorf("to %s: source %v, want %s", dst, ri.Src, want)
+		}
+	}
+}

@@ -46,8 +46,8 @@ func (f *addrsFlag) Set(s string) error {
 // addrFlag is -addr as up and ping take it: addresses (addrsFlag), or
 // "dhcp" for an IPv4 address from a DHCP server.
 type addrFlag struct {
-	addrs *addrsFlag
-	dhcp  *bool
+	addrs    *addrsFlag
+	dhcp, ll *bool
 }
 
 func (f addrFlag) String() string {
@@ -55,20 +55,30 @@ func (f addrFlag) String() string {
 		return ""
 	}
 	s := f.addrs.String()
+	if *f.ll {
+		s = strings.Join([]string{"ipv4ll", s}, ",")
+	}
 	if *f.dhcp {
 		s = strings.Join([]string{"dhcp", s}, ",")
 	}
 	return strings.TrimSuffix(s, ",")
 }
 
+// Set takes an address, or one of the keywords dhcp and ipv4ll.
 func (f addrFlag) Set(s string) error {
-	if !strings.EqualFold(s, "dhcp") {
+	var kw *bool
+	switch {
+	case strings.EqualFold(s, "dhcp"):
+		kw = f.dhcp
+	case strings.EqualFold(s, "ipv4ll"):
+		kw = f.ll
+	default:
 		return f.addrs.Set(s)
 	}
-	if *f.dhcp {
-		return errors.New("dhcp is given twice")
+	if *kw {
+		return fmt.Errorf("%s is given twice", strings.ToLower(s))
 	}
-	*f.dhcp = true
+	*kw = true
 	return nil
 }
 

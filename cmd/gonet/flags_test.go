@@ -304,6 +304,31 @@ func TestParseUpTakesAddressesOfBothFamilies(t *testing.T) {
 	}
 }
 
+func TestParseUpTakesIPv4LinkLocal(t *testing.T) {
+	tests := []struct {
+		behaviour string
+		args      []string
+		dhcp      bool
+	}{
+		{"ipv4ll alone, IPv4 only", []string{"-no-ipv6", "-addr", "ipv4ll"}, false},
+		{"ipv4ll beside dhcp, for when no server answers", []string{"-addr", "dhcp", "-addr", "ipv4ll"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.behaviour, func(t *testing.T) {
+			c, err := parseUp(append([]string{"-tap", "tap0"}, tt.args...))
+			if err != nil {
+				t.Fatalf("parseUp(%q): %v", tt.args, err)
+			}
+			if !c.link.ipv4ll || c.link.dhcp != tt.dhcp || len(c.link.addrs) != 0 {
+				t.Errorf("parseUp(%q): ipv4ll %v dhcp %v addrs %v", tt.args, c.link.ipv4ll, c.link.dhcp, c.link.addrs)
+			}
+		})
+	}
+	if _, err := parsePing([]string{"-tap", "tap0", "-addr", "ipv4ll", "169.254.3.4"}); err != nil {
+		t.Errorf("ping -addr ipv4ll to an IPv4 DEST: %v", err)
+	}
+}
+
 func TestParseUpTakesDHCP(t *testing.T) {
 	tests := []struct {
 		behaviour string
@@ -357,6 +382,7 @@ func TestUpRejectsBadAddressMixes(t *testing.T) {
 		{"a zone on a global gateway", []string{"-addr", "fd00::2/64", "-gw", "fd00::1%tap0"}, "a zone is for link-local"},
 		{"dhcp beside an IPv4 address", []string{"-addr", "dhcp", "-addr", "10.0.0.2/24"}, "the DHCP server gives the IPv4 address"},
 		{"dhcp twice", []string{"-addr", "dhcp", "-addr", "DHCP"}, "dhcp is given twice"},
+		{"ipv4ll twice", []string{"-addr", "ipv4ll", "-addr", "IPv4LL"}, "ipv4ll is given twice"},
 		{"an IPv4 gateway with dhcp", []string{"-addr", "dhcp", "-gw", "10.0.0.1"}, "the DHCP server gives the IPv4 router"},
 		{"a lease file without dhcp", []string{"-addr", "10.0.0.2/24", "-dhcp-lease", "/tmp/l"}, "there is none without -addr dhcp"},
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/gonetstack/gonet/env"
 	"github.com/gonetstack/gonet/internal/rtnl"
 	"github.com/gonetstack/gonet/iperf3"
+	"github.com/gonetstack/gonet/ipv4ll"
 	"github.com/gonetstack/gonet/ipv6"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/link/fault"
@@ -88,6 +89,9 @@ type linkConfig struct {
 	ecn     tcp.ECNMode
 	// noIPv6 leaves the stack IPv4-only (-no-ipv6).
 	noIPv6 bool
+	// ipv4ll is -addr ipv4ll: an IPv4 link-local address claimed on the
+	// link (RFC 3927).
+	ipv4ll bool
 	// router is the gateway's: its stack is the router of its link, which
 	// solicits no routers and forms no addresses from advertisements.
 	router bool
@@ -131,7 +135,7 @@ type linkConfig struct {
 func (c *linkConfig) register(fs *flag.FlagSet) {
 	c.mtu = defaultMTU
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
-	fs.Var(addrFlag{(*addrsFlag)(&c.addrs), &c.dhcp}, "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64, or dhcp to ask a DHCP server for the IPv4 address, router, DNS servers and MTU (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
+	fs.Var(addrFlag{(*addrsFlag)(&c.addrs), &c.dhcp, &c.ipv4ll}, "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64, or dhcp to ask a DHCP server for the IPv4 address, router, DNS servers and MTU, or ipv4ll to claim an IPv4 link-local address of 169.254/16 (RFC 3927, zeroconf; beside dhcp, for when no server answers) (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
 	fs.StringVar(&c.dhcpLease, "dhcp-lease", "", "with -addr dhcp, keep the lease in `FILE` and ask for its address again at the next start (RFC 2131 INIT-REBOOT)")
 	fs.Var(gatewaysFlag{&c.gws, &c.gwNames}, "gw", "route everything off-link through the gateway `ADDR|NAME`: an address on an -addr's network, or for IPv6 a router's link-local address, or a name -host or -hosts gives, never asked of DNS (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
@@ -281,8 +285,8 @@ func (c *linkConfig) checkAddrs() error {
 		return usagef("-dhcp-lease keeps a DHCP lease, and there is none without -addr dhcp")
 	}
 	if c.noIPv6 {
-		if len(c.addrs) == 0 && !c.dhcp {
-			return usagef("-addr is required with -no-ipv6: GoNet's address and prefix, as in 10.0.0.2/24, or dhcp")
+		if len(c.addrs) == 0 && !c.dhcp && !c.ipv4ll {
+			return usagef("-addr is required with -no-ipv6: GoNet's address and prefix, as in 10.0.0.2/24, or dhcp, or ipv4ll")
 		}
 		for _, p := range c.addrs {
 			if p.Addr().Is6() {
@@ -521,6 +525,10 @@ type host struct {
 	// held when the host came up.
 	dhcp  *dhcp.Client
 	lease dhcp.ClientLease
+	// ll is -addr ipv4ll's client, nil without; llAddr is the address
+	// it held when the host came up.
+	ll     *ipv4ll.Client
+	llAddr netip.Addr
 	// iperf3 are the counters of the -serve iperf3 server, under
 	// "Iperf3."; nil without it.
 	iperf3 *iperf3.ServerStats
@@ -716,8 +724,22 @@ func (h *host) configure(c *linkConfig) error {
 			return err
 		}
 	}
+	if c.ipv4ll {
+		// Started first, so that its probes run while DHCP waits for
+		// a server.
+		ll, err := ipv4ll.Start(h.stack, h.nic)
+		if err != nil {
+			return err
+		}
+		h.ll = ll
+	}
 	if c.dhcp {
 		if err := h.startDHCP(c, dhcpTimeout); err != nil {
+			return err
+		}
+	}
+	if h.ll != nil {
+		if err := h.awaitIPv4LL(ipv4llTimeout); err != nil {
 			return err
 		}
 	}
@@ -785,6 +807,24 @@ func (h *host) startDHCP(c *linkConfig, timeout time.Duration) error {
 		return fmt.Errorf("no DHCP lease on %s after %v: %d DISCOVERs sent, %d OFFERs and %d ACKs received", h.nic, timeout,
 			client.Stats.OutDiscovers.Load(), client.Stats.InOffers.Load(), client.Stats.InAcks.Load())
 	}
+}
+
+// ipv4llTimeout bounds the wait for a link-local address: a probe takes 4
+// to 7 s (RFC 3927 section 2.2), and past ten addresses found in use the
+// probes slow to one a minute (section 2.2.1).
+const ipv4llTimeout = 90 * time.Second
+
+// awaitIPv4LL waits up to timeout for -addr ipv4ll's first address.
+func (h *host) awaitIPv4LL(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	a, err := h.ll.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("no IPv4 link-local address on %s after %v: %d probed for, %d in use", h.nic, timeout,
+			h.ll.Stats.Probes.Load(), h.ll.Stats.InUse.Load())
+	}
+	h.llAddr = a
+	return nil
 }
 
 // awaitDAD waits until each of addrs has passed duplicate address
@@ -872,6 +912,9 @@ func (h *host) releaseDHCP(timeout time.Duration) {
 func (h *host) Close() error {
 	if h.dhcp != nil {
 		h.releaseDHCP(time.Second)
+	}
+	if h.ll != nil {
+		h.ll.Close()
 	}
 	err := errors.Join(h.stack.Close(), h.kernel.Close())
 	if h.capture != nil {

@@ -122,7 +122,7 @@ func parseIperf3(args []string) (*iperf3Config, error) {
 	case byName && len(c.link.dns) == 0 && !c.link.dhcp && c.link.staticAddrs(c.host) == nil:
 		return nil, usagef("-c %q is a name: give -dns, the DNS server to ask, -addr dhcp, or -host %s=ADDR", c.host, c.host)
 	case byName:
-	case c.server.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp:
+	case c.server.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp && !c.link.ipv4ll:
 		return nil, usagef("-addr is required for an IPv4 server: GoNet's IPv4 address and prefix, as in 10.0.0.2/24")
 	case c.server.Is6() && c.link.noIPv6:
 		return nil, usagef("server %v is IPv6, and -no-ipv6 turns IPv6 off", c.server)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gonetstack/gonet/ipv4ll"
 	"github.com/gonetstack/gonet/route"
 	"github.com/gonetstack/gonet/services"
 )
@@ -102,6 +103,13 @@ func (h *host) linkInfo() linkInfo {
 		if l, ok := h.dhcp.Lease(); ok {
 			left := lifetimeLeft(l.Expiry(), now)
 			li.Addresses = append(li.Addresses, addrInfo{Prefix: l.Addr, State: "preferred", ValidLft: left, PreferredLft: left})
+		}
+	}
+	if h.ll != nil {
+		// The link-local address claimed now (RFC 3927), which may
+		// have replaced the one the ready line showed.
+		if a, ok := h.ll.Address(); ok {
+			li.Addresses = append(li.Addresses, addrInfo{Prefix: netip.PrefixFrom(a, ipv4ll.Prefix.Bits()), State: "preferred", ValidLft: forever, PreferredLft: forever})
 		}
 	}
 	for _, p := range h.addrs {

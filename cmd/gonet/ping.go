@@ -42,7 +42,7 @@ func ipHeaderLen(dst netip.Addr) int {
 var pingCommand = &command{
 	name:    "ping",
 	summary: "ping an address from a GoNet host on a TAP device",
-	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN | -addr dhcp]... [-gw ADDR|NAME]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
+	usage:   "gonet ping {-tap NAME | -ring PATH} [-addr ADDR/NN | -addr dhcp | -addr ipv4ll]... [-gw ADDR|NAME]... [-c N] [-s SIZE] [-i INTERVAL] [-W TIMEOUT] [link flags] DEST",
 	about: `Brings up a GoNet stack on the TAP device, as gonet up does, and sends ICMP
 echo requests to DEST (an IPv4 or IPv6 address, a link-local one with its
 zone, as fe80::1%tap0, or a name: from -host or -hosts, else asked over
@@ -115,9 +115,9 @@ func parsePing(args []string) (*pingConfig, error) {
 		if !c.link.noIPv6 {
 			maxSize = min(maxPingSize, maxPing6Size)
 		}
-	case c.dest.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp:
+	case c.dest.Is4() && !hasIPv4(c.link.addrs) && !c.link.dhcp && !c.link.ipv4ll:
 		// IPv6 forms its own addresses; IPv4 has only -addr's.
-		return nil, usagef("-addr is required for an IPv4 DEST: GoNet's IPv4 address and prefix, as in 10.0.0.2/24, or dhcp")
+		return nil, usagef("-addr is required for an IPv4 DEST: GoNet's IPv4 address and prefix, as in 10.0.0.2/24, or dhcp, or ipv4ll")
 	case c.dest.Is6() && c.link.noIPv6:
 		return nil, usagef("DEST %v is IPv6, and -no-ipv6 turns IPv6 off", c.dest)
 	case c.dest.Is6():

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gonetstack/gonet/iperf3"
+	"github.com/gonetstack/gonet/ipv4ll"
 	"github.com/gonetstack/gonet/mdns"
 	"github.com/gonetstack/gonet/services"
 	"github.com/gonetstack/gonet/stats"
@@ -22,7 +23,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH [-ring-size N]} [-addr ADDR/NN | -addr dhcp]... [-dhcp-lease FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-dhcpv6=false] [-temp-addr] [-optimistic-dad] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH [-ring-size N]} [-addr ADDR/NN | -addr dhcp | -addr ipv4ll]... [-dhcp-lease FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-dhcpv6=false] [-temp-addr] [-optimistic-dad] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike and on both families; http (TCP
@@ -262,10 +263,14 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 // one IPv4 address.
 //
 // With -addr dhcp the first address is the lease's, and the line ends
-// with "(dhcp from SERVER)".
+// with "(dhcp from SERVER)"; with -addr ipv4ll the link-local address
+// comes next.
 func readyLine(h *host) string {
 	f := []string{"gonet: up", h.nic, "", h.mac.String()}
 	addrs := h.addrs
+	if h.ll != nil {
+		addrs = append([]netip.Prefix{netip.PrefixFrom(h.llAddr, ipv4ll.Prefix.Bits())}, addrs...)
+	}
 	if h.dhcp != nil {
 		addrs = append([]netip.Prefix{h.lease.Addr}, addrs...)
 	}
