@@ -1,6 +1,7 @@
 package ethernet_test
 
 import (
+	"context"
 	"encoding/binary"
 	"net"
 	"net/netip"
@@ -128,6 +129,13 @@ func TestNICUsesEveryQueue(t *testing.T) {
 			binary.BigEndian.PutUint32(b[wire.IPv4MinHeaderLen+wire.UDPHeaderLen:], seq)
 			n.Send(wire.MAC{2, 0, 0, 0, 0, 2}, wire.EtherTypeIPv4, p)
 		}
+	}
+	// Close drops what is still queued: the frames leave first, which
+	// on a loaded machine took longer than Close took to come.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
 	}
 	n.Close()
 
