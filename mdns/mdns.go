@@ -386,9 +386,7 @@ func (r *Responder) run() {
 			if slices.Equal(now, c.announced) {
 				continue
 			}
-			gone := slices.DeleteFunc(slices.Clone(c.announced), func(a netip.Addr) bool { return slices.Contains(now, a) })
-			r.announce(zone{host: r.Name(), addrs: gone}, true)
-			c.announced = now
+			r.takeAddrs(c, now)
 			c.ph, c.sent = announcing, 0
 			c.timer.Reset(0)
 		}
@@ -417,7 +415,16 @@ func (r *Responder) step(c *claim) {
 		c.ph, c.sent = announcing, 0
 		fallthrough
 	case announcing:
-		c.announced = r.addrs()
+		// A round's later announcements take the addresses afresh, and
+		// say goodbye to one gone since the last: the watch, finding
+		// nothing changed after them, would not. A round's first
+		// follows a claim, the name perhaps another than the last
+		// one announced.
+		if now := r.addrs(); c.sent > 0 {
+			r.takeAddrs(c, now)
+		} else {
+			c.announced = now
+		}
 		r.announce(r.zone(c.announced), false)
 		c.sent++
 		if c.sent < announceCount {
@@ -426,6 +433,14 @@ func (r *Responder) step(c *claim) {
 			c.ph = claimed
 		}
 	}
+}
+
+// takeAddrs makes now the addresses c announces, saying goodbye to those
+// it announced that the host no longer holds (sections 8.4 and 10.1).
+func (r *Responder) takeAddrs(c *claim, now []netip.Addr) {
+	gone := slices.DeleteFunc(slices.Clone(c.announced), func(a netip.Addr) bool { return slices.Contains(now, a) })
+	r.announce(zone{host: r.Name(), addrs: gone}, true) // nothing when none is gone
+	c.announced = now
 }
 
 // conflict takes a response that shows another host holding names.
