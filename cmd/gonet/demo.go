@@ -560,8 +560,7 @@ func tcpEcho(ctx context.Context, st *stepper, conn net.Conn) error {
 		}
 		werr <- err
 	}()
-	conn.SetReadDeadline(time.Now().Add(demoTimeout * 6))
-	got, err := io.ReadAll(conn)
+	got, err := io.ReadAll(stallReader{conn, demoTimeout * 3})
 	if err != nil {
 		return fmt.Errorf("TCP echo: reading after %d bytes: %w", len(got), err)
 	}
@@ -575,6 +574,19 @@ func tcpEcho(ctx context.Context, st *stepper, conn net.Conn) error {
 	st.say("%s sent and echoed back identical in %s ms: %.0f Mbit/s each way",
 		plural(len(msg), "byte"), formatMS(elapsed), float64(len(msg))*8/elapsed.Seconds()/1e6)
 	return nil
+}
+
+// stallReader reads conn with a deadline that bounds each read, so that it
+// fails on a stall, not on a transfer a slow machine (the race detector, a
+// loaded CI runner) takes its time over.
+type stallReader struct {
+	conn  net.Conn
+	stall time.Duration
+}
+
+func (r stallReader) Read(p []byte) (int, error) {
+	r.conn.SetReadDeadline(time.Now().Add(r.stall))
+	return r.conn.Read(p)
 }
 
 // httpFromKernel starts a net/http server on a kernel socket in ns and
