@@ -734,7 +734,14 @@ func (h *host) configure(c *linkConfig) error {
 		h.ll = ll
 	}
 	if c.dhcp {
-		if err := h.startDHCP(c, dhcpTimeout); err != nil {
+		err := h.startDHCP(c, dhcpTimeout)
+		switch {
+		case errors.Is(err, errNoLease) && h.ll != nil:
+			// What the link-local address is for (RFC 3927 section
+			// 1.9): the host goes on with it, and the client keeps
+			// asking.
+			h.stack.Logger().Warn("no DHCP lease yet: going on with the IPv4 link-local address, the client asking still", "nic", h.nic, "err", err)
+		case err != nil:
 			return err
 		}
 	}
@@ -804,10 +811,13 @@ func (h *host) startDHCP(c *linkConfig, timeout time.Duration) error {
 	case h.lease = <-bound:
 		return nil
 	case <-t.C:
-		return fmt.Errorf("no DHCP lease on %s after %v: %d DISCOVERs sent, %d OFFERs and %d ACKs received", h.nic, timeout,
+		return fmt.Errorf("%w on %s after %v: %d DISCOVERs sent, %d OFFERs and %d ACKs received", errNoLease, h.nic, timeout,
 			client.Stats.OutDiscovers.Load(), client.Stats.InOffers.Load(), client.Stats.InAcks.Load())
 	}
 }
+
+// errNoLease is startDHCP's error when no server gave a lease in time.
+var errNoLease = errors.New("no DHCP lease")
 
 // ipv4llTimeout bounds the wait for a link-local address: a probe takes 4
 // to 7 s (RFC 3927 section 2.2), and past ten addresses found in use the

@@ -210,7 +210,7 @@ func resolvePingDest(ctx context.Context, h *host, c *pingConfig) (netip.Addr, e
 	switch {
 	case c.link.noIPv6:
 		network = "ip4"
-	case !hasIPv4(h.addrs) && h.lease.Addr.Addr() == (netip.Addr{}):
+	case !hasIPv4(h.addrs) && h.lease.Addr.Addr() == (netip.Addr{}) && h.ll == nil:
 		network = "ip6"
 	}
 	addrs, err := h.stack.LookupNetIP(rctx, network, c.name)

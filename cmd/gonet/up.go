@@ -264,14 +264,15 @@ func runUp(ctx context.Context, cmd *command, out *output, args []string) int {
 //
 // With -addr dhcp the first address is the lease's, and the line ends
 // with "(dhcp from SERVER)"; with -addr ipv4ll the link-local address
-// comes next.
+// comes next, or first while no server has given a lease.
 func readyLine(h *host) string {
 	f := []string{"gonet: up", h.nic, "", h.mac.String()}
 	addrs := h.addrs
 	if h.ll != nil {
 		addrs = append([]netip.Prefix{netip.PrefixFrom(h.llAddr, ipv4ll.Prefix.Bits())}, addrs...)
 	}
-	if h.dhcp != nil {
+	leased := h.dhcp != nil && h.lease.Addr.IsValid() // none yet beside -addr ipv4ll
+	if leased {
 		addrs = append([]netip.Prefix{h.lease.Addr}, addrs...)
 	}
 	if len(addrs) > 0 {
@@ -280,7 +281,7 @@ func readyLine(h *host) string {
 			f = append(f, p.String())
 		}
 	}
-	if h.dhcp != nil {
+	if leased {
 		f = append(f, "(dhcp from "+h.lease.Server.String()+")")
 	}
 	return strings.Join(f, " ")
