@@ -179,31 +179,10 @@ func TestDaemonBySLAACServesTheKernel(t *testing.T) {
 		netnstest.RequireTool(t, tool)
 	}
 	bin := buildGonet(t)
-	ns := netnstest.New(t)
-	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	sock := filepath.Join(t.TempDir(), "up.sock")
-	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-serve", "echo,http", "-control", sock)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("gonet up's log:\n%s", stderr.String())
-		}
-	}()
-	h := &host{ns: ns, dev: dev}
-	waitFor(t, "the daemon's TAP", 10*time.Second, func() bool {
-		_, err := ns.IP(ctx, "link", "show", dev)
-		return err == nil
-	})
-	h.run(t, 5*time.Second, "ip", "link", "set", dev, "up")
-	startRadvd(t, h, false)
+	h, _ := upBesideRadvd(t, ctx, bin, "-serve", "echo,http", "-control", sock)
 
 	// The address GoNet forms: the prefix and its EUI-64 identifier,
 	// shown by gonet addr once its duplicate address detection is over.
@@ -266,30 +245,9 @@ func TestDaemonBySLAACServesTheKernel(t *testing.T) {
 func TestDaemonOptimisticDAD(t *testing.T) {
 	netnstest.RequireTool(t, "ping")
 	bin := buildGonet(t)
-	ns := netnstest.New(t)
-	dev := netns.DeviceName()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := ns.Command(ctx, bin, "up", "-tap", dev, "-optimistic-dad")
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("gonet up's log:\n%s", stderr.String())
-		}
-	}()
-	h := &host{ns: ns, dev: dev}
-	waitFor(t, "the daemon's TAP", 10*time.Second, func() bool {
-		_, err := ns.IP(ctx, "link", "show", dev)
-		return err == nil
-	})
-	h.run(t, 5*time.Second, "ip", "link", "set", dev, "up")
-	startRadvd(t, h, false)
+	h, stderr := upBesideRadvd(t, ctx, bin, "-optimistic-dad")
 	var addr netip.Addr
 	waitFor(t, "the log of GoNet's SLAAC address added optimistic", 20*time.Second, func() bool {
 		for line := range strings.Lines(stderr.String()) {
@@ -306,6 +264,37 @@ func TestDaemonOptimisticDAD(t *testing.T) {
 		return false
 	})
 	h.run(t, 15*time.Second, "ping", "-6", "-c", "2", "-i", "0.2", "-W", "3", addr.String())
+}
+
+// upBesideRadvd runs `gonet up -tap DEV args...` in a namespace of its
+// own, brings the kernel's side of its TAP up and starts radvd there,
+// advertising slaacPrefix, until the test ends; it returns the kernel's
+// host and the daemon's log, which the daemon writes as the test reads.
+func upBesideRadvd(t *testing.T, ctx context.Context, bin string, args ...string) (*host, *syncBuffer) {
+	t.Helper()
+	ns := netnstest.New(t)
+	dev := netns.DeviceName()
+	cmd := ns.Command(ctx, bin, append([]string{"up", "-tap", dev}, args...)...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("gonet up's log:\n%s", stderr.String())
+		}
+	})
+	h := &host{ns: ns, dev: dev}
+	waitFor(t, "the daemon's TAP", 10*time.Second, func() bool {
+		_, err := ns.IP(ctx, "link", "show", dev)
+		return err == nil
+	})
+	h.run(t, 5*time.Second, "ip", "link", "set", dev, "up")
+	startRadvd(t, h, false)
+	return h, stderr
 }
 
 // syncBuffer is a bytes.Buffer a process writes while the test reads it.
