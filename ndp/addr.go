@@ -299,8 +299,8 @@ func (p *Protocol) wait(a *address, d time.Duration) bool {
 }
 
 // dadDoneLocked makes a tentative or optimistic address preferred (RFC
-// 4429 section 3.2), or deprecated if its
-// preferred lifetime ended during DAD, and arms its lifetime timer.
+// 4429 section 3.2), or deprecated if its preferred lifetime ended during
+// DAD, and arms its lifetime timer.
 func (p *Protocol) dadDoneLocked(a *address) {
 	p.Stats.DADSucceeded.Inc()
 	if a.origin == fromLinkLocal {
@@ -317,10 +317,9 @@ func (p *Protocol) dadDoneLocked(a *address) {
 
 // duplicateLocked handles a duplicate found for a tentative or optimistic
 // address (RFC 4862 section 5.4.5, RFC 4429 section 3.3): the address is
-// not used, or no longer, the event counted and
-// logged, and, with stable identifiers, a new one formed with the next
-// DAD_Counter (RFC 7217 section 6), IDGEN_RETRIES times at most. p.mu is
-// held.
+// not used, or no longer, the event counted and logged, and, with stable
+// identifiers, a new one formed with the next DAD_Counter (RFC 7217
+// section 6), IDGEN_RETRIES times at most. p.mu is held.
 func (p *Protocol) duplicateLocked(a *address) {
 	p.Stats.DADFailed.Inc()
 	a.state = Duplicate
