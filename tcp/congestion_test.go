@@ -184,6 +184,32 @@ func TestACKSequenceWithinAClosedWindow(t *testing.T) {
 	r.nothing()
 }
 
+// The same holds for a reset: an abort while the peer's window is closed
+// below SND.MAX resets at SND.UNA + SND.WND, as Linux's
+// tcp_send_active_reset does, where a reset at SND.MAX falls outside the
+// window and is dropped, leaving the peer to wait for data that never
+// comes (a gateway closing a relay blocked on a guest that reads nothing
+// left the kernel guest without its reset).
+func TestResetSequenceWithinAClosedWindow(t *testing.T) {
+	r := newRig(t, tcp.Config{})
+	c, p := r.accepted(rawtest.TCPOpts{MSS: 1000})
+	write(t, c, pattern(3000))
+	una := p.rcv
+	p.expectData(1000, false)
+	p.expectData(1000, false)
+	p.expectData(1000, true)
+	p.rcv, p.wnd = una+1000, 0
+	p.ack()
+	p.settle()
+	c.SetLinger(0)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p.expect(R|A, una+1000, p.nxt, 0)
+	p.waitState("")
+	r.nothing()
+}
+
 // Slow start doubles the window each round also when the round's ACKs
 // arrive together and are taken as one batch, nothing sent between them:
 // the window counts as used while half of it was in flight at some point

@@ -262,9 +262,12 @@ func (c *Conn) request() {
 }
 
 // reset aborts the connection: a RST to a synchronized peer, and the end.
+// It goes at ackSeq, not SND.MAX: a peer whose window closed below what
+// we sent accepts only a segment at its RCV.NXT (RFC 9293 3.10.7.4, RFC
+// 5961 3.2), as Linux's tcp_send_active_reset knows.
 func (c *Conn) reset(err error) {
 	if c.state.synchronized() || c.state == SynReceived {
-		c.sendFlags(c.snd.max, wire.TCPFlagRST|wire.TCPFlagACK)
+		c.sendFlags(c.snd.ackSeq(), wire.TCPFlagRST|wire.TCPFlagACK)
 		c.p.Stats.OutRsts.Inc()
 		if c.state.countsEstablished() {
 			c.p.Stats.EstabResets.Inc()
