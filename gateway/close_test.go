@@ -65,6 +65,15 @@ func TestGatewayCloseEndsARelayBlockedWritingToTheGuest(t *testing.T) {
 		}},
 		{"a kernel guest on a TAP device", func(t *testing.T) (func(netip.AddrPort) (net.Conn, error), *Gateway, Network) {
 			r := newGatewayRig(t, Config{})
+			// The TAP's kernel side came up after it opened: the stack
+			// may hear of it after AddNIC, and put its IPv6 addresses
+			// through DAD again, in goroutines the leak check below
+			// must not find. WaitIPv6 outlasts them.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := r.gw.WaitIPv6(ctx); err != nil {
+				t.Fatal(err)
+			}
 			return func(addr netip.AddrPort) (net.Conn, error) {
 				var c net.Conn
 				err := r.guest.Do(func() (err error) {
