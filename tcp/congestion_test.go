@@ -169,6 +169,19 @@ func TestEchoThroughFaultsByCongestion(t *testing.T) {
 // carry that, SND.UNA + SND.WND, not SND.MAX, or the peer drops them and
 // both sides wait on backed-off timers (Linux's tcp_acceptable_seq).
 func TestACKSequenceWithinAClosedWindow(t *testing.T) {
+	r, _, p, edge := closedBelowSndMax(t)
+	p.send(A, pattern(100))
+	p.send(A|P, pattern(100))
+	p.expect(A, edge, p.nxt, 0)
+	r.nothing()
+}
+
+// closedBelowSndMax sends three segments of 1000 bytes to a peer that
+// then holds the first alone, its window full: the window's right edge,
+// which it returns, lies 2000 bytes below SND.MAX. The peer has not said
+// so yet.
+func closedBelowSndMax(t *testing.T) (*rig, *tcp.Conn, *peer, uint32) {
+	t.Helper()
 	r := newRig(t, tcp.Config{})
 	c, p := r.accepted(rawtest.TCPOpts{MSS: 1000})
 	write(t, c, pattern(3000))
@@ -176,12 +189,8 @@ func TestACKSequenceWithinAClosedWindow(t *testing.T) {
 	p.expectData(1000, false)
 	p.expectData(1000, false)
 	p.expectData(1000, true)
-	// The peer got the first segment only, and its window is full.
 	p.rcv, p.wnd = una+1000, 0
-	p.send(A, pattern(100))
-	p.send(A|P, pattern(100))
-	p.expect(A, una+1000, p.nxt, 0)
-	r.nothing()
+	return r, c, p, p.rcv
 }
 
 // The same holds for a reset: an abort while the peer's window is closed
@@ -191,21 +200,14 @@ func TestACKSequenceWithinAClosedWindow(t *testing.T) {
 // comes (a gateway closing a relay blocked on a guest that reads nothing
 // left the kernel guest without its reset).
 func TestResetSequenceWithinAClosedWindow(t *testing.T) {
-	r := newRig(t, tcp.Config{})
-	c, p := r.accepted(rawtest.TCPOpts{MSS: 1000})
-	write(t, c, pattern(3000))
-	una := p.rcv
-	p.expectData(1000, false)
-	p.expectData(1000, false)
-	p.expectData(1000, true)
-	p.rcv, p.wnd = una+1000, 0
+	r, c, p, edge := closedBelowSndMax(t)
 	p.ack()
 	p.settle()
 	c.SetLinger(0)
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	p.expect(R|A, una+1000, p.nxt, 0)
+	p.expect(R|A, edge, p.nxt, 0)
 	p.waitState("")
 	r.nothing()
 }
