@@ -34,9 +34,17 @@ func (p *Protocol) SendRoute(pkt *buffer.Packet, sp ip.SendParams, ri ip.Route) 
 	p.Stats.OutRequests.Inc()
 	if !sp.Src.IsValid() || sp.Src.IsUnspecified() {
 		sp.Src = ri.Src
-	} else if sp.Src != ri.Src && !p.mayUseSource(sp.Src, &ri) {
-		pkt.Release()
-		return ErrForeignSource
+	} else if sp.Src != ri.Src {
+		if !p.mayUseSource(sp.Src, &ri) {
+			pkt.Release()
+			return ErrForeignSource
+		}
+		// RFC 3927 section 2.6.2: a datagram a socket bound to a
+		// link-local address sends where the route has a router goes
+		// to its destination on the link all the same.
+		if ri.NextHop != sp.Dst && LinkLocalPrefix.Contains(sp.Src) {
+			ri.NextHop = sp.Dst
+		}
 	}
 	multicast := sp.Dst.IsMulticast()
 	if sp.TTL == 0 {

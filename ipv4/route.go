@@ -116,6 +116,30 @@ type table struct {
 	addrs  []address
 	routes route.Table[*Interface]
 	groups []group // multicast groups joined (multicast.go)
+
+	// linkLocalOnly are the interfaces whose every address is
+	// link-local, in the order they were added: lookup's last resort
+	// (RFC 3927 section 2.6.2). Derived from addrs at each update.
+	linkLocalOnly []*Interface
+}
+
+// findLinkLocalOnly returns the interfaces of t with addresses, all of them
+// on 169.254/16.
+func (t *table) findLinkLocalOnly() []*Interface {
+	var out []*Interface
+	for _, i := range t.ifaces {
+		has, routable := false, false
+		for _, ad := range t.addrs {
+			if ad.iface == i {
+				has = true
+				routable = routable || !LinkLocalPrefix.Contains(ad.prefix.Addr())
+			}
+		}
+		if has && !routable {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 type tables struct {
@@ -138,6 +162,7 @@ func (t *tables) update(f func(*table) error) error {
 	if err := f(n); err != nil {
 		return err
 	}
+	n.linkLocalOnly = n.findLinkLocalOnly()
 	t.cur.Store(n)
 	return nil
 }
@@ -251,7 +276,8 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 
 // lookup is Route's longest prefix match, over only's routes when only is
 // not nil, passing over a route out of an interface with no address to
-// send from.
+// send from. When no route matches, an interface whose only addresses are
+// link-local takes the destination on-link (linkLocal).
 func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, error) {
 	routes := t.routes.Searched()
 	for i := range routes {
@@ -266,15 +292,54 @@ func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, 
 		ri := r.Iface.route(src, dst, false)
 		if !r.OnLink() {
 			ri.NextHop = r.Gateway
+			// RFC 3927 section 2.6.2: a datagram from a link-local
+			// source goes to its destination directly, "The host MUST
+			// NOT send the packet to any router for forwarding". Only
+			// an interface without a routable address gives one here.
+			if len(t.linkLocalOnly) > 0 && LinkLocalPrefix.Contains(src) {
+				ri.NextHop = dst
+			}
 		} else if t.isSubnetBroadcast(dst, r.Iface) {
 			ri.Bcast = true
 		}
-		if e, ok := p.pmtu.lookup(dst, p.env.Clock); ok {
-			ri.MTU, ri.PMTULocked = min(e.mtu, ri.MTU), e.locked
-		}
+		p.withPathMTU(&ri, dst)
+		return ri, nil
+	}
+	if ri, ok := t.linkLocal(dst, only); ok {
+		p.withPathMTU(&ri, dst)
 		return ri, nil
 	}
 	return ip.Route{}, ErrNoRoute
+}
+
+// linkLocal is the route of last resort of a host with an interface whose
+// only addresses are link-local (the first such, or only when it is one):
+// every destination a router would forward is taken on-link through it,
+// from its link-local address. RFC 3927 section 2.6.2 has a host sending
+// from a link-local address "ARP for the destination address and then send
+// its packet ... directly to its destination on the same physical link", so
+// that a host with no routable address still reaches a neighbour that has
+// one, as Apple's stack and avahi-autoipd's default route through the device
+// do. A host with a default route never comes here.
+func (t *table) linkLocal(dst netip.Addr, only *Interface) (ip.Route, bool) {
+	if !foreignUnicast(dst) {
+		return ip.Route{}, false
+	}
+	for _, i := range t.linkLocalOnly {
+		if only != nil && i != only {
+			continue
+		}
+		src, _ := i.SourceFor(dst) // it has an address: findLinkLocalOnly
+		return i.route(src, dst, false), true
+	}
+	return ip.Route{}, false
+}
+
+// withPathMTU lowers ri's MTU to the path MTU learnt for dst (pmtu.go).
+func (p *Protocol) withPathMTU(ri *ip.Route, dst netip.Addr) {
+	if e, ok := p.pmtu.lookup(dst, p.env.Clock); ok {
+		ri.MTU, ri.PMTULocked = min(e.mtu, ri.MTU), e.locked
+	}
 }
 
 // RouteVia finds how to reach dst out the named interface only, as a
