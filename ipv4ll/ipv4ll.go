@@ -7,7 +7,9 @@
 //
 // A Client is one goroutine per NIC. It draws candidates from a sequence
 // seeded by the NIC's MAC (section 2.1), so that a host picks the same
-// address each time on the same link; probes for each with the stack's
+// address each time on the same link, after the address it held last time
+// when it remembers one (Config.Remembered, kept in a file by
+// SaveAddress and LoadAddress); probes for each with the stack's
 // address conflict detection (section 2.2, package arp: RFC 5227's
 // probes, whose constants RFC 3927 shares, and its rate limit after ten
 // conflicts); assigns the first nobody holds, announced and defended once
@@ -26,6 +28,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/gonetstack/gonet/arp"
@@ -64,6 +68,60 @@ func Candidates(mac net.HardwareAddr) func() netip.Addr {
 // IsLinkLocal reports whether a is an IPv4 link-local address.
 func IsLinkLocal(a netip.Addr) bool { return Prefix.Contains(a) }
 
+// IsCandidate reports whether a is in the range section 2.1 lets a host
+// choose from: 169.254.1.0 to 169.254.254.255.
+func IsCandidate(a netip.Addr) bool {
+	if !a.Is4() {
+		return false
+	}
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])-firstHost < rangeSize
+}
+
+// Config is how a client chooses its addresses.
+type Config struct {
+	// Remembered is the address the NIC held last time, if any: the
+	// first candidate probed for, before the MAC's sequence. Section
+	// 2.1: "hosts with a previously recorded address SHOULD use that
+	// address as their first candidate when probing", so that hosts
+	// restarted together come back on the addresses they had. One
+	// outside the range of section 2.1 is passed over.
+	Remembered netip.Addr
+	// OnClaim, when not nil, is called with each address the client
+	// assigns, from the client's goroutine: for the caller to record it
+	// (SaveAddress) for the next start.
+	OnClaim func(netip.Addr)
+}
+
+// LoadAddress reads the address SaveAddress wrote, for Config.Remembered.
+func LoadAddress(path string) (netip.Addr, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ipv4ll: load address: %w", err)
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(string(b)))
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("ipv4ll: load address %s: %w", path, err)
+	}
+	if !IsCandidate(a) {
+		return netip.Addr{}, fmt.Errorf("ipv4ll: load address %s: %v is not one of 169.254.1.0-169.254.254.255", path, a)
+	}
+	return a, nil
+}
+
+// SaveAddress writes a to path, replacing it whole (through a temporary
+// file and a rename), so that a crash leaves the old address or the new.
+func SaveAddress(path string, a netip.Addr) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(a.String()+"\n"), 0o644); err != nil {
+		return fmt.Errorf("ipv4ll: save address: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("ipv4ll: save address: %w", err)
+	}
+	return nil
+}
+
 // Stack is what a client needs of the GoNet stack whose NIC it
 // configures: a *stack.Stack.
 type Stack interface {
@@ -90,6 +148,7 @@ type Client struct {
 
 	s      Stack
 	nic    string
+	cfg    Config
 	next   func() netip.Addr
 	log    *slog.Logger
 	cancel context.CancelFunc
@@ -103,6 +162,11 @@ type Client struct {
 // Start starts a client on the named NIC of s, which claims an address
 // until Close. Its counters join the stack's under IPv4LL.<nic>.
 func Start(s Stack, nicName string) (*Client, error) {
+	return StartWith(s, nicName, Config{})
+}
+
+// StartWith is Start with cfg: the address of last time tried first.
+func StartWith(s Stack, nicName string, cfg Config) (*Client, error) {
 	mac, err := s.HardwareAddr(nicName)
 	if err != nil {
 		return nil, fmt.Errorf("ipv4ll: %s: %w", nicName, err)
@@ -111,6 +175,7 @@ func Start(s Stack, nicName string) (*Client, error) {
 	c := &Client{
 		s:      s,
 		nic:    nicName,
+		cfg:    cfg,
 		next:   Candidates(mac),
 		log:    s.Logger().With(slog.String("nic", nicName)),
 		cancel: cancel,
@@ -159,8 +224,20 @@ func (c *Client) Close() error {
 // run claims addresses until ctx ends.
 func (c *Client) run(ctx context.Context) {
 	defer close(c.done)
+	first := c.cfg.Remembered
+	if first.IsValid() && !IsCandidate(first) {
+		c.log.Warn("IPv4 link-local: remembered address outside 169.254.1.0-169.254.254.255: passed over", "addr", first.String())
+		first = netip.Addr{}
+	}
 	for ctx.Err() == nil {
-		a := c.next()
+		// Section 2.1: the address of last time first, then the
+		// MAC's sequence.
+		a := first
+		if a.IsValid() {
+			first = netip.Addr{}
+		} else {
+			a = c.next()
+		}
 		c.Stats.Probes.Inc()
 		inUse, err := c.s.Probe(ctx, c.nic, a)
 		switch {
@@ -213,6 +290,9 @@ func (c *Client) hold(ctx context.Context, a netip.Addr) bool {
 	close(c.held)
 	c.mu.Unlock()
 	c.log.Info("IPv4 link-local address claimed", "addr", netip.PrefixFrom(a, Prefix.Bits()).String())
+	if c.cfg.OnClaim != nil {
+		c.cfg.OnClaim(a)
+	}
 	select {
 	case <-lost:
 		// The stack removed it; section 2.5: "MUST immediately stop

@@ -2,10 +2,14 @@ package ipv4ll_test
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -195,5 +199,112 @@ func TestCloseTakesTheAddressAway(t *testing.T) {
 	}
 	if _, ok := c.Address(); ok {
 		t.Error("an address held after Close")
+	}
+}
+
+// TestRememberedAddressIsProbedFirst pins section 2.1: "hosts with a
+// previously recorded address SHOULD use that address as their first
+// candidate when probing"; one another host holds now is passed over for
+// the MAC's sequence, and one outside the range a host may choose from
+// is never probed for.
+func TestRememberedAddressIsProbedFirst(t *testing.T) {
+	seq := ipv4ll.Candidates(mac)()
+	remembered := netip.MustParseAddr("169.254.33.7")
+	for _, tt := range []struct {
+		name       string
+		remembered netip.Addr
+		held       []netip.Addr
+		probed     []netip.Addr
+	}{
+		{"free", remembered, nil, []netip.Addr{remembered}},
+		{"held by another host", remembered, []netip.Addr{remembered}, []netip.Addr{remembered, seq}},
+		{"none", netip.Addr{}, nil, []netip.Addr{seq}},
+		{"in the reserved first 256", netip.MustParseAddr("169.254.0.9"), nil, []netip.Addr{seq}},
+		{"in the reserved last 256", netip.MustParseAddr("169.254.255.1"), nil, []netip.Addr{seq}},
+		{"routable", netip.MustParseAddr("10.0.0.2"), nil, []netip.Addr{seq}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(tt.held...)
+			var mu sync.Mutex
+			var claimed []netip.Addr
+			c, err := ipv4ll.StartWith(f, "eth0", ipv4ll.Config{Remembered: tt.remembered, OnClaim: func(a netip.Addr) {
+				mu.Lock()
+				claimed = append(claimed, a)
+				mu.Unlock()
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			want := tt.probed[len(tt.probed)-1]
+			if got := wait(t, c); got != want {
+				t.Fatalf("claimed %v, want %v", got, want)
+			}
+			f.mu.Lock()
+			probed := slices.Clone(f.probed)
+			f.mu.Unlock()
+			if !slices.Equal(probed, tt.probed) {
+				t.Errorf("probed %v, want %v", probed, tt.probed)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(claimed, []netip.Addr{want}) {
+				t.Errorf("OnClaim called with %v, want %v", claimed, want)
+			}
+		})
+	}
+}
+
+// TestOnClaimReportsTheReplacement: an address lost to another host
+// (section 2.5) and replaced is reported again, for the caller to
+// remember the new one rather than the one another host now holds.
+func TestOnClaimReportsTheReplacement(t *testing.T) {
+	remembered := netip.MustParseAddr("169.254.33.7")
+	f := newFake()
+	claimed := make(chan netip.Addr, 2)
+	c, err := ipv4ll.StartWith(f, "eth0", ipv4ll.Config{Remembered: remembered, OnClaim: func(a netip.Addr) { claimed <- a }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if a := <-claimed; a != remembered {
+		t.Fatalf("first claim %v, want %v", a, remembered)
+	}
+	f.takeAway(remembered)
+	select {
+	case a := <-claimed:
+		if want := ipv4ll.Candidates(mac)(); a != want {
+			t.Errorf("replacement %v, want %v, the MAC's first", a, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no claim after the address was lost")
+	}
+}
+
+// TestAddressFileKeepsTheAddress: SaveAddress and LoadAddress give the
+// address back; a file missing says so (fs.ErrNotExist), and one that
+// holds no address a host may choose is refused.
+func TestAddressFileKeepsTheAddress(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ipv4ll")
+	if _, err := ipv4ll.LoadAddress(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("LoadAddress of no file: %v, want fs.ErrNotExist", err)
+	}
+	a := netip.MustParseAddr("169.254.33.7")
+	for range 2 { // the second replaces the first
+		if err := ipv4ll.SaveAddress(path, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := ipv4ll.LoadAddress(path); err != nil || got != a {
+		t.Errorf("LoadAddress = %v, %v; want %v", got, err, a)
+	}
+	for _, bad := range []string{"", "nonsense\n", "10.0.0.2\n", "169.254.0.1\n", "fe80::1\n"} {
+		if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := ipv4ll.LoadAddress(path); err == nil {
+			t.Errorf("LoadAddress of %q = %v, want an error", bad, got)
+		}
 	}
 }
