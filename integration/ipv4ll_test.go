@@ -86,3 +86,46 @@ func TestDaemonClaimsAnIPv4LinkLocalAddress(t *testing.T) {
 		t.Errorf("gonet addr (%v) does not show %v:\n%s", err, addr, out)
 	}
 }
+
+// llACD is RFC 5227's timers shortened: a probe of 3 in about a second.
+var llACD = arp.ACDConfig{ProbeWait: 100 * time.Millisecond, ProbeMin: 200 * time.Millisecond, ProbeMax: 300 * time.Millisecond, AnnounceWait: 300 * time.Millisecond}
+
+// TestIPv4LinkLocalOnlyReachesARoutableNeighbour pins RFC 3927 section
+// 2.6.2 against the kernel: GoNet, holding its link-local address alone,
+// pings the kernel's routable 10.99.0.1 on the same link, which no route
+// of GoNet's covers: it ARPs for it and sends straight to it from
+// 169.254/16. The kernel, with a route to 169.254/16 through the TAP (as
+// a host that has a routable address keeps for its link-local
+// neighbours), pings GoNet back, GoNet's replies taking the same way.
+func TestIPv4LinkLocalOnlyReachesARoutableNeighbour(t *testing.T) {
+	netnstest.RequireTool(t, "ping")
+	h := newHost(t, options{stack: stack.Config{NoIPv6: true, ARP: arp.Config{ACD: llACD}}})
+	if err := h.stack.RemoveAddress(h.dev, gonetAddr.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ipv4ll.Start(h.stack, h.dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ll, err := c.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kernel := kernelAddr.Addr()
+	ri, err := h.stack.IPv4().Route(kernel)
+	if err != nil || ri.Src != ll || ri.NextHop != kernel {
+		t.Fatalf("GoNet's route to %v: %+v, %v; want from %v, the kernel itself the next hop", kernel, ri, err, ll)
+	}
+	h.run(t, 5*time.Second, "ip", "route", "add", ipv4ll.Prefix.String(), "dev", h.dev)
+	if _, err := h.stack.Ping(ctx, kernel, 56); err != nil {
+		t.Errorf("GoNet from %v pings the kernel's %v: %v", ll, kernel, err)
+	}
+	// The kernel learnt GoNet's MAC from GoNet's ARP, from ll.
+	if out := h.run(t, 5*time.Second, "ip", "neigh", "show", ll.String(), "dev", h.dev); !strings.Contains(out, "lladdr "+h.tap.MAC().String()) {
+		t.Errorf("the kernel's neighbour %v: %q, want GoNet's MAC %v", ll, out, h.tap.MAC())
+	}
+	h.run(t, 10*time.Second, "ping", "-c", "2", "-i", "0.2", "-W", "2", ll.String())
+}

@@ -88,8 +88,9 @@ type Config struct {
 	// outside the range of section 2.1 is passed over.
 	Remembered netip.Addr
 	// OnClaim, when not nil, is called with each address the client
-	// assigns, from the client's goroutine: for the caller to record it
-	// (SaveAddress) for the next start.
+	// assigns, from the client's goroutine, before Wait and Address
+	// give it: for the caller to record it (SaveAddress) for the next
+	// start.
 	OnClaim func(netip.Addr)
 }
 
@@ -285,14 +286,16 @@ func (c *Client) hold(ctx context.Context, a netip.Addr) bool {
 	}
 	c.Stats.Claimed.Inc()
 	c.Stats.Addresses.Add(1)
+	// Recorded before Wait hands it out, so that a caller that saves it
+	// has it saved by then.
+	if c.cfg.OnClaim != nil {
+		c.cfg.OnClaim(a)
+	}
 	c.mu.Lock()
 	c.addr = a
 	close(c.held)
 	c.mu.Unlock()
 	c.log.Info("IPv4 link-local address claimed", "addr", netip.PrefixFrom(a, Prefix.Bits()).String())
-	if c.cfg.OnClaim != nil {
-		c.cfg.OnClaim(a)
-	}
 	select {
 	case <-lost:
 		// The stack removed it; section 2.5: "MUST immediately stop
