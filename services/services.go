@@ -13,9 +13,14 @@ package services
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
+	"syscall"
+
+	"github.com/gonetstack/gonet/udp"
 )
 
 // maxDatagram is the largest UDP payload a datagram of either family can
@@ -41,9 +46,10 @@ func serveUDP(ctx context.Context, name string, conn net.PacketConn, h handler) 
 	stop := context.AfterFunc(ctx, func() { closeOnce.Do(func() { conn.Close() }) })
 	defer stop()
 
+	rw := newReplier(conn)
 	buf := make([]byte, maxDatagram)
 	for {
-		n, from, err := conn.ReadFrom(buf)
+		n, from, err := rw.read(buf)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -58,8 +64,68 @@ func serveUDP(ctx context.Context, name string, conn net.PacketConn, h handler) 
 		// datagram it cannot route: UDP promises no delivery, and one
 		// unreachable client must not stop the service for the others.
 		// A closed conn shows up on the next read.
-		_, _ = conn.WriteTo(reply, from)
+		_ = rw.reply(reply)
 	}
+}
+
+// infoConn is a PacketConn that tells where each datagram was sent to and
+// sends from a source of its caller's: GoNet's *udp.Conn (its packet
+// information, as Linux's IP_PKTINFO).
+type infoConn interface {
+	ReadMsg(b []byte) (int, netip.AddrPort, udp.PacketInfo, error)
+	WriteMsg(b []byte, to netip.AddrPort, info udp.PacketInfo) (int, error)
+}
+
+// replier reads requests and answers the last one read: from the address
+// it was sent to when conn can tell it (infoConn), as RFC 1122 section
+// 4.1.3.5 asks of a reply, so that a service on a wildcard address of a
+// host with several answers a client connected to any of them; from the
+// route's source otherwise (the kernel's UDP sockets through package net,
+// which would need IP_PKTINFO's control messages for it).
+type replier struct {
+	conn net.PacketConn
+	info infoConn // nil when conn is not one
+
+	from net.Addr       // the last request's source
+	peer netip.AddrPort // the same, with info
+	dst  netip.Addr     // where the last request was sent, with info
+}
+
+func newReplier(conn net.PacketConn) *replier {
+	ic, _ := conn.(infoConn)
+	return &replier{conn: conn, info: ic}
+}
+
+func (r *replier) read(b []byte) (int, net.Addr, error) {
+	if r.info == nil {
+		n, from, err := r.conn.ReadFrom(b)
+		r.from = from
+		return n, from, err
+	}
+	n, from, info, err := r.info.ReadMsg(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	r.peer, r.dst = from, info.Addr
+	return n, net.UDPAddrFromAddrPort(from), nil
+}
+
+func (r *replier) reply(b []byte) error {
+	if r.info == nil {
+		_, err := r.conn.WriteTo(b, r.from)
+		return err
+	}
+	if !r.dst.IsMulticast() {
+		_, err := r.info.WriteMsg(b, r.peer, udp.PacketInfo{Addr: r.dst})
+		if !errors.Is(err, syscall.EINVAL) {
+			return err
+		}
+		// Not an address to send from: a broadcast one.
+	}
+	// A request to a broadcast address or a group is answered from the
+	// route's source, the section's "specific address" of the host.
+	_, err := r.info.WriteMsg(b, r.peer, udp.PacketInfo{})
+	return err
 }
 
 // ServeEchoUDP runs the UDP echo service (RFC 862) on conn: each datagram

@@ -32,15 +32,17 @@ type Conn struct {
 	// queued counts bytes in queue against the read buffer; mu guards it.
 	mu     sync.Mutex
 	queued int
-	// zones are the zones of the queued datagrams that came from a
-	// link-local address (the interface they came in on, RFC 4007
-	// section 11), which the queued bytes cannot say. Such datagrams are
-	// few (a link's own services), so they ride beside the queue rather
-	// than making every entry of it wider; mu guards it.
-	zones  map[*buffer.Packet]string
-	rcvbuf int
-	mcast  mcastOpts // multicast.go
-	closed bool
+	// arrivals say of the queued datagrams what the queued bytes cannot:
+	// the zone of one from a link-local address (the interface it came in
+	// on, RFC 4007 section 11), and with packet information asked for
+	// (pktinfo.go) the interface each came in on. Such datagrams are few
+	// (a link's own services) or asked for, so they ride beside the queue
+	// rather than making every entry of it wider; mu guards it.
+	arrivals map[*buffer.Packet]arrival
+	pktinfo  bool // SetPacketInfo; mu guards it
+	rcvbuf   int
+	mcast    mcastOpts // multicast.go
+	closed   bool
 	// peer is the endpoint's peer once connected (Connect); mu guards it.
 	// softErr is the error an ICMP message about it left for the next
 	// Read (icmp.go), which errWake wakes: atomic, because every Read
@@ -72,60 +74,69 @@ func newConn(p *Protocol, a netip.Addr) *Conn {
 // binding is the endpoint's address and the families it takes.
 func (c *Conn) binding() ip.Binding { return ip.Binding{Addr: c.laddr.Addr(), V6Only: c.v6only} }
 
+// arrival is what a queued datagram's bytes do not say of it.
+type arrival struct {
+	zone string // its source's zone, "" unless link-local
+	in   string // the interface it came in on, kept with pktinfo only
+}
+
 // enqueue queues a datagram for readers, reserving its bytes from the
 // socket's buffer and the stack's budget; it reports false when either is
-// full or the conn is closed. zone is its source's, "" for most. Runs in
-// the network layer's dealer.
-func (c *Conn) enqueue(pk *buffer.Packet, zone string) bool {
+// full or the conn is closed. zone is its source's, "" for most; in is
+// the interface it came in on. Runs in the network layer's dealer.
+func (c *Conn) enqueue(pk *buffer.Packet, zone, in string) bool {
 	n := pk.Len()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.queued+n > c.rcvbuf || !c.p.env.Budget.Reserve(n) {
 		return false
 	}
-	if zone != "" {
+	if !c.pktinfo {
+		in = ""
+	}
+	if zone != "" || in != "" {
 		// Before the send: the reader may take pk at once, and looks
-		// its zone up under mu, which is held here until then.
-		if c.zones == nil {
-			c.zones = map[*buffer.Packet]string{}
+		// its arrival up under mu, which is held here until then.
+		if c.arrivals == nil {
+			c.arrivals = map[*buffer.Packet]arrival{}
 		}
-		c.zones[pk] = zone
+		c.arrivals[pk] = arrival{zone: zone, in: in}
 	}
 	select {
 	case c.queue <- pk:
 		c.queued += n
 		return true
 	default:
-		delete(c.zones, pk)
+		delete(c.arrivals, pk)
 		c.p.env.Budget.Release(n)
 		return false
 	}
 }
 
-// dequeued accounts for a datagram taken off the queue and returns its
-// source's zone.
-func (c *Conn) dequeued(pk *buffer.Packet) string {
+// dequeued accounts for a datagram taken off the queue and returns how it
+// arrived.
+func (c *Conn) dequeued(pk *buffer.Packet) arrival {
 	n := pk.Len()
 	c.mu.Lock()
 	c.queued -= n
-	zone, ok := c.zones[pk]
+	a, ok := c.arrivals[pk]
 	if ok {
-		delete(c.zones, pk)
+		delete(c.arrivals, pk)
 	}
 	c.mu.Unlock()
 	c.p.env.Budget.Release(n)
-	return zone
+	return a
 }
 
 // ReadFromUDPAddrPort reads one datagram into b, returning its size (a
 // datagram larger than b is truncated, as with the kernel's UDP) and its
 // source.
 func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
-	pk, zone, err := c.next()
+	pk, a, err := c.next()
 	if err != nil {
 		return 0, netip.AddrPort{}, err
 	}
-	payload, from := datagram(pk, zone)
+	payload, from := datagram(pk, a.zone)
 	n := copy(b, payload)
 	pk.Release()
 	return n, from, nil
@@ -137,40 +148,40 @@ func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 // that relays datagrams (package gateway) so holds no buffer of its own
 // while it waits.
 func (c *Conn) ReadDatagram(handle func(payload []byte, from netip.AddrPort)) error {
-	pk, zone, err := c.next()
+	pk, a, err := c.next()
 	if err != nil {
 		return err
 	}
-	payload, from := datagram(pk, zone)
+	payload, from := datagram(pk, a.zone)
 	handle(payload, from)
 	pk.Release()
 	return nil
 }
 
-// next takes the next queued datagram, with its source's zone, waiting for
+// next takes the next queued datagram, with how it arrived, waiting for
 // one until the deadline or Close.
-func (c *Conn) next() (*buffer.Packet, string, error) {
+func (c *Conn) next() (*buffer.Packet, arrival, error) {
 	// A passed deadline fails the read even with a datagram queued, as
 	// net.Conn requires; the select below would pick at random.
 	select {
 	case <-c.done:
-		return nil, "", c.opError("read", netip.AddrPort{}, net.ErrClosed)
+		return nil, arrival{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
 	case <-c.readDL.Done():
-		return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+		return nil, arrival{}, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 	default:
 	}
 	for {
 		if err := c.takeError(); err != nil {
-			return nil, "", c.opError("read", c.peer, err)
+			return nil, arrival{}, c.opError("read", c.peer, err)
 		}
 		select {
 		case pk := <-c.queue:
 			return pk, c.dequeued(pk), nil
 		case <-c.errWake:
 		case <-c.done:
-			return nil, "", c.opError("read", netip.AddrPort{}, net.ErrClosed)
+			return nil, arrival{}, c.opError("read", netip.AddrPort{}, net.ErrClosed)
 		case <-c.readDL.Done():
-			return nil, "", c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
+			return nil, arrival{}, c.opError("read", netip.AddrPort{}, os.ErrDeadlineExceeded)
 		}
 	}
 }
@@ -259,22 +270,7 @@ func (c *Conn) takesFrom(in string) bool {
 
 // WriteToUDPAddrPort sends b as one datagram to addr.
 func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
-	select {
-	case <-c.done:
-		return 0, c.opError("write", addr, net.ErrClosed)
-	case <-c.writeDL.Done():
-		return 0, c.opError("write", addr, os.ErrDeadlineExceeded)
-	default:
-	}
-	var o *mcastOpts
-	if addr.Addr().IsMulticast() {
-		opts := c.sendOpts()
-		o = &opts
-	}
-	if err := c.p.send(c.binding(), c.laddr, addr, c.boundDevice(), b, o); err != nil {
-		return 0, c.opError("write", addr, err)
-	}
-	return len(b), nil
+	return c.WriteMsg(b, addr, PacketInfo{})
 }
 
 // WriteTo implements net.PacketConn; addr must be a *net.UDPAddr.

@@ -78,7 +78,7 @@ func (r *ForwardRequest) Open() (*Connected, error) {
 	pk := r.pk
 	r.pk = nil
 	queueable(pk, r.hdr)
-	if c.enqueue(pk, r.hdr.Src.Zone()) {
+	if c.enqueue(pk, r.hdr.Src.Zone(), r.hdr.In) {
 		p.Stats.InDatagrams.Inc()
 	} else {
 		p.Stats.RcvbufErrors.Inc()

@@ -293,7 +293,7 @@ func (p *Protocol) deliverMulticast(pk *buffer.Packet, h ip.Header, u wire.UDP) 
 			q = p.env.Pool.Get(pk.Len())
 			copy(q.Bytes(), pk.Bytes())
 		}
-		if !c.enqueue(q, h.Src.Zone()) {
+		if !c.enqueue(q, h.Src.Zone(), h.In) {
 			p.Stats.RcvbufErrors.Inc()
 			q.Release()
 			continue

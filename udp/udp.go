@@ -319,7 +319,7 @@ func (p *Protocol) HandleIP(pk *buffer.Packet, h ip.Header) {
 	// stays in front so the reader learns the source (datagram).
 	pk.SetLen(h.Off + len(u))
 	queueable(pk, h)
-	if !c.enqueue(pk, h.Src.Zone()) {
+	if !c.enqueue(pk, h.Src.Zone(), h.In) {
 		p.Stats.RcvbufErrors.Inc()
 		pk.Release()
 		return
@@ -381,6 +381,11 @@ func (p *Protocol) send(b ip.Binding, laddr, raddr netip.AddrPort, device string
 		src = ri.Src
 	}
 	dst := ip.Scoped(raddr.Addr(), ri)
+	if dst.Zone() != "" && !dst.IsLinkLocalUnicast() && !dst.IsMulticast() {
+		// A zone that chose the interface (WriteMsg) and is no part of
+		// a global address.
+		dst = dst.WithZone("")
+	}
 	pk := p.env.Pool.Get(wire.UDPHeaderLen + len(data))
 	buf := pk.Bytes()
 	copy(buf[wire.UDPHeaderLen:], data)
