@@ -3,6 +3,9 @@ package gateway
 import (
 	"sync"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/tcp"
@@ -14,19 +17,20 @@ import (
 // only by the two sockets). What one side says about its end is said to the
 // other: a FIN becomes CloseWrite, a reset becomes a reset.
 //
-// Neither direction holds a buffer while the flow is idle. Guest to host,
-// io.Copy runs the guest connection's WriteTo, which hands the host socket
-// the received segments' bytes where they lie. Host to guest, the goroutine
-// waits for the host socket to become readable through the runtime's
-// poller (syscall.RawConn) and borrows a buffer from relayBuffers only for
-// the read and the Write into GoNet's send buffer that follows. Both
+// Each byte is copied once, and neither direction holds a buffer while the
+// flow is idle. Guest to host, io.Copy runs the guest connection's WriteTo,
+// which hands the host socket the received segments' bytes where they lie.
+// Host to guest, the goroutine waits for the host socket to become
+// readable through the runtime's poller (syscall.RawConn) and reads it
+// with readv(2) straight into GoNet's send buffer (tcp.Conn.Fill), which
+// gives back the space a read that found nothing did not use. Both
 // directions are bounded by the sockets' own buffers: a side that does not
 // read stops the other from writing (backpressure), and nothing queues in
 // between.
 
 // relayBufferSize is the most one host read takes: a TSO super-segment's
-// worth, so that a bulk flow costs one read and one Write per 64 KiB, and
-// more than the largest UDP datagram.
+// worth, so that a bulk flow costs one read per 64 KiB, and more than the
+// largest UDP datagram (relayBuffers are the UDP relay's).
 const relayBufferSize = 64 << 10
 
 var relayBuffers = sync.Pool{New: func() any { return new([relayBufferSize]byte) }}
@@ -41,7 +45,7 @@ type RelayStats struct {
 	FinsToGuest     stats.Counter // the host's FIN carried as CloseWrite
 	ResetsFromGuest stats.Counter // the guest reset (or stopped reading): the host side is reset
 	ResetsFromHost  stats.Counter // the host reset (or stopped reading): the guest side is reset
-	BuffersHeld     stats.Gauge   // relay buffers lent now, to TCP and UDP flows: none for idle flows
+	BuffersHeld     stats.Gauge   // relay buffers lent now, to UDP flows: none for idle flows (TCP reads into GoNet's send buffer)
 }
 
 // hostSocket is the host's side of a relayed flow: a *net.TCPConn that an
@@ -143,48 +147,75 @@ func (f *tcpFlow) hostToGuest() {
 	// (hostSocket), so what the function captures goes to the heap, once
 	// here rather than at every read.
 	var (
-		buf  *[relayBufferSize]byte
-		n    int
-		rerr error
+		n          int
+		rerr, werr error
+		iov        [maxFillSpace]unix.Iovec
+		fd         int
 	)
-	read := func(fd uintptr) bool {
-		buf = f.getBuffer()
-		n, rerr = readFD(int(fd), buf[:])
-		if rerr == syscall.EAGAIN {
-			f.putBuffer(buf)
-			buf = nil
-			return false // the poller waits for the socket, holding no buffer
-		}
-		return true
+	readv := func(space [][]byte) int {
+		n, rerr = readvFD(fd, iov[:], space)
+		return n
+	}
+	read := func(sfd uintptr) bool {
+		// Straight into GoNet's send buffer (tcp.Conn.Fill), which
+		// gives back what a read that found nothing did not use.
+		fd = int(sfd)
+		_, werr = f.guest.Fill(relayBufferSize, readv)
+		return werr != nil || rerr != syscall.EAGAIN // else the poller waits
 	}
 	for {
-		buf, n, rerr = nil, 0, nil
+		n, rerr, werr = 0, nil, nil
 		err := rc.Read(read)
 		switch {
 		case err != nil:
 			// The host socket was closed: the other direction reset
 			// the flow and has said so to both sides.
 			return
+		case werr != nil:
+			f.resetHost()
+			return
 		case rerr != nil:
-			f.putBuffer(buf)
 			f.resetGuest()
 			return
 		case n == 0:
-			f.putBuffer(buf)
 			f.st.FinsToGuest.Inc()
 			if f.guest.CloseWrite() != nil {
 				f.resetHost()
 			}
 			return
 		}
-		_, werr := f.guest.Write(buf[:n])
-		f.putBuffer(buf)
 		f.st.BytesToGuest.Add(uint64(n))
 		f.rec.carriedToGuest(uint64(n))
-		if werr != nil {
-			f.resetHost()
-			return
+	}
+}
+
+// maxFillSpace is the most slices tcp.Conn.Fill hands a reader (64 KiB of
+// its 16 KiB chunks and a partly filled one's tail).
+const maxFillSpace = 5
+
+// readvFD reads from a non-blocking socket into space with readv(2), its
+// vectors built in iov, retrying an interrupted read.
+func readvFD(fd int, iov []unix.Iovec, space [][]byte) (int, error) {
+	iov = iov[:0]
+	for _, b := range space[:min(len(space), cap(iov))] {
+		if len(b) > 0 {
+			v := unix.Iovec{Base: &b[0]}
+			v.SetLen(len(b))
+			iov = append(iov, v)
 		}
+	}
+	if len(iov) == 0 {
+		return 0, syscall.EINVAL
+	}
+	for {
+		n, _, errno := unix.Syscall(unix.SYS_READV, uintptr(fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(len(iov)))
+		switch errno {
+		case 0:
+			return int(n), nil
+		case syscall.EINTR:
+			continue
+		}
+		return 0, errno
 	}
 }
 

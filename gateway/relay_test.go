@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
+	"github.com/gonetstack/gonet/stack"
 	"github.com/gonetstack/gonet/tcp"
 )
 
@@ -24,6 +25,7 @@ type relayRig struct {
 	guest *tcp.Conn // the guest's end, in the guest stack
 	host  *net.TCPConn
 	st    *RelayStats
+	gw    *stack.Stack  // the gateway's stack, which relays
 	done  chan struct{} // closed when relayTCP has returned
 }
 
@@ -41,7 +43,7 @@ func newRelayRig(t *testing.T) *relayRig {
 		t.Fatal(err)
 	}
 	defer gl.Close()
-	r := &relayRig{st: &RelayStats{}, done: make(chan struct{})}
+	r := &relayRig{st: &RelayStats{}, gw: gw, done: make(chan struct{})}
 	// The rig returns once the relay's dial has returned: a reset by the
 	// host before that would fail the dial, not test the relay.
 	dialed := make(chan struct{})
@@ -244,13 +246,22 @@ func TestRelayIdleFlowHoldsNoBuffer(t *testing.T) {
 	if _, err := io.ReadFull(r.guest, b); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := r.guest.Write([]byte("y")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(r.host, b); err != nil {
+		t.Fatal(err)
+	}
 	// Both directions now wait: guest to host in WriteTo, on GoNet's
-	// readable signal; host to guest in the poller, once its read found
-	// nothing more and gave its buffer back.
+	// readable signal; host to guest in the poller, once its read into
+	// GoNet's send buffer found nothing more and gave back the chunks it
+	// had reserved for it. The gateway's stack then holds only what the
+	// connection itself is charged, no data.
 	deadline := time.Now().Add(5 * time.Second)
-	for r.st.BuffersHeld.Load() != 0 {
+	for r.st.BuffersHeld.Load() != 0 || r.gw.Budget().Used() != int64(tcp.ConnMemory) {
 		if time.Now().After(deadline) {
-			t.Fatalf("an idle flow holds %d relay buffers", r.st.BuffersHeld.Load())
+			t.Fatalf("an idle flow holds %d relay buffers and %d bytes of the gateway's budget (the connection is charged %d)",
+				r.st.BuffersHeld.Load(), r.gw.Budget().Used(), tcp.ConnMemory)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -221,39 +221,72 @@ func (c *Conn) consumed(n int) {
 // reset, and net.ErrClosed after Close.
 func (c *Conn) Write(b []byte) (int, error) {
 	written := 0
+	err := c.whenWritable(func() bool { return written == len(b) }, func(room int) int {
+		k := c.sock.sndBuf.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
+		written += k
+		return k
+	})
+	return written, err
+}
+
+// Fill queues for sending up to limit bytes that fill reads straight into the
+// send buffer, in place of the copy Write makes from a buffer of the
+// caller's: a relay that reads a socket with readv(2) moves each byte once
+// (package gateway). It waits for room as Write does, then calls fill once,
+// with mu held, handing it the buffer's free space (one slice per 16 KiB
+// chunk, at most limit bytes in all); fill returns how many bytes it put at
+// the front of that space, which are queued. It returns that count, and
+// Write's errors, in which case fill has not run.
+func (c *Conn) Fill(limit int, fill func(space [][]byte) int) (int, error) {
+	filled, ran := 0, false
+	err := c.whenWritable(func() bool { return ran }, func(room int) int {
+		filled, ran = c.sock.sndBuf.fill(min(room, limit), c.p.env.Budget, fill)
+		return filled
+	})
+	return filled, err
+}
+
+// whenWritable runs put, with mu held, each time the send buffer has room
+// (room bytes of it) while done is false, waiting for room or for memory
+// (put found the stack's budget spent) between; it returns once done,
+// or on a deadline, a close, a reset or a shutdown (Write's errors). A put
+// that queues bytes wakes the connection to send them.
+func (c *Conn) whenWritable(done func() bool, put func(room int) int) error {
 	var freed <-chan struct{} // memory released anywhere in the stack
 	for {
 		if c.sock.writeDL.Passed() {
-			return written, c.opError("write", os.ErrDeadlineExceeded)
+			return c.opError("write", os.ErrDeadlineExceeded)
 		}
 		c.mu.Lock()
 		switch {
 		case c.sock.closed:
 			c.mu.Unlock()
-			return written, c.opError("write", net.ErrClosed)
+			return c.opError("write", net.ErrClosed)
 		case c.state == Closed:
 			err := c.sock.err
 			if err == nil || err == errConnClosed {
 				err = syscall.EPIPE
 			}
 			c.mu.Unlock()
-			return written, c.opError("write", err)
+			return c.opError("write", err)
 		case c.sock.wrShut:
 			c.mu.Unlock()
-			return written, c.opError("write", syscall.EPIPE)
+			return c.opError("write", syscall.EPIPE)
 		}
-		if written == len(b) {
+		if done() {
 			c.mu.Unlock()
-			return written, nil
+			return nil
 		}
 		if room := c.sock.sndBufSize - c.sock.sndBuf.n; room > 0 {
-			k := c.sock.sndBuf.write(b[written:written+min(room, len(b)-written)], c.p.env.Budget)
-			written += k
+			k := put(room)
 			c.mu.Unlock()
 			if k > 0 {
 				freed = nil
 				c.wake()
 				continue
+			}
+			if done() {
+				return nil
 			}
 			if freed == nil {
 				// The budget refused: take the channel the next

@@ -110,6 +110,13 @@ func TestDeadlines(t *testing.T) {
 func TestSocketErrors(t *testing.T) {
 	readOp := func(c *tcp.Conn) ioResult { return <-readAsync(c, 10) }
 	writeOp := func(c *tcp.Conn) ioResult { return <-writeAsync(c, []byte("x")) }
+	// Fill fails as Write does, without reading.
+	fillOp := func(c *tcp.Conn) ioResult {
+		n, err := c.Fill(1, func([][]byte) int {
+			panic("Fill read on a connection that cannot send")
+		})
+		return ioResult{n: n, err: err}
+	}
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, c *tcp.Conn, p *peer)
@@ -136,6 +143,12 @@ func TestSocketErrors(t *testing.T) {
 		{"read after Close", func(t *testing.T, c *tcp.Conn, p *peer) { c.Close() }, readOp, net.ErrClosed},
 		{"write after Close", func(t *testing.T, c *tcp.Conn, p *peer) { c.Close() }, writeOp, net.ErrClosed},
 		{"write after CloseWrite", func(t *testing.T, c *tcp.Conn, p *peer) { c.CloseWrite() }, writeOp, syscall.EPIPE},
+		{"fill after a reset", func(t *testing.T, c *tcp.Conn, p *peer) {
+			p.send(R, nil)
+			p.waitState("")
+		}, fillOp, syscall.ECONNRESET},
+		{"fill after Close", func(t *testing.T, c *tcp.Conn, p *peer) { c.Close() }, fillOp, net.ErrClosed},
+		{"fill after CloseWrite", func(t *testing.T, c *tcp.Conn, p *peer) { c.CloseWrite() }, fillOp, syscall.EPIPE},
 		{"read after CloseRead", func(t *testing.T, c *tcp.Conn, p *peer) { c.CloseRead() }, readOp, nil},
 	}
 	for _, tt := range tests {

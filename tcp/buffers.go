@@ -21,6 +21,13 @@ type sendBuffer struct {
 
 const chunkSize = 16 << 10
 
+// fillSpace is fill's list of the free space it hands a reader: 64 KiB
+// and the tail of a partly filled chunk at most. Pooled, so that a fill
+// allocates none and a connection carries none while it does not fill.
+type fillSpace [5][]byte
+
+var fillSpaces = sync.Pool{New: func() any { return new(fillSpace) }}
+
 // A chunk is a piece of send buffer, which segments may also borrow
 // (lendTo) until their frames are written: it goes back to chunkPool when
 // the buffer and every segment have done with it. Its bytes do not change
@@ -62,6 +69,59 @@ func (s *sendBuffer) write(b []byte, bud *budget.Budget) int {
 		b = b[k:]
 	}
 	return written
+}
+
+// fill appends up to limit bytes that read puts straight into the buffer:
+// it reserves the chunks they need from the budget (as many as it allows),
+// hands read their free space, keeps what read reports it put at the front
+// of it, and gives back the chunks left empty, so that a read that found
+// nothing leaves no memory held. It reports how many bytes read put, and
+// whether read ran (not when the budget allowed no room at all).
+func (s *sendBuffer) fill(limit int, bud *budget.Budget, read func(space [][]byte) int) (int, bool) {
+	fs := fillSpaces.Get().(*fillSpace)
+	defer fillSpaces.Put(fs)
+	for s.room() < limit && len(s.chunks) < len(fs)+s.needed() {
+		if !bud.Reserve(chunkSize) {
+			break
+		}
+		c := chunkPool.Get().(*chunk)
+		c.refs.Store(1)
+		s.chunks = append(s.chunks, c)
+	}
+	room := min(s.room(), limit)
+	if room == 0 {
+		return 0, false
+	}
+	space, free := fs[:0], 0
+	for pos := s.head + s.n; free < room && len(space) < cap(space); {
+		b := s.chunks[pos/chunkSize].b[pos%chunkSize:]
+		b = b[:min(len(b), room-free)]
+		space = append(space, b)
+		free += len(b)
+		pos += len(b)
+	}
+	k := min(max(read(space), 0), free)
+	clear(space) // no reference to chunks the buffer may give back
+	s.n += k
+	for len(s.chunks) > s.needed() {
+		last := len(s.chunks) - 1
+		s.chunks[last].Return()
+		s.chunks[last] = nil
+		s.chunks = s.chunks[:last]
+		bud.Release(chunkSize)
+	}
+	if len(s.chunks) == 0 {
+		s.head = 0
+	}
+	return k, true
+}
+
+// needed is how many chunks the buffer's bytes occupy.
+func (s *sendBuffer) needed() int {
+	if s.n == 0 {
+		return 0
+	}
+	return (s.head + s.n + chunkSize - 1) / chunkSize
 }
 
 // copyAt copies len(dst) bytes starting off bytes into the buffer.

@@ -29,7 +29,7 @@ func TestSendBufferMatchesASlice(t *testing.T) {
 	var loans []lent
 	next := byte(0)
 	for step := 0; step < 20000; step++ {
-		switch r.IntN(5) {
+		switch r.IntN(6) {
 		case 0:
 			b := make([]byte, r.IntN(3*chunkSize))
 			for i := range b {
@@ -80,6 +80,32 @@ func TestSendBufferMatchesASlice(t *testing.T) {
 			}
 			l.pk.Release()
 			loans = append(loans[:i], loans[i+1:]...)
+		case 5:
+			limit := 1 + r.IntN(70<<10)
+			k, ran := s.fill(limit, bud, func(space [][]byte) int {
+				free := 0
+				for _, b := range space {
+					free += len(b)
+				}
+				// Five slices: 64 KiB at least, whatever the tail.
+				if free > limit || free < min(limit, 4*chunkSize) {
+					t.Fatalf("step %d: fill of %d handed %d bytes of space", step, limit, free)
+				}
+				k := r.IntN(free + 1)
+				for i, left := 0, k; left > 0; i++ {
+					b := space[i][:min(left, len(space[i]))]
+					for j := range b {
+						b[j] = next
+						next++
+					}
+					model = append(model, b...)
+					left -= len(b)
+				}
+				return k
+			})
+			if !ran || k > limit {
+				t.Fatalf("step %d: fill of %d: %d, ran %v", step, limit, k, ran)
+			}
 		}
 		if s.n != len(model) {
 			t.Fatalf("step %d: buffer holds %d, model %d", step, s.n, len(model))
@@ -97,6 +123,39 @@ func TestSendBufferMatchesASlice(t *testing.T) {
 	}
 	if n := pool.Outstanding(); n != 0 {
 		t.Fatalf("%d packets outstanding", n)
+	}
+}
+
+// A fill holds memory only for what its reader put: a reader that finds
+// nothing (a relay's socket with no data) leaves the buffer and the budget
+// as they were, and a budget that allows no chunk does not run it.
+func TestSendBufferFillHoldsOnlyWhatItRead(t *testing.T) {
+	bud := budget.New(1 << 20)
+	var s sendBuffer
+	if k, ran := s.fill(64<<10, bud, func([][]byte) int { return 0 }); k != 0 || !ran {
+		t.Fatalf("empty read: %d, ran %v", k, ran)
+	}
+	if len(s.chunks) != 0 || bud.Used() != 0 {
+		t.Fatalf("empty read left %d chunks, %d bytes of budget", len(s.chunks), bud.Used())
+	}
+	s.write(make([]byte, 100), bud)
+	k, _ := s.fill(64<<10, bud, func(space [][]byte) int {
+		if len(space) != 5 || len(space[0]) != chunkSize-100 {
+			t.Errorf("space after 100 bytes: %d slices, the first %d bytes", len(space), len(space[0]))
+		}
+		return chunkSize // the first chunk's tail and 100 bytes of the next
+	})
+	if k != chunkSize || s.n != chunkSize+100 || len(s.chunks) != 2 || bud.Used() != 2*chunkSize {
+		t.Fatalf("fill: %d bytes, buffer %d in %d chunks, budget %d", k, s.n, len(s.chunks), bud.Used())
+	}
+	tight := budget.New(1) // less than a chunk
+	var t2 sendBuffer
+	if _, ran := t2.fill(1<<10, tight, func([][]byte) int { t.Error("read ran without room"); return 0 }); ran {
+		t.Fatal("fill ran with no budget")
+	}
+	s.discard(s.n, bud)
+	if bud.Used() != 0 {
+		t.Fatalf("%d bytes of budget left", bud.Used())
 	}
 }
 
