@@ -34,7 +34,7 @@ var bridgeCommand = &command{
 	name:    "bridge",
 	summary: "switch Ethernet frames between TAP devices and GoNet stacks or VMs on UNIX sockets, as a learning bridge",
 	usage: "gonet bridge [-tap NAME]... [-connect PATH]... [-listen PATH] [-ring-listen PATH [-ring-size N]] [-mtu N] [-ageing DURATION] [-table-size N] " +
-		"[-queue N] [-control PATH] [-metrics [HOST]:PORT] [-log-level LEVEL] [-log-format text|json]",
+		"[-queue N] [-control PATH] [-metrics [HOST]:PORT] [-pprof [HOST]:PORT] [-log-level LEVEL] [-log-format text|json]",
 	about: `Runs a learning Ethernet bridge (IEEE 802.1D, without the spanning tree)
 whose ports are TAP devices and UNIX stream sockets carrying frames each
 behind its 32-bit big-endian length, as QEMU's -netdev stream sends them.

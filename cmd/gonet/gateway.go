@@ -37,7 +37,7 @@ var gatewayCommand = &command{
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
 	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] [-ipv6-prefix CIDR] [-no-ipv6] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
-		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT] " +
+		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT] [-pprof [HOST]:PORT] " +
 		"[-log-level LEVEL] [-log-format text|json]",
 	about: `Serves a guest on a TAP device as its router: GoNet terminates every TCP
 connection, UDP flow and ping of the guest and relays each through this

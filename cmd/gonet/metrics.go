@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 
 	"github.com/gonetstack/gonet/internal/rtnl"
@@ -27,18 +28,26 @@ import (
 // daemon should not publish that to the network unless asked.
 const defaultMetricsHost = "127.0.0.1"
 
-// metricsConfig is -metrics, parsed: the host address to serve /metrics on,
-// empty for none.
-type metricsConfig struct{ addr string }
+// metricsConfig is -metrics and -pprof, parsed: the host addresses to
+// serve /metrics and Go's profiles on, empty for none.
+type metricsConfig struct {
+	httpAddr          // -metrics
+	pprof    httpAddr // -pprof
+}
+
+// httpAddr is a flag's [HOST]:PORT to serve HTTP on, empty for none.
+type httpAddr struct{ addr string }
 
 func (m *metricsConfig) register(fs *flag.FlagSet) {
 	fs.Func("metrics", "serve Prometheus metrics at http://`[HOST]:PORT`/metrics on the host's own network (HOST: "+defaultMetricsHost+" when left out)",
 		m.set)
+	fs.Func("pprof", "serve Go's runtime profiles at http://`[HOST]:PORT`/debug/pprof/ on the host's own network, for go tool pprof (HOST: "+defaultMetricsHost+" when left out)",
+		m.pprof.set)
 }
 
 // set parses [HOST]:PORT; an empty HOST is the loopback, not every
 // address as in Go's net.Listen.
-func (m *metricsConfig) set(s string) error {
+func (a *httpAddr) set(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
 		return errors.New("not [HOST]:PORT, as in :9464 or 0.0.0.0:9464")
@@ -49,31 +58,56 @@ func (m *metricsConfig) set(s string) error {
 	if host == "" {
 		host = defaultMetricsHost
 	}
-	m.addr = net.JoinHostPort(host, port)
+	a.addr = net.JoinHostPort(host, port)
 	return nil
 }
 
 // start listens on -metrics's address and serves src's metrics at /metrics
-// there in g, saying where on stderr as command name; it returns the
-// address bound (nil without -metrics).
+// there in g, and on -pprof's Go's profiles (net/http/pprof's handlers,
+// on a mux of their own rather than http.DefaultServeMux), saying where
+// on stderr; it returns the metrics' address bound (nil without
+// -metrics).
 func (m *metricsConfig) start(g *serviceGroup, log *slog.Logger, src func() stats.Snapshot) (net.Addr, error) {
+	if m.pprof.addr != "" {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		addr, err := m.pprof.serve(g, "-pprof", mux)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("serving Go's profiles", "url", "http://"+addr.String()+"/debug/pprof/")
+	}
 	if m.addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", m.addr)
-	if err != nil {
-		return nil, fmt.Errorf("-metrics: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(src))
+	addr, err := m.serve(g, "-metrics", mux)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("serving Prometheus metrics", "url", "http://"+addr.String()+"/metrics")
+	return addr, nil
+}
+
+// serve listens on a's address and serves h there in g, its errors
+// named by flag; it returns the address bound.
+func (a *httpAddr) serve(g *serviceGroup, flag string, h http.Handler) (net.Addr, error) {
+	ln, err := net.Listen("tcp", a.addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
 	g.run(func(ctx context.Context) error {
 		defer ln.Close()
-		if err := services.ServeHTTP(ctx, ln, mux); err != nil {
-			return fmt.Errorf("-metrics: %w", err)
+		if err := services.ServeHTTP(ctx, ln, h); err != nil {
+			return fmt.Errorf("%s: %w", flag, err)
 		}
 		return nil
 	})
-	log.Info("serving Prometheus metrics", "url", "http://"+ln.Addr().String()+"/metrics")
 	return ln.Addr(), nil
 }
 

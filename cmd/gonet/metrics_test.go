@@ -107,3 +107,49 @@ func TestUpServesMetricsOnTheHost(t *testing.T) {
 		t.Error("no gonet_ipv4_in_receives_total in the scrape")
 	}
 }
+
+// -pprof serves Go's profiles on a listener of its own, on the loopback
+// unless told; -metrics is not needed for it.
+func TestUpServesProfilesOnTheHost(t *testing.T) {
+	_, b := memoryPair(t)
+	c := &upConfig{control: noControl}
+	if err := c.metrics.pprof.set(":0"); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	svc, err := startUpServices(context.Background(), slog.New(slog.NewTextHandler(&stderr, nil)), c, &host{stack: b, nic: "b0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := svc.Stop(); err != nil {
+			t.Errorf("stopping the services: %v", err)
+		}
+	}()
+	_, url, ok := strings.Cut(strings.TrimSpace(stderr.String()), `msg="serving Go's profiles" url=`)
+	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("stderr %q does not say where the profiles are, on the loopback", stderr.String())
+	}
+	for _, path := range []string{"", "goroutine?debug=1", "heap?debug=1", "cmdline"} {
+		resp, err := http.Get(url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Errorf("GET %s: %s, %d bytes, %v", url+path, resp.Status, len(body), err)
+		}
+	}
+	if strings.Contains(stderr.String(), "Prometheus") {
+		t.Errorf("-pprof alone served metrics too: %s", stderr.String())
+	}
+}
+
+func TestPprofFlagRefusesWhatIsNoHostPort(t *testing.T) {
+	checkUsageError(t, []string{"up", "-tap", "tap0", "-addr", "10.0.0.2/24", "-pprof", "6060"}, "-pprof")
+	fs, c := upFlags()
+	if err := fs.Parse([]string{"-pprof", ":6060"}); err != nil || c.metrics.pprof.addr != "127.0.0.1:6060" {
+		t.Errorf("up -pprof :6060: %q, %v; want 127.0.0.1:6060", c.metrics.pprof.addr, err)
+	}
+}

@@ -23,7 +23,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH [-ring-size N]} [-addr ADDR/NN | -addr dhcp | -addr ipv4ll]... [-dhcp-lease FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-dhcpv6=false] [-temp-addr] [-optimistic-dad] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH [-ring-size N]} [-addr ADDR/NN | -addr dhcp | -addr ipv4ll]... [-dhcp-lease FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-dhcpv6=false] [-temp-addr] [-optimistic-dad] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pprof [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike and on both families; http (TCP
