@@ -111,12 +111,15 @@ type Stats struct {
 	TCPConnectTimeout stats.Counter // the host's connect timed out: the guest's SYN is dropped
 	TCPAcceptFails    stats.Counter // the guest's handshake did not complete
 
-	UDPFlows       stats.Counter // UDP flows opened
-	UDPActive      stats.Gauge   // UDP flows relayed now
-	UDPToHost      stats.Counter // datagrams guest to host
-	UDPToGuest     stats.Counter // datagrams host to guest
-	UDPIdleExpired stats.Counter // flows ended by their idle timeout
-	UDPHostErrors  stats.Counter // flows ended by a host socket error
+	UDPFlows  stats.Counter // UDP flows opened
+	UDPActive stats.Gauge   // UDP flows relayed now
+	UDPToHost stats.Counter // datagrams guest to host
+	// UDPToHostSegmented counts those of UDPToHost sent in runs of
+	// equal sizes, a run a send with UDP segmentation offload.
+	UDPToHostSegmented stats.Counter
+	UDPToGuest         stats.Counter // datagrams host to guest
+	UDPIdleExpired     stats.Counter // flows ended by their idle timeout
+	UDPHostErrors      stats.Counter // flows ended by a host socket error
 
 	Pings           stats.Counter // echo requests relayed
 	PingReplies     stats.Counter // answered by a reply

@@ -186,6 +186,17 @@ func (c *Conn) next() (*buffer.Packet, arrival, error) {
 	}
 }
 
+// nextQueued takes the next queued datagram, with how it arrived, if there is
+// one, without waiting.
+func (c *Conn) nextQueued() (*buffer.Packet, arrival, bool) {
+	select {
+	case pk := <-c.queue:
+		return pk, c.dequeued(pk), true
+	default:
+		return nil, arrival{}, false
+	}
+}
+
 // queueable readies a datagram for an endpoint's queue, which holds
 // datagrams from their network header on, so that a reader learns the
 // source from it (datagram): it moves IPv6's fixed header up against the

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"syscall"
 
+	"github.com/gonetstack/gonet/buffer"
 	"github.com/gonetstack/gonet/ip"
 )
 
@@ -70,6 +72,61 @@ func (c *Connected) ReadDatagram(handle func(payload []byte)) error {
 			return err
 		}
 	}
+}
+
+// MaxBatch is the most datagrams ReadDatagrams hands over at once.
+const MaxBatch = 64
+
+// datagramBatch is ReadDatagrams' datagrams and their payloads, pooled so
+// that a batch allocates nothing and an endpoint that is not read holds
+// none.
+type datagramBatch struct {
+	pks      [MaxBatch]*buffer.Packet
+	payloads [MaxBatch][]byte
+}
+
+var datagramBatches = sync.Pool{New: func() any { return new(datagramBatch) }}
+
+// ReadDatagrams waits for the peer's next datagram, as ReadDatagram does,
+// and hands handle its payload together with those of the peer's
+// datagrams already queued behind it, up to max (MaxBatch at most), where
+// they lie in the stack's buffers; they are valid only until handle
+// returns. A relay so sends what queued up while it was sending in one
+// go (package gateway: one UDP GSO send for a run of equal sizes).
+func (c *Connected) ReadDatagrams(max int, handle func(payloads [][]byte)) error {
+	max = min(max, MaxBatch)
+	b := datagramBatches.Get().(*datagramBatch)
+	defer datagramBatches.Put(b)
+	n := 0
+	take := func(pk *buffer.Packet, a arrival) {
+		payload, from := datagram(pk, a.zone)
+		if from != c.raddr {
+			pk.Release()
+			return
+		}
+		b.pks[n], b.payloads[n] = pk, payload
+		n++
+	}
+	for n == 0 {
+		pk, a, err := c.next()
+		if err != nil {
+			return err
+		}
+		take(pk, a)
+	}
+	for n < max {
+		pk, a, ok := c.nextQueued()
+		if !ok {
+			break
+		}
+		take(pk, a)
+	}
+	handle(b.payloads[:n])
+	for i := range n {
+		b.pks[i].Release()
+		b.pks[i], b.payloads[i] = nil, nil
+	}
+	return nil
 }
 
 // Write sends b as one datagram to the peer.

@@ -2,6 +2,7 @@ package udp_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
@@ -148,5 +149,56 @@ func TestPacketInfoOverIPv6(t *testing.T) {
 		if _, from, _ := readMsg(t, cli); from != to {
 			t.Errorf("answer to a request to %v came from %v", to, from)
 		}
+	}
+}
+
+// A relay takes what queued up behind a datagram in one batch, the
+// peer's alone, in order, no more than it asked for; the batch costs no
+// allocation.
+func TestReadDatagramsTakesWhatIsQueued(t *testing.T) {
+	h := rawtest.New(t, stack.Config{})
+	c := listen(t, h, anyAddr, 7)
+	conn, err := c.Connect(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := netip.AddrPortFrom(netip.MustParseAddr("10.1.0.9"), 5353)
+	local := netip.AddrPortFrom(rawtest.StackAddr, 7)
+	for i, from := range []netip.AddrPort{peer, peer, stranger, peer, peer, peer} {
+		h.Inject(h.UDPFrame(t, from, local, []byte{byte('a' + i)}))
+	}
+	h.WaitCounter(t, "UDP.InDatagrams", 6)
+	var got []string
+	read := func(max int) {
+		t.Helper()
+		if err := conn.ReadDatagrams(max, func(payloads [][]byte) {
+			var s string
+			for _, p := range payloads {
+				s += string(p)
+			}
+			got = append(got, s)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(2)
+	read(udp.MaxBatch + 1)
+	if want := []string{"ab", "def"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("batches %q, want %q (the stranger's c left out)", got, want)
+	}
+	frame := h.UDPFrame(t, peer, local, []byte("x"))
+	for range 51 {
+		h.Inject(frame)
+	}
+	h.WaitCounter(t, "UDP.InDatagrams", 6+51)
+	took := 0
+	count := func(payloads [][]byte) { took += len(payloads) }
+	allocs := testing.AllocsPerRun(50, func() {
+		if err := conn.ReadDatagrams(1, count); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 || took != 51 {
+		t.Errorf("%.1f allocations per batch, %d datagrams taken of 51", allocs, took)
 	}
 }
