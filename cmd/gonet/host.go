@@ -251,7 +251,7 @@ func (h *host) configure(c *linkConfig) error {
 	if c.ipv4ll {
 		// Started first, so that its probes run while DHCP waits for
 		// a server.
-		ll, err := ipv4ll.Start(h.stack, h.nic)
+		ll, err := h.startIPv4LL(&c.ipv4llConfig)
 		if err != nil {
 			return err
 		}

@@ -81,6 +81,8 @@ type linkConfig struct {
 	// ipv4ll is -addr ipv4ll: an IPv4 link-local address claimed on the
 	// link (RFC 3927).
 	ipv4ll bool
+	// ipv4llConfig is what goes with it: -ipv4ll-file (ipv4ll.go).
+	ipv4llConfig
 	// router is the gateway's: its stack is the router of its link, which
 	// solicits no routers and forms no addresses from advertisements.
 	router bool
@@ -126,6 +128,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.tap, "tap", "", "TAP device `NAME` (created when absent; at most 15 bytes)")
 	fs.Var(addrFlag{(*addrsFlag)(&c.addrs), &c.dhcp, &c.ipv4ll}, "addr", "GoNet's address and prefix `ADDR/NN`, IPv4 or IPv6, as in 10.0.0.2/24 or fd00::2/64, or dhcp to ask a DHCP server for the IPv4 address, router, DNS servers and MTU, or ipv4ll to claim an IPv4 link-local address of 169.254/16 (RFC 3927, zeroconf; beside dhcp, for when no server answers) (repeatable; IPv6 ones are used once duplicate address detection ends; with IPv6 on, optional: the link-local address and SLAAC need none)")
 	fs.StringVar(&c.dhcpLease, "dhcp-lease", "", "with -addr dhcp, keep the lease in `FILE` and ask for its address again at the next start (RFC 2131 INIT-REBOOT)")
+	c.registerIPv4LL(fs)
 	fs.Var(gatewaysFlag{&c.gws, &c.gwNames}, "gw", "route everything off-link through the gateway `ADDR|NAME`: an address on an -addr's network, or for IPv6 a router's link-local address, or a name -host or -hosts gives, never asked of DNS (repeatable, one per family; default: no IPv4 gateway, and the IPv6 routers that advertise)")
 	c.registerIPv6(fs)
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
@@ -272,6 +275,9 @@ func (c *linkConfig) checkAddrs() error {
 		}
 	} else if c.dhcpLease != "" {
 		return usagef("-dhcp-lease keeps a DHCP lease, and there is none without -addr dhcp")
+	}
+	if err := c.checkIPv4LL(c.ipv4ll); err != nil {
+		return err
 	}
 	if c.noIPv6 {
 		if len(c.addrs) == 0 && !c.dhcp && !c.ipv4ll {

@@ -23,7 +23,7 @@ import (
 var upCommand = &command{
 	name:    "up",
 	summary: "bring up a GoNet host on a TAP device or a VM's socket and serve until interrupted",
-	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH [-ring-size N]} [-addr ADDR/NN | -addr dhcp | -addr ipv4ll]... [-dhcp-lease FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-dhcpv6=false] [-temp-addr] [-optimistic-dad] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pprof [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
+	usage:   "gonet up {-tap NAME | -socket PATH | -ring PATH | -ring-listen PATH [-ring-size N]} [-addr ADDR/NN | -addr dhcp | -addr ipv4ll]... [-dhcp-lease FILE] [-ipv4ll-file FILE] [-gw ADDR|NAME]... [-host NAME=ADDR]... [-hosts FILE] [-no-ipv6] [-slaac=false] [-dhcpv6=false] [-temp-addr] [-optimistic-dad] [-stable-iid FILE] [-mac MAC] [-mtu N] [-serve LIST] [-http-root DIR] [-control PATH] [-metrics [HOST]:PORT] [-pprof [HOST]:PORT] [-pcap FILE] [-impair SPEC] [-memory BYTES] [-log-level LEVEL] [-log-format text|json]",
 	about: `Opens the TAP device (creating it when absent), starts a GoNet stack on it
 with the given addresses, and runs the services named by -serve on their
 well-known ports, over UDP and TCP alike and on both families; http (TCP
@@ -58,6 +58,12 @@ new address is probed for first (RFC 5227, 4 to 7 s), declined if
 another host holds it, and defended once when in use.
 -dhcp-lease FILE keeps the lease across restarts, to ask for the same
 address first. GoNet waits up to a minute for its first lease.
+
+-addr ipv4ll claims an IPv4 link-local address of 169.254/16 (RFC 3927),
+alone or beside -addr dhcp for when no server answers; -ipv4ll-file FILE
+keeps it across restarts, to probe for it first. With the link-local
+address alone, IPv4 destinations are reached straight on the link, never
+through a router (RFC 3927 section 2.6.2).
 
 Names are resolved over GoNet, from a static table first (-host NAME=ADDR,
 -hosts FILE in /etc/hosts's format; empty by default), then from the DNS
