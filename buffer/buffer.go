@@ -48,8 +48,11 @@ const (
 
 	GSONone  = 0
 	GSOTCPv4 = 1
-	GSOUDP   = 3
+	GSOUDP   = 3 // UDP fragmentation offload (UFO), which no Linux since 4.14 makes
 	GSOTCPv6 = 4
+	// GSOUDPL4 is UDP segmentation offload (Linux's SKB_GSO_UDP_L4):
+	// datagrams of GSOSize payload bytes, each with its own headers.
+	GSOUDPL4 = 5
 )
 
 // ChecksumVerified reports whether the link vouches for the transport

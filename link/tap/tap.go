@@ -178,6 +178,11 @@ type Stats struct {
 	// own buffer (link.Capabilities.TxGather): TCP payload the frame did
 	// not copy.
 	TxGathered stats.Counter
+	// TxUSO counts UDP datagrams written in runs, a run of a flow's
+	// datagrams a frame with UDP segmentation offload (uso.go);
+	// TxUSORefused the times the kernel refused such a frame, after
+	// which every datagram is written alone.
+	TxUSO, TxUSORefused stats.Counter
 
 	// LinkUps and LinkDowns count the device's changes of state
 	// (link.StateWatcher: its kernel side set up or down); StateLost
@@ -202,6 +207,7 @@ type Endpoint struct {
 	stats      Stats
 	state      *stateWatch // the device's state, from rtnetlink
 
+	noUSO     atomic.Bool // the kernel refused a UDP segmentation offload frame (uso.go)
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -221,8 +227,9 @@ type queue struct {
 	e      *Endpoint
 	file   *os.File
 	rc     syscall.RawConn
-	rd, wr batchOp  // ReadBatch's and WriteBatch's state
-	pieces [][]byte // the frame being written, as writev(2) takes it
+	rd, wr batchOp           // ReadBatch's and WriteBatch's state
+	pieces [][]byte          // the frame being written, as writev(2) takes it
+	usoHdr [usoHeadroom]byte // a run's headers (uso.go)
 	// pollFn is readSome that never waits: poll's RawConn callback.
 	pollFn func(fd uintptr) bool
 	spin   *link.Spin // how long read polls now
@@ -682,7 +689,18 @@ func (q *queue) writeSome(fd uintptr) bool {
 	e, w := q.e, &q.wr
 	tries := 0
 	for w.n < len(w.pkts) {
-		err := q.writeOne(int(fd), w.pkts[w.n])
+		n := 1
+		if e.offload && !e.noUSO.Load() {
+			n = usoRun(w.pkts[w.n:])
+		}
+		var err error
+		if n > 1 {
+			if err = q.writeRun(int(fd), n); err == unix.EINVAL {
+				continue // a frame each from now on
+			}
+		} else {
+			err = q.writeOne(int(fd), w.pkts[w.n])
+		}
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -699,10 +717,12 @@ func (q *queue) writeSome(fd uintptr) bool {
 			e.stats.TxRetries.Inc()
 			continue
 		case err != nil:
-			e.countRefused(err)
+			for range n {
+				e.countRefused(err)
+			}
 		}
 		tries = 0
-		w.n++
+		w.n += n
 	}
 	return true
 }

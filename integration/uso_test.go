@@ -1,0 +1,88 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// GoNet's UDP bursts cross the TAP as UDP segmentation offload frames
+// (link/tap/uso.go), and the kernel cuts them back into the datagrams
+// GoNet sent: a kernel socket receives every one, whole and in order, the
+// last of a run shorter ones included.
+func TestUDPBurstsCrossTheTAPSegmentedAndArriveWhole(t *testing.T) {
+	h := newHost(t, options{})
+	// GoNet learns the kernel's address from its ARP request: the burst
+	// does not wait in the neighbour cache's queue.
+	h.run(t, 10*time.Second, "ping", "-c", "1", "-W", "5", gonetAddr.Addr().String())
+	var ks *net.UDPConn
+	if err := h.ns.Do(func() error {
+		var err error
+		ks, err = net.ListenUDP("udp4", &net.UDPAddr{IP: kernelAddr.Addr().AsSlice(), Port: 5001})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ks.Close()
+	// Room for the whole burst: a run reaches the socket at once, faster
+	// than a reader takes datagrams one by one.
+	rc, err := ks.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
+	}); err != nil || serr != nil {
+		t.Fatalf("SO_RCVBUFFORCE: %v, %v", err, serr)
+	}
+	c, err := h.stack.ListenUDP(netip.AddrPortFrom(gonetAddr.Addr(), 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	to := netip.AddrPortFrom(kernelAddr.Addr(), 5001)
+	const n = 3000
+	sizes := func(i int) int {
+		if i%50 == 49 {
+			return 300 // a shorter one now and then ends a run
+		}
+		return 1200
+	}
+	got := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 2048)
+		ks.SetReadDeadline(time.Now().Add(20 * time.Second))
+		for i := range n {
+			m, err := ks.Read(buf)
+			if err != nil {
+				got <- fmt.Errorf("datagram %d: %v", i, err)
+				return
+			}
+			if want := bytes.Repeat([]byte{byte(i)}, sizes(i)); !bytes.Equal(buf[:m], want) {
+				got <- fmt.Errorf("datagram %d: %d bytes starting %d, want %d of %d", i, m, buf[0], len(want), byte(i))
+				return
+			}
+		}
+		got <- nil
+	}()
+	for i := range n {
+		if _, err := c.WriteToUDPAddrPort(bytes.Repeat([]byte{byte(i)}, sizes(i)), to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-got; err != nil {
+		t.Log(h.run(t, 5*time.Second, "sh", "-c", "grep -A1 Udp: /proc/net/snmp; ip -s link show "+h.dev))
+		t.Fatal(err)
+	}
+	st := h.tap.Stats()
+	t.Logf("TxUSO %d of %d datagrams, TxUSORefused %d", st.TxUSO.Load(), n, st.TxUSORefused.Load())
+	if st.TxUSO.Load() == 0 || st.TxUSORefused.Load() != 0 {
+		t.Errorf("TxUSO %d, TxUSORefused %d: no run crossed the TAP segmented", st.TxUSO.Load(), st.TxUSORefused.Load())
+	}
+}
