@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gonetstack/gonet/internal/gsorun"
 )
 
 // Guest to host, a UDP flow's datagrams go out in batches: what queued in
@@ -105,27 +107,13 @@ func (b *hostBatch) send(fd uintptr) bool {
 }
 
 // run is how many of payloads, from the first, one segmented send can
-// carry: those of the first's size, and one shorter to end the run (UDP
-// GSO cuts every segment but the last at the first's size), within
-// maxGSOSegments and maxGSOPayload bytes; 1 when none can follow.
+// carry (gsorun.Len), within maxGSOSegments and maxGSOPayload; 1 without
+// GSO.
 func (b *hostBatch) run(payloads [][]byte) int {
-	size := len(payloads[0])
-	if b.noGSO || size == 0 {
+	if b.noGSO {
 		return 1
 	}
-	n, total := 1, size
-	for n < len(payloads) && n < maxGSOSegments {
-		l := len(payloads[n])
-		if l > size || l == 0 || total+l > maxGSOPayload {
-			break
-		}
-		n++
-		total += l
-		if l < size {
-			break
-		}
-	}
-	return n
+	return gsorun.Len(len(payloads), maxGSOSegments, maxGSOPayload, func(i int) (int, bool) { return len(payloads[i]), true })
 }
 
 // sendSegmented sends payloads, the first's size all but the last, as one

@@ -6,6 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gonetstack/gonet/buffer"
+	"github.com/gonetstack/gonet/internal/gsorun"
 	"github.com/gonetstack/gonet/link"
 	"github.com/gonetstack/gonet/wire"
 )
@@ -93,34 +94,27 @@ func sameFlow(first, b []byte, l4 int) bool {
 	return string(first[l3:l3+4]) == string(b[l3:l3+4]) && string(first[l3+6:l4]) == string(b[l3+6:l4])
 }
 
-// usoRun is how many frames of pkts, from the first, one frame can carry:
-// UDP datagrams of one flow (usoDatagram, sameFlow), of the first's payload
-// size, and one shorter to end the run, within maxUSOSegments and the
-// 65535 bytes of an IP length; 1 when none can follow the first.
+// usoRun is how many frames of pkts, from the first, one frame can carry
+// (gsorun.Len): UDP datagrams of one flow (usoDatagram, sameFlow), within
+// maxUSOSegments and the 65535 bytes of an IP length; 1 when none can
+// follow the first.
 func usoRun(pkts []*buffer.Packet) int {
 	first, l4, ok := usoDatagram(pkts[0])
 	if !ok {
 		return 1
 	}
-	size := len(first) - l4 - wire.UDPHeaderLen
-	total := size
-	n := 1
-	for n < len(pkts) && n < maxUSOSegments {
-		b, bl4, ok := usoDatagram(pkts[n])
+	hl := l4 + wire.UDPHeaderLen
+	maxBytes := 0xffff - runLength(l4, 0)
+	return gsorun.Len(len(pkts), maxUSOSegments, maxBytes, func(i int) (int, bool) {
+		if i == 0 {
+			return len(first) - hl, true
+		}
+		b, bl4, ok := usoDatagram(pkts[i])
 		if !ok || bl4 != l4 || !sameFlow(first, b, l4) {
-			break
+			return 0, false
 		}
-		l := len(b) - l4 - wire.UDPHeaderLen
-		if l > size || runLength(l4, total+l) > 0xffff {
-			break
-		}
-		n++
-		total += l
-		if l < size {
-			break
-		}
-	}
-	return n
+		return len(b) - hl, true
+	})
 }
 
 // runLength is the IP length field of a run's frame of total payload
