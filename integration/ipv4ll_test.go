@@ -27,17 +27,7 @@ func TestIPv4LinkLocalAgainstKernel(t *testing.T) {
 	next := ipv4ll.Candidates(h.tap.MAC())
 	taken, want := next(), next()
 	h.run(t, 5*time.Second, "ip", "addr", "add", taken.String()+"/16", "dev", h.dev)
-	c, err := ipv4ll.Start(h.stack, h.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	got, err := c.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, got := claimIPv4LL(t, h)
 	if got != want {
 		t.Fatalf("GoNet claimed %v, want %v: the kernel holds %v", got, want, taken)
 	}
@@ -103,23 +93,15 @@ func TestIPv4LinkLocalOnlyReachesARoutableNeighbour(t *testing.T) {
 	if err := h.stack.RemoveAddress(h.dev, gonetAddr.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := ipv4ll.Start(h.stack, h.dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	ll, err := c.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ll := claimIPv4LL(t, h)
 	kernel := kernelAddr.Addr()
 	ri, err := h.stack.IPv4().Route(kernel)
 	if err != nil || ri.Src != ll || ri.NextHop != kernel {
 		t.Fatalf("GoNet's route to %v: %+v, %v; want from %v, the kernel itself the next hop", kernel, ri, err, ll)
 	}
 	h.run(t, 5*time.Second, "ip", "route", "add", ipv4ll.Prefix.String(), "dev", h.dev)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	if _, err := h.stack.Ping(ctx, kernel, 56); err != nil {
 		t.Errorf("GoNet from %v pings the kernel's %v: %v", ll, kernel, err)
 	}
@@ -128,4 +110,22 @@ func TestIPv4LinkLocalOnlyReachesARoutableNeighbour(t *testing.T) {
 		t.Errorf("the kernel's neighbour %v: %q, want GoNet's MAC %v", ll, out, h.tap.MAC())
 	}
 	h.run(t, 10*time.Second, "ping", "-c", "2", "-i", "0.2", "-W", "2", ll.String())
+}
+
+// claimIPv4LL starts the link-local client on h's TAP, closed at the end
+// of the test, and returns it and the address it claims within 15 s.
+func claimIPv4LL(t *testing.T, h *host) (*ipv4ll.Client, netip.Addr) {
+	t.Helper()
+	c, err := ipv4ll.Start(h.stack, h.dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	a, err := c.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, a
 }
