@@ -25,7 +25,7 @@
 // Offloads: a frame may carry offload metadata (buffer.Packet.Offload) from
 // an endpoint with RxChecksum or RxGSO. On the way out to a port that
 // cannot take it the writer completes a partial checksum in software; a
-// TCP super-segment it does not cut up but drops and counts
+// TCP super-segment or a UDP run it does not cut up but drops and counts
 // (OffloadDropped), so a bridge whose ports mix such endpoints with others
 // should open them without receive offloads, as gonet bridge opens its
 // TAP devices.

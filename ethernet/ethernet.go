@@ -59,6 +59,11 @@ type Stats struct {
 	// that family's TSO (TUNSETOFFLOAD), and without them every segment
 	// of that family crosses at the MTU.
 	RxGSO6 stats.Counter
+	// RxUSO counts the UDP runs read (Offload.GSOType GSOUDPL4) and cut
+	// into datagrams, RxUSODatagrams the datagrams they held, and
+	// RxUSODropped the runs dropped whole for headers that do not hold
+	// together (uso.go). Each run counts once in RxFrames and RxGSO.
+	RxUSO, RxUSODatagrams, RxUSODropped stats.Counter
 }
 
 // txQueueLen bounds the frames waiting for the transmit goroutine. Senders
@@ -214,11 +219,9 @@ func (n *NIC) receive(q int) {
 		}
 	}()
 	// Per-type batches being filled during one pass; there are few types.
-	var out [4]struct {
-		typ   uint16
-		h     Handler
-		batch *buffer.Batch
-	}
+	var out [4]rxSlot
+	// run holds a UDP run's datagrams as it is cut apart (uso.go).
+	run := make([]*buffer.Packet, 0, maxRunDatagrams)
 	for {
 		for _, p := range pkts {
 			p.SetLen(frame)
@@ -277,11 +280,19 @@ func (n *NIC) receive(q int) {
 			if out[j].batch == nil {
 				out[j].typ, out[j].h, out[j].batch = typ, h, buffer.GetBatch()
 			}
-			if q := n.copyBreak(p, frame); q != nil {
-				out[j].batch.Pkts = append(out[j].batch.Pkts, q)
+			if p.Offload.GSOType == buffer.GSOUDPL4 {
+				run = n.cutRun(p, run[:0])
+				for _, d := range run {
+					out[j].add(d)
+				}
+				clear(run)
 				continue // p stays in the ring
 			}
-			out[j].batch.Pkts = append(out[j].batch.Pkts, p)
+			if q := n.copyBreak(p, frame); q != nil {
+				out[j].add(q)
+				continue // p stays in the ring
+			}
+			out[j].add(p)
 			// The handler owns p now: put a fresh buffer in its slot.
 			pkts[i] = n.pool.Get(frame)
 		}
@@ -296,6 +307,24 @@ func (n *NIC) receive(q int) {
 			pkts[i].Reset()
 		}
 	}
+}
+
+// rxSlot is the batch a receive pass fills for one EtherType's handler.
+type rxSlot struct {
+	typ   uint16
+	h     Handler
+	batch *buffer.Batch
+}
+
+// add appends p to the slot's batch, handing the batch to the handler
+// first when it is full: a UDP run cut apart (uso.go) brings more
+// packets than the frames read.
+func (s *rxSlot) add(p *buffer.Packet) {
+	if s.batch.Full() {
+		s.h.Deliver(s.batch)
+		s.batch = buffer.GetBatch()
+	}
+	s.batch.Pkts = append(s.batch.Pkts, p)
 }
 
 // transmit is the NIC's transmit dealer of link queue q: it takes the

@@ -86,3 +86,97 @@ func TestUDPBurstsCrossTheTAPSegmentedAndArriveWhole(t *testing.T) {
 		t.Errorf("TxUSO %d, TxUSORefused %d: no run crossed the TAP segmented", st.TxUSO.Load(), st.TxUSORefused.Load())
 	}
 }
+
+// The kernel's own UDP runs (a socket's UDP_SEGMENT) cross the TAP whole,
+// as GoNet asks with TUN_F_USO4 and TUN_F_USO6, and GoNet's NIC cuts them
+// into their datagrams (ethernet/uso.go): a GoNet socket receives every
+// one, whole and in order, each run's shorter last one included, over
+// both families.
+func TestKernelUDPRunsCrossTheTAPWholeAndArriveAsDatagrams(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			h := newHost6(t, options{}, true)
+			to, network := gonetAddr.Addr(), "udp4"
+			if v6 {
+				to, network = gonetAddr6.Addr(), "udp6"
+			}
+			c, err := h.stack.ListenUDP(netip.AddrPortFrom(to, 5002))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.SetReadBuffer(8 << 20); err != nil {
+				t.Fatal(err)
+			}
+			// The kernel learns GoNet's link-layer address first: runs
+			// sent while it resolves wait in a short queue, and the
+			// first overflow it.
+			h.run(t, 10*time.Second, "ping", "-c", "1", "-W", "5", to.String())
+			// Runs of 20 datagrams of 1200 bytes and a last of 300.
+			const runs, perRun, size, last = 50, 21, 1200, 300
+			var ks *net.UDPConn
+			if err := h.ns.Do(func() error {
+				var err error
+				ks, err = net.DialUDP(network, nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(to, 5002)))
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer ks.Close()
+			rc, err := ks.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size)
+			}); err != nil || serr != nil {
+				t.Fatalf("UDP_SEGMENT: %v, %v", err, serr)
+			}
+			datagram := func(r, i int) []byte {
+				n := size
+				if i == perRun-1 {
+					n = last
+				}
+				return bytes.Repeat([]byte{byte(r*perRun + i)}, n)
+			}
+			got := make(chan error, 1)
+			go func() {
+				buf := make([]byte, 2048)
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				for r := range runs {
+					for i := range perRun {
+						m, _, err := c.ReadFromUDPAddrPort(buf)
+						if err != nil {
+							got <- fmt.Errorf("run %d, datagram %d: %v", r, i, err)
+							return
+						}
+						if want := datagram(r, i); !bytes.Equal(buf[:m], want) {
+							got <- fmt.Errorf("run %d, datagram %d: %d bytes starting %d, want %d of %d", r, i, m, buf[0], len(want), want[0])
+							return
+						}
+					}
+				}
+				got <- nil
+			}()
+			for r := range runs {
+				var run []byte
+				for i := range perRun {
+					run = append(run, datagram(r, i)...)
+				}
+				if _, err := ks.Write(run); err != nil {
+					t.Fatalf("run %d: %v", r, err)
+				}
+			}
+			if err := <-got; err != nil {
+				t.Fatal(err)
+			}
+			st := h.tap.Stats()
+			uso, datagrams := h.counter("NIC."+h.dev+".RxUSO"), h.counter("NIC."+h.dev+".RxUSODatagrams")
+			t.Logf("TAP RxUSO %d; NIC RxUSO %d, RxUSODatagrams %d, RxUSODropped %d", st.RxUSO.Load(), uso, datagrams, h.counter("NIC."+h.dev+".RxUSODropped"))
+			if uso != runs || datagrams != runs*perRun || st.RxUSO.Load() != runs {
+				t.Errorf("%d runs of %d datagrams came whole, want %d of %d", uso, datagrams, runs, runs*perRun)
+			}
+		})
+	}
+}

@@ -91,9 +91,11 @@ type Capabilities struct {
 	// the endpoint or the device behind it cuts into segments of
 	// Offload.GSOSize; they need TxChecksum too.
 	TSO bool
-	// RxGSO: frames in may be TCP super-segments of up to MaxGSOFrame
-	// bytes, longer than the MTU (the kernel's TSO towards a TAP device, or
-	// its GRO): a reader gives ReadBatch packets of RxFrameSize.
+	// RxGSO: frames in may be TCP super-segments or UDP runs
+	// (buffer.GSOUDPL4, which ethernet.NIC cuts into datagrams) of up to
+	// MaxGSOFrame bytes, longer than the MTU (the kernel's TSO or UDP GSO
+	// towards a TAP device, or its GRO): a reader gives ReadBatch packets
+	// of RxFrameSize.
 	RxGSO bool
 	// TxGather: frames out may end in loans (buffer.Packet.Borrow), which
 	// the endpoint writes from where they are, with the frame's head, in

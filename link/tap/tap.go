@@ -99,7 +99,9 @@ type Options struct {
 	// header is taken whatever TUNSETOFFLOAD says). Frames in may too:
 	// TUNSETOFFLOAD with TUN_F_CSUM, TUN_F_TSO4 and TUN_F_TSO6 tells the kernel that
 	// the reader takes them, so it leaves checksums partial and sends
-	// super-segments of up to 64 KiB instead of cutting them to the MTU.
+	// super-segments of up to 64 KiB instead of cutting them to the MTU;
+	// with TUN_F_USO4 and TUN_F_USO6 too (Linux 6.2, asked for where the
+	// kernel knows them), its UDP runs whole (uso.go).
 	// Capabilities then advertises TxChecksum, RxChecksum, TSO and RxGSO.
 	// The setting outlives the descriptor on a persistent device: a
 	// later reader without Offload would get such frames, so it opens
@@ -170,9 +172,13 @@ type Stats struct {
 	// frame is not lost.
 	TxWaits stats.Counter
 
-	// With Offload: frames read that were TCP super-segments or had
-	// partial checksums, and frames written that were or had.
+	// With Offload: frames read that were TCP super-segments or UDP runs
+	// or had partial checksums, and frames written that were or had.
 	RxGSO, RxCsumPartial stats.Counter
+	// RxUSO counts the RxGSO that were UDP runs
+	// (VIRTIO_NET_HDR_GSO_UDP_L4), which ethernet.NIC cuts into
+	// datagrams.
+	RxUSO stats.Counter
 	TxGSO, TxCsumPartial stats.Counter
 	// TxGathered counts frames written from loans as well as from their
 	// own buffer (link.Capabilities.TxGather): TCP payload the frame did
@@ -367,9 +373,15 @@ func (e *Endpoint) attach(fd int, ifr *unix.Ifreq, multi bool) error {
 		}
 		var offloads int
 		if e.offload {
-			offloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6
+			offloads = unix.TUN_F_CSUM | unix.TUN_F_TSO4 | unix.TUN_F_TSO6 | tunFUSO4 | tunFUSO6
 		}
-		if err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads); err != nil {
+		err := unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads)
+		if err == unix.EINVAL && offloads&tunFUSO4 != 0 {
+			// A kernel before 6.2 knows no UDP segmentation offload
+			// and refuses the request whole: ask again without it.
+			err = unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, offloads&^(tunFUSO4|tunFUSO6))
+		}
+		if err != nil {
 			return fmt.Errorf("tap %s: TUNSETOFFLOAD: %w", e.name, err)
 		}
 	}
@@ -606,7 +618,12 @@ func (e *Endpoint) readOne(fd int, p *buffer.Packet) (ok bool, err error) {
 	if e.vnetHdr {
 		p.Offload = decodeVNetHdr(p.Bytes()[:VNetHdrLen])
 		p.TrimFront(VNetHdrLen)
-		if p.Offload.GSOType != buffer.GSONone {
+		switch p.Offload.GSOType {
+		case buffer.GSONone:
+		case buffer.GSOUDPL4:
+			e.stats.RxGSO.Inc()
+			e.stats.RxUSO.Inc()
+		default:
 			e.stats.RxGSO.Inc()
 		}
 		if p.Offload.Flags&buffer.NeedsCsum != 0 {

@@ -23,6 +23,16 @@ import (
 // senders (the gateway's relay to the guest, iperf3, a bridge's TAPs)
 // pay most for.
 
+// UDP segmentation offload in: the kernel hands over its own UDP GSO
+// runs whole (a socket's UDP_SEGMENT, another GoNet's runs across a
+// bridge) when the reader asks for them with TUN_F_USO4 and TUN_F_USO6,
+// both or neither (tun_set_offload); ethernet.NIC cuts them apart. Their
+// values are linux/if_tun.h's, which x/sys/unix does not name.
+const (
+	tunFUSO4 = 0x20
+	tunFUSO6 = 0x40
+)
+
 // maxUSOSegments is the most datagrams one frame carries: as many as a
 // write batch holds, and as the kernel's UDP GSO takes from a socket
 // (UDP_MAX_SEGMENTS, 64 before Linux 6.1).
