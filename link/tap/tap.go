@@ -175,11 +175,11 @@ type Stats struct {
 	// With Offload: frames read that were TCP super-segments or UDP runs
 	// or had partial checksums, and frames written that were or had.
 	RxGSO, RxCsumPartial stats.Counter
+	TxGSO, TxCsumPartial stats.Counter
 	// RxUSO counts the RxGSO that were UDP runs
 	// (VIRTIO_NET_HDR_GSO_UDP_L4), which ethernet.NIC cuts into
 	// datagrams.
 	RxUSO stats.Counter
-	TxGSO, TxCsumPartial stats.Counter
 	// TxGathered counts frames written from loans as well as from their
 	// own buffer (link.Capabilities.TxGather): TCP payload the frame did
 	// not copy.
