@@ -8,6 +8,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -314,6 +317,62 @@ func TestGatewayUDP(t *testing.T) {
 	}
 	if n := r.gw.Stats.UDPFlows.Load(); n != 1 {
 		t.Fatalf("UDPFlows = %d for one 4-tuple, want 1", n)
+	}
+}
+
+// A relayed UDP flow's host socket queues 1 MiB (udpRelayReadBuffer), as
+// its endpoint in GoNet does, so that a burst from the internet waits
+// there while the relay waits for a CPU instead of overflowing the
+// default 212992 bytes; Linux caps the request at net.core.rmem_max and
+// reports twice what it grants.
+func TestGatewayUDPFlowsHostSocketQueuesAMegabyte(t *testing.T) {
+	r := newGatewayRig(t, Config{})
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := r.guest.DialUDP(netip.AddrPortFrom(r.net.Gateway, uint16(srv.LocalAddr().(*net.UDPAddr).Port)).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("open")); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, _, err := srv.ReadFromUDP(make([]byte, 64)); err != nil {
+		t.Fatalf("the flow's first datagram: %v", err)
+	}
+	var host *net.UDPConn
+	r.gw.tableMu.Lock()
+	for rec := range r.gw.table {
+		if rec.info.Proto == UDP {
+			host, _ = rec.host.(*net.UDPConn)
+		}
+	}
+	r.gw.tableMu.Unlock()
+	if host == nil {
+		t.Fatal("no UDP flow in the table")
+	}
+	rc, err := host.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	var gerr error
+	rc.Control(func(fd uintptr) { got, gerr = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF) })
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	want := 2 * udpRelayReadBuffer
+	if b, err := os.ReadFile("/proc/sys/net/core/rmem_max"); err == nil {
+		if limit, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			want = min(want, 2*limit)
+		}
+	}
+	if got < want {
+		t.Errorf("the host socket's SO_RCVBUF is %d, want %d", got, want)
 	}
 }
 

@@ -61,6 +61,7 @@ func (g *Gateway) AddForward(f Forward) error {
 		if err != nil {
 			return fmt.Errorf("gateway: forward %v: %w", f, err)
 		}
+		c.SetReadBuffer(udpRelayReadBuffer) // its clients' bursts, as a flow's
 		in.stop = g.loop(func() { g.serveInboundUDP(c, from, guest) }, func() { c.Close() })
 	default:
 		return fmt.Errorf("gateway: forward %v: no protocol %q", f, f.Proto)

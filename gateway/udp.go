@@ -41,11 +41,16 @@ type udpFlow struct {
 	end      sync.Once
 }
 
-// udpRelayReadBuffer is a relayed flow's receive queue in GoNet, in bytes:
-// what the guest sends while the relay's goroutine waits for a CPU queues
-// there. With the sockets' default (212992 bytes, some 140 datagrams of
-// 1472) the bench's gw-udp at 1 Gbit/s lost 5-8% of the guest's datagrams
-// there; with 1 MiB, none. The memory budget bounds what all queues hold.
+// udpRelayReadBuffer is a relayed flow's receive queue in bytes, on both
+// ends: what one side sends while the relay's goroutine waits for a CPU
+// queues there. With the sockets' default (212992 bytes, some 140
+// datagrams of 1472) the bench's gw-udp at 1 Gbit/s lost 5-8% of the
+// guest's datagrams in GoNet's queue, and internet→guest 6-15% of the
+// server's in the host socket's (UDP RcvbufErrors of the host's
+// namespace); with 1 MiB, none in either. GoNet's memory budget bounds
+// what its queues hold. The host socket's is the kernel's memory, and
+// Linux caps the request at net.core.rmem_max (212992 unless an
+// administrator raised it, which leaves the default).
 const udpRelayReadBuffer = 1 << 20
 
 // relayUDP relays the flow until it ends.
@@ -64,6 +69,7 @@ func (g *Gateway) relayUDP(guest *udp.Connected, src, peer, dst netip.AddrPort) 
 	defer untrack()
 	f := &udpFlow{g: g, guest: guest, host: host, rec: rec}
 	guest.SetReadBuffer(udpRelayReadBuffer)
+	host.SetReadBuffer(udpRelayReadBuffer)
 	f.touch()
 	stop := context.AfterFunc(g.ctx, f.close)
 	defer stop()

@@ -469,6 +469,10 @@ func SetupGateway(ctx context.Context, bin string, bins gatewayBins, gateway str
 	if err := e.startServer(e.S, []string{"server", "-stack", "kernel", "-addr", gwInetAddr.String()}); err != nil {
 		return e, err
 	}
+	// The internet→guest UDP points' sender (runUDPDown).
+	if err := e.startProc(e.S, "iperf3 -s", "Server listening", "iperf3", "-s", "--forceflush"); err != nil {
+		return e, err
+	}
 	if err := e.startGateway(bins, mtu); err != nil {
 		return e, err
 	}

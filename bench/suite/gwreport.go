@@ -35,12 +35,14 @@ func splitMTU(pt string) (mtu, rest string) {
 func gwPointName(pt string) string {
 	mtu, rest := splitMTU(pt)
 	switch {
+	case strings.HasPrefix(rest, "down/size="):
+		return fmt.Sprintf("MTU %s, internet→guest, %s", mtu, udpPointName(strings.TrimPrefix(rest, "down/")))
 	case strings.HasPrefix(rest, "up/") || strings.HasPrefix(rest, "down/"):
 		dir, n, _ := strings.Cut(rest, "/")
 		d := map[string]string{"up": "guest→internet", "down": "internet→guest"}[dir]
 		return fmt.Sprintf("MTU %s, %s, %s stream(s)", mtu, d, n)
 	case strings.HasPrefix(rest, "size="):
-		return fmt.Sprintf("MTU %s, %s", mtu, udpPointName(rest))
+		return fmt.Sprintf("MTU %s, guest→internet, %s", mtu, udpPointName(rest))
 	default:
 		return fmt.Sprintf("MTU %s, %s", mtu, strings.TrimPrefix(rest, "n="))
 	}
@@ -295,7 +297,7 @@ func (r *report) gatewaySection(plots map[string]string, rel func(string) string
 	r.p("- **slirp4netns**: `slirp4netns --configure --mtu=N --disable-host-loopback --disable-dns --netns-type=path GUEST tap0`.\n")
 	r.p("- **gvisor-tap-vsock (gvproxy)**: `gvproxy -listen-qemu unix://SOCKET -mtu N -pid-file PIDFILE`, %s. It serves VMs over QEMU's stream socket (each frame behind a 32-bit big-endian length) and has no TAP device: `gonet-bench relay` (GoNet's `link/tap` and `link/stream` back to back, no stack between them) makes the guest's `tap0` and carries its frames to that socket, as a VM's virtio-net device would; the guest is configured as gvproxy's DHCP would configure it (192.168.127.2/24, default route via 192.168.127.1). **Its CPU and memory figures include the relay's** (two reads and two writes a frame, plain frames without offloads), which a VM's hypervisor would pay instead. Its DNS server answers from `/etc/resolv.conf` and cannot be turned off: its host namespace gets one of its own (`/etc/netns/NAME/resolv.conf`) naming 10.78.0.2, where nothing listens; no workload resolves a name.\n\n",
 		gvproxyVersion)
-	r.p("\"Guest→internet\" is the guest writing to the discard handler (counted once the server has read everything: half-close, wait for its close); \"internet→guest\" the guest reading the source handler; %v a point. CPU per GB is the gateway process's user+system time (`/proc/PID/stat`, all its threads) per GB of payload. The request-response point is 1 byte each way on 1 connection for %v; connections/s is connect, one 1-byte request and its answer, close (netperf's TCP_CRR), for %v, a point failing if any connection failed. UDP sends %d-byte datagrams at a paced rate for %v to the sink and counts what arrived. ",
+	r.p("\"Guest→internet\" is the guest writing to the discard handler (counted once the server has read everything: half-close, wait for its close); \"internet→guest\" the guest reading the source handler; %v a point. CPU per GB is the gateway process's user+system time (`/proc/PID/stat`, all its threads) per GB of payload. The request-response point is 1 byte each way on 1 connection for %v; connections/s is connect, one 1-byte request and its answer, close (netperf's TCP_CRR), for %v, a point failing if any connection failed. UDP guest→internet sends %d-byte datagrams at a paced rate for %v to the sink and counts what arrived; internet→guest is the stock iperf3 reversed (`iperf3 -c -u -R`, its server in the internet namespace), the guest opening the flow and counting what the server's datagrams brought, as a download over QUIC would (in the JSON, `host_rcvbuf_errors` and `guest_rcvbuf_errors` say where they were lost: the host namespace's UDP queues, the gateway's host sockets, or the guest's socket). ",
 		gp.BulkDur, gp.RRDur, gp.CRRDur, gp.UDPSize, gp.UDPDur)
 	r.p("Memory per idle flow: %d connections from the guest through the gateway to the echo handler, held idle; the gateway process's VmRSS growth from before the first to %v after the internet's server holds them all, over the connections it holds. GoNet's Go heap is measured the same way, as resident memory (the collector runs on its own schedule; the figure at the moment the last flow opened is in the JSON as `rss_per_flow_at_open`). Memory the kernel holds for the gateways' host sockets is not counted for any of them.\n\n",
 		gp.IdleConns, gp.IdleSettle)

@@ -74,9 +74,20 @@ func (s *Suite) gatewayGroups() []group {
 			g.points = append(g.points, point{
 				workload: gwUDP,
 				name:     mtuPoint(mtu, fmt.Sprintf("size=%d,rate=%s", p.UDPSize, r)),
-				label:    fmt.Sprintf("MTU %d, %d B at %s Mbit/s", mtu, p.UDPSize, r),
+				label:    fmt.Sprintf("MTU %d, guest→internet, %d B at %s Mbit/s", mtu, p.UDPSize, r),
 				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
 					return withMTU(e, mtu)(runUDP(ctx, e, p.UDPSize, rate, p.UDPDur))
+				},
+			})
+		}
+		for _, rate := range p.UDPRates {
+			r := strconv.FormatFloat(rate, 'f', -1, 64)
+			g.points = append(g.points, point{
+				workload: gwUDP,
+				name:     mtuPoint(mtu, fmt.Sprintf("down/size=%d,rate=%s", p.UDPSize, r)),
+				label:    fmt.Sprintf("MTU %d, internet→guest, %d B at %s Mbit/s", mtu, p.UDPSize, r),
+				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+					return withMTU(e, mtu)(runUDPDown(ctx, e, p.UDPSize, rate, p.UDPDur))
 				},
 			})
 		}
@@ -210,4 +221,46 @@ func (e *Env) serverIdle() (server.Snapshot, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// runUDPDown measures UDP from the internet to the guest: the stock
+// iperf3 in the guest against the one in the internet's namespace,
+// reversed (-R), so that the guest opens the flow (iperf3's first
+// datagram) and the server's datagrams come back through it, as a
+// download over QUIC does. The guest's iperf3 receives and counts.
+func runUDPDown(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error) {
+	b := mkMaxRate
+	if rate > 0 {
+		b = strconv.FormatFloat(rate, 'f', 1, 64) + "M"
+	}
+	gwBefore, err := e.gatewayStat()
+	if err != nil {
+		return nil, nil, err
+	}
+	guestBefore, hostBefore := kernelCounters(e.C), kernelCounters(e.H)
+	raw, err := e.iperf3Test(ctx, "", nil, d, "-u", "-R", "-b", b, "-l", strconv.Itoa(size))
+	if err != nil {
+		return nil, raw, err
+	}
+	gwAfter, err := e.gatewayStat()
+	if err != nil {
+		return nil, raw, err
+	}
+	m, err := udpMetrics(raw)
+	if m == nil {
+		return nil, raw, err
+	}
+	m["offered_mbit_s"] = rate
+	if rate == 0 {
+		m["offered_mbit_s"] = m["sent_mbit_s"]
+	}
+	// Where the datagrams were lost: the gateway's host sockets (the
+	// host namespace's UDP queues) or the guest's socket.
+	guest, host := kernelCounters(e.C), kernelCounters(e.H)
+	m["host_rcvbuf_errors"] = float64(host["Udp.RcvbufErrors"] - hostBefore["Udp.RcvbufErrors"])
+	m["guest_rcvbuf_errors"] = float64(guest["Udp.RcvbufErrors"] - guestBefore["Udp.RcvbufErrors"])
+	if gb := m["recv_mbit_s"] * d.Seconds() / 8e3; gb > 0 {
+		m["cpu_s_per_gb"] = (gwAfter.cpu - gwBefore.cpu) / gb
+	}
+	return m, raw, err
 }

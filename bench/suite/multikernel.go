@@ -502,7 +502,7 @@ func (e *Env) iperf3Test(ctx context.Context, gonet string, link []string, d tim
 	defer cancel()
 	test = append([]string{"-c", e.Addr, "-J", "-t", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))}, test...)
 	var cmd *exec.Cmd
-	if e.Stack == setupVeth {
+	if gonet == "" || e.Stack == setupVeth {
 		cmd = e.C.Command(ctx, "iperf3", test...)
 	} else {
 		args := append(append(append([]string{"iperf3"}, link...), mkClientArgs()...), test...)

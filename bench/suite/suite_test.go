@@ -67,7 +67,8 @@ func TestGatewayPointsNameTheirMTUAndDirection(t *testing.T) {
 	for _, c := range []struct{ pt, want string }{
 		{"mtu=65520/up/1", "MTU 65520, guest→internet, 1 stream(s)"},
 		{"mtu=1500/down/4", "MTU 1500, internet→guest, 4 stream(s)"},
-		{"mtu=1500/size=1472,rate=100", "MTU 1500, 1472 B at 100 Mbit/s"},
+		{"mtu=1500/size=1472,rate=100", "MTU 1500, guest→internet, 1472 B at 100 Mbit/s"},
+		{"mtu=1500/down/size=1472,rate=1000", "MTU 1500, internet→guest, 1472 B at 1000 Mbit/s"},
 	} {
 		if got := gwPointName(c.pt); got != c.want {
 			t.Errorf("gwPointName(%q) = %q, want %q", c.pt, got, c.want)
