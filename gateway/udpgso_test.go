@@ -6,6 +6,10 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gonetstack/gonet/link/tap"
 )
 
 func TestHostBatchRunsAreEqualSizesAndOneShorterLast(t *testing.T) {
@@ -91,5 +95,85 @@ func TestHostBatchDatagramsArriveAsSent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A guest's own UDP runs (a QUIC sender's UDP_SEGMENT) cross the gateway's
+// TAP whole, are cut into datagrams by GoNet's NIC and leave the host
+// socket in segmented runs again: the host's server receives every
+// datagram whole and in order.
+func TestGatewayRelaysAGuestsUDPRunsWhole(t *testing.T) {
+	r := newGatewayRigOn(t, Config{}, tap.Options{MTU: 1500, Offload: true})
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if err := srv.SetReadBuffer(8 << 20); err != nil {
+		t.Fatal(err)
+	}
+	port := srv.LocalAddr().(*net.UDPAddr).Port
+	const runs, perRun, size, last = 30, 20, 1200, 500
+	datagram := func(r, i int) []byte {
+		n := size
+		if i == perRun-1 {
+			n = last
+		}
+		return bytes.Repeat([]byte{byte(r*perRun + i)}, n)
+	}
+	var c *net.UDPConn
+	if err := r.guest.Do(func() error {
+		var err error
+		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: r.net.Gateway.AsSlice(), Port: port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// The first datagram opens the flow and resolves the gateway's
+	// address, so that no run waits in the guest's neighbour queue.
+	if _, err := c.Write([]byte("open")); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 65536)
+	if n, err := srv.Read(buf); err != nil || string(buf[:n]) != "open" {
+		t.Fatalf("the flow's first datagram: %q, %v", buf[:n], err)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size)
+	}); err != nil || serr != nil {
+		t.Fatalf("UDP_SEGMENT: %v, %v", err, serr)
+	}
+	// A run at a time, each read before the next is sent: the host
+	// socket's queue may be the kernel's default.
+	for run := range runs {
+		var b []byte
+		for i := range perRun {
+			b = append(b, datagram(run, i)...)
+		}
+		if _, err := c.Write(b); err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		for i := range perRun {
+			n, err := srv.Read(buf)
+			if err != nil {
+				t.Fatalf("run %d, datagram %d: %v", run, i, err)
+			}
+			if want := datagram(run, i); !bytes.Equal(buf[:n], want) {
+				t.Fatalf("run %d, datagram %d: %d bytes of %d, want %d of %d", run, i, n, buf[0], len(want), want[0])
+			}
+		}
+	}
+	counters := r.s.Counters()
+	uso, segmented := counters["NIC.tap0.RxUSO"], r.gw.Stats.UDPToHostSegmented.Load()
+	t.Logf("NIC RxUSO %d, RxUSODatagrams %d; UDPToHostSegmented %d", uso, counters["NIC.tap0.RxUSODatagrams"], segmented)
+	if uso != runs || segmented == 0 {
+		t.Errorf("%d of %d runs came whole, %d datagrams left segmented", uso, runs, segmented)
 	}
 }
