@@ -129,3 +129,27 @@ func claimIPv4LL(t *testing.T, h *host) (*ipv4ll.Client, netip.Addr) {
 	}
 	return c, a
 }
+
+// TestRoutableHostReachesALinkLocalNeighbour pins RFC 3927 section 2.6.2
+// for a host with a routable address alone: GoNet, holding 10.99.0.2/24
+// and a default route through 10.99.0.254, which nobody holds, pings the
+// kernel's 169.254.77.1 on the same link. It ARPs for the destination
+// itself and sends from its routable address (section 2.6.1), so the
+// kernel's answer arrives; through the router it would get none.
+func TestRoutableHostReachesALinkLocalNeighbour(t *testing.T) {
+	h := newHost(t, options{stack: stack.Config{NoIPv6: true}})
+	if err := h.stack.AddRoute(netip.MustParsePrefix("0.0.0.0/0"), netip.MustParseAddr("10.99.0.254"), h.dev); err != nil {
+		t.Fatal(err)
+	}
+	neighbour := netip.MustParseAddr("169.254.77.1")
+	h.run(t, 5*time.Second, "ip", "addr", "add", netip.PrefixFrom(neighbour, ipv4ll.Prefix.Bits()).String(), "dev", h.dev)
+	ri, err := h.stack.IPv4().Route(neighbour)
+	if err != nil || ri.Src != gonetAddr.Addr() || ri.NextHop != neighbour {
+		t.Errorf("GoNet's route to %v: %+v, %v; want from %v, the neighbour itself the next hop", neighbour, ri, err, gonetAddr.Addr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := h.stack.Ping(ctx, neighbour, 56); err != nil {
+		t.Errorf("GoNet from %v pings the kernel's %v: %v", gonetAddr.Addr(), neighbour, err)
+	}
+}

@@ -238,3 +238,103 @@ func (n *nextHops) last() netip.Addr {
 	}
 	return n.hops[len(n.hops)-1]
 }
+
+// TestLinkLocalDestinationGoesOnLink pins RFC 3927 section 2.6.2's rule
+// for a destination on 169.254/16, "whether the interface is configured
+// with a Link-Local or a routable IPv4 address": a host with a routable
+// address alone sends it from that address (section 2.6.1 allows it) to
+// the destination itself on the link of the route the lookup picks, the
+// default route's among several interfaces, rather than to the router.
+// The prefix's broadcast, a routable destination and a route more
+// specific than 169.254/16 keep their router; without a route there is
+// none still.
+func TestLinkLocalDestinationGoesOnLink(t *testing.T) {
+	ll := netip.MustParseAddr("169.254.3.4")
+	other := netip.MustParsePrefix("10.1.0.2/24")
+	via := func(dst, gw string) ipv4.Route {
+		return ipv4.Route{Dst: netip.MustParsePrefix(dst), Gateway: netip.MustParseAddr(gw)}
+	}
+	for _, tt := range []struct {
+		name      string
+		eth0      []netip.Prefix
+		eth1      []netip.Prefix
+		routes    []ipv4.Route // on eth0 when the gateway is on 10.0.0.0/24, else on eth1
+		dst       netip.Addr
+		noRoute   bool
+		src, next netip.Addr
+		iface     string
+	}{
+		{
+			name: "link-local destination on-link via the default route's interface",
+			eth0: []netip.Prefix{routed}, routes: []ipv4.Route{via("0.0.0.0/0", "10.0.0.1")},
+			dst: ll, src: routed.Addr(), next: ll, iface: "eth0",
+		},
+		{
+			name: "the default route's interface among two",
+			eth0: []netip.Prefix{routed}, eth1: []netip.Prefix{other}, routes: []ipv4.Route{via("0.0.0.0/0", "10.1.0.1")},
+			dst: ll, src: other.Addr(), next: ll, iface: "eth1",
+		},
+		{
+			name: "a route for the whole prefix through a router is taken on-link too",
+			eth0: []netip.Prefix{routed}, routes: []ipv4.Route{via("169.254.0.0/16", "10.0.0.1")},
+			dst: ll, src: routed.Addr(), next: ll, iface: "eth0",
+		},
+		{
+			name: "169.254.255.255 goes to the router",
+			eth0: []netip.Prefix{routed}, routes: []ipv4.Route{via("0.0.0.0/0", "10.0.0.1")},
+			dst: netip.MustParseAddr("169.254.255.255"), src: routed.Addr(), next: gateway, iface: "eth0",
+		},
+		{
+			name: "a more specific route wins",
+			eth0: []netip.Prefix{routed}, routes: []ipv4.Route{via("0.0.0.0/0", "10.0.0.1"), via("169.254.3.0/24", "10.0.0.9")},
+			dst: ll, src: routed.Addr(), next: netip.MustParseAddr("10.0.0.9"), iface: "eth0",
+		},
+		{
+			name: "a more specific route on another interface wins",
+			eth0: []netip.Prefix{routed}, eth1: []netip.Prefix{other}, routes: []ipv4.Route{via("0.0.0.0/0", "10.0.0.1"), via("169.254.0.0/17", "10.1.0.1")},
+			dst: ll, src: other.Addr(), next: netip.MustParseAddr("10.1.0.1"), iface: "eth1",
+		},
+		{
+			name: "a routable destination still goes to the router",
+			eth0: []netip.Prefix{routed}, routes: []ipv4.Route{via("0.0.0.0/0", "10.0.0.1")},
+			dst: netip.MustParseAddr("198.51.100.7"), src: routed.Addr(), next: gateway, iface: "eth0",
+		},
+		{
+			name: "a connected link-local subnet beside the default route",
+			eth0: []netip.Prefix{routed}, eth1: []netip.Prefix{llAddr}, routes: []ipv4.Route{via("0.0.0.0/0", "10.0.0.1")},
+			dst: ll, src: llAddr.Addr(), next: ll, iface: "eth1",
+		},
+		{
+			name: "no route, no default route",
+			eth0: []netip.Prefix{routed},
+			dst:  ll, noRoute: true,
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, eth0, eth1 := newRouteTest(t)
+			mustAdd(t, p, eth0, tt.eth0...)
+			mustAdd(t, p, eth1, tt.eth1...)
+			for _, r := range tt.routes {
+				r.Iface = eth1
+				if routed.Contains(r.Gateway) {
+					r.Iface = eth0
+				}
+				mustRoute(t, p, r)
+			}
+			ri, err := p.Route(tt.dst)
+			if tt.noRoute {
+				if !errors.Is(err, ipv4.ErrNoRoute) {
+					t.Fatalf("to %v: %+v, %v; want no route", tt.dst, ri, err)
+				}
+				return
+			}
+			if err != nil || ri.Src != tt.src || ri.NextHop != tt.next || ri.Iface.(*ipv4.Interface).Name() != tt.iface || ri.Bcast || ri.Local {
+				t.Fatalf("to %v: %+v, %v; want from %v through %v on %s", tt.dst, ri, err, tt.src, tt.next, tt.iface)
+			}
+			// A socket bound to the interface finds the same way.
+			if rv, err := p.RouteVia(tt.dst, tt.iface); err != nil || rv.NextHop != tt.next || rv.Src != tt.src {
+				t.Errorf("via %s to %v: %+v, %v; want from %v through %v", tt.iface, tt.dst, rv, err, tt.src, tt.next)
+			}
+		})
+	}
+}

@@ -276,8 +276,10 @@ func (p *Protocol) Route(dst netip.Addr) (ip.Route, error) {
 
 // lookup is Route's longest prefix match, over only's routes when only is
 // not nil, passing over a route out of an interface with no address to
-// send from. When no route matches, an interface whose only addresses are
-// link-local takes the destination on-link (linkLocal).
+// send from. A route through a router gives way to the destination itself
+// as the next hop where RFC 3927 section 2.6.2 has it (skipsRouter). When
+// no route matches, an interface whose only addresses are link-local takes
+// the destination on-link (linkLocal).
 func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, error) {
 	routes := t.routes.Searched()
 	for i := range routes {
@@ -292,11 +294,7 @@ func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, 
 		ri := r.Iface.route(src, dst, false)
 		if !r.OnLink() {
 			ri.NextHop = r.Gateway
-			// RFC 3927 section 2.6.2: a datagram from a link-local
-			// source goes to its destination directly, "The host MUST
-			// NOT send the packet to any router for forwarding". Only
-			// an interface without a routable address gives one here.
-			if len(t.linkLocalOnly) > 0 && LinkLocalPrefix.Contains(src) {
+			if t.skipsRouter(r, src, dst) {
 				ri.NextHop = dst
 			}
 		} else if t.isSubnetBroadcast(dst, r.Iface) {
@@ -310,6 +308,26 @@ func (p *Protocol) lookup(t *table, dst netip.Addr, only *Interface) (ip.Route, 
 		return ri, nil
 	}
 	return ip.Route{}, ErrNoRoute
+}
+
+// skipsRouter reports whether a datagram from src to dst, whose route r
+// goes through a router, goes to dst directly on r's link instead: RFC
+// 3927 section 2.6.2's forwarding rules. From a link-local source, "The
+// host MUST NOT send the packet to any router for forwarding" (only an
+// interface without a routable address gives one here: SourceFor). To a
+// destination on 169.254/16 but its broadcast, from any source, "the
+// sender MUST ARP for the destination address and then send its packet
+// directly to the destination on the same physical link", "whether the
+// interface is configured with a Link-Local or a routable IPv4 address":
+// on the link of the route the lookup chose, with several interfaces the
+// default route's (section 3 leaves the choice to the host), unless that
+// route is more specific than 169.254/16, which an administrator added on
+// purpose. A host with no route for the destination has none still.
+func (t *table) skipsRouter(r *Route, src, dst netip.Addr) bool {
+	if LinkLocalPrefix.Contains(dst) && dst != linkLocalBroadcast && r.Dst.Bits() <= LinkLocalPrefix.Bits() {
+		return true
+	}
+	return len(t.linkLocalOnly) > 0 && LinkLocalPrefix.Contains(src)
 }
 
 // linkLocal is the route of last resort of a host with an interface whose
@@ -380,6 +398,10 @@ func routeIface(ri *ip.Route) *Interface {
 }
 
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// linkLocalBroadcast is 169.254/16's broadcast address, which RFC 3927
+// section 2.6.2 leaves out of the rule that sends the prefix on-link.
+var linkLocalBroadcast = netip.AddrFrom4([4]byte{169, 254, 255, 255})
 
 // isLocal reports whether a is one of our addresses.
 func (t *table) isLocal(a netip.Addr) bool {
