@@ -15,7 +15,8 @@ import (
 // to the destination through the new gateway, in the table as the
 // destination cache (route.Redirects: for 300 s, 256 at most).
 // A forwarding interface, a router's, takes none, as Linux's
-// accept_redirects has it for a router.
+// accept_redirects has it for a router; nor does a destination of
+// 169.254/16, which RFC 3927 keeps on the link.
 
 // newRedirects returns the IPv4 layer's redirects.
 func (p *Protocol) newRedirects() *route.Redirects[*Interface] {
@@ -52,6 +53,11 @@ func (p *Protocol) redirectValid(in string, from, dst, gw netip.Addr) bool {
 		return a.Is4() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && a != limitedBroadcast && !t.isBroadcast(a)
 	}
 	if !unicast(dst) || !unicast(gw) || t.isLocal(dst) || t.isLocal(gw) || gw == from {
+		return false
+	}
+	// A link-local destination is always on the link (RFC 3927 section
+	// 2.6.2): no router may take it over with a host route.
+	if LinkLocalPrefix.Contains(dst) {
 		return false
 	}
 	// The source is the current first hop for dst, out of the interface

@@ -92,6 +92,7 @@ func TestRedirectFollowsRFC1122(t *testing.T) {
 		{"the redirecting router as gateway", rawtest.PeerAddr, 1, farHost, rawtest.PeerAddr, false},
 		{"a multicast destination", rawtest.PeerAddr, 1, netip.MustParseAddr("239.1.1.1"), router2, false},
 		{"an on-link destination", rawtest.PeerAddr, 1, netip.MustParseAddr("10.1.0.77"), router2, false},
+		{"a link-local destination, always on the link", netip.MustParseAddr("169.254.9.9"), 1, netip.MustParseAddr("169.254.9.9"), router2, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
