@@ -118,8 +118,11 @@ type Stats struct {
 	// equal sizes, a run a send with UDP segmentation offload.
 	UDPToHostSegmented stats.Counter
 	UDPToGuest         stats.Counter // datagrams host to guest
-	UDPIdleExpired     stats.Counter // flows ended by their idle timeout
-	UDPHostErrors      stats.Counter // flows ended by a host socket error
+	// UDPToGuestCoalesced counts those of UDPToGuest that came from the
+	// host socket in runs (UDP_GRO: udpgro.go), a run a read.
+	UDPToGuestCoalesced stats.Counter
+	UDPIdleExpired      stats.Counter // flows ended by their idle timeout
+	UDPHostErrors       stats.Counter // flows ended by a host socket error
 
 	Pings           stats.Counter // echo requests relayed
 	PingReplies     stats.Counter // answered by a reply

@@ -235,20 +235,6 @@ func returnBuffer(held *stats.Gauge, b *[relayBufferSize]byte) {
 	held.Add(-1)
 }
 
-// readFD reads from a non-blocking socket, retrying an interrupted read.
-func readFD(fd int, b []byte) (int, error) {
-	for {
-		n, err := syscall.Read(fd, b)
-		if err == syscall.EINTR {
-			continue
-		}
-		if n < 0 {
-			n = 0
-		}
-		return n, err
-	}
-}
-
 // resetGuest resets the guest's connection, because the host's end reset
 // or failed; closing the host socket too ends the other direction.
 func (f *tcpFlow) resetGuest() {

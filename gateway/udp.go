@@ -27,8 +27,9 @@ import (
 // lie in the stack's buffers, a run of equal sizes in one segmented send
 // (udpgso.go). Host to guest, the goroutine waits for the
 // host socket to become readable through the runtime's poller
-// (syscall.RawConn) and borrows a relay buffer only for the read and the
-// Write to the guest that follows (RelayStats.BuffersHeld).
+// (syscall.RawConn) and borrows a relay buffer only for the read, which
+// may bring a run of datagrams whole (udpgro.go), and the Writes to the
+// guest that follow (RelayStats.BuffersHeld).
 
 // udpFlow is one relayed UDP flow.
 type udpFlow struct {
@@ -164,12 +165,16 @@ func (f *udpFlow) toGuest() {
 		return
 	}
 	held := &f.g.Stats.Relay.BuffersHeld
-	var buf *[relayBufferSize]byte
-	var n int
-	var rerr error
+	enableGRO(rc)
+	var (
+		hr      hostRead
+		buf     *[relayBufferSize]byte
+		n, size int
+		rerr    error
+	)
 	read := func(fd uintptr) bool {
 		buf = borrowBuffer(held)
-		n, rerr = readFD(int(fd), buf[:])
+		n, size, rerr = hr.read(int(fd), buf[:])
 		if rerr == syscall.EAGAIN {
 			returnBuffer(held, buf)
 			buf = nil
@@ -195,14 +200,37 @@ func (f *udpFlow) toGuest() {
 		}
 		f.touch()
 		f.answered.Store(true)
-		_, werr := f.guest.Write(buf[:n])
+		sent, werr := f.writeGuest(buf[:n], size)
 		returnBuffer(held, buf)
+		f.g.Stats.UDPToGuest.Add(uint64(sent))
+		if size > 0 {
+			f.g.Stats.UDPToGuestCoalesced.Add(uint64(sent))
+		}
+		f.rec.carriedToGuest(uint64(sent))
 		if werr != nil {
 			return
 		}
-		f.g.Stats.UDPToGuest.Inc()
-		f.rec.carriedToGuest(1)
 	}
+}
+
+// writeGuest writes what one read brought to the guest: a datagram, or
+// a run's datagrams of size bytes each but the last (size > 0), one after
+// another. It returns how many it wrote.
+func (f *udpFlow) writeGuest(b []byte, size int) (int, error) {
+	if size == 0 { // one datagram, perhaps an empty one
+		if _, err := f.guest.Write(b); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	}
+	sent := 0
+	for off := 0; off < len(b); off += size {
+		if _, err := f.guest.Write(b[off:min(off+size, len(b))]); err != nil {
+			return sent, err
+		}
+		sent++
+	}
+	return sent, nil
 }
 
 // tellGuest passes on an error of the host socket as the ICMP error that

@@ -177,3 +177,88 @@ func TestGatewayRelaysAGuestsUDPRunsWhole(t *testing.T) {
 		t.Errorf("%d of %d runs came whole, %d datagrams left segmented", uso, runs, segmented)
 	}
 }
+
+// A host server's UDP runs (its UDP_SEGMENT, as a QUIC server's) reach the
+// flow's host socket whole (UDP_GRO), one read a run, and the guest, a
+// kernel socket, receives every datagram whole and in order.
+func TestGatewayReadsTheHostsUDPRunsWhole(t *testing.T) {
+	for _, offload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
+			r := newGatewayRigOn(t, Config{}, tap.Options{MTU: 1500, Offload: offload})
+			srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			const runs, perRun, size, last = 30, 20, 1200, 500
+			datagram := func(r, i int) []byte {
+				n := size
+				if i == perRun-1 {
+					n = last
+				}
+				return bytes.Repeat([]byte{byte(r*perRun + i)}, n)
+			}
+			src, err := srv.SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var serr error
+			if err := src.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size)
+			}); err != nil || serr != nil {
+				t.Fatalf("UDP_SEGMENT: %v, %v", err, serr)
+			}
+			var c *net.UDPConn
+			if err := r.guest.Do(func() error {
+				var err error
+				c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: r.net.Gateway.AsSlice(), Port: srv.LocalAddr().(*net.UDPAddr).Port})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write([]byte("open")); err != nil {
+				t.Fatal(err)
+			}
+			srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, 65536)
+			_, from, err := srv.ReadFromUDP(buf)
+			if err != nil {
+				t.Fatalf("the flow's first datagram: %v", err)
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			// An empty datagram is one too.
+			if _, err := srv.WriteToUDP(nil, from); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := c.Read(buf); n != 0 || err != nil {
+				t.Fatalf("the empty datagram: %d bytes, %v", n, err)
+			}
+			// A run at a time, each read before the next is sent: the
+			// guest's socket queue is the kernel's default.
+			for run := range runs {
+				var b []byte
+				for i := range perRun {
+					b = append(b, datagram(run, i)...)
+				}
+				if _, err := srv.WriteToUDP(b, from); err != nil {
+					t.Fatalf("run %d: %v", run, err)
+				}
+				for i := range perRun {
+					n, err := c.Read(buf)
+					if err != nil {
+						t.Fatalf("run %d, datagram %d: %v", run, i, err)
+					}
+					if want := datagram(run, i); !bytes.Equal(buf[:n], want) {
+						t.Fatalf("run %d, datagram %d: %d bytes of %d, want %d of %d", run, i, n, buf[0], len(want), want[0])
+					}
+				}
+			}
+			coalesced, all := r.gw.Stats.UDPToGuestCoalesced.Load(), r.gw.Stats.UDPToGuest.Load()
+			t.Logf("UDPToGuest %d, UDPToGuestCoalesced %d, TAP TxUSO %d", all, coalesced, r.tap.Stats().TxUSO.Load())
+			if all != runs*perRun+1 || coalesced != runs*perRun {
+				t.Errorf("UDPToGuest %d, UDPToGuestCoalesced %d; want %d, all but the empty one in runs", all, coalesced, runs*perRun+1)
+			}
+		})
+	}
+}
