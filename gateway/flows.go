@@ -121,8 +121,12 @@ type Stats struct {
 	// UDPToGuestCoalesced counts those of UDPToGuest that came from the
 	// host socket in runs (UDP_GRO: udpgro.go), a run a read.
 	UDPToGuestCoalesced stats.Counter
-	UDPIdleExpired      stats.Counter // flows ended by their idle timeout
-	UDPHostErrors       stats.Counter // flows ended by a host socket error
+	// UDPToGuestCut counts runs longer than a read's 64 KiB, whose
+	// segments past it were lost (a NIC's GRO beyond gro_max_size's
+	// default).
+	UDPToGuestCut  stats.Counter
+	UDPIdleExpired stats.Counter // flows ended by their idle timeout
+	UDPHostErrors  stats.Counter // flows ended by a host socket error
 
 	Pings           stats.Counter // echo requests relayed
 	PingReplies     stats.Counter // answered by a reply

@@ -175,6 +175,10 @@ func (f *udpFlow) toGuest() {
 	read := func(fd uintptr) bool {
 		buf = borrowBuffer(held)
 		n, size, rerr = hr.read(int(fd), buf[:])
+		if rerr == errRunCut {
+			f.g.Stats.UDPToGuestCut.Inc()
+			rerr = nil
+		}
 		if rerr == syscall.EAGAIN {
 			returnBuffer(held, buf)
 			buf = nil

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/binary"
+	"errors"
 	"syscall"
 	"unsafe"
 
@@ -58,9 +59,21 @@ func (r *hostRead) read(fd int, b []byte) (n, size int, err error) {
 		if errno != 0 {
 			return 0, 0, errno
 		}
-		return int(m), r.segmentSize(int(m)), nil
+		n, size = int(m), r.segmentSize(int(m))
+		if r.msg.Flags&unix.MSG_TRUNC != 0 && size > 0 {
+			// A run longer than b (a NIC's GRO beyond 64 KiB, where
+			// an administrator raised gro_max_size): the segments that
+			// fit whole are kept, the one cut short is not.
+			n -= n % size
+			err = errRunCut
+		}
+		return n, size, err
 	}
 }
+
+// errRunCut reports a run longer than the read's buffer, whose tail was
+// lost; the whole segments before it were read.
+var errRunCut = errors.New("gateway: a UDP run longer than the relay's buffer was cut")
 
 // segmentSize returns the run's segment size from the UDP_GRO control
 // message, 0 when there is none or it does not describe n bytes.
