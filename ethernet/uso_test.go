@@ -94,34 +94,46 @@ func (r run) payload() []byte {
 	return b
 }
 
-// frame builds the run's frame with gopacket and its metadata.
+// layers are a datagram's IP and UDP layers with the run's fields, the
+// IPv4 identification the run's plus i, for gopacket to build.
+func (r run) layers(i int) (ip gopacket.SerializableLayer, udp *layers.UDP) {
+	udp = &layers.UDP{SrcPort: 4000, DstPort: 5001}
+	if r.v6 {
+		ip6 := &layers.IPv6{Version: 6, TrafficClass: 0x10, NextHeader: layers.IPProtocolUDP, HopLimit: 64, SrcIP: runSrc6, DstIP: runDst6}
+		udp.SetNetworkLayerForChecksum(ip6)
+		return ip6, udp
+	}
+	ip4 := &layers.IPv4{Version: 4, TOS: 0x10, Id: 0xfffe + uint16(i), Flags: layers.IPv4DontFragment, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: runSrc4, DstIP: runDst4}
+	if r.options {
+		ip4.Options = []layers.IPv4Option{{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}}}
+	}
+	udp.SetNetworkLayerForChecksum(ip4)
+	return ip4, udp
+}
+
+// serialize builds ls with gopacket, lengths and checksums computed.
+func serialize(t *testing.T, ls ...gopacket.SerializableLayer) []byte {
+	t.Helper()
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ls...); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// frame builds the run's frame with gopacket and its metadata: one set
+// of headers with the run's lengths, all of its payload behind them.
 func (r run) frame(t *testing.T) offloadFrame {
 	t.Helper()
 	eth := &layers.Ethernet{SrcMAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, DstMAC: net.HardwareAddr{2, 0, 0, 0, 0, 1}, EthernetType: layers.EthernetTypeIPv4}
-	udp := &layers.UDP{SrcPort: 4000, DstPort: 5001}
-	var ip gopacket.SerializableLayer
-	l4 := wire.EthernetHeaderLen
 	if r.v6 {
 		eth.EthernetType = layers.EthernetTypeIPv6
-		ip6 := &layers.IPv6{Version: 6, TrafficClass: 0x10, NextHeader: layers.IPProtocolUDP, HopLimit: 64, SrcIP: runSrc6, DstIP: runDst6}
-		udp.SetNetworkLayerForChecksum(ip6)
-		ip, l4 = ip6, l4+wire.IPv6HeaderLen
-	} else {
-		ip4 := &layers.IPv4{Version: 4, TOS: 0x10, Id: 0xfffe, Flags: layers.IPv4DontFragment, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: runSrc4, DstIP: runDst4}
-		if r.options {
-			ip4.Options = []layers.IPv4Option{{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}}}
-		}
-		udp.SetNetworkLayerForChecksum(ip4)
-		ip = ip4
 	}
-	buf := gopacket.NewSerializeBuffer()
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		eth, ip, udp, gopacket.Payload(r.payload())); err != nil {
-		t.Fatal(err)
-	}
-	b := buf.Bytes()
+	ip, udp := r.layers(0)
+	b := serialize(t, eth, ip, udp, gopacket.Payload(r.payload()))
+	l4 := wire.EthernetHeaderLen + wire.IPv6HeaderLen
 	if !r.v6 {
-		l4 += int(b[wire.EthernetHeaderLen]&0xf) * 4
+		l4 = wire.EthernetHeaderLen + int(b[wire.EthernetHeaderLen]&0xf)*4
 	}
 	o := buffer.Offload{GSOType: buffer.GSOUDPL4, GSOSize: uint16(r.size), HdrLen: uint16(l4 + wire.UDPHeaderLen)}
 	if r.dataValid {
@@ -133,31 +145,11 @@ func (r run) frame(t *testing.T) offloadFrame {
 }
 
 // want is the datagram i of the run as the kernel would have cut it,
-// built by gopacket with its checksums: the IPv4 identification the run's
-// plus i.
+// built by gopacket with its checksums.
 func (r run) want(t *testing.T, i int) []byte {
 	t.Helper()
-	p := r.payload()[i*r.size : min((i+1)*r.size, r.total)]
-	udp := &layers.UDP{SrcPort: 4000, DstPort: 5001}
-	var ip gopacket.SerializableLayer
-	if r.v6 {
-		ip6 := &layers.IPv6{Version: 6, TrafficClass: 0x10, NextHeader: layers.IPProtocolUDP, HopLimit: 64, SrcIP: runSrc6, DstIP: runDst6}
-		udp.SetNetworkLayerForChecksum(ip6)
-		ip = ip6
-	} else {
-		ip4 := &layers.IPv4{Version: 4, TOS: 0x10, Id: 0xfffe + uint16(i), Flags: layers.IPv4DontFragment, TTL: 64, Protocol: layers.IPProtocolUDP, SrcIP: runSrc4, DstIP: runDst4}
-		if r.options {
-			ip4.Options = []layers.IPv4Option{{OptionType: 148, OptionLength: 4, OptionData: []byte{0, 0}}}
-		}
-		udp.SetNetworkLayerForChecksum(ip4)
-		ip = ip4
-	}
-	buf := gopacket.NewSerializeBuffer()
-	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true},
-		ip, udp, gopacket.Payload(p)); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	ip, udp := r.layers(i)
+	return serialize(t, ip, udp, gopacket.Payload(r.payload()[i*r.size:min((i+1)*r.size, r.total)]))
 }
 
 // startNIC returns a started NIC on a fresh offloadLink with k bound to

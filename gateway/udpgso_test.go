@@ -98,48 +98,49 @@ func TestHostBatchDatagramsArriveAsSent(t *testing.T) {
 	}
 }
 
-// A guest's own UDP runs (a QUIC sender's UDP_SEGMENT) cross the gateway's
-// TAP whole, are cut into datagrams by GoNet's NIC and leave the host
-// socket in segmented runs again: the host's server receives every
-// datagram whole and in order.
-func TestGatewayRelaysAGuestsUDPRunsWhole(t *testing.T) {
-	r := newGatewayRigOn(t, Config{}, tap.Options{MTU: 1500, Offload: true})
-	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		t.Fatal(err)
+// udpRuns are the runs the run tests send: runs of perRun datagrams,
+// each of size bytes but the last, of last; every byte of a datagram is
+// its number, so that one out of place shows.
+type udpRuns struct{ runs, perRun, size, last int }
+
+var testRuns = udpRuns{runs: 30, perRun: 20, size: 1200, last: 500}
+
+func (u udpRuns) datagram(r, i int) []byte {
+	n := u.size
+	if i == u.perRun-1 {
+		n = u.last
 	}
-	defer srv.Close()
-	if err := srv.SetReadBuffer(8 << 20); err != nil {
-		t.Fatal(err)
+	return bytes.Repeat([]byte{byte(r*u.perRun + i)}, n)
+}
+
+// run is run r's datagrams back to back, as a UDP_SEGMENT send takes them.
+func (u udpRuns) run(r int) []byte {
+	var b []byte
+	for i := range u.perRun {
+		b = append(b, u.datagram(r, i)...)
 	}
-	port := srv.LocalAddr().(*net.UDPAddr).Port
-	const runs, perRun, size, last = 30, 20, 1200, 500
-	datagram := func(r, i int) []byte {
-		n := size
-		if i == perRun-1 {
-			n = last
-		}
-		return bytes.Repeat([]byte{byte(r*perRun + i)}, n)
-	}
-	var c *net.UDPConn
-	if err := r.guest.Do(func() error {
-		var err error
-		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: r.net.Gateway.AsSlice(), Port: port})
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// The first datagram opens the flow and resolves the gateway's
-	// address, so that no run waits in the guest's neighbour queue.
-	if _, err := c.Write([]byte("open")); err != nil {
-		t.Fatal(err)
-	}
-	srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return b
+}
+
+// expect reads run r's datagrams from c, each whole and in order.
+func (u udpRuns) expect(t *testing.T, c *net.UDPConn, r int) {
+	t.Helper()
 	buf := make([]byte, 65536)
-	if n, err := srv.Read(buf); err != nil || string(buf[:n]) != "open" {
-		t.Fatalf("the flow's first datagram: %q, %v", buf[:n], err)
+	for i := range u.perRun {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("run %d, datagram %d: %v", r, i, err)
+		}
+		if want := u.datagram(r, i); !bytes.Equal(buf[:n], want) {
+			t.Fatalf("run %d, datagram %d: %d bytes of %d, want %d of %d", r, i, n, buf[0], len(want), want[0])
+		}
 	}
+}
+
+// segmentSends makes every send on c a run of datagrams of size bytes
+// (UDP_SEGMENT).
+func segmentSends(t *testing.T, c *net.UDPConn, size int) {
+	t.Helper()
 	rc, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
@@ -150,31 +151,68 @@ func TestGatewayRelaysAGuestsUDPRunsWhole(t *testing.T) {
 	}); err != nil || serr != nil {
 		t.Fatalf("UDP_SEGMENT: %v, %v", err, serr)
 	}
+}
+
+// openUDPFlow opens a flow from the guest to srv, a loopback server,
+// through the gateway, and returns the guest's socket and the flow's
+// address at srv. The first datagram also resolves the gateway's
+// address, so that no run waits in the guest's neighbour queue.
+func openUDPFlow(t *testing.T, r *gatewayRig, srv *net.UDPConn) (*net.UDPConn, *net.UDPAddr) {
+	t.Helper()
+	var c *net.UDPConn
+	if err := r.guest.Do(func() error {
+		var err error
+		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: r.net.Gateway.AsSlice(), Port: srv.LocalAddr().(*net.UDPAddr).Port})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte("open")); err != nil {
+		t.Fatal(err)
+	}
+	srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 64)
+	n, from, err := srv.ReadFromUDP(buf)
+	if err != nil || string(buf[:n]) != "open" {
+		t.Fatalf("the flow's first datagram: %q, %v", buf[:n], err)
+	}
+	return c, from
+}
+
+// loopbackUDP is a UDP socket on this process's IPv4 loopback.
+func loopbackUDP(t *testing.T) *net.UDPConn {
+	t.Helper()
+	srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// A guest's own UDP runs (a QUIC sender's UDP_SEGMENT) cross the gateway's
+// TAP whole, are cut into datagrams by GoNet's NIC and leave the host
+// socket in segmented runs again: the host's server receives every
+// datagram whole and in order.
+func TestGatewayRelaysAGuestsUDPRunsWhole(t *testing.T) {
+	r := newGatewayRigOn(t, Config{}, tap.Options{MTU: 1500, Offload: true})
+	srv := loopbackUDP(t)
+	c, _ := openUDPFlow(t, r, srv)
+	segmentSends(t, c, testRuns.size)
 	// A run at a time, each read before the next is sent: the host
 	// socket's queue may be the kernel's default.
-	for run := range runs {
-		var b []byte
-		for i := range perRun {
-			b = append(b, datagram(run, i)...)
-		}
-		if _, err := c.Write(b); err != nil {
+	for run := range testRuns.runs {
+		if _, err := c.Write(testRuns.run(run)); err != nil {
 			t.Fatalf("run %d: %v", run, err)
 		}
-		for i := range perRun {
-			n, err := srv.Read(buf)
-			if err != nil {
-				t.Fatalf("run %d, datagram %d: %v", run, i, err)
-			}
-			if want := datagram(run, i); !bytes.Equal(buf[:n], want) {
-				t.Fatalf("run %d, datagram %d: %d bytes of %d, want %d of %d", run, i, n, buf[0], len(want), want[0])
-			}
-		}
+		testRuns.expect(t, srv, run)
 	}
 	counters := r.s.Counters()
 	uso, segmented := counters["NIC.tap0.RxUSO"], r.gw.Stats.UDPToHostSegmented.Load()
 	t.Logf("NIC RxUSO %d, RxUSODatagrams %d; UDPToHostSegmented %d", uso, counters["NIC.tap0.RxUSODatagrams"], segmented)
-	if uso != runs || segmented == 0 {
-		t.Errorf("%d of %d runs came whole, %d datagrams left segmented", uso, runs, segmented)
+	if uso != int64(testRuns.runs) || segmented == 0 {
+		t.Errorf("%d of %d runs came whole, %d datagrams left segmented", uso, testRuns.runs, segmented)
 	}
 }
 
@@ -185,79 +223,30 @@ func TestGatewayReadsTheHostsUDPRunsWhole(t *testing.T) {
 	for _, offload := range []bool{false, true} {
 		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
 			r := newGatewayRigOn(t, Config{}, tap.Options{MTU: 1500, Offload: offload})
-			srv, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Close()
-			const runs, perRun, size, last = 30, 20, 1200, 500
-			datagram := func(r, i int) []byte {
-				n := size
-				if i == perRun-1 {
-					n = last
-				}
-				return bytes.Repeat([]byte{byte(r*perRun + i)}, n)
-			}
-			src, err := srv.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var serr error
-			if err := src.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size)
-			}); err != nil || serr != nil {
-				t.Fatalf("UDP_SEGMENT: %v, %v", err, serr)
-			}
-			var c *net.UDPConn
-			if err := r.guest.Do(func() error {
-				var err error
-				c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: r.net.Gateway.AsSlice(), Port: srv.LocalAddr().(*net.UDPAddr).Port})
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if _, err := c.Write([]byte("open")); err != nil {
-				t.Fatal(err)
-			}
-			srv.SetReadDeadline(time.Now().Add(10 * time.Second))
-			buf := make([]byte, 65536)
-			_, from, err := srv.ReadFromUDP(buf)
-			if err != nil {
-				t.Fatalf("the flow's first datagram: %v", err)
-			}
+			srv := loopbackUDP(t)
+			segmentSends(t, srv, testRuns.size)
+			c, from := openUDPFlow(t, r, srv)
 			c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			// An empty datagram is one too.
 			if _, err := srv.WriteToUDP(nil, from); err != nil {
 				t.Fatal(err)
 			}
-			if n, err := c.Read(buf); n != 0 || err != nil {
+			if n, err := c.Read(make([]byte, 64)); n != 0 || err != nil {
 				t.Fatalf("the empty datagram: %d bytes, %v", n, err)
 			}
 			// A run at a time, each read before the next is sent: the
 			// guest's socket queue is the kernel's default.
-			for run := range runs {
-				var b []byte
-				for i := range perRun {
-					b = append(b, datagram(run, i)...)
-				}
-				if _, err := srv.WriteToUDP(b, from); err != nil {
+			for run := range testRuns.runs {
+				if _, err := srv.WriteToUDP(testRuns.run(run), from); err != nil {
 					t.Fatalf("run %d: %v", run, err)
 				}
-				for i := range perRun {
-					n, err := c.Read(buf)
-					if err != nil {
-						t.Fatalf("run %d, datagram %d: %v", run, i, err)
-					}
-					if want := datagram(run, i); !bytes.Equal(buf[:n], want) {
-						t.Fatalf("run %d, datagram %d: %d bytes of %d, want %d of %d", run, i, n, buf[0], len(want), want[0])
-					}
-				}
+				testRuns.expect(t, c, run)
 			}
-			coalesced, all := r.gw.Stats.UDPToGuestCoalesced.Load(), r.gw.Stats.UDPToGuest.Load()
+			all, coalesced := r.gw.Stats.UDPToGuest.Load(), r.gw.Stats.UDPToGuestCoalesced.Load()
 			t.Logf("UDPToGuest %d, UDPToGuestCoalesced %d, TAP TxUSO %d", all, coalesced, r.tap.Stats().TxUSO.Load())
-			if all != runs*perRun+1 || coalesced != runs*perRun {
-				t.Errorf("UDPToGuest %d, UDPToGuestCoalesced %d; want %d, all but the empty one in runs", all, coalesced, runs*perRun+1)
+			want := uint64(testRuns.runs * testRuns.perRun)
+			if all != want+1 || coalesced != want {
+				t.Errorf("UDPToGuest %d, UDPToGuestCoalesced %d; want %d, all but the empty one in runs", all, coalesced, want+1)
 			}
 		})
 	}

@@ -31,16 +31,7 @@ func TestUDPBurstsCrossTheTAPSegmentedAndArriveWhole(t *testing.T) {
 	defer ks.Close()
 	// Room for the whole burst: a run reaches the socket at once, faster
 	// than a reader takes datagrams one by one.
-	rc, err := ks.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
-	}); err != nil || serr != nil {
-		t.Fatalf("SO_RCVBUFFORCE: %v, %v", err, serr)
-	}
+	setsockopt(t, ks, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20)
 	c, err := h.stack.ListenUDP(netip.AddrPortFrom(gonetAddr.Addr(), 0))
 	if err != nil {
 		t.Fatal(err)
@@ -123,16 +114,7 @@ func TestKernelUDPRunsCrossTheTAPWholeAndArriveAsDatagrams(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ks.Close()
-			rc, err := ks.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_SEGMENT, size)
-			}); err != nil || serr != nil {
-				t.Fatalf("UDP_SEGMENT: %v, %v", err, serr)
-			}
+			setsockopt(t, ks, unix.SOL_UDP, unix.UDP_SEGMENT, size)
 			datagram := func(r, i int) []byte {
 				n := size
 				if i == perRun-1 {
@@ -178,5 +160,19 @@ func TestKernelUDPRunsCrossTheTAPWholeAndArriveAsDatagrams(t *testing.T) {
 				t.Errorf("%d runs of %d datagrams came whole, want %d of %d", uso, datagrams, runs, runs*perRun)
 			}
 		})
+	}
+}
+
+// setsockopt sets a kernel socket's integer option, failing the test if
+// the kernel refuses it.
+func setsockopt(t *testing.T, c *net.UDPConn, level, opt, v int) {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, v) }); err != nil || serr != nil {
+		t.Fatalf("setsockopt(%d, %d, %d): %v, %v", level, opt, v, err, serr)
 	}
 }
