@@ -35,10 +35,11 @@ const maxRunDatagrams = 128
 
 // udpRun is the layout of a UDP run, its data starting at the IP header.
 type udpRun struct {
-	l4   int // where UDP starts: the IP header's length
-	end  int // where the run ends: its IP length
-	size int // payload bytes per datagram; the last may have fewer
-	v6   bool
+	l4       int // where UDP starts: the IP header's length
+	end      int // where the run ends: its IP length
+	size     int // payload bytes per datagram; the last may have fewer
+	v6       bool
+	src, dst netip.Addr
 }
 
 // parseRun checks that b, with offload o, is a UDP run the NIC can cut
@@ -58,13 +59,14 @@ func parseRun(b []byte, o buffer.Offload) (udpRun, bool) {
 		if err != wire.IPv4OK || h.Protocol() != wire.ProtoUDP || h.IsFragment() {
 			return r, false
 		}
-		r.l4, r.end = h.HeaderLen(), h.TotalLen()
+		r.l4, r.end, r.src, r.dst = h.HeaderLen(), h.TotalLen(), h.Src(), h.Dst()
 	case 6:
 		h, err := wire.ParseIPv6(b)
 		if err != wire.IPv6OK || h.NextHeader() != wire.ProtoUDP {
 			return r, false // extension headers in a run: not made by the kernel's UDP GSO
 		}
 		r.l4, r.end, r.v6 = wire.IPv6HeaderLen, wire.IPv6HeaderLen+h.PayloadLen(), true
+		r.src, r.dst = h.Src(), h.Dst()
 	default:
 		return r, false
 	}
@@ -102,7 +104,6 @@ func (n *NIC) cutRun(p *buffer.Packet, dst []*buffer.Packet) []*buffer.Packet {
 		return dst
 	}
 	hl := r.l4 + wire.UDPHeaderLen
-	src, dstAddr := runAddrs(b, r)
 	id := binary.BigEndian.Uint16(b[4:6]) // IPv4's identification; unused over IPv6
 	partial := p.Offload.Flags&buffer.NeedsCsum != 0
 	first := len(dst)
@@ -118,16 +119,15 @@ func (n *NIC) cutRun(p *buffer.Packet, dst []*buffer.Packet) []*buffer.Packet {
 		} else {
 			binary.BigEndian.PutUint16(db[2:4], uint16(ipLen))
 			binary.BigEndian.PutUint16(db[4:6], id+uint16(i))
-			db[10], db[11] = 0, 0
-			binary.BigEndian.PutUint16(db[10:12], wire.Checksum(db[:r.l4], 0))
+			wire.IPv4(db[:r.l4]).SetChecksum()
 		}
 		u := db[r.l4:]
 		binary.BigEndian.PutUint16(u[4:6], uint16(len(u)))
 		if partial {
-			binary.BigEndian.PutUint16(u[6:8], wire.PartialChecksum(src, dstAddr, wire.ProtoUDP, len(u)))
+			binary.BigEndian.PutUint16(u[6:8], wire.PartialChecksum(r.src, r.dst, wire.ProtoUDP, len(u)))
 			d.Offload = buffer.Offload{Flags: buffer.NeedsCsum, CsumStart: p.Offload.CsumStart, CsumOffset: wire.UDPChecksumOffset}
 		} else {
-			wire.SetUDPChecksum(u, src, dstAddr)
+			wire.SetUDPChecksum(u, r.src, r.dst)
 			d.Offload = buffer.Offload{Flags: buffer.DataValid}
 		}
 		dst = append(dst, d)
@@ -135,12 +135,4 @@ func (n *NIC) cutRun(p *buffer.Packet, dst []*buffer.Packet) []*buffer.Packet {
 	n.Stats.RxUSO.Inc()
 	n.Stats.RxUSODatagrams.Add(uint64(len(dst) - first))
 	return dst
-}
-
-// runAddrs returns the run's source and destination addresses.
-func runAddrs(b []byte, r udpRun) (src, dst netip.Addr) {
-	if r.v6 {
-		return netip.AddrFrom16([16]byte(b[8:24])), netip.AddrFrom16([16]byte(b[24:40]))
-	}
-	return netip.AddrFrom4([4]byte(b[12:16])), netip.AddrFrom4([4]byte(b[16:20]))
 }

@@ -60,9 +60,7 @@ func (reasmFamily) Rebuild(b []byte, hl int, _ []byte) {
 	b[2], b[3] = byte(len(b)>>8), byte(len(b))
 	b[6] &= 0x40 // keep DF, clear MF and the offset
 	b[7] = 0
-	b[10], b[11] = 0, 0
-	c := wire.Checksum(b[:hl], 0)
-	b[10], b[11] = byte(c>>8), byte(c)
+	wire.IPv4(b[:hl]).SetChecksum()
 }
 
 // Reassembled delivers a whole datagram, as from the interface its first

@@ -158,6 +158,14 @@ func (h IPv4) SetTTL(ttl uint8) {
 	h.updateChecksum(old, be.Uint16(h[ipv4TTL:ipv4TTL+2]))
 }
 
+// SetChecksum computes the header checksum anew, after a change of
+// several fields (a total length and an identification of a datagram
+// cut from another).
+func (h IPv4) SetChecksum() {
+	h[ipv4Checksum], h[ipv4Checksum+1] = 0, 0
+	be.PutUint16(h[ipv4Checksum:ipv4Checksum+2], Checksum(h[:h.HeaderLen()], 0))
+}
+
 func (h IPv4) updateChecksum(old, new uint16) {
 	// RFC 1624 equation 3: HC' = ~(~HC + ~m + m').
 	s := uint32(^be.Uint16(h[ipv4Checksum:ipv4Checksum+2])) + uint32(^old) + uint32(new)

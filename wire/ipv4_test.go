@@ -2,7 +2,9 @@ package wire_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 
 	"github.com/gopacket/gopacket/layers"
@@ -511,6 +513,26 @@ func TestIPv4FieldsHeaderLen(t *testing.T) {
 		f := wire.IPv4Fields{Options: make([]byte, n)}
 		if got := f.HeaderLen(); got != 20+n {
 			t.Errorf("HeaderLen with %d option bytes = %d", n, got)
+		}
+	}
+}
+
+// SetChecksum makes a header whose fields changed valid again, options
+// included.
+func TestIPv4SetChecksumValidatesAChangedHeader(t *testing.T) {
+	for _, opts := range [][]byte{nil, {148, 4, 0, 0}} {
+		f := wire.IPv4Fields{TotalLen: 100, ID: 7, TTL: 64, Protocol: wire.ProtoUDP, Options: opts,
+			Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2")}
+		b := make([]byte, 100)
+		wire.EncodeIPv4(b, &f)
+		binary.BigEndian.PutUint16(b[2:], 60) // total length
+		binary.BigEndian.PutUint16(b[4:], 8)  // identification
+		if _, err := wire.ParseIPv4(b[:60]); err != wire.IPv4BadChecksum {
+			t.Fatalf("options %v: the changed header parses as %v before SetChecksum, want a bad checksum", opts, err)
+		}
+		wire.IPv4(b[:f.HeaderLen()]).SetChecksum()
+		if h, err := wire.ParseIPv4(b[:60]); err != wire.IPv4OK || h.TotalLen() != 60 || h.ID() != 8 {
+			t.Fatalf("options %v: after SetChecksum %v", opts, err)
 		}
 	}
 }

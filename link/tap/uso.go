@@ -163,8 +163,7 @@ func (q *queue) writeUSO(fd int, pkts []*buffer.Packet) error {
 	if l4 == l3+wire.IPv4MinHeaderLen {
 		ip := frame[l3:l4]
 		binary.BigEndian.PutUint16(ip[2:4], uint16(ipLen))
-		binary.BigEndian.PutUint16(ip[10:12], 0)
-		binary.BigEndian.PutUint16(ip[10:12], wire.Checksum(ip, 0))
+		wire.IPv4(ip).SetChecksum()
 		src, dst = ip[12:16], ip[16:20]
 	} else {
 		ip := frame[l3:l4]
