@@ -69,27 +69,22 @@ func (s *Suite) gatewayGroups() []group {
 				},
 			})
 		}
-		for _, rate := range p.UDPRates {
-			r := strconv.FormatFloat(rate, 'f', -1, 64)
-			g.points = append(g.points, point{
-				workload: gwUDP,
-				name:     mtuPoint(mtu, fmt.Sprintf("size=%d,rate=%s", p.UDPSize, r)),
-				label:    fmt.Sprintf("MTU %d, guest→internet, %d B at %s Mbit/s", mtu, p.UDPSize, r),
-				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-					return withMTU(e, mtu)(runUDP(ctx, e, p.UDPSize, rate, p.UDPDur))
-				},
-			})
-		}
-		for _, rate := range p.UDPRates {
-			r := strconv.FormatFloat(rate, 'f', -1, 64)
-			g.points = append(g.points, point{
-				workload: gwUDP,
-				name:     mtuPoint(mtu, fmt.Sprintf("down/size=%d,rate=%s", p.UDPSize, r)),
-				label:    fmt.Sprintf("MTU %d, internet→guest, %d B at %s Mbit/s", mtu, p.UDPSize, r),
-				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-					return withMTU(e, mtu)(runUDPDown(ctx, e, p.UDPSize, rate, p.UDPDur))
-				},
-			})
+		for _, dir := range []string{"up", "down"} {
+			prefix, d, run := "", "guest→internet", runUDP
+			if dir == "down" {
+				prefix, d, run = "down/", "internet→guest", runUDPDown
+			}
+			for _, rate := range p.UDPRates {
+				r := strconv.FormatFloat(rate, 'f', -1, 64)
+				g.points = append(g.points, point{
+					workload: gwUDP,
+					name:     mtuPoint(mtu, fmt.Sprintf("%ssize=%d,rate=%s", prefix, p.UDPSize, r)),
+					label:    fmt.Sprintf("MTU %d, %s, %d B at %s Mbit/s", mtu, d, p.UDPSize, r),
+					run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+						return withMTU(e, mtu)(run(ctx, e, p.UDPSize, rate, p.UDPDur))
+					},
+				})
+			}
 		}
 		gs = append(gs, g)
 		gs = append(gs, group{workload: gwIdle, family: gatewayFamily, stacks: s.gateways(), setup: setup, points: []point{{
