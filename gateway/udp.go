@@ -27,9 +27,10 @@ import (
 // lie in the stack's buffers, a run of equal sizes in one segmented send
 // (udpgso.go). Host to guest, the goroutine waits for the
 // host socket to become readable through the runtime's poller
-// (syscall.RawConn) and borrows a relay buffer only for the read, which
-// may bring a run of datagrams whole (udpgro.go), and the Writes to the
-// guest that follow (RelayStats.BuffersHeld).
+// (syscall.RawConn) and borrows relay buffers only for the read, which
+// takes what queued meanwhile in one system call, runs of datagrams whole
+// (udpgro.go), and the Writes to the guest that follow
+// (RelayStats.BuffersHeld).
 
 // udpFlow is one relayed UDP flow.
 type udpFlow struct {
@@ -135,10 +136,11 @@ func (f *udpFlow) toHost() {
 		werr            error
 	)
 	send := func(payloads [][]byte) { sent, segmented, werr = b.sendAll(payloads) }
+	f.guest.SetReadDeadline(f.idleDeadline()) // again when it passes, as toGuest's
 	for {
-		f.guest.SetReadDeadline(f.idleDeadline())
 		if err := f.guest.ReadDatagrams(udp.MaxBatch, send); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !f.expired() {
+				f.guest.SetReadDeadline(f.idleDeadline())
 				continue
 			}
 			return
@@ -157,45 +159,37 @@ func (f *udpFlow) toHost() {
 	}
 }
 
-// toGuest relays the host's datagrams to the guest until the flow ends.
+// toGuest relays the host's datagrams to the guest until the flow ends,
+// what queued on the host socket meanwhile a read (udpgro.go).
 func (f *udpFlow) toGuest() {
 	defer f.close()
 	rc, err := f.host.SyscallConn()
 	if err != nil {
 		return
 	}
-	held := &f.g.Stats.Relay.BuffersHeld
 	enableGRO(rc)
 	var (
-		hr      hostRead
-		buf     *[relayBufferSize]byte
-		n, size int
-		rerr    error
+		hr    = newHostReads(&f.g.Stats.Relay.BuffersHeld)
+		slots []hostSlot
+		rerr  error
 	)
 	read := func(fd uintptr) bool {
-		buf = borrowBuffer(held)
-		n, size, rerr = hr.read(int(fd), buf[:])
-		if rerr == errRunCut {
-			f.g.Stats.UDPToGuestCut.Inc()
-			rerr = nil
-		}
-		if rerr == syscall.EAGAIN {
-			returnBuffer(held, buf)
-			buf = nil
-			return false // the poller waits for the socket, holding no buffer
-		}
-		return true
+		slots, rerr = hr.read(int(fd))
+		return rerr != syscall.EAGAIN // else the poller waits, holding no buffer
 	}
+	// The deadline is set again only when it passes: expired tells an
+	// idle flow from one that was busy meanwhile, and a deadline set for
+	// every read cost the relay a timer's update a datagram.
+	f.host.SetReadDeadline(f.idleDeadline())
 	for {
-		f.host.SetReadDeadline(f.idleDeadline())
 		if err := rc.Read(read); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !f.expired() {
+				f.host.SetReadDeadline(f.idleDeadline())
 				continue
 			}
 			return // idled out, or closed
 		}
 		if rerr != nil {
-			returnBuffer(held, buf)
 			if !errors.Is(rerr, net.ErrClosed) {
 				f.g.Stats.UDPHostErrors.Inc()
 				f.tellGuest(rerr)
@@ -204,12 +198,9 @@ func (f *udpFlow) toGuest() {
 		}
 		f.touch()
 		f.answered.Store(true)
-		sent, werr := f.writeGuest(buf[:n], size)
-		returnBuffer(held, buf)
+		sent, werr := f.writeGuest(slots)
+		hr.release(slots)
 		f.g.Stats.UDPToGuest.Add(uint64(sent))
-		if size > 0 {
-			f.g.Stats.UDPToGuestCoalesced.Add(uint64(sent))
-		}
 		f.rec.carriedToGuest(uint64(sent))
 		if werr != nil {
 			return
@@ -217,22 +208,29 @@ func (f *udpFlow) toGuest() {
 	}
 }
 
-// writeGuest writes what one read brought to the guest: a datagram, or
-// a run's datagrams of size bytes each but the last (size > 0), one after
-// another. It returns how many it wrote.
-func (f *udpFlow) writeGuest(b []byte, size int) (int, error) {
-	if size == 0 { // one datagram, perhaps an empty one
-		if _, err := f.guest.Write(b); err != nil {
-			return 0, err
-		}
-		return 1, nil
-	}
+// writeGuest writes what one read brought to the guest, slot by slot: a
+// datagram, or a run's datagrams of size bytes each but the last (size >
+// 0), one after another. It returns how many it wrote.
+func (f *udpFlow) writeGuest(slots []hostSlot) (int, error) {
 	sent := 0
-	for off := 0; off < len(b); off += size {
-		if _, err := f.guest.Write(b[off:min(off+size, len(b))]); err != nil {
-			return sent, err
+	for _, s := range slots {
+		if s.cut {
+			f.g.Stats.UDPToGuestCut.Inc()
 		}
-		sent++
+		if s.size == 0 { // one datagram, perhaps an empty one
+			if _, err := f.guest.Write(s.b); err != nil {
+				return sent, err
+			}
+			sent++
+			continue
+		}
+		for off := 0; off < len(s.b); off += s.size {
+			if _, err := f.guest.Write(s.b[off:min(off+s.size, len(s.b))]); err != nil {
+				return sent, err
+			}
+			sent++
+			f.g.Stats.UDPToGuestCoalesced.Inc()
+		}
 	}
 	return sent, nil
 }
