@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -70,7 +71,7 @@ func (s *Suite) gatewayGroups() []group {
 			})
 		}
 		for _, dir := range []string{"up", "down"} {
-			prefix, d, run := "", "guest→internet", runUDP
+			prefix, d, run := "", "guest→internet", runUDPUp
 			if dir == "down" {
 				prefix, d, run = "down/", "internet→guest", runUDPDown
 			}
@@ -218,6 +219,33 @@ func (e *Env) serverIdle() (server.Snapshot, error) {
 	}
 }
 
+// runUDPUp measures UDP from the guest to the internet as the stack
+// comparison's runUDP does, with the gateway's CPU per GB received.
+func runUDPUp(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error) {
+	before, err := e.gatewayStat()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, out, err := runUDP(ctx, e, size, rate, d)
+	if m == nil {
+		return m, out, err
+	}
+	after, serr := e.gatewayStat()
+	if serr != nil {
+		return m, out, errors.Join(err, serr)
+	}
+	gatewayCPUPerGB(m, after.cpu-before.cpu, d)
+	return m, out, err
+}
+
+// gatewayCPUPerGB adds to a UDP point's metrics the gateway's CPU seconds
+// per GB received, cpu the seconds it spent in the point's d.
+func gatewayCPUPerGB(m map[string]float64, cpu float64, d time.Duration) {
+	if gb := m["recv_mbit_s"] * d.Seconds() / 8e3; gb > 0 {
+		m["cpu_s_per_gb"] = cpu / gb
+	}
+}
+
 // runUDPDown measures UDP from the internet to the guest: the stock
 // iperf3 in the guest against the one in the internet's namespace,
 // reversed (-R), so that the guest opens the flow (iperf3's first
@@ -254,8 +282,6 @@ func runUDPDown(ctx context.Context, e *Env, size int, rate float64, d time.Dura
 	guest, host := kernelCounters(e.C), kernelCounters(e.H)
 	m["host_rcvbuf_errors"] = float64(host["Udp.RcvbufErrors"] - hostBefore["Udp.RcvbufErrors"])
 	m["guest_rcvbuf_errors"] = float64(guest["Udp.RcvbufErrors"] - guestBefore["Udp.RcvbufErrors"])
-	if gb := m["recv_mbit_s"] * d.Seconds() / 8e3; gb > 0 {
-		m["cpu_s_per_gb"] = (gwAfter.cpu - gwBefore.cpu) / gb
-	}
+	gatewayCPUPerGB(m, gwAfter.cpu-gwBefore.cpu, d)
 	return m, raw, err
 }
