@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -190,13 +191,19 @@ func (g *Gateway) acceptInbound(l *net.TCPListener, from, guest netip.AddrPort) 
 // serveInboundUDP carries the datagrams arriving on c to guest, a flow per
 // client address, each through a GoNet endpoint of its own on the
 // gateway's address from, so that the guest's answers find their way back.
+// A flow ends when idle both ways (udpIdle): a client that streams to a
+// guest that never answers keeps its flow, and so the port the guest sees
+// it come from, as long as it sends.
 func (g *Gateway) serveInboundUDP(c *net.UDPConn, from, guest netip.AddrPort) {
+	// mu guards flows, and makes finding a flow and touching its clock
+	// one step against its answering goroutine's ending it when idle, so
+	// that a datagram never goes to an endpoint just closed.
 	var mu sync.Mutex
-	flows := map[netip.AddrPort]*udp.Conn{}
+	flows := map[netip.AddrPort]*inboundUDP{}
 	defer func() {
 		mu.Lock()
-		for _, e := range flows {
-			e.Close()
+		for _, f := range flows {
+			f.e.Close()
 		}
 		mu.Unlock()
 	}()
@@ -210,13 +217,16 @@ func (g *Gateway) serveInboundUDP(c *net.UDPConn, from, guest netip.AddrPort) {
 			continue
 		}
 		mu.Lock()
-		e := flows[client]
+		f := flows[client]
+		if f != nil {
+			f.idle.touch()
+		}
 		mu.Unlock()
-		if e == nil {
+		if f == nil {
 			if !g.admit(UDP, client, guest) {
 				continue
 			}
-			e, err = g.s.ListenUDP(from)
+			e, err := g.s.ListenUDP(from)
 			if err != nil {
 				give(g.flows)
 				g.wg.Done()
@@ -224,42 +234,75 @@ func (g *Gateway) serveInboundUDP(c *net.UDPConn, from, guest netip.AddrPort) {
 				continue
 			}
 			g.Stats.InboundUDP.Inc()
+			f = &inboundUDP{g: g, e: e, host: c, client: client, guest: guest}
+			f.idle.start(&g.cfg)
 			mu.Lock()
-			flows[client] = e
+			flows[client] = f
 			mu.Unlock()
 			go func() {
 				defer g.wg.Done()
 				defer give(g.flows)
-				g.answerInboundUDP(e, c, client, guest)
+				defer e.Close()
+				f.answer(func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					if !f.idle.over() {
+						return false
+					}
+					delete(flows, client)
+					return true
+				})
 				mu.Lock()
-				delete(flows, client)
+				if flows[client] == f {
+					delete(flows, client)
+				}
 				mu.Unlock()
 			}()
 		}
-		if _, err := e.WriteToUDPAddrPort(buf[:n], guest); err != nil {
+		if _, err := f.e.WriteToUDPAddrPort(buf[:n], guest); err != nil {
 			g.Stats.InboundErrors.Inc()
 		}
 	}
 }
 
-// answerInboundUDP carries the guest's answers on e back to client through
-// the host socket c, until the flow idles for UDPStreamTimeout or e closes.
-func (g *Gateway) answerInboundUDP(e *udp.Conn, c *net.UDPConn, client, guest netip.AddrPort) {
-	defer e.Close()
+// inboundUDP is one client's flow through an inbound UDP forward.
+type inboundUDP struct {
+	g      *Gateway
+	e      *udp.Conn    // the flow's GoNet endpoint, towards the guest
+	host   *net.UDPConn // the forward's host socket, towards the client
+	client netip.AddrPort
+	guest  netip.AddrPort
+	idle   udpIdle
+}
+
+// answer carries the guest's answers on the flow's endpoint back to the
+// client through the host socket, until the endpoint closes or, at the
+// flow's idle deadline, ended (which holds the forward's lock) says the
+// flow is over.
+func (f *inboundUDP) answer(ended func() bool) {
 	// The guest's answer goes to the host socket where it lies in the
 	// stack's buffer: an idle flow holds no buffer of its own.
 	answer := func(payload []byte, from netip.AddrPort) {
-		if from != guest {
+		if from != f.guest {
 			return
 		}
-		if _, err := c.WriteToUDPAddrPort(payload, client); err != nil {
-			g.Stats.InboundErrors.Inc()
+		f.idle.answer()
+		if _, err := f.host.WriteToUDPAddrPort(payload, f.client); err != nil {
+			f.g.Stats.InboundErrors.Inc()
 		}
 	}
+	f.e.SetReadDeadline(f.idle.deadline())
 	for {
-		e.SetReadDeadline(time.Now().Add(g.cfg.UDPStreamTimeout))
-		if err := e.ReadDatagram(answer); err != nil {
-			return // idle, or closed with the forward or the gateway
+		err := f.e.ReadDatagram(answer)
+		switch {
+		case err == nil:
+		case !errors.Is(err, os.ErrDeadlineExceeded):
+			return // closed with the forward or the gateway
+		case ended():
+			f.g.Stats.UDPIdleExpired.Inc()
+			return
+		default: // a datagram came meanwhile
+			f.e.SetReadDeadline(f.idle.deadline())
 		}
 	}
 }

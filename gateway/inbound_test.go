@@ -160,6 +160,79 @@ func TestInboundForwardAcrossFamilies(t *testing.T) {
 	}
 }
 
+// An inbound UDP flow is kept alive by either side's datagrams, as
+// conntrack's entry: a client that streams to a guest that never answers
+// keeps one flow, and so one source port in the guest's eyes, however long
+// it sends; once nothing comes either way for UDPTimeout the flow ends, and
+// the client's next datagram opens another.
+func TestInboundUDPFlowLivesWhileTheClientSends(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	r := newGatewayRig(t, Config{UDPTimeout: timeout, UDPStreamTimeout: 2 * timeout})
+	var sink net.PacketConn
+	if err := r.guest.Do(func() (err error) { sink, err = net.ListenPacket("udp4", ":514"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sources := make(chan netip.AddrPort, 100)
+	go func() {
+		b := make([]byte, 2048)
+		for {
+			_, from, err := sink.ReadFrom(b)
+			if err != nil {
+				close(sources)
+				return
+			}
+			sources <- from.(*net.UDPAddr).AddrPort()
+		}
+	}()
+	f := Forward{Proto: UDP, Host: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), freePort(t, UDP)), GuestPort: 514}
+	if err := r.gw.AddForward(f); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(f.Host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	next := func() netip.AddrPort {
+		t.Helper()
+		if _, err := c.Write([]byte("log line")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case from := <-sources:
+			return from
+		case <-time.After(5 * time.Second):
+			t.Fatal("the guest received nothing")
+			return netip.AddrPort{}
+		}
+	}
+	// Three timeouts' worth of datagrams, a third of one apart.
+	first := next()
+	for range 9 {
+		time.Sleep(timeout / 3)
+		if from := next(); from != first {
+			t.Fatalf("the guest saw the stream come from %v after %v: the flow ended while the client sent", from, first)
+		}
+	}
+	if n := r.gw.Stats.InboundUDP.Load(); n != 1 {
+		t.Fatalf("InboundUDP = %d for one client streaming, want 1", n)
+	}
+	// Idle both ways: the flow ends, counted, and the next datagram
+	// opens another.
+	deadline := time.Now().Add(5 * time.Second)
+	for r.gw.Stats.UDPIdleExpired.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle flow did not end")
+		}
+		time.Sleep(timeout / 10)
+	}
+	next()
+	if n := r.gw.Stats.InboundUDP.Load(); n != 2 {
+		t.Fatalf("InboundUDP = %d after the flow idled out and the client sent again, want 2", n)
+	}
+}
+
 func TestInboundForwardUDPToTheGuestsIPv6(t *testing.T) {
 	r := newGatewayRig6(t, Config{})
 	r.guestUDPEcho(t, "udp6", "[::]:53")

@@ -34,14 +34,50 @@ import (
 
 // udpFlow is one relayed UDP flow.
 type udpFlow struct {
-	g        *Gateway
-	guest    *udp.Connected
-	host     *net.UDPConn
-	last     atomic.Int64 // unix nanoseconds of the last datagram either way
-	answered atomic.Bool  // the host has sent something
-	rec      *flowRecord
-	end      sync.Once
+	g     *Gateway
+	guest *udp.Connected
+	host  *net.UDPConn
+	idle  udpIdle
+	rec   *flowRecord
+	end   sync.Once
 }
+
+// udpIdle is a UDP flow's idle clock, as conntrack's entry for it: the
+// flow ends after UDPTimeout without a datagram either way while only the
+// side that opened it has spoken, after UDPStreamTimeout once the other
+// has answered. Either direction's datagrams keep it alive.
+type udpIdle struct {
+	cfg      *Config
+	last     atomic.Int64 // unix nanoseconds of the last datagram either way
+	answered atomic.Bool  // the side that did not open the flow has sent something
+}
+
+// start starts the clock at the flow's first datagram.
+func (c *udpIdle) start(cfg *Config) {
+	c.cfg = cfg
+	c.touch()
+}
+
+// touch records a datagram from the side that opened the flow.
+func (c *udpIdle) touch() { c.last.Store(time.Now().UnixNano()) }
+
+// answer records a datagram from the other side.
+func (c *udpIdle) answer() {
+	c.touch()
+	c.answered.Store(true)
+}
+
+// deadline is when the flow idles out unless a datagram comes first.
+func (c *udpIdle) deadline() time.Time {
+	timeout := c.cfg.UDPTimeout
+	if c.answered.Load() {
+		timeout = c.cfg.UDPStreamTimeout
+	}
+	return time.Unix(0, c.last.Load()).Add(timeout)
+}
+
+// over reports whether the flow has idled out by now.
+func (c *udpIdle) over() bool { return !time.Now().Before(c.deadline()) }
 
 // udpRelayReadBuffer is a relayed flow's receive queue in bytes, on both
 // ends: what one side sends while the relay's goroutine waits for a CPU
@@ -70,9 +106,9 @@ func (g *Gateway) relayUDP(guest *udp.Connected, src, peer, dst netip.AddrPort) 
 	rec, untrack := g.track(FlowInfo{Proto: UDP, Guest: src, Peer: peer}, host)
 	defer untrack()
 	f := &udpFlow{g: g, guest: guest, host: host, rec: rec}
+	f.idle.start(&g.cfg)
 	guest.SetReadBuffer(udpRelayReadBuffer)
 	host.SetReadBuffer(udpRelayReadBuffer)
-	f.touch()
 	stop := context.AfterFunc(g.ctx, f.close)
 	defer stop()
 	done := make(chan struct{})
@@ -84,26 +120,11 @@ func (g *Gateway) relayUDP(guest *udp.Connected, src, peer, dst netip.AddrPort) 
 	<-done
 }
 
-func (f *udpFlow) touch() { f.last.Store(time.Now().UnixNano()) }
-
-// timeout is how long the flow may idle now.
-func (f *udpFlow) timeout() time.Duration {
-	if f.answered.Load() {
-		return f.g.cfg.UDPStreamTimeout
-	}
-	return f.g.cfg.UDPTimeout
-}
-
-// idleDeadline is when the flow idles out unless a datagram comes first.
-func (f *udpFlow) idleDeadline() time.Time {
-	return time.Unix(0, f.last.Load()).Add(f.timeout())
-}
-
 // expired reports whether the flow has idled out, at a direction's read
 // deadline, and if so ends it; false when the other direction was active
 // meanwhile.
 func (f *udpFlow) expired() bool {
-	if time.Now().Before(f.idleDeadline()) {
+	if !f.idle.over() {
 		return false
 	}
 	f.end.Do(func() {
@@ -136,16 +157,16 @@ func (f *udpFlow) toHost() {
 		werr            error
 	)
 	send := func(payloads [][]byte) { sent, segmented, werr = b.sendAll(payloads) }
-	f.guest.SetReadDeadline(f.idleDeadline()) // again when it passes, as toGuest's
+	f.guest.SetReadDeadline(f.idle.deadline()) // again when it passes, as toGuest's
 	for {
 		if err := f.guest.ReadDatagrams(udp.MaxBatch, send); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !f.expired() {
-				f.guest.SetReadDeadline(f.idleDeadline())
+				f.guest.SetReadDeadline(f.idle.deadline())
 				continue
 			}
 			return
 		}
-		f.touch()
+		f.idle.touch()
 		f.g.Stats.UDPToHost.Add(uint64(sent))
 		f.g.Stats.UDPToHostSegmented.Add(uint64(segmented))
 		f.rec.carriedToHost(uint64(sent))
@@ -180,11 +201,11 @@ func (f *udpFlow) toGuest() {
 	// The deadline is set again only when it passes: expired tells an
 	// idle flow from one that was busy meanwhile, and a deadline set for
 	// every read cost the relay a timer's update a datagram.
-	f.host.SetReadDeadline(f.idleDeadline())
+	f.host.SetReadDeadline(f.idle.deadline())
 	for {
 		if err := rc.Read(read); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) && !f.expired() {
-				f.host.SetReadDeadline(f.idleDeadline())
+				f.host.SetReadDeadline(f.idle.deadline())
 				continue
 			}
 			return // idled out, or closed
@@ -196,8 +217,7 @@ func (f *udpFlow) toGuest() {
 			}
 			return
 		}
-		f.touch()
-		f.answered.Store(true)
+		f.idle.answer()
 		sent, werr := f.writeGuest(slots)
 		hr.release(slots)
 		f.g.Stats.UDPToGuest.Add(uint64(sent))
