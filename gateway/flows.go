@@ -57,9 +57,11 @@ type Config struct {
 	MaxConnecting int
 	// ConnectTimeout bounds a host connect; 30 s when 0.
 	ConnectTimeout time.Duration
-	// UDPTimeout ends a UDP flow idle this long that the host never
-	// answered; UDPStreamTimeout one it has answered (as conntrack's
-	// udp_timeout and udp_timeout_stream); 30 s and 120 s when 0.
+	// UDPTimeout ends a UDP flow idle this long (no datagram either
+	// way) that the side it was sent to never answered (the host, or
+	// the guest for an inbound forward's); UDPStreamTimeout one it has
+	// answered (as conntrack's udp_timeout and udp_timeout_stream); 30 s
+	// and 120 s when 0.
 	UDPTimeout, UDPStreamTimeout time.Duration
 	// PingTimeout bounds the wait for a relayed echo's answer; 10 s when 0.
 	PingTimeout time.Duration
