@@ -181,7 +181,7 @@ func (f *udpFlow) toHost() {
 }
 
 // toGuest relays the host's datagrams to the guest until the flow ends,
-// what queued on the host socket meanwhile a read (udpgro.go).
+// each read taking what queued on the host socket meanwhile (udpgro.go).
 func (f *udpFlow) toGuest() {
 	defer f.close()
 	rc, err := f.host.SyscallConn()
