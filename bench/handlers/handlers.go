@@ -26,6 +26,9 @@ const (
 	RRPort      = 5004 // RR: request-response latency
 	UDPSinkPort = 5005 // UDPSink over UDP
 	UDPEchoPort = 5006 // UDPEcho over UDP: request-response on datagrams
+	// UDPSourcePort is UDPSource's: datagrams sent to a client that asks,
+	// in runs with UDP segmentation offload, as a QUIC server sends.
+	UDPSourcePort = 5007
 )
 
 // BufSize is the size of the buffer each TCP handler reads into and writes

@@ -20,7 +20,7 @@ import (
 // prints its result as JSON on stdout.
 func Main(args []string) error {
 	if len(args) == 0 {
-		return errors.New("client: name a workload: ping, short, bulk, rr, crr, udp, udprr, scale, burst")
+		return errors.New("client: name a workload: ping, short, bulk, rr, crr, udp, udpdown, udprr, scale, burst")
 	}
 	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 	addr := fs.String("addr", "", "the server's address")
@@ -31,7 +31,8 @@ func Main(args []string) error {
 	size := fs.Int("size", 4096, "short, udp: bytes per transfer or datagram")
 	dir := fs.String("dir", "up", "bulk: up (client to server) or down")
 	slice := fs.Duration("slice", 0, "bulk: cut the run in slices this long, each with connections of its own (0: one run); -dur is each address's")
-	rate := fs.Float64("rate", 0, "udp: offered Mbit/s (0: as fast as possible)")
+	rate := fs.Float64("rate", 0, "udp: offered Mbit/s (0: as fast as possible); udpdown: the Mbit/s asked of the source")
+	run := fs.Int("run", 1, "udpdown: datagrams per send of the source's (more than 1: UDP segmentation offload)")
 	conc := fs.Int("concurrency", 256, "scale, burst: dials at once")
 	port := fs.Int("port", 0, "bulk, rr, udprr, burst: the server's port (0: the handler's, as package handlers numbers them); a daemon's own services")
 	pause := fs.Duration("pause", 20*time.Millisecond, "burst: pause between one burst's last answer and the next burst")
@@ -72,6 +73,8 @@ func Main(args []string) error {
 		res, err = CRR(*addr, *n, *dur)
 	case "udp":
 		res, err = UDP(*addr, *size, *rate, *dur)
+	case "udpdown":
+		res, err = UDPDown(*addr, *size, *rate, *run, *dur)
 	case "udprr":
 		res, err = UDPRR(*addr, *n, *port, *dur)
 	case "scale":

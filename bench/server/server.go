@@ -161,6 +161,12 @@ func Run(c Config, in io.Reader, out io.Writer) error {
 	}
 	closers = append(closers, echo)
 	go handlers.UDPEcho(echo, &n)
+	source, err := h.listenPacket(handlers.UDPSourcePort)
+	if err != nil {
+		return fmt.Errorf("%s: listen udp %d: %w", c.Stack, handlers.UDPSourcePort, err)
+	}
+	closers = append(closers, source)
+	go handlers.UDPSource(source)
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -40,49 +40,15 @@ func (s *Suite) gatewayGroups() []group {
 			return SetupGateway(ctx, s.Bin, gatewayBins{gonet: s.GoNetBin, gvproxy: s.GvproxyBin}, gateway, gatewayMTU(gateway, mtu))
 		}
 		g := group{workload: gatewayFamily, family: gatewayFamily, stacks: s.gateways(), setup: setup}
-		for _, dir := range []string{"up", "down"} {
-			for _, n := range p.BulkStreams {
-				g.points = append(g.points, point{
-					workload: gwBulk,
-					name:     mtuPoint(mtu, fmt.Sprintf("%s/%d", dir, n)),
-					label:    fmt.Sprintf("MTU %d, %s, %d stream(s)", mtu, map[string]string{"up": "guest→internet", "down": "internet→guest"}[dir], n),
-					run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-						return withMTU(e, mtu)(runBulk(ctx, e, dir, n, p.BulkDur))
-					},
-				})
-			}
-		}
-		g.points = append(g.points, point{
-			workload: gwRR,
-			name:     mtuPoint(mtu, "n=1"),
-			label:    fmt.Sprintf("MTU %d, 1 connection", mtu),
-			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-				return withMTU(e, mtu)(runRR(ctx, e, 1, p.RRDur))
-			},
-		})
-		for _, n := range p.CRRClients {
-			g.points = append(g.points, point{
-				workload: gwCRR,
-				name:     mtuPoint(mtu, fmt.Sprintf("n=%d", n)),
-				label:    fmt.Sprintf("MTU %d, %d client(s)", mtu, n),
-				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-					return withMTU(e, mtu)(runCRR(ctx, e, n, p.CRRDur))
-				},
-			})
-		}
-		for _, dir := range []string{"up", "down"} {
-			prefix, d, run := "", "guest→internet", runUDPUp
-			if dir == "down" {
-				prefix, d, run = "down/", "internet→guest", runUDPDown
-			}
+		for _, dir := range udpDirections {
 			for _, rate := range p.UDPRates {
 				r := strconv.FormatFloat(rate, 'f', -1, 64)
 				g.points = append(g.points, point{
 					workload: gwUDP,
-					name:     mtuPoint(mtu, fmt.Sprintf("%ssize=%d,rate=%s", prefix, p.UDPSize, r)),
-					label:    fmt.Sprintf("MTU %d, %s, %d B at %s Mbit/s", mtu, d, p.UDPSize, r),
+					name:     mtuPoint(mtu, fmt.Sprintf("%ssize=%d,rate=%s", dir.prefix, p.UDPSize, r)),
+					label:    fmt.Sprintf("MTU %d, %s, %d B at %s Mbit/s", mtu, dir.label, p.UDPSize, r),
 					run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
-						return withMTU(e, mtu)(run(ctx, e, p.UDPSize, rate, p.UDPDur))
+						return withMTU(e, mtu)(dir.run(ctx, e, p.UDPSize, rate, p.UDPDur))
 					},
 				})
 			}
@@ -219,24 +185,22 @@ func (e *Env) serverIdle() (server.Snapshot, error) {
 	}
 }
 
-// runUDPUp measures UDP from the guest to the internet as the stack
-// comparison's runUDP does, with the gateway's CPU per GB received.
-func runUDPUp(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error) {
-	before, err := e.gatewayStat()
-	if err != nil {
-		return nil, nil, err
-	}
-	m, out, err := runUDP(ctx, e, size, rate, d)
-	if m == nil {
-		return m, out, err
-	}
-	after, serr := e.gatewayStat()
-	if serr != nil {
-		return m, out, errors.Join(err, serr)
-	}
-	gatewayCPUPerGB(m, after.cpu-before.cpu, d)
-	return m, out, err
+// udpDirections are gw-udp's kinds of point: the guest sending (the stack
+// comparison's runUDP, to the internet's sink), the guest downloading from
+// the stock iperf3 (a datagram a send), and from a server that sends in
+// runs with segmentation offload, as QUIC servers do.
+var udpDirections = []struct {
+	prefix, label string
+	run           func(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error)
+}{
+	{"", "guest→internet", runUDP},
+	{"down/", "internet→guest", runUDPDown},
+	{"down-runs/", fmt.Sprintf("internet→guest in runs of %d", udpSourceRun), runUDPDownRuns},
 }
+
+// udpSourceRun is the datagrams a send of the internet's UDP source in
+// gw-udp's down-runs points.
+const udpSourceRun = 16
 
 // gatewayCPUPerGB adds to a UDP point's metrics the gateway's CPU seconds
 // per GB received, cpu the seconds it spent in the point's d.
@@ -284,4 +248,40 @@ func runUDPDown(ctx context.Context, e *Env, size int, rate float64, d time.Dura
 	m["guest_rcvbuf_errors"] = float64(guest["Udp.RcvbufErrors"] - guestBefore["Udp.RcvbufErrors"])
 	gatewayCPUPerGB(m, gwAfter.cpu-gwBefore.cpu, d)
 	return m, raw, err
+}
+
+// runUDPDownRuns measures UDP from the internet to the guest as a QUIC
+// download would come: the guest's client asks the internet server's UDP
+// source (handlers.UDPSource) for a flow, which it sends in runs of
+// udpSourceRun datagrams, one send each with UDP_SEGMENT. Across the veth
+// a run stays whole up to the receiving socket, which cuts it apart
+// unless it takes runs whole (UDP_GRO), as a NIC's receive offload would
+// gather a real server's datagrams for such a socket.
+func runUDPDownRuns(ctx context.Context, e *Env, size int, rate float64, d time.Duration) (map[string]float64, []byte, error) {
+	if rate == 0 {
+		return nil, nil, errors.New("the UDP source sends at a rate asked for, not 0")
+	}
+	var r load.UDPDownResult
+	hostBefore := kernelCounters(e.H)
+	w, out, err := measureInto(ctx, e, &r, d+time.Minute, "udpdown", "-addr", e.Addr, "-size", strconv.Itoa(size),
+		"-rate", strconv.FormatFloat(rate, 'f', -1, 64), "-run", strconv.Itoa(udpSourceRun), "-dur", dur(d))
+	if err != nil {
+		return nil, out, err
+	}
+	m := map[string]float64{
+		"offered_mbit_s": rate,
+		"recv_mbit_s":    r.RecvMbps,
+		"loss_pct":       r.LossPct,
+		"sent":           float64(r.Sent),
+		"received":       float64(r.Received),
+		"reordered":      float64(r.Reordered),
+	}
+	if !r.EndSeen {
+		m["end_lost"] = 1
+	}
+	host := kernelCounters(e.H)
+	m["host_rcvbuf_errors"] = float64(host["Udp.RcvbufErrors"] - hostBefore["Udp.RcvbufErrors"])
+	m["guest_rcvbuf_errors"] = float64(w.cAfter["Udp.RcvbufErrors"] - w.cBefore["Udp.RcvbufErrors"])
+	gatewayCPUPerGB(m, w.gwAfter.cpu-w.gwBefore.cpu, d)
+	return m, out, nil
 }

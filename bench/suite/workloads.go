@@ -858,6 +858,9 @@ func runUDP(ctx context.Context, e *Env, size int, rate float64, d time.Duration
 	}
 	w.cAfter, w.sAfter, w.after = kernelCounters(e.C), stackCounters(e, after), after
 	w.counters(m)
+	if w.gw {
+		gatewayCPUPerGB(m, w.gwAfter.cpu-w.gwBefore.cpu, d)
+	}
 	return m, out, nil
 }
 
