@@ -40,6 +40,36 @@ func (s *Suite) gatewayGroups() []group {
 			return SetupGateway(ctx, s.Bin, gatewayBins{gonet: s.GoNetBin, gvproxy: s.GvproxyBin}, gateway, gatewayMTU(gateway, mtu))
 		}
 		g := group{workload: gatewayFamily, family: gatewayFamily, stacks: s.gateways(), setup: setup}
+		for _, dir := range []string{"up", "down"} {
+			for _, n := range p.BulkStreams {
+				g.points = append(g.points, point{
+					workload: gwBulk,
+					name:     mtuPoint(mtu, fmt.Sprintf("%s/%d", dir, n)),
+					label:    fmt.Sprintf("MTU %d, %s, %d stream(s)", mtu, map[string]string{"up": "guest→internet", "down": "internet→guest"}[dir], n),
+					run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+						return withMTU(e, mtu)(runBulk(ctx, e, dir, n, p.BulkDur))
+					},
+				})
+			}
+		}
+		g.points = append(g.points, point{
+			workload: gwRR,
+			name:     mtuPoint(mtu, "n=1"),
+			label:    fmt.Sprintf("MTU %d, 1 connection", mtu),
+			run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+				return withMTU(e, mtu)(runRR(ctx, e, 1, p.RRDur))
+			},
+		})
+		for _, n := range p.CRRClients {
+			g.points = append(g.points, point{
+				workload: gwCRR,
+				name:     mtuPoint(mtu, fmt.Sprintf("n=%d", n)),
+				label:    fmt.Sprintf("MTU %d, %d client(s)", mtu, n),
+				run: func(ctx context.Context, e *Env) (map[string]float64, []byte, error) {
+					return withMTU(e, mtu)(runCRR(ctx, e, n, p.CRRDur))
+				},
+			})
+		}
 		for _, dir := range udpDirections {
 			for _, rate := range p.UDPRates {
 				r := strconv.FormatFloat(rate, 'f', -1, 64)
