@@ -178,6 +178,27 @@ func PutUDPHeader(b []byte, flow, seq uint64, sent time.Time) {
 	binary.BigEndian.PutUint64(b[16:], uint64(sent.UnixNano()))
 }
 
+// Pace is a paced sender's schedule: a datagram every Gap (0: unpaced)
+// from Start.
+type Pace struct {
+	Start time.Time
+	Gap   time.Duration
+}
+
+// Due returns how many datagrams are due by now: the one whose time has
+// come and all before it; unpaced, as many as the sender can.
+func (p Pace) Due(now time.Time) int64 {
+	if p.Gap <= 0 {
+		return 1 << 62
+	}
+	return int64(now.Sub(p.Start)/p.Gap) + 1
+}
+
+// Wait sleeps until datagram sent is due.
+func (p Pace) Wait(sent int64, now time.Time) {
+	time.Sleep(time.Duration(sent)*p.Gap - now.Sub(p.Start))
+}
+
 // UDPFlow is what the sink saw of one flow.
 type UDPFlow struct {
 	Flow      uint64  `json:"flow"`

@@ -118,3 +118,21 @@ func TestUDPSink(t *testing.T) {
 		t.Fatalf("new flow %+v", f)
 	}
 }
+
+// A paced sender's schedule counts the datagram whose time has come and
+// all before it; an unpaced one is never ahead.
+func TestPaceDue(t *testing.T) {
+	start := time.Unix(100, 0)
+	p := Pace{Start: start, Gap: time.Millisecond}
+	for _, c := range []struct {
+		at   time.Duration
+		want int64
+	}{{0, 1}, {999 * time.Microsecond, 1}, {time.Millisecond, 2}, {10500 * time.Microsecond, 11}} {
+		if got := p.Due(start.Add(c.at)); got != c.want {
+			t.Errorf("at %v: %d due, want %d", c.at, got, c.want)
+		}
+	}
+	if got := (Pace{Start: start}).Due(start); got < 1<<40 {
+		t.Errorf("unpaced: %d due, want no bound", got)
+	}
+}

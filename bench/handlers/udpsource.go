@@ -7,7 +7,6 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"sync"
 	"time"
 	"unsafe"
 
@@ -44,7 +43,6 @@ const maxSourceRun = 64
 // from. A request for a flow already served is ignored, so that a client
 // may repeat a request it fears lost.
 func UDPSource(pc net.PacketConn) error {
-	var mu sync.Mutex
 	served := map[uint64]bool{}
 	buf := make([]byte, 2048)
 	for {
@@ -65,11 +63,8 @@ func UDPSource(pc net.PacketConn) error {
 		if !ok {
 			continue
 		}
-		mu.Lock()
-		dup := served[req.Flow]
-		served[req.Flow] = true
-		mu.Unlock()
-		if !dup {
+		if !served[req.Flow] {
+			served[req.Flow] = true
 			go sendSource(pc, to.AddrPort(), req)
 		}
 	}
@@ -79,14 +74,13 @@ func UDPSource(pc net.PacketConn) error {
 // when the datagrams before it are due at the rate asked.
 func sendSource(pc net.PacketConn, to netip.AddrPort, req UDPSourceRequest) {
 	s := newRunSender(pc, to, req.Size, req.Run)
-	gap := time.Duration(float64(req.Size*8) / (req.RateMbps * 1e6) * 1e9)
+	pace := Pace{Start: time.Now(), Gap: time.Duration(float64(req.Size*8) / (req.RateMbps * 1e6) * 1e9)}
 	var sent int64
-	start := time.Now()
-	end := start.Add(req.Dur)
-	for now := start; now.Before(end); now = time.Now() {
-		due := int64(now.Sub(start)/max(gap, 1)) + 1
+	end := pace.Start.Add(req.Dur)
+	for now := pace.Start; now.Before(end); now = time.Now() {
+		due := pace.Due(now)
 		if sent >= due {
-			time.Sleep(time.Duration(sent)*gap - now.Sub(start))
+			pace.Wait(sent, now)
 			continue
 		}
 		n := int(min(due-sent, int64(req.Run)))

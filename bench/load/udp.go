@@ -37,20 +37,17 @@ func UDP(addr string, size int, rate float64, dur time.Duration) (UDPResult, err
 	if rate > 0 {
 		gap = time.Duration(float64(size*8) / (rate * 1e6) * 1e9)
 	}
-	start := time.Now()
-	end := start.Add(dur)
+	pace := handlers.Pace{Start: time.Now(), Gap: gap}
+	end := pace.Start.Add(dur)
 	for {
 		now := time.Now()
 		if !now.Before(end) {
 			break
 		}
-		due := int64(1 << 62)
-		if gap > 0 {
-			due = int64(now.Sub(start)/gap) + 1
-		}
+		due := pace.Due(now)
 		if r.Sent >= due {
 			// Ahead of schedule: wait for the next datagram's time.
-			time.Sleep(time.Duration(r.Sent)*gap - now.Sub(start))
+			pace.Wait(r.Sent, now)
 			continue
 		}
 		for burst := 0; r.Sent < due && burst < 64; burst++ {
@@ -61,7 +58,7 @@ func UDP(addr string, size int, rate float64, dur time.Duration) (UDPResult, err
 			}
 		}
 	}
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds = time.Since(pace.Start).Seconds()
 	r.SentMbps = float64(r.Sent) * float64(size) * 8 / r.Seconds / 1e6
 	return r, nil
 }
