@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -91,9 +92,9 @@ func TestUDPRRIsAnsweredByTheEcho(t *testing.T) {
 	}
 }
 
-// Twin clients hold a connection to each address and take them in turn,
-// one transaction each, so that both addresses' figures come from the same
-// moments; each address's transactions are its own.
+// A single twin client holds a connection to each address and takes them
+// in turn, one transaction each, so that both addresses' figures come from
+// the same moments; each address's transactions are its own.
 func TestRRTwinsTakeTheAddressesInTurn(t *testing.T) {
 	var served [2]atomic.Int64
 	var ports [2]int
@@ -111,7 +112,7 @@ func TestRRTwinsTakeTheAddressesInTurn(t *testing.T) {
 			}
 		})
 	}
-	const clients = 3
+	const clients = 1
 	rs, err := rrOver(func(network, address string) (net.Conn, error) {
 		return net.DialTimeout(network, address, 5*time.Second)
 	}, []string{fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])}, clients, 300*time.Millisecond)
@@ -131,5 +132,46 @@ func TestRRTwinsTakeTheAddressesInTurn(t *testing.T) {
 	}
 	if d := served[0].Load() - served[1].Load(); d < 0 || d > clients {
 		t.Errorf("the servers answered %d and %d: want them in turn", served[0].Load(), served[1].Load())
+	}
+}
+
+// More twin clients than addresses hold one connection each, half of them
+// at each address, so that a point of n connections holds n as a run at
+// one address does; each address's rate is the one all n would have had.
+func TestRRTwinsSplitTheClientsBetweenTheAddresses(t *testing.T) {
+	var accepted [2]atomic.Int64
+	var ports [2]int
+	for i := range ports {
+		ports[i] = serveLoopback(t, func(c net.Conn, n *handlers.Counters) {
+			accepted[i].Add(1)
+			var b [1]byte
+			for {
+				if _, err := c.Read(b[:]); err != nil {
+					return
+				}
+				if _, err := c.Write(b[:]); err != nil {
+					return
+				}
+			}
+		})
+	}
+	const clients, dur = 4, 300 * time.Millisecond
+	rs, err := rrOver(func(network, address string) (net.Conn, error) {
+		return net.DialTimeout(network, address, 5*time.Second)
+	}, []string{fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])}, clients, dur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rs {
+		if got := accepted[i].Load(); got != clients/2 {
+			t.Errorf("address %d accepted %d connections, want %d", i, got, clients/2)
+		}
+		if r.Conns != clients || r.Transactions == 0 || r.Latency.Samples != int(r.Transactions) {
+			t.Errorf("address %d: %+v, want transactions, each a sample", i, r)
+		}
+		// Half the clients, all the run: the rate over half of it.
+		if want := float64(r.Transactions) / (dur.Seconds() / 2); math.Abs(r.PerSecond-want) > 1e-6*want {
+			t.Errorf("address %d: %.0f transactions/s, want %.0f", i, r.PerSecond, want)
+		}
 	}
 }

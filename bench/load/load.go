@@ -24,7 +24,7 @@ func Main(args []string) error {
 	}
 	fs := flag.NewFlagSet("client "+args[0], flag.ContinueOnError)
 	addr := fs.String("addr", "", "the server's address")
-	twin := fs.String("twin", "", "ping: a second address of the server's, which each pinger pings in turn with -addr; bulk: which the slices take in turn with -addr; rr: which each client takes in turn with -addr, a connection to each (its result is the JSON's twin)")
+	twin := fs.String("twin", "", "ping: a second address of the server's, which each pinger pings in turn with -addr; bulk: which the slices take in turn with -addr; rr: which a single client takes in turn with -addr, a connection to each, and half of more clients take instead of -addr (its result is the JSON's twin)")
 	n := fs.Int("n", 1, "pingers, clients, streams or connections")
 	dur := fs.Duration("dur", 2*time.Second, "how long to run")
 	interval := fs.Duration("interval", 20*time.Millisecond, "ping: interval of each pinger (0: closed loop, each request sent as the reply to the last arrives)")

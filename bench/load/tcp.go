@@ -304,14 +304,15 @@ func RR(addr string, n, port int, dur time.Duration) (RRResult, error) {
 	}, hostPort(addr, port), n, dur)
 }
 
-// RRTwins is RR with each of the n clients holding a connection to addr
-// and one to twin, and taking them in turn, one transaction each: the
-// server's address in two families, say. An idle stack's round trip is
-// mostly wake-ups, whose cost moves by 10-20% from one run to the next;
-// interleaved, both addresses meet the same threads and the same moments,
-// as PingTwins' echoes do. The result is addr's, its Twin twin's; dur is
-// the two's, and each address's rate counts its transactions over half of
-// it, its turns' share.
+// RRTwins is RR over addr and twin at once: the server's address in two
+// families, say. An idle stack's round trip is mostly wake-ups, whose cost
+// moves by 10-20% from one run to the next; in one run both addresses meet
+// the same threads and the same moments, as PingTwins' echoes do. A single
+// client holds a connection to each and takes them in turn, one
+// transaction each; more clients hold one connection each, half of them
+// to each address (rrOver). The result is addr's, its Twin twin's; dur is
+// the two's, and each address's rate counts its transactions over its
+// share of the clients' time, the rate all n would have had on it.
 func RRTwins(addr, twin string, n, port int, dur time.Duration) (RRResult, error) {
 	if port == 0 {
 		port = handlers.RRPort
@@ -342,8 +343,15 @@ func RROver(dial Dialer, address string, n int, dur time.Duration) (RRResult, er
 	return rs[0], nil
 }
 
-// rrOver runs n clients, each with a connection to every address, which
-// it takes in turn, and returns each address's result.
+// rrOver runs n clients over addresses and returns each address's result.
+// With fewer clients than addresses (one client, two addresses) each
+// client holds a connection to every address and takes them in turn;
+// otherwise client i holds one, to addresses[i%len(addresses)], so that a
+// point of n connections holds n whatever its addresses, as a run at one
+// address does. Taking turns over two connections each, GoNet's 100
+// clients measured 810-820 µs at each family against 742 µs for 100
+// clients at one (Intel Xeon), a cost of twice the connections that a
+// peer's run at one address does not pay.
 func rrOver(dial Dialer, addresses []string, n int, dur time.Duration) ([]RRResult, error) {
 	networks := make([]string, len(addresses))
 	for i, address := range addresses {
@@ -353,19 +361,29 @@ func rrOver(dial Dialer, addresses []string, n int, dur time.Duration) ([]RRResu
 		}
 		networks[i] = tcpNet(host)
 	}
-	var conns []net.Conn
-	clients := make([][]net.Conn, n)
+	// A client's connections, each with its address's index.
+	type conn struct {
+		net.Conn
+		at int
+	}
+	var conns []conn
+	clients := make([][]conn, n)
+	turns := make([]int, len(addresses)) // the connections at each address
 	for i := range clients {
-		for j, address := range addresses {
-			c, err := dial(networks[j], address)
+		for at, address := range addresses {
+			if n >= len(addresses) && at != i%len(addresses) {
+				continue
+			}
+			c, err := dial(networks[at], address)
 			if err != nil {
 				for _, c := range conns {
 					c.Close()
 				}
 				return nil, err
 			}
-			conns = append(conns, c)
-			clients[i] = append(clients[i], c)
+			conns = append(conns, conn{c, at})
+			clients[i] = append(clients[i], conn{c, at})
+			turns[at]++
 		}
 	}
 	warm := time.Now().Add(100 * time.Millisecond)
@@ -403,8 +421,8 @@ func rrOver(dial Dialer, addresses []string, n int, dur time.Duration) ([]RRResu
 				}
 			}
 			mu.Lock()
-			for i := range all {
-				all[i] = append(all[i], samples[i]...)
+			for i, c := range cs {
+				all[c.at] = append(all[c.at], samples[i]...)
 			}
 			if err != nil && firstErr == nil {
 				firstErr = err
@@ -417,8 +435,10 @@ func rrOver(dial Dialer, addresses []string, n int, dur time.Duration) ([]RRResu
 		return nil, firstErr
 	}
 	rs := make([]RRResult, len(addresses))
-	share := dur.Seconds() / float64(len(addresses)) // each address's turns'
 	for i, a := range all {
+		// A client's time is shared evenly among its connections: an
+		// address's share is its connections' over all of them.
+		share := dur.Seconds() * float64(turns[i]) / float64(len(conns))
 		rs[i] = RRResult{Conns: n, Transactions: int64(len(a)), PerSecond: float64(len(a)) / share, Latency: summarise(a)}
 	}
 	return rs, nil

@@ -193,8 +193,8 @@ func (r *report) pairedIPv6() bool {
 }
 
 // rrPairsItself reports whether GoNet's request-response over IPv6 took
-// its IPv4 twin transaction by transaction (rr6Group), rather than in a
-// run of its own.
+// its IPv4 twin in the same run (rr6Group), rather than in a run of its
+// own.
 func (r *report) rrPairsItself() bool {
 	for _, pt := range r.points["rr6"] {
 		if _, ok := r.get("rr6", pt, "gonet", "paired_by_transaction"); ok {
@@ -240,7 +240,7 @@ func (r *report) ipv6Section() {
 				"GoNet's CPU, retransmission and drop figures in bulk over IPv6 are therefore its run's, both families'. ", p.BulkSlice6, p.BulkDur)
 		}
 		if r.rrPairsItself() {
-			r.p("Request-response is paired transaction by transaction: each of GoNet's clients holds a connection to its IPv6 address and one to its IPv4 address and takes them in turn, in one run twice a point's length, its CPU and packet figures therefore both families'. ")
+			r.p("Request-response is paired in one run twice a point's length: at one connection GoNet's client holds a connection to its IPv6 address and one to its IPv4 address and takes them in turn, transaction by transaction; at more, half of its clients are at each address, side by side, so that the point holds as many connections as gVisor's and the kernel's. Its CPU and packet figures are therefore both families'. ")
 		}
 		r.p("In bulk and request-response gVisor's and the kernel's servers serve one family per set-up, so theirs are the IPv6 workload's median over the IPv4 workload's: what IPv6 costs them on the same links, within that noise.\n\n")
 		r.p("Ping's round trip is compared twice: as the pinger saw it, and at the client's device, from the request's leaving the client's TAP or veth to the reply's entering it (the kernel's software timestamps). The first adds the client's own kernel and process, whose ICMPv6 path takes longer than their ICMP one whichever stack answers: the kernel's and gVisor's ratios in that row are theirs as much as GoNet's is. The second is the stack under test's own, and judges ping against the 5%% target.\n\n")

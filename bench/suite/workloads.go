@@ -276,14 +276,17 @@ func rrGroup(workload string, conns []int, p Plan) group {
 }
 
 // rr6Group is request-response over IPv6. GoNet's points pair themselves
-// with their IPv4 twin transaction by transaction: each client holds a
-// connection to the server's IPv6 address and one to its IPv4 address and
-// takes them in turn (load.RRTwins), one run twice a point's length for
-// both, as ping6's pingers take the two in turn. Paired run against run
-// instead (withIPv4Twin), pairs of runs at one connection on AMD spread
-// 0.77-1.26 (three sets of ten to twelve), wider than the 5% judged.
-// gVisor's and the kernel's servers on an IPv6 set-up serve IPv6 alone and
-// run at its address.
+// with their IPv4 twin in one run twice a point's length (load.RRTwins):
+// at one connection the client holds a connection to the server's IPv6
+// address and one to its IPv4 address and takes them in turn, transaction
+// by transaction, as ping6's pingers take the two; at more, half the
+// clients are at each address, side by side, so that the point holds as
+// many connections as gVisor's and the kernel's (taking turns, 100 clients
+// held 200 and paid for it: load's rrOver). Paired run against run instead
+// (withIPv4Twin), pairs of runs at one connection on AMD spread 0.77-1.26
+// (three sets of ten to twelve), wider than the 5% judged. gVisor's and
+// the kernel's servers on an IPv6 set-up serve IPv6 alone and run at its
+// address.
 func rr6Group(p Plan) group {
 	g := rrGroup("rr6", p.RRConns6, p)
 	for i, n := range p.RRConns6 {
