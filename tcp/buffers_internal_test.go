@@ -140,10 +140,10 @@ func TestSendBufferFillHoldsOnlyWhatItRead(t *testing.T) {
 	}
 	s.write(make([]byte, 100), bud)
 	k, _ := s.fill(64<<10, bud, func(space [][]byte) int {
-		if len(space) != 5 || len(space[0]) != chunkSize-100 {
+		if len(space) != 5 || len(space[0]) != chunkSize-s.head-100 { // head: lineOffset
 			t.Errorf("space after 100 bytes: %d slices, the first %d bytes", len(space), len(space[0]))
 		}
-		return chunkSize // the first chunk's tail and 100 bytes of the next
+		return chunkSize // the first chunk's tail and the head of the next
 	})
 	if k != chunkSize || s.n != chunkSize+100 || len(s.chunks) != 2 || bud.Used() != 2*chunkSize {
 		t.Fatalf("fill: %d bytes, buffer %d in %d chunks, budget %d", k, s.n, len(s.chunks), bud.Used())
@@ -216,5 +216,38 @@ func BenchmarkSendBufferCopyAt(b *testing.B) {
 			n := 45 * mss
 			run(fmt.Sprintf("%sstream_mss=%d", name, mss), n, func(off int) int { return (off + n) % (window - n) }, matched)
 		}
+	}
+}
+
+// An emptied buffer starts its next chunk at the writer's offset in a
+// cache line, whatever offset the writer has reached: a writer the buffer
+// drained under goes on from the middle of its own buffer (lineOffset).
+func TestSendBufferStartsAlignedWithTheWriter(t *testing.T) {
+	bud := budget.New(1 << 30)
+	src := make([]byte, 64<<10)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	for _, off := range []int{0, 4, 8, 1428, 3 * 1428, 64 + 12} {
+		var s sendBuffer
+		s.write(src[:100], bud)
+		s.discard(100, bud) // acknowledged: the buffer is empty
+		n := s.write(src[off:off+40000], bud)
+		if n != 40000 {
+			t.Fatalf("offset %d: wrote %d of 40000", off, n)
+		}
+		dst := uintptr(unsafe.Pointer(&s.chunks[0].b[s.head]))
+		if d, w := dst%64, uintptr(unsafe.Pointer(&src[off]))%64; d != w {
+			t.Errorf("offset %d: the first byte at %d in a line, the writer's at %d", off, d, w)
+		}
+		got := make([]byte, n)
+		s.copyAt(got, 0)
+		if !bytes.Equal(got, src[off:off+n]) {
+			t.Errorf("offset %d: the buffer holds other bytes than were written", off)
+		}
+		s.discard(n, bud)
+	}
+	if bud.Used() != 0 {
+		t.Errorf("%d bytes of budget held after every byte was acknowledged", bud.Used())
 	}
 }
