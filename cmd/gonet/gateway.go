@@ -35,7 +35,7 @@ import (
 var gatewayCommand = &command{
 	name:    "gateway",
 	summary: "give a guest's TAP device its network through host sockets, as slirp4netns does",
-	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-subnet CIDR] [-ipv6-prefix CIDR] [-no-ipv6] " +
+	usage: "gonet gateway {-tap NAME [-netns PID|PATH] [-configure] | -socket PATH} [-mtu N] [-tap-spin DURATION] [-subnet CIDR] [-ipv6-prefix CIDR] [-no-ipv6] " +
 		"[-forward PROTO:[HOSTADDR:]HOSTPORT:[GUESTADDR:]GUESTPORT]... [-deny CIDR]... [-no-host-loopback] " +
 		"[-dns-upstream ADDR:PORT] [-max-flows N] [-pcap FILE] [-impair SPEC] [-control PATH] [-metrics [HOST]:PORT] [-pprof [HOST]:PORT] " +
 		"[-log-level LEVEL] [-log-format text|json]",
@@ -126,6 +126,7 @@ func gatewayFlags(name string) (*flag.FlagSet, *gatewayConfig) {
 		fs.BoolVar(&c.configure, "configure", false, "bring the guest's side of the TAP device up: address, MTU, default route")
 		c.link.registerSocket(fs)
 	}
+	c.link.registerSpin(fs)
 	fs.IntVar(&c.link.mtu, "mtu", gatewayMTU, "the guest link's MTU `N`, "+strconv.Itoa(minMTU)+".."+strconv.Itoa(maxTAPMTU))
 	fs.Func("subnet", "the guest's network `CIDR`, /25 or larger: gateway .2, DNS .3, guest .100 (default "+gateway.DefaultSubnet.String()+")",
 		func(s string) error {
@@ -503,7 +504,7 @@ func openGuestTAP(nsPath string, c *gatewayConfig, n gateway.Network) (*tap.Endp
 		}
 		// Offloads unless -impair, as gonet up: its losses and
 		// corruption are meant for the frames a wire carries.
-		ep, err := gateway.OpenTAP("", c.link.tap, tap.Options{MTU: c.link.mtu, Offload: c.link.impair == ""})
+		ep, err := gateway.OpenTAP("", c.link.tap, tap.Options{MTU: c.link.mtu, Offload: c.link.impair == "", Spin: c.link.tapSpin})
 		if err == nil && c.configure {
 			err = gateway.ConfigureGuest("", ep.Name(), n, c.link.mtu)
 		}

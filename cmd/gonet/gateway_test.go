@@ -38,7 +38,7 @@ func TestGatewayFlagsParse(t *testing.T) {
 		"-subnet", "10.8.0.0/16", "-forward", "tcp:8080:80", "-forward", "udp:127.0.0.1:5353:53",
 		"-deny", "192.168.1.7/16", "-deny", "10.1.0.0/24", "-deny", "2001:db8::1/32", "-no-host-loopback",
 		"-ipv6-prefix", "fd12:3456::7/64",
-		"-dns-upstream", "10.1.2.3:5300", "-max-flows", "100"})
+		"-dns-upstream", "10.1.2.3:5300", "-max-flows", "100", "-tap-spin", "20us"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestGatewayFlagsParse(t *testing.T) {
 	}
 	wantDeny := []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("10.1.0.0/24"), netip.MustParsePrefix("2001:db8::/32")}
 	switch {
-	case c.link.tap != "gn0" || c.netns != "/run/netns/guest" || !c.configure || c.link.mtu != 1500:
+	case c.link.tap != "gn0" || c.netns != "/run/netns/guest" || !c.configure || c.link.mtu != 1500 || c.link.tapSpin != 20*time.Microsecond:
 		t.Errorf("link flags: %+v", c)
 	case c.subnet != netip.MustParsePrefix("10.8.0.0/16"):
 		t.Errorf("-subnet: %v", c.subnet)

@@ -134,7 +134,7 @@ func (c *linkConfig) register(fs *flag.FlagSet) {
 	fs.Var((*macFlag)(&c.mac), "mac", "GoNet's Ethernet address `MAC`, as in 02:00:5e:10:00:01 (default: a random locally administered one)")
 	fs.IntVar(&c.mtu, "mtu", defaultMTU, "the link's MTU `N`, 68..65535")
 	fs.IntVar(&c.tapQueues, "tap-queues", 0, "open the TAP device with `N` queues each way, each read and written by goroutines of its own, the kernel steering each flow to one (IFF_MULTI_QUEUE; 1..256, default 0: tap.DefaultQueues)")
-	fs.DurationVar(&c.tapSpin, "tap-spin", 0, "how long a TAP queue's reader polls the empty device before it sleeps until the next frame, while frames keep coming within it (default 0: link.DefaultSpin, 50µs; negative: never poll)")
+	c.registerSpin(fs)
 	fs.IntVar(&c.tapTxQueueLen, "tap-txqueuelen", 0, "the frames the kernel holds per TAP queue for GoNet to read before it drops (txqueuelen; default 0: tap.DefaultTxQueueLen, 16384; the kernel's own is 1000)")
 	fs.Var((*dnsFlag)(&c.dns), "dns", "resolve names with the DNS server at `ADDR` (or ADDR:PORT), over GoNet; an address, not a name, since it is what names are resolved with (repeatable, asked in turn; default: a DHCP lease's and those routers advertise (RFC 8106), else none)")
 	fs.Var((*searchFlag)(&c.search), "search", "complete a name with no dot in `DOMAIN` first (repeatable; default: a DHCP lease's and those routers advertise)")
@@ -155,6 +155,11 @@ func (c *linkConfig) registerIPv6(fs *flag.FlagSet) {
 	fs.BoolVar(&c.tempAddr, "temp-addr", false, "form a temporary address (RFC 8981: a random identifier, renewed daily) beside each address SLAAC forms, and prefer it as the source of new connections, as Linux's use_tempaddr=2")
 	fs.BoolVar(&c.optimisticDAD, "optimistic-dad", false, "use the link-local, SLAAC, temporary and DHCPv6 addresses while their duplicate address detection runs (RFC 4429, as Linux's optimistic_dad), avoided as sources where another fits until it passes; not the static -addr ones")
 	fs.StringVar(&c.stableKey, "stable-iid", "", "form IPv6 interface identifiers as RFC 7217's stable opaque ones from the secret key in `FILE` (created, mode 0600, with a new key when absent) instead of from the MAC")
+}
+
+// registerSpin adds -tap-spin to fs, writing into c.
+func (c *linkConfig) registerSpin(fs *flag.FlagSet) {
+	fs.DurationVar(&c.tapSpin, "tap-spin", 0, "how long a TAP queue's reader polls the empty device before it sleeps until the next frame, while frames keep coming within it (default 0: link.DefaultSpin, 50µs; negative: never poll)")
 }
 
 // registerCapture adds -pcap and -impair, what gonet does to a link's
