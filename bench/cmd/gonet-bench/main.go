@@ -172,6 +172,10 @@ func run(args []string) error {
 	defer cancel()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// A pipe reading the run's output (| tail) dies with it on a ^C or a
+	// kill of the process group; a write to it must then fail rather
+	// than kill the run before it has removed its namespaces.
+	signal.Ignore(syscall.SIGPIPE)
 	go func() {
 		sig := <-sigs
 		fmt.Fprintf(os.Stderr, "\ngonet-bench: %v: stopping the servers and removing the namespaces\n", sig)
