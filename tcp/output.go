@@ -297,6 +297,7 @@ func (c *Conn) windowField(syn bool) uint16 {
 	field := min((wnd+1<<shift-1)>>shift, 65535)
 	// The edge the peer will compute from the field.
 	c.rcv.adv = c.rcv.nxt.Add(seqnum.Size(field << shift))
+	c.rcv.synWnd = syn
 	return uint16(field)
 }
 
@@ -313,6 +314,15 @@ func (c *Conn) windowUpdateDue() bool {
 	free := c.budgetFree(max(c.sock.rcvBufSize-c.sock.rcvBuf.n-c.rcv.oooN, 0))
 	// No more than the window field can say: beyond it nothing would change.
 	most := min(c.sock.rcvBufSize, 65535<<c.rcv.wscale)
+	if c.rcv.synWnd {
+		// The peer knows only the SYN's unscaled window, which a
+		// buffer of more than 65535 bytes outgrows by itself: judged by
+		// the buffer, an update would look due as the handshake
+		// completes, a segment more per passive open that Linux does
+		// not send. Until the next segment tells the peer the whole
+		// window, what the SYN said is the window.
+		most = min(most, 65535)
+	}
 	free = min(free, most)
 	offered := max(int(c.rcv.adv.Sub(c.rcv.nxt)), 0)
 	if !c.rcv.nxt.Add(seqnum.Size(free)).GreaterThan(c.rcv.adv) {

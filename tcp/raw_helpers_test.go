@@ -335,22 +335,6 @@ func (p *peer) handshake() (synAck rawtest.TCPSegment) {
 	return sa
 }
 
-// dropWindowUpdate reads the window update the stack may send right after
-// a passive open with window scaling: its SYN-ACK could only advertise
-// 65535 bytes, and the window it can now express is far larger (RFC
-// 9293 3.8.6.2.2 lets it say so). Anything else is left for the test.
-func (p *peer) dropWindowUpdate() {
-	p.t.Helper()
-	p.settle()
-	if len(p.pending) == 0 {
-		return
-	}
-	s := rawtest.SegmentOf(p.t, p.pending[0])
-	if s.Flags == rawtest.ACK && s.Seq == p.rcv && s.Ack == p.nxt && len(s.Payload) == 0 && s.Window > 65535>>stackWScale {
-		p.pending = p.pending[1:]
-	}
-}
-
 // accepted opens a connection from the peer on peerPort to a listener on
 // stackPort and returns the accepted connection. The peer offers the
 // options in opts (none when zero) and advertises 65535.
@@ -360,9 +344,6 @@ func (r *rig) accepted(opts rawtest.TCPOpts) (*tcp.Conn, *peer) {
 	p := r.synPeer(peerPort, peerISN, opts)
 	p.handshake()
 	c := acceptOne(r.t, l)
-	if opts.HasWScale {
-		p.dropWindowUpdate()
-	}
 	return c, p
 }
 

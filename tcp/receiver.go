@@ -25,6 +25,7 @@ type receiver struct {
 	irs    seqnum.Value // initial receive sequence number
 	nxt    seqnum.Value // RCV.NXT: next expected
 	adv    seqnum.Value // right edge of the window advertised: RCV.NXT+RCV.WND when sent
+	synWnd bool         // adv was a SYN's window: unscaled, at most 65535 (windowUpdateDue)
 	wscale uint8        // our window shift (RFC 7323 section 2)
 	mss    int          // the MSS we announce
 

@@ -227,6 +227,7 @@ func (l *Listener) openFromCookie(seg *segment, id fourTuple, syn *wire.TCPOptio
 		p.Stats.ECNNegotiated.Inc()
 	}
 	c.rcv.adv = c.rcv.nxt.Add(seqnum.Size(min(p.cfg.ReceiveBuffer, 65535)))
+	c.rcv.synWnd = true // what the SYN-ACK said, unscaled
 	c.snd.wnd = uint32(seg.wnd) << c.sndWScaleIf()
 	c.snd.wl1, c.snd.wl2 = seg.seq, seg.ack
 	c.snd.maxWnd = c.snd.wnd

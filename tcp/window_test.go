@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -43,7 +44,6 @@ func TestPeerWindowScaleAppliesAfterTheSYN(t *testing.T) {
 		p.wnd = 500
 		p.ack()
 		c := acceptOne(t, l)
-		p.dropWindowUpdate()
 		write(t, c, pattern(10000))
 		p.expectSegments(1000, 1000, 1000, 1000)
 		r.nothing()
@@ -273,4 +273,32 @@ func TestWindowUpdateWaitsUntilHalfTheWindowIsUsed(t *testing.T) {
 		t.Errorf("window update %d, want %d", s.Window, buf)
 	}
 	r.nothing()
+}
+
+// A passive open says no more than its SYN-ACK's window until the peer
+// sends: a receive buffer larger than the 65535 bytes a SYN's unscaled
+// field can say is no reason for a window update as the handshake
+// completes (a segment more per connection, which Linux does not send),
+// and the ACK of the peer's first data carries the whole window.
+func TestPassiveOpenSendsNoWindowUpdateBeforeData(t *testing.T) {
+	for _, buf := range []int{64 << 10, 128 << 10, 1 << 20} {
+		t.Run(strconv.Itoa(buf>>10)+" KiB", func(t *testing.T) {
+			r := newRig(t, tcp.Config{ReceiveBuffer: buf})
+			l := r.listen(0)
+			p := r.synPeer(peerPort, peerISN, rawtest.TCPOpts{MSS: 1000, HasWScale: true, WScale: 3})
+			p.handshake()
+			acceptOne(t, l)
+			r.nothing()
+			p.send(A, pattern(1000))
+			p.advance(delayedAck)
+			acks := p.sent()
+			if len(acks) != 1 {
+				t.Fatalf("%d segments for the peer's first data, want its ACK", len(acks))
+			}
+			want := min(buf-1000, 65535<<stackWScale)
+			if got := int(acks[0].Window) << stackWScale; got < want-(1<<stackWScale) || got > want+(1<<stackWScale) {
+				t.Errorf("the first ACK's window %d, want the whole buffer's %d", got, want)
+			}
+		})
+	}
 }
