@@ -11,6 +11,7 @@ import (
 
 	"github.com/gonetstack/gonet/internal/testkit/stacktest"
 	"github.com/gonetstack/gonet/stack"
+	"github.com/gonetstack/gonet/stats"
 	"github.com/gonetstack/gonet/udp"
 )
 
@@ -173,10 +174,16 @@ func TestResponderAnswersOverBothFamilies(t *testing.T) {
 			}
 			// Every response names the addresses, announcements too: the
 			// counter tells that this one answered the query.
+			// The responder counts an answer once its write has
+			// returned, which may be after the querier has read it: a
+			// response is taken once the counter moves soon after it.
 			var m *dns.Msg
-			for deadline := time.Now().Add(5 * time.Second); r.Stats.Answered.Load() == answered || m == nil; {
+			for deadline := time.Now().Add(5 * time.Second); ; {
 				if m, err = nextResponse(c, time.Until(deadline)); err != nil {
 					t.Fatalf("no answer: %v (responder: %d queries, %d answered, %d ignored)", err, r.Stats.Queries.Load(), r.Stats.Answered.Load(), r.Stats.Ignored.Load())
+				}
+				if counted(&r.Stats.Answered, answered, time.Second) {
+					break
 				}
 			}
 			var got []netip.Addr
@@ -223,6 +230,16 @@ func startClaimed(t *testing.T, s *stack.Stack, host string) *Responder {
 
 // nextResponse returns the next response c receives within d, skipping
 // queries (other hosts' probes among them).
+// counted reports whether c moves past was within d.
+func counted(c *stats.Counter, was uint64, d time.Duration) bool {
+	for deadline := time.Now().Add(d); c.Load() == was; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 func nextResponse(c *udp.Conn, d time.Duration) (*dns.Msg, error) {
 	c.SetReadDeadline(time.Now().Add(d))
 	buf := make([]byte, 9000)
