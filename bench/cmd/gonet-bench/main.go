@@ -174,8 +174,11 @@ func run(args []string) error {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// A pipe reading the run's output (| tail) dies with it on a ^C or a
 	// kill of the process group; a write to it must then fail rather
-	// than kill the run before it has removed its namespaces.
-	signal.Ignore(syscall.SIGPIPE)
+	// than kill the run before it has removed its namespaces. Caught on
+	// a channel nobody reads, not ignored: an ignored signal stays
+	// ignored in the peers the run starts (pasta, iperf3), a caught one
+	// goes back to its default at exec.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	go func() {
 		sig := <-sigs
 		fmt.Fprintf(os.Stderr, "\ngonet-bench: %v: stopping the servers and removing the namespaces\n", sig)
