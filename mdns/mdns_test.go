@@ -173,10 +173,10 @@ func TestResponderAnswersOverBothFamilies(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Every response names the addresses, announcements too: the
-			// counter tells that this one answered the query.
-			// The responder counts an answer once its write has
-			// returned, which may be after the querier has read it: a
-			// response is taken once the counter moves soon after it.
+			// counter tells that this one answered the query. The
+			// responder counts an answer once its write has returned,
+			// which may be after the querier has read it: a response is
+			// taken once the counter moves soon after it.
 			var m *dns.Msg
 			for deadline := time.Now().Add(5 * time.Second); ; {
 				if m, err = nextResponse(c, time.Until(deadline)); err != nil {
@@ -228,8 +228,6 @@ func startClaimed(t *testing.T, s *stack.Stack, host string) *Responder {
 	return r
 }
 
-// nextResponse returns the next response c receives within d, skipping
-// queries (other hosts' probes among them).
 // counted reports whether c moves past was within d.
 func counted(c *stats.Counter, was uint64, d time.Duration) bool {
 	for deadline := time.Now().Add(d); c.Load() == was; time.Sleep(time.Millisecond) {
@@ -240,6 +238,8 @@ func counted(c *stats.Counter, was uint64, d time.Duration) bool {
 	return true
 }
 
+// nextResponse returns the next response c receives within d, skipping
+// queries (other hosts' probes among them).
 func nextResponse(c *udp.Conn, d time.Duration) (*dns.Msg, error) {
 	c.SetReadDeadline(time.Now().Add(d))
 	buf := make([]byte, 9000)
